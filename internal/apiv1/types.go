@@ -1,0 +1,212 @@
+// Package apiv1 holds the JSON shapes of the /v1 REST API, shared by the
+// server, the Go client and the CLI. Times are RFC 3339 UTC.
+package apiv1
+
+import "time"
+
+// CreateClusterRequest is the body of POST /v1/clusters.
+type CreateClusterRequest struct {
+	ClusterName        string `json:"cluster_name"`
+	Region             string `json:"region"`
+	GPUType            string `json:"gpu_type"`
+	ClusterType        string `json:"cluster_type"`
+	BillingType        string `json:"billing_type"`
+	NumGPUs            int    `json:"num_gpus"`
+	NumPreemptibleGPUs int    `json:"num_preemptible_gpus"`
+	// ProjectID is required for admin tokens and optional (must match) for
+	// project tokens.
+	ProjectID string `json:"project_id,omitempty"`
+}
+
+// UpdateClusterRequest is the body of PATCH /v1/clusters/{id}. Omitted
+// fields keep their value.
+type UpdateClusterRequest struct {
+	NumGPUs            *int `json:"num_gpus,omitempty"`
+	NumPreemptibleGPUs *int `json:"num_preemptible_gpus,omitempty"`
+}
+
+// Cluster in responses.
+type Cluster struct {
+	ClusterID                string `json:"cluster_id"`
+	ClusterName              string `json:"cluster_name"`
+	ProjectID                string `json:"project_id"`
+	Region                   string `json:"region"`
+	GPUType                  string `json:"gpu_type"`
+	ClusterType              string `json:"cluster_type"`
+	BillingType              string `json:"billing_type"`
+	Status                   string `json:"status"`
+	NumGPUs                  int    `json:"num_gpus"`
+	DesiredPreemptibleGPUs   int    `json:"desired_preemptible_gpus"`
+	AllocatedPreemptibleGPUs int    `json:"allocated_preemptible_gpus"`
+	// TargetUnfulfilled is set when allocated < desired.
+	TargetUnfulfilled *Unfulfilled `json:"target_unfulfilled,omitempty"`
+	GPUWorkerNodes    []Node       `json:"gpu_worker_nodes"`
+	CreatedAt         time.Time    `json:"created_at"`
+}
+
+// Unfulfilled says why allocated < desired.
+type Unfulfilled struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// Node of a cluster.
+type Node struct {
+	NodeID       string     `json:"node_id"`
+	NodeName     string     `json:"node_name"`
+	ComputeClass string     `json:"compute_class"`
+	Status       string     `json:"status"`
+	NumGPUs      int        `json:"num_gpus"`
+	CreatedAt    time.Time  `json:"created_at"`
+	ReadyAt      *time.Time `json:"ready_at,omitempty"`
+	Deadline     *time.Time `json:"deadline,omitempty"`
+}
+
+// ClusterList is the body of GET /v1/clusters.
+type ClusterList struct {
+	Clusters []Cluster `json:"clusters"`
+}
+
+// Event is a node lifecycle event.
+type Event struct {
+	EventID   string     `json:"event_id"`
+	Cursor    string     `json:"cursor"`
+	ClusterID string     `json:"cluster_id"`
+	NodeID    string     `json:"node_id,omitempty"`
+	NodeName  string     `json:"node_name,omitempty"`
+	Reason    string     `json:"reason"`
+	Message   string     `json:"message"`
+	Timestamp time.Time  `json:"timestamp"`
+	Deadline  *time.Time `json:"deadline,omitempty"`
+}
+
+// EventList is the body of GET /v1/clusters/{id}/events. Pass NextCursor
+// as ?cursor= to get the events after these.
+type EventList struct {
+	Events     []Event `json:"node_lifecycle_events"`
+	NextCursor string  `json:"next_cursor"`
+}
+
+// Capacity of one region and GPU type, in GPUs.
+type Capacity struct {
+	Region  string `json:"region"`
+	GPUType string `json:"gpu_type"`
+	Total   int    `json:"total_gpus"`
+	// AvailableOnDemand: what a new ON_DEMAND standard request could get now
+	// (free on-demand machines plus those reclaimable from preemptible).
+	AvailableOnDemand int `json:"available_on_demand_gpus"`
+	// AvailablePreemptible: free machines of any pool, idle reservations
+	// included.
+	AvailablePreemptible int `json:"available_preemptible_gpus"`
+	Reserved             int `json:"reserved_gpus"`
+	InUseStandard        int `json:"in_use_standard_gpus"`
+	InUsePreemptible     int `json:"in_use_preemptible_gpus"`
+	OutOfService         int `json:"out_of_service_gpus"`
+}
+
+// CapacityList is the body of GET /v1/capacity.
+type CapacityList struct {
+	Capacity []Capacity `json:"capacity"`
+}
+
+// CreateProjectRequest is the body of POST /v1/admin/projects.
+type CreateProjectRequest struct {
+	ProjectID string `json:"project_id"`
+}
+
+// Project with its token (shown once, at creation).
+type Project struct {
+	ProjectID string    `json:"project_id"`
+	Token     string    `json:"token,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ProjectList is the body of GET /v1/admin/projects.
+type ProjectList struct {
+	Projects []Project `json:"projects"`
+}
+
+// CreateMachinesRequest is the body of POST /v1/admin/machines: Count
+// machines of GPUsPerMachine GPUs each. IDs are generated unless MachineIDs
+// is given (then Count must be 0 or equal its length).
+type CreateMachinesRequest struct {
+	Region         string   `json:"region"`
+	GPUType        string   `json:"gpu_type"`
+	Count          int      `json:"count"`
+	GPUsPerMachine int      `json:"gpus_per_machine,omitempty"`
+	ReservationID  string   `json:"reservation_id,omitempty"`
+	MachineIDs     []string `json:"machine_ids,omitempty"`
+}
+
+// UpdateMachineRequest is the body of PATCH /v1/admin/machines/{id}.
+type UpdateMachineRequest struct {
+	OutOfService *bool `json:"out_of_service,omitempty"`
+}
+
+// Machine of the fleet.
+type Machine struct {
+	MachineID     string `json:"machine_id"`
+	Region        string `json:"region"`
+	GPUType       string `json:"gpu_type"`
+	GPUs          int    `json:"gpus"`
+	Pool          string `json:"pool"` // "on-demand" or "reservation:<id>"
+	ReservationID string `json:"reservation_id,omitempty"`
+	State         string `json:"state"`
+	ClusterID     string `json:"cluster_id,omitempty"`
+	NodeName      string `json:"node_name,omitempty"`
+}
+
+// MachineList is the body of GET /v1/admin/machines.
+type MachineList struct {
+	Machines []Machine `json:"machines"`
+}
+
+// CreateReservationRequest is the body of POST /v1/admin/reservations.
+type CreateReservationRequest struct {
+	ReservationID string `json:"reservation_id,omitempty"`
+	ProjectID     string `json:"project_id"`
+	Region        string `json:"region"`
+	GPUType       string `json:"gpu_type"`
+}
+
+// Reservation of capacity for a project.
+type Reservation struct {
+	ReservationID string `json:"reservation_id"`
+	ProjectID     string `json:"project_id"`
+	Region        string `json:"region"`
+	GPUType       string `json:"gpu_type"`
+	Machines      int    `json:"machines"`
+	GPUs          int    `json:"gpus"`
+	// LentGPUs: GPUs of the reservation serving as preemptible right now.
+	LentGPUs  int       `json:"lent_preemptible_gpus"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ReservationList is the body of GET /v1/admin/reservations.
+type ReservationList struct {
+	Reservations []Reservation `json:"reservations"`
+}
+
+// Error is the body of every error response.
+type Error struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody carries a stable code and a message for people. Field names the
+// request field at fault, when there is one.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// Error codes.
+const (
+	CodeInvalid      = "invalid_argument"
+	CodeNotFound     = "not_found"
+	CodeConflict     = "conflict"
+	CodeNoCapacity   = "insufficient_capacity"
+	CodeUnauthorized = "unauthenticated"
+	CodeForbidden    = "permission_denied"
+	CodeInternal     = "internal"
+)

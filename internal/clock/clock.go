@@ -1,0 +1,104 @@
+// Package clock is the only place sparecap reads the wall clock. Everything
+// else takes a Clock, so tests step a Fake and demos run a Scaled clock that
+// runs N times faster than real time.
+package clock
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock tells the time and sleeps on that time scale.
+type Clock interface {
+	Now() time.Time
+	// After returns a channel that receives once d of this clock's time has
+	// passed.
+	After(d time.Duration) <-chan time.Time
+}
+
+// Real is the wall clock.
+type Real struct{}
+
+func (Real) Now() time.Time                         { return time.Now().UTC() }
+func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Scaled runs Speed times faster than the wall clock, starting from the wall
+// time at which it was made.
+type Scaled struct {
+	Speed     float64
+	origin    time.Time
+	realStart time.Time
+}
+
+// NewScaled returns a clock running speed× real time. speed <= 1 means real
+// time.
+func NewScaled(speed float64) Clock {
+	if speed <= 1 {
+		return Real{}
+	}
+	now := time.Now().UTC()
+	return &Scaled{Speed: speed, origin: now, realStart: now}
+}
+
+func (s *Scaled) Now() time.Time {
+	elapsed := time.Since(s.realStart)
+	return s.origin.Add(time.Duration(float64(elapsed) * s.Speed)).UTC()
+}
+
+func (s *Scaled) After(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	time.AfterFunc(time.Duration(float64(d)/s.Speed), func() { ch <- s.Now() })
+	return ch
+}
+
+// Fake is a clock tests set and step by hand.
+type Fake struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []waiter
+}
+
+type waiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+// NewFake returns a fake clock set to t.
+func NewFake(t time.Time) *Fake { return &Fake{now: t.UTC()} }
+
+func (f *Fake) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *Fake) After(d time.Duration) <-chan time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- f.now
+		return ch
+	}
+	f.waiters = append(f.waiters, waiter{at: f.now.Add(d), ch: ch})
+	return ch
+}
+
+// Step moves the clock forward by d and fires due waiters.
+func (f *Fake) Step(d time.Duration) { f.Set(f.Now().Add(d)) }
+
+// Set sets the clock to t and fires due waiters.
+func (f *Fake) Set(t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = t.UTC()
+	kept := f.waiters[:0]
+	for _, w := range f.waiters {
+		if !w.at.After(f.now) {
+			w.ch <- f.now
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	f.waiters = kept
+}

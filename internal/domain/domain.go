@@ -1,0 +1,269 @@
+// Package domain holds the types every other package speaks: machines of the
+// fleet, clusters, their nodes and the lifecycle events posted about them.
+// It has no behaviour beyond small helpers and validation of enum values.
+package domain
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Label, taint and annotation keys put on Kubernetes nodes.
+const (
+	LabelComputeClass     = "sparecap.dev/compute-class"
+	TaintPreempted        = "sparecap.dev/preempted"
+	AnnotationDeadline    = "sparecap.dev/preempt-deadline"
+	DefaultGPUsPerMachine = 8
+	// GPUStep is the unit every GPU count in a request must be a multiple of.
+	GPUStep = 8
+	// DefaultDrainWindow is the bounded notice a preempted node gets.
+	DefaultDrainWindow = 5 * time.Minute
+	// DefaultEventRetention is how long lifecycle events are kept.
+	DefaultEventRetention = 72 * time.Hour
+)
+
+// ComputeClass is the class a node serves its cluster in. A node never
+// changes class.
+type ComputeClass string
+
+const (
+	Standard    ComputeClass = "standard"
+	Preemptible ComputeClass = "preemptible"
+)
+
+// NodeNamePrefix returns the prefix node names of the class carry.
+func (c ComputeClass) NodeNamePrefix() string {
+	if c == Preemptible {
+		return "gpu-preemptible-dp-"
+	}
+	return "gpu-dp-"
+}
+
+// NodeName is the Kubernetes node name of the n-th node of a cluster.
+func NodeName(c ComputeClass, n int64) string {
+	return fmt.Sprintf("%s%d", c.NodeNamePrefix(), n)
+}
+
+// NodeState is the lifecycle state of a node. The reclaim state machine is
+// Draining → Removing → Removed; the deadline is stored when Draining starts.
+type NodeState string
+
+const (
+	// NodePending: the node is bound to a machine that is still draining
+	// another node; it starts provisioning once that machine is wiped.
+	NodePending      NodeState = "pending"
+	NodeProvisioning NodeState = "provisioning"
+	NodeReady        NodeState = "ready"
+	NodeDraining     NodeState = "draining"
+	NodeRemoving     NodeState = "removing"
+	NodeRemoved      NodeState = "removed"
+)
+
+// Active reports whether the node occupies its machine (pending nodes only
+// hold a claim on it).
+func (s NodeState) Active() bool {
+	return s == NodeProvisioning || s == NodeReady || s == NodeDraining || s == NodeRemoving
+}
+
+// Live reports whether the node counts toward its cluster's capacity: it is
+// coming up or serving, not on its way out.
+func (s NodeState) Live() bool {
+	return s == NodePending || s == NodeProvisioning || s == NodeReady
+}
+
+// DrainCause says why a node is being drained. It decides the billing stop
+// point and the event wording.
+type DrainCause string
+
+const (
+	// CausePreempted: capacity is needed for standard demand elsewhere.
+	CausePreempted DrainCause = "preempted"
+	// CauseFairShare: spare capacity is rebalanced to a cluster below its share.
+	CauseFairShare DrainCause = "fair_share"
+	// CauseScaledDown: the tenant lowered its target or standard count.
+	CauseScaledDown DrainCause = "scaled_down"
+	// CauseClusterDeleted: the tenant deleted the cluster.
+	CauseClusterDeleted DrainCause = "cluster_deleted"
+	// CauseOutOfService: the operator took the machine out of service.
+	CauseOutOfService DrainCause = "out_of_service"
+)
+
+// TenantInitiated reports whether the tenant asked for the drain.
+func (c DrainCause) TenantInitiated() bool {
+	return c == CauseScaledDown || c == CauseClusterDeleted
+}
+
+// DrainOutcome records how a drain ended.
+type DrainOutcome string
+
+const (
+	OutcomeEarly    DrainOutcome = "early"    // all pods exited before the deadline
+	OutcomeDeadline DrainOutcome = "deadline" // removed at the deadline
+)
+
+// MachineState is derived from the machine's active node (if any).
+type MachineState string
+
+const (
+	MachineFree         MachineState = "free"
+	MachineProvisioning MachineState = "provisioning"
+	MachineReady        MachineState = "ready"
+	MachineDraining     MachineState = "draining"
+	MachineRemoving     MachineState = "removing"
+	MachineOutOfService MachineState = "out_of_service"
+)
+
+// ClusterType: only Kubernetes for now.
+type ClusterType string
+
+const ClusterKubernetes ClusterType = "KUBERNETES"
+
+// BillingType decides which pool standard nodes draw from.
+type BillingType string
+
+const (
+	BillingOnDemand BillingType = "ON_DEMAND"
+	BillingReserved BillingType = "RESERVED"
+)
+
+// ClusterStatus as reported by the API.
+type ClusterStatus string
+
+const (
+	StatusWaiting  ClusterStatus = "WaitingForDataPlaneNodes"
+	StatusReady    ClusterStatus = "Ready"
+	StatusDegraded ClusterStatus = "Degraded"
+	StatusDeleting ClusterStatus = "Deleting"
+)
+
+// UnfulfilledReason explains why allocated < desired preemptible GPUs.
+type UnfulfilledReason string
+
+const (
+	UnfulfilledNone        UnfulfilledReason = ""
+	UnfulfilledNoCapacity  UnfulfilledReason = "NoSpareCapacity"
+	UnfulfilledFairShare   UnfulfilledReason = "FairShare"
+	UnfulfilledCoolingDown UnfulfilledReason = "CoolingDown"
+	// UnfulfilledProvisioning: capacity is found, nodes are coming up.
+	UnfulfilledProvisioning UnfulfilledReason = "Provisioning"
+)
+
+// EventReason of a node lifecycle event.
+type EventReason string
+
+const (
+	ReasonNodeAdded          EventReason = "NodeAdded"
+	ReasonPreemptionNotified EventReason = "PreemptionNotified"
+	ReasonNodeDrained        EventReason = "NodeDrained"
+	ReasonNodeRemoved        EventReason = "NodeRemoved"
+	ReasonScaledDown         EventReason = "ScaledDown"
+	ReasonTargetUnfulfilled  EventReason = "TargetUnfulfilled"
+	ReasonTargetFulfilled    EventReason = "TargetFulfilled"
+	ReasonClusterDeleting    EventReason = "ClusterDeleting"
+)
+
+// Project is a tenant.
+type Project struct {
+	ID        string
+	CreatedAt time.Time
+}
+
+// Token is an API token, stored only as its SHA-256 hash.
+type Token struct {
+	Hash      string
+	ProjectID string
+	CreatedAt time.Time
+}
+
+// Reservation is capacity bought by one project in one region and GPU type.
+// Its machines carry the reservation's ID as their pool.
+type Reservation struct {
+	ID        string
+	ProjectID string
+	Region    string
+	GPUType   string
+	CreatedAt time.Time
+}
+
+// Machine is one GPU server of the fleet.
+type Machine struct {
+	ID      string
+	Region  string
+	GPUType string
+	GPUs    int
+	// ReservationID is empty for the on-demand pool.
+	ReservationID string
+	OutOfService  bool
+	// CooldownUntil: a machine released by a standard node is not lent as
+	// preemptible before this time (zero: no cooldown).
+	CooldownUntil time.Time
+	CreatedAt     time.Time
+}
+
+// Cluster is a tenant's Kubernetes cluster.
+type Cluster struct {
+	ID                     string
+	Name                   string
+	ProjectID              string
+	Region                 string
+	GPUType                string
+	Type                   ClusterType
+	BillingType            BillingType
+	NumGPUs                int // standard GPUs
+	DesiredPreemptibleGPUs int
+	// Weight for max-min fair sharing of spare capacity (1 by default).
+	Weight int
+	Status ClusterStatus
+	// Unfulfilled is set whenever allocated < desired preemptible GPUs.
+	Unfulfilled        UnfulfilledReason
+	UnfulfilledMessage string
+	Deleting           bool
+	// NodeSeq numbers the cluster's nodes; the next node is NodeSeq+1.
+	NodeSeq   int64
+	CreatedAt time.Time
+	DeletedAt time.Time
+}
+
+// Node is a machine serving a cluster in one compute class.
+type Node struct {
+	ID        string
+	ClusterID string
+	MachineID string
+	Name      string
+	Class     ComputeClass
+	GPUs      int
+	State     NodeState
+	CreatedAt time.Time
+	ReadyAt   time.Time
+	// Drain fields, set at T+0.
+	DrainStartedAt time.Time
+	Deadline       time.Time
+	DrainCause     DrainCause
+	// Notified: the T+0 actions (cordon, taint, annotate, event, SIGTERM)
+	// were all applied. They are idempotent and redone until this is set.
+	Notified  bool
+	DrainedAt time.Time
+	Outcome   DrainOutcome
+	RemovedAt time.Time
+}
+
+// Event is a node lifecycle event.
+type Event struct {
+	// Seq orders events and serves as the paging cursor.
+	Seq       int64
+	ID        string
+	ClusterID string
+	NodeID    string
+	NodeName  string
+	Reason    EventReason
+	Message   string
+	Timestamp time.Time
+	Deadline  time.Time
+}
+
+// Errors callers branch on.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("conflict")
+)

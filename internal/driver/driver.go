@@ -1,0 +1,81 @@
+// Package driver defines the two interfaces the controller acts on the
+// outside world through: ClusterDriver (a cluster's Kubernetes API) and
+// MachineProvider (the machines themselves). Package sim implements both in
+// memory; the Kubernetes driver implements ClusterDriver with client-go.
+//
+// Every method is idempotent: the controller persists its intent first and
+// may call a method again after a crash, so a repeated call must succeed and
+// change nothing more.
+package driver
+
+import (
+	"context"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// NodeSpec describes a node to add to a cluster.
+type NodeSpec struct {
+	ClusterID string
+	NodeName  string
+	MachineID string
+	Class     domain.ComputeClass
+	GPUs      int
+	// Labels include domain.LabelComputeClass.
+	Labels map[string]string
+}
+
+// Taint on a node.
+type Taint struct {
+	Key    string
+	Value  string
+	Effect string // NoSchedule, NoExecute
+}
+
+// NodeEvent is a Kubernetes Event posted on a node.
+type NodeEvent struct {
+	Type    string // Normal or Warning
+	Reason  string
+	Message string
+}
+
+// Pod is a pod bound to a node that has not exited yet.
+type Pod struct {
+	Namespace string
+	Name      string
+	// TerminationGracePeriod from the pod spec.
+	TerminationGracePeriod time.Duration
+	// Terminating: deletion was requested (SIGTERM sent).
+	Terminating bool
+}
+
+// ClusterDriver is what the controller does to a cluster's Kubernetes.
+type ClusterDriver interface {
+	// AddNode registers the node with its labels and reports it Ready.
+	AddNode(ctx context.Context, spec NodeSpec) error
+	// Cordon marks the node unschedulable.
+	Cordon(ctx context.Context, clusterID, nodeName string) error
+	// Taint adds the taint unless the node already has it.
+	Taint(ctx context.Context, clusterID, nodeName string, t Taint) error
+	// Annotate sets an annotation on the node.
+	Annotate(ctx context.Context, clusterID, nodeName, key, value string) error
+	// PostEvent posts a Kubernetes Event about the node.
+	PostEvent(ctx context.Context, clusterID, nodeName string, e NodeEvent) error
+	// ListPods lists the pods on the node that have not exited.
+	ListPods(ctx context.Context, clusterID, nodeName string) ([]Pod, error)
+	// DeletePod deletes a pod with the grace period (0 forces deletion).
+	// Deleting a pod that is gone is not an error.
+	DeletePod(ctx context.Context, clusterID, nodeName string, pod Pod, grace time.Duration) error
+	// DeleteNode removes the node object. Deleting a missing node is not an
+	// error.
+	DeleteNode(ctx context.Context, clusterID, nodeName string) error
+}
+
+// MachineProvider prepares machines for clusters and wipes them afterwards.
+// Both calls are polled: they start the work on the first call and report
+// done=true once it has finished.
+type MachineProvider interface {
+	Prepare(ctx context.Context, m domain.Machine, spec NodeSpec) (done bool, err error)
+	Wipe(ctx context.Context, m domain.Machine, nodeName string) (done bool, err error)
+}

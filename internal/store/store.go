@@ -1,0 +1,99 @@
+// Package store defines the one persistence interface of sparecap. Every
+// backend (sqlite, postgres) implements Store and passes the conformance
+// suite in package storetest.
+//
+// The store holds desired state (clusters, targets, fleet) and the observed
+// lifecycle (nodes and their reclaim state, events). It never reads a clock
+// or makes up identifiers: timestamps and IDs arrive in the values written.
+// Writes that belong together go through Update, which runs one transaction.
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// Store is implemented by every backend.
+type Store interface {
+	Reader
+	// Update runs fn in one transaction; if fn returns an error nothing it
+	// wrote is kept.
+	Update(ctx context.Context, fn func(Tx) error) error
+	// Snapshot reads, in one transaction, the state the allocator plans on:
+	// all machines and reservations, every cluster not fully deleted and
+	// every node not yet removed.
+	Snapshot(ctx context.Context) (Snapshot, error)
+	Close() error
+}
+
+// Reader are the reads available outside and inside a transaction.
+type Reader interface {
+	GetProject(ctx context.Context, id string) (domain.Project, error)
+	ListProjects(ctx context.Context) ([]domain.Project, error)
+	// TokenByHash returns the token with that SHA-256 hash (hex).
+	TokenByHash(ctx context.Context, hash string) (domain.Token, error)
+	ListReservations(ctx context.Context) ([]domain.Reservation, error)
+	GetMachine(ctx context.Context, id string) (domain.Machine, error)
+	ListMachines(ctx context.Context) ([]domain.Machine, error)
+	// GetCluster returns a cluster unless it has been fully deleted
+	// (DeletedAt set), in which case it returns domain.ErrNotFound.
+	GetCluster(ctx context.Context, id string) (domain.Cluster, error)
+	// ListClusters lists clusters not fully deleted, of one project or of
+	// all projects when projectID is empty, oldest first.
+	ListClusters(ctx context.Context, projectID string) ([]domain.Cluster, error)
+	GetNode(ctx context.Context, id string) (domain.Node, error)
+	ListNodes(ctx context.Context, f NodeFilter) ([]domain.Node, error)
+	// ListEvents returns events with Seq > f.AfterSeq in Seq order.
+	ListEvents(ctx context.Context, f EventFilter) ([]domain.Event, error)
+}
+
+// Tx is a transaction: reads see its own writes.
+type Tx interface {
+	Reader
+	// Create* return domain.ErrConflict when the ID is taken.
+	CreateProject(ctx context.Context, p domain.Project) error
+	CreateToken(ctx context.Context, t domain.Token) error
+	CreateReservation(ctx context.Context, r domain.Reservation) error
+	CreateMachine(ctx context.Context, m domain.Machine) error
+	CreateCluster(ctx context.Context, c domain.Cluster) error
+	CreateNode(ctx context.Context, n domain.Node) error
+	// Update* write every field of the row; domain.ErrNotFound if absent.
+	UpdateMachine(ctx context.Context, m domain.Machine) error
+	UpdateCluster(ctx context.Context, c domain.Cluster) error
+	UpdateNode(ctx context.Context, n domain.Node) error
+	// AddEvent stores e and returns it with its Seq. Events are
+	// de-duplicated by (ClusterID, NodeID, Reason): an event with the same
+	// key replaces the earlier one and gets a new Seq.
+	AddEvent(ctx context.Context, e domain.Event) (domain.Event, error)
+	// PruneEvents deletes events with Timestamp before t.
+	PruneEvents(ctx context.Context, before time.Time) (int, error)
+}
+
+// NodeFilter selects nodes. Zero values select everything.
+type NodeFilter struct {
+	ClusterID string
+	MachineID string
+	// States, when not empty, selects nodes in one of these states.
+	States []domain.NodeState
+	// IncludeRemoved selects removed nodes too (ignored when States is set).
+	IncludeRemoved bool
+}
+
+// EventFilter selects events. Zero values select everything.
+type EventFilter struct {
+	ClusterID string
+	AfterSeq  int64
+	// Limit caps the result; 0 means no limit.
+	Limit int
+}
+
+// Snapshot is a consistent read of the state the allocator works on.
+type Snapshot struct {
+	Machines     []domain.Machine
+	Reservations []domain.Reservation
+	Clusters     []domain.Cluster
+	// Nodes not removed.
+	Nodes []domain.Node
+}
