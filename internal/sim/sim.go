@@ -1,0 +1,493 @@
+package sim
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
+)
+
+var (
+	_ driver.ClusterDriver   = (*Fleet)(nil)
+	_ driver.MachineProvider = (*Fleet)(nil)
+)
+
+// ErrNoNode is returned (wrapped) by calls that act on a node the simulated
+// cluster does not have. It wraps domain.ErrNotFound so callers may branch
+// on either.
+var ErrNoNode = fmt.Errorf("no such node: %w", domain.ErrNotFound)
+
+// Defaults for Config.
+const (
+	DefaultProvisionTime = 20 * time.Second
+	DefaultWipeTime      = 5 * time.Second
+)
+
+// NeverExits as a PodTemplate.ExitAfter makes a pod ignore SIGTERM: it lives
+// until its grace period runs out.
+const NeverExits time.Duration = -1
+
+// maxLogEvents bounds the fleet-wide event log (Events); each node keeps its
+// own events for as long as it exists. The bound keeps the state file, which
+// is rewritten on every change, small during long simulations.
+const maxLogEvents = 1000
+
+// PodTemplate describes a pod every new node starts with.
+type PodTemplate struct {
+	Namespace string // "default" if empty
+	Name      string
+	// TerminationGracePeriod from the pod spec.
+	TerminationGracePeriod time.Duration
+	// ExitAfter is how long after SIGTERM the pod exits on its own.
+	// Negative (NeverExits): it ignores SIGTERM and is killed when its grace
+	// period ends.
+	ExitAfter time.Duration
+}
+
+// Config configures a Fleet. Only Clock is required.
+type Config struct {
+	// Clock is the only source of time.
+	Clock clock.Clock
+	// ProvisionTime is how long Prepare takes from its first call until it
+	// reports done. Zero means DefaultProvisionTime; negative means at once.
+	ProvisionTime time.Duration
+	// WipeTime is the same for Wipe. Zero means DefaultWipeTime; negative
+	// means at once.
+	WipeTime time.Duration
+	// Pods, if non-nil, are the pods every new node starts with (an empty
+	// non-nil slice: no pods). If nil, each node gets one of the default
+	// profiles, chosen deterministically from Seed, cluster ID and node name.
+	Pods []PodTemplate
+	// Seed varies the choice of default profiles between runs.
+	Seed int64
+	// StatePath, if set, is a JSON file the whole simulated world is saved
+	// to after every change and loaded from by New.
+	StatePath string
+}
+
+// Fleet is a simulated set of machines and the Kubernetes clusters they
+// serve. It is safe for concurrent use.
+type Fleet struct {
+	clock     clock.Clock
+	provision time.Duration
+	wipe      time.Duration
+	pods      []PodTemplate
+	seed      int64
+	path      string
+
+	mu sync.Mutex
+	st world
+	// dirty: the state changed since it was last saved (a save failed).
+	dirty bool
+}
+
+// New returns a Fleet, loading its state from cfg.StatePath if that file
+// exists.
+func New(cfg Config) (*Fleet, error) {
+	if cfg.Clock == nil {
+		return nil, errors.New("sim: config has no clock")
+	}
+	f := &Fleet{
+		clock:     cfg.Clock,
+		provision: durationOr(cfg.ProvisionTime, DefaultProvisionTime),
+		wipe:      durationOr(cfg.WipeTime, DefaultWipeTime),
+		seed:      cfg.Seed,
+		path:      cfg.StatePath,
+		st:        newWorld(),
+	}
+	if cfg.Pods != nil {
+		f.pods = make([]PodTemplate, 0, len(cfg.Pods))
+		seen := map[string]bool{}
+		for _, t := range cfg.Pods {
+			if t.Namespace == "" {
+				t.Namespace = "default"
+			}
+			if t.Name == "" {
+				return nil, errors.New("sim: pod template has no name")
+			}
+			if t.TerminationGracePeriod < 0 {
+				return nil, fmt.Errorf("sim: pod template %s/%s: negative grace period", t.Namespace, t.Name)
+			}
+			k := t.Namespace + "/" + t.Name
+			if seen[k] {
+				return nil, fmt.Errorf("sim: pod template %s: duplicate", k)
+			}
+			seen[k] = true
+			f.pods = append(f.pods, t)
+		}
+	}
+	if f.path != "" {
+		st, ok, err := load(f.path)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			f.st = st
+		}
+	}
+	return f, nil
+}
+
+func durationOr(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// finish ends every public call with the lock held: it records whether the
+// call changed the world and saves it if so, or if an earlier save failed.
+func (f *Fleet) finish(changed bool) error {
+	if changed {
+		f.dirty = true
+	}
+	if !f.dirty || f.path == "" {
+		return nil
+	}
+	if err := save(f.path, &f.st); err != nil {
+		return err
+	}
+	f.dirty = false
+	return nil
+}
+
+// ---- ClusterDriver ----
+
+// AddNode registers the node, Ready, with its labels and the pods new nodes
+// start with. Adding a node that exists changes nothing.
+func (f *Fleet) AddNode(ctx context.Context, spec driver.NodeSpec) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if spec.ClusterID == "" || spec.NodeName == "" {
+		return errors.New("sim: add node: cluster ID and node name are required")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := nodeKey{spec.ClusterID, spec.NodeName}
+	if _, ok := f.st.nodes[k]; ok {
+		return f.finish(false)
+	}
+	profile, templates := "custom", f.pods
+	if templates == nil {
+		p := defaultProfile(f.seed, spec.ClusterID, spec.NodeName)
+		profile, templates = p.name, p.pods
+	}
+	n := &node{
+		ClusterID:   spec.ClusterID,
+		Name:        spec.NodeName,
+		MachineID:   spec.MachineID,
+		Class:       spec.Class,
+		GPUs:        spec.GPUs,
+		Profile:     profile,
+		Labels:      maps.Clone(spec.Labels),
+		Annotations: map[string]string{},
+		AddedAt:     f.clock.Now(),
+	}
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	for _, t := range templates {
+		n.Pods = append(n.Pods, &pod{
+			Namespace:              t.Namespace,
+			Name:                   t.Name,
+			TerminationGracePeriod: t.TerminationGracePeriod,
+			ExitAfter:              t.ExitAfter,
+		})
+	}
+	f.st.nodes[k] = n
+	return f.finish(true)
+}
+
+// lookup returns the node or an error wrapping ErrNoNode.
+func (f *Fleet) lookup(op, clusterID, nodeName string) (*node, error) {
+	n, ok := f.st.nodes[nodeKey{clusterID, nodeName}]
+	if !ok {
+		return nil, fmt.Errorf("%s node %s in cluster %s: %w", op, nodeName, clusterID, ErrNoNode)
+	}
+	return n, nil
+}
+
+// Cordon marks the node unschedulable.
+func (f *Fleet) Cordon(ctx context.Context, clusterID, nodeName string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, err := f.lookup("cordon", clusterID, nodeName)
+	if err != nil {
+		return err
+	}
+	changed := !n.Unschedulable
+	n.Unschedulable = true
+	return f.finish(changed)
+}
+
+// Taint adds the taint. A taint with the same key and effect is Kubernetes'
+// notion of the same taint: an identical one is left alone, one with another
+// value is updated in place, never duplicated.
+func (f *Fleet) Taint(ctx context.Context, clusterID, nodeName string, t driver.Taint) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if t.Key == "" {
+		return errors.New("sim: taint has no key")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, err := f.lookup("taint", clusterID, nodeName)
+	if err != nil {
+		return err
+	}
+	for i, have := range n.Taints {
+		if have.Key == t.Key && have.Effect == t.Effect {
+			if have == t {
+				return f.finish(false)
+			}
+			n.Taints[i] = t
+			return f.finish(true)
+		}
+	}
+	n.Taints = append(n.Taints, t)
+	return f.finish(true)
+}
+
+// Annotate sets an annotation on the node.
+func (f *Fleet) Annotate(ctx context.Context, clusterID, nodeName, key, value string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, err := f.lookup("annotate", clusterID, nodeName)
+	if err != nil {
+		return err
+	}
+	if have, ok := n.Annotations[key]; ok && have == value {
+		return f.finish(false)
+	}
+	n.Annotations[key] = value
+	return f.finish(true)
+}
+
+// PostEvent posts an event about the node. Like Kubernetes' event
+// aggregation, posting an event identical (type, reason, message) to one the
+// node already has bumps that event's count and last-seen time instead of
+// adding another, so a repeated call after a crash leaves one event.
+func (f *Fleet) PostEvent(ctx context.Context, clusterID, nodeName string, e driver.NodeEvent) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, err := f.lookup("post event on", clusterID, nodeName)
+	if err != nil {
+		return err
+	}
+	now := f.clock.Now()
+	for _, have := range n.Events {
+		if have.Type == e.Type && have.Reason == e.Reason && have.Message == e.Message {
+			have.Count++
+			have.LastAt = now
+			if i, ok := slices.BinarySearchFunc(f.st.Events, have.Seq, func(ev *event, seq int64) int {
+				return cmp.Compare(ev.Seq, seq)
+			}); ok {
+				f.st.Events[i].Count, f.st.Events[i].LastAt = have.Count, now
+			}
+			return f.finish(true)
+		}
+	}
+	f.st.EventSeq++
+	ev := event{
+		Seq:       f.st.EventSeq,
+		ClusterID: clusterID,
+		NodeName:  nodeName,
+		Type:      e.Type,
+		Reason:    e.Reason,
+		Message:   e.Message,
+		FirstAt:   now,
+		LastAt:    now,
+		Count:     1,
+	}
+	n.Events = append(n.Events, &ev)
+	logged := ev
+	f.st.Events = append(f.st.Events, &logged)
+	if over := len(f.st.Events) - maxLogEvents; over > 0 {
+		f.st.Events = slices.Delete(f.st.Events, 0, over)
+	}
+	return f.finish(true)
+}
+
+// ListPods lists the pods on the node that have not exited as of the clock's
+// now. A missing node has no pods.
+func (f *Fleet) ListPods(ctx context.Context, clusterID, nodeName string) ([]driver.Pod, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []driver.Pod
+	if n, ok := f.st.nodes[nodeKey{clusterID, nodeName}]; ok {
+		now := f.clock.Now()
+		for _, p := range n.Pods {
+			if p.state(now) == PodGone {
+				continue
+			}
+			out = append(out, driver.Pod{
+				Namespace:              p.Namespace,
+				Name:                   p.Name,
+				TerminationGracePeriod: p.TerminationGracePeriod,
+				Terminating:            !p.SIGTERMAt.IsZero(),
+			})
+		}
+	}
+	return out, f.finish(false)
+}
+
+// DeletePod deletes the pod with the grace period, with the API server's
+// rules: a running pod gets SIGTERM now and is gone after its ExitAfter or
+// the grace period, whichever is first; a terminating pod's grace period can
+// only be shortened (measured from its original SIGTERM); grace <= 0 removes
+// it at once. Deleting a pod that is gone, or on a missing node, is not an
+// error.
+func (f *Fleet) DeletePod(ctx context.Context, clusterID, nodeName string, dp driver.Pod, grace time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.st.nodes[nodeKey{clusterID, nodeName}]
+	if !ok {
+		return f.finish(false)
+	}
+	ns := cmp.Or(dp.Namespace, "default")
+	i := slices.IndexFunc(n.Pods, func(p *pod) bool { return p.Namespace == ns && p.Name == dp.Name })
+	if i < 0 {
+		return f.finish(false)
+	}
+	return f.finish(n.Pods[i].delete(f.clock.Now(), grace))
+}
+
+// DeleteNode removes the node and its pods. A missing node is not an error.
+func (f *Fleet) DeleteNode(ctx context.Context, clusterID, nodeName string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := nodeKey{clusterID, nodeName}
+	_, ok := f.st.nodes[k]
+	delete(f.st.nodes, k)
+	return f.finish(ok)
+}
+
+// ---- MachineProvider ----
+
+// Prepare starts preparing the machine for the node on its first call and
+// reports done once ProvisionTime has passed since. A machine holds one job
+// at a time: preparing it for another node, or after a wipe, starts anew.
+func (f *Fleet) Prepare(ctx context.Context, m domain.Machine, spec driver.NodeSpec) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if m.ID == "" {
+		return false, errors.New("sim: prepare: machine has no ID")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.clock.Now()
+	mc, ok := f.st.machines[m.ID]
+	if ok && mc.Job == jobPrepare && mc.ClusterID == spec.ClusterID && mc.NodeName == spec.NodeName {
+		return !now.Before(mc.StartedAt.Add(f.provision)), f.finish(false)
+	}
+	f.st.machines[m.ID] = &machine{
+		ID:        m.ID,
+		Job:       jobPrepare,
+		ClusterID: spec.ClusterID,
+		NodeName:  spec.NodeName,
+		StartedAt: now,
+	}
+	return f.provision <= 0, f.finish(true)
+}
+
+// Wipe starts wiping the machine after the node on its first call and
+// reports done once WipeTime has passed since.
+func (f *Fleet) Wipe(ctx context.Context, m domain.Machine, nodeName string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if m.ID == "" {
+		return false, errors.New("sim: wipe: machine has no ID")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.clock.Now()
+	mc, ok := f.st.machines[m.ID]
+	if ok && mc.Job == jobWipe && mc.NodeName == nodeName {
+		return !now.Before(mc.StartedAt.Add(f.wipe)), f.finish(false)
+	}
+	next := &machine{ID: m.ID, Job: jobWipe, NodeName: nodeName, StartedAt: now}
+	if ok && mc.NodeName == nodeName {
+		next.ClusterID = mc.ClusterID
+	}
+	f.st.machines[m.ID] = next
+	return f.wipe <= 0, f.finish(true)
+}
+
+// ---- default pod profiles ----
+
+type profile struct {
+	name string
+	pods []PodTemplate
+}
+
+// defaultProfiles: two whose pods all exit well inside the five-minute drain
+// window, and one with a trainer that ignores SIGTERM and asks for ten
+// minutes of grace, so its drain runs to the deadline.
+var defaultProfiles = []profile{
+	{"inference", []PodTemplate{
+		{Namespace: "ml", Name: "inference-server", TerminationGracePeriod: 30 * time.Second, ExitAfter: 10 * time.Second},
+		{Namespace: "ml", Name: "metrics-sidecar", TerminationGracePeriod: 30 * time.Second, ExitAfter: time.Second},
+	}},
+	{"checkpointing-trainer", []PodTemplate{
+		// Writes a checkpoint on SIGTERM, then exits.
+		{Namespace: "ml", Name: "trainer", TerminationGracePeriod: 4 * time.Minute, ExitAfter: 150 * time.Second},
+		{Namespace: "ml", Name: "data-loader", TerminationGracePeriod: 30 * time.Second, ExitAfter: 3 * time.Second},
+	}},
+	{"stubborn-trainer", []PodTemplate{
+		{Namespace: "ml", Name: "trainer", TerminationGracePeriod: 10 * time.Minute, ExitAfter: NeverExits},
+		{Namespace: "ml", Name: "data-loader", TerminationGracePeriod: 30 * time.Second, ExitAfter: 3 * time.Second},
+	}},
+}
+
+func defaultProfile(seed int64, clusterID, nodeName string) profile {
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(seed))
+	h.Write(b[:])
+	h.Write([]byte(clusterID))
+	h.Write([]byte{0})
+	h.Write([]byte(nodeName))
+	return defaultProfiles[h.Sum64()%uint64(len(defaultProfiles))]
+}
+
+// DefaultPods returns the pods a node gets when Config.Pods is nil, and the
+// name of their profile.
+func DefaultPods(seed int64, clusterID, nodeName string) (profile string, pods []PodTemplate) {
+	p := defaultProfile(seed, clusterID, nodeName)
+	return p.name, slices.Clone(p.pods)
+}
