@@ -1,0 +1,869 @@
+package allocator
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// Snapshot is the state a plan is made from. It has the same shape as
+// store.Snapshot so the controller converts one into the other for free.
+type Snapshot struct {
+	Machines     []domain.Machine
+	Reservations []domain.Reservation
+	// Clusters not fully deleted.
+	Clusters []domain.Cluster
+	// Nodes not removed.
+	Nodes []domain.Node
+}
+
+// Config holds the knobs of a plan.
+type Config struct {
+	// DrainWindow is the bounded notice; deadlines are now + DrainWindow.
+	DrainWindow time.Duration
+}
+
+// Plan is the allocator's output. Apply Reclaims, then Provisions, then
+// Clusters; see the package documentation.
+type Plan struct {
+	Reclaims   []Reclaim
+	Provisions []Provision
+	Clusters   []ClusterState
+	// Shortfalls lists clusters whose standard demand cannot be met.
+	Shortfalls []Shortfall
+	// NextWake is the earliest time at which the plan would change by the
+	// passing of time alone (a cooldown ending); zero if none.
+	NextWake time.Time
+}
+
+// Reclaim takes a node back from its cluster.
+type Reclaim struct {
+	NodeID    string
+	ClusterID string
+	MachineID string
+	Cause     domain.DrainCause
+	// Cancel is set for pending nodes: they hold no machine yet and are
+	// dropped without a drain.
+	Cancel bool
+	// Deadline is now + DrainWindow; zero when Cancel.
+	Deadline time.Time
+}
+
+// Provision creates a node of a cluster on a machine.
+type Provision struct {
+	ClusterID string
+	MachineID string
+	Class     domain.ComputeClass
+	GPUs      int
+	// Pending: the machine is still occupied by a node that is draining;
+	// the new node starts once that one is removed.
+	Pending bool
+}
+
+// ClusterState is what a cluster looks like once the plan is applied.
+type ClusterState struct {
+	ClusterID string
+	Status    domain.ClusterStatus
+	// StandardGPUs on live standard nodes (pending, provisioning, ready).
+	StandardGPUs int
+	// AllocatedPreemptibleGPUs on ready preemptible nodes.
+	AllocatedPreemptibleGPUs int
+	// FairShareGPUs is the cluster's share of spare capacity.
+	FairShareGPUs int
+	Unfulfilled   domain.UnfulfilledReason
+	Message       string
+}
+
+// Shortfall is standard demand that cannot be met.
+type Shortfall struct {
+	ClusterID string
+	Region    string
+	GPUType   string
+	WantGPUs  int
+	CanGPUs   int
+}
+
+func (s Shortfall) Error() string {
+	return fmt.Sprintf("asked for %d %s GPUs in %s; %d can be had", s.WantGPUs, s.GPUType, s.Region, s.CanGPUs)
+}
+
+type partKey struct{ region, gpuType string }
+
+type poolKey struct {
+	part int32
+	res  string
+}
+
+// planner holds the indexes of one Plan call. Everything is addressed by
+// index into the snapshot's slices to keep a 100,000-GPU plan within a few
+// allocations.
+type planner struct {
+	s   *Snapshot
+	now time.Time
+	cfg Config
+	out Plan
+
+	resProject map[string]string
+
+	// Per machine.
+	mPart  []int32
+	occ    []int32 // active node, or -1
+	claim  []int32 // pending node, or -1
+	pooled []int32 // machine indexes grouped by pool
+	pools  map[poolKey]*poolRange
+
+	// Per cluster.
+	cPart    []int32
+	cNodes   []int32 // node indexes grouped by cluster (offsets in cStart)
+	cStart   []int32
+	stdLive  []int32 // GPUs
+	preLive  []int32 // nodes
+	preReady []int32 // GPUs
+	stdWait  []bool  // the plan provisions standard nodes for the cluster
+	short    []bool
+
+	// Per node.
+	fair []int32 // preemptible share, in nodes
+	dem  []int32 // preemptible target, in nodes
+
+	nCluster []int32
+	nMachine []int32
+	gone     []bool // reclaimed or cancelled by this plan
+
+	// Per partition.
+	partMachines [][]int32 // machine indexes
+	partClusters [][]int32 // cluster indexes, oldest first
+	partGPM      []int     // GPUs per machine
+
+	scratch []int32
+}
+
+// Compute plans what should change. It is deterministic: the same snapshot
+// and time give the same plan.
+func Compute(s Snapshot, now time.Time, cfg Config) Plan {
+	if cfg.DrainWindow <= 0 {
+		cfg.DrainWindow = domain.DefaultDrainWindow
+	}
+	p := &planner{s: &s, now: now, cfg: cfg}
+	p.index()
+	p.deleted()
+	p.outOfService()
+	p.scaleDown()
+	for part := range p.partMachines {
+		p.standard(int32(part))
+	}
+	for part := range p.partMachines {
+		p.preemptible(int32(part))
+	}
+	p.status()
+	return p.out
+}
+
+func (p *planner) index() {
+	s := p.s
+	nm, nc, nn := len(s.Machines), len(s.Clusters), len(s.Nodes)
+
+	p.resProject = make(map[string]string, len(s.Reservations))
+	for i := range s.Reservations {
+		p.resProject[s.Reservations[i].ID] = s.Reservations[i].ProjectID
+	}
+
+	parts := make(map[partKey]int32, 16)
+	partOf := func(region, gpu string) int32 {
+		k := partKey{region, gpu}
+		id, ok := parts[k]
+		if !ok {
+			id = int32(len(parts))
+			parts[k] = id
+		}
+		return id
+	}
+
+	machineIdx := make(map[string]int32, nm)
+	p.mPart = make([]int32, nm)
+	p.occ = make([]int32, 2*nm)
+	p.claim = p.occ[nm:]
+	p.occ = p.occ[:nm]
+	for i := range s.Machines {
+		m := &s.Machines[i]
+		machineIdx[m.ID] = int32(i)
+		p.mPart[i] = partOf(m.Region, m.GPUType)
+		p.occ[i], p.claim[i] = -1, -1
+	}
+
+	clusterIdx := make(map[string]int32, nc)
+	p.cPart = make([]int32, nc)
+	ints := make([]int32, 5*nc)
+	p.stdLive, p.preLive, p.preReady = ints[:nc], ints[nc:2*nc], ints[2*nc:3*nc]
+	p.fair, p.dem, p.cStart = ints[3*nc:4*nc], ints[4*nc:5*nc], make([]int32, nc+1)
+	bools := make([]bool, 2*nc)
+	p.stdWait, p.short = bools[:nc], bools[nc:]
+	for i := range s.Clusters {
+		c := &s.Clusters[i]
+		clusterIdx[c.ID] = int32(i)
+		p.cPart[i] = partOf(c.Region, c.GPUType)
+	}
+
+	nodeInts := make([]int32, 3*nn)
+	p.nCluster, p.nMachine, p.cNodes = nodeInts[:nn], nodeInts[nn:2*nn], nodeInts[2*nn:]
+	p.gone = make([]bool, nn)
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
+		ci, ok := clusterIdx[n.ClusterID]
+		if !ok {
+			ci = -1
+		}
+		mi, ok := machineIdx[n.MachineID]
+		if !ok {
+			mi = -1
+		}
+		p.nCluster[i], p.nMachine[i] = ci, mi
+		if ci >= 0 {
+			p.cStart[ci+1]++
+		}
+		if mi >= 0 {
+			switch {
+			case n.State == domain.NodePending:
+				p.claim[mi] = int32(i)
+			case n.State.Active():
+				p.occ[mi] = int32(i)
+			}
+		}
+		if ci >= 0 && n.State.Live() {
+			p.count(ci, n, +1)
+		}
+	}
+	// Group node indexes by cluster (counting sort).
+	for i := 1; i <= nc; i++ {
+		p.cStart[i] += p.cStart[i-1]
+	}
+	fill := slices.Clone(p.cStart[:nc])
+	for i := range s.Nodes {
+		if ci := p.nCluster[i]; ci >= 0 {
+			p.cNodes[fill[ci]] = int32(i)
+			fill[ci]++
+		}
+	}
+
+	// Group machines and clusters by partition.
+	np := len(parts)
+	p.partMachines = make([][]int32, np)
+	p.partClusters = make([][]int32, np)
+	p.partGPM = make([]int, np)
+	mCount := make([]int, np)
+	cCount := make([]int, np)
+	for _, part := range p.mPart {
+		mCount[part]++
+	}
+	for _, part := range p.cPart {
+		cCount[part]++
+	}
+	mFlat := make([]int32, 0, nm)
+	cFlat := make([]int32, 0, nc)
+	for part := 0; part < np; part++ {
+		p.partMachines[part] = mFlat[len(mFlat) : len(mFlat) : len(mFlat)+mCount[part]]
+		mFlat = mFlat[:len(mFlat)+mCount[part]]
+		p.partClusters[part] = cFlat[len(cFlat) : len(cFlat) : len(cFlat)+cCount[part]]
+		cFlat = cFlat[:len(cFlat)+cCount[part]]
+		p.partGPM[part] = domain.DefaultGPUsPerMachine
+	}
+	for i, part := range p.mPart {
+		p.partMachines[part] = append(p.partMachines[part], int32(i))
+		p.partGPM[part] = s.Machines[i].GPUs
+	}
+	for i, part := range p.cPart {
+		p.partClusters[part] = append(p.partClusters[part], int32(i))
+	}
+	for _, cs := range p.partClusters {
+		slices.SortFunc(cs, func(a, b int32) int {
+			ca, cb := &s.Clusters[a], &s.Clusters[b]
+			if c := ca.CreatedAt.Compare(cb.CreatedAt); c != 0 {
+				return c
+			}
+			return cmpString(ca.ID, cb.ID)
+		})
+	}
+
+	// New nodes go mostly to free or draining machines, at most one each:
+	// sizing Provisions for those spares the slice its growth copies.
+	open := 16
+	for mi := range p.claim {
+		if p.claim[mi] < 0 && !s.Machines[mi].OutOfService && (p.occ[mi] < 0 || !s.Nodes[p.occ[mi]].State.Live()) {
+			open++
+		}
+	}
+	p.out.Provisions = make([]Provision, 0, open)
+
+	// Group each partition's machines by pool so free machines of a pool
+	// are found with a cursor instead of a scan.
+	p.pools = make(map[poolKey]*poolRange, 2*np)
+	p.pooled = make([]int32, 0, nm)
+	for part, ms := range p.partMachines {
+		start := len(p.pooled)
+		p.pooled = append(p.pooled, ms...)
+		group := p.pooled[start:]
+		slices.SortStableFunc(group, func(a, b int32) int {
+			return cmpString(s.Machines[a].ReservationID, s.Machines[b].ReservationID)
+		})
+		for i := 0; i < len(group); {
+			res := s.Machines[group[i]].ReservationID
+			j := i
+			for j < len(group) && s.Machines[group[j]].ReservationID == res {
+				j++
+			}
+			p.pools[poolKey{int32(part), res}] = &poolRange{ms: group[i:j]}
+			i = j
+		}
+	}
+}
+
+// poolRange is the machines of one pool of one partition, with a cursor
+// past the machines known not to be free any more. Machines never become
+// free during a plan (a reclaim only starts a drain), so the cursor only
+// moves forward.
+type poolRange struct {
+	ms     []int32
+	cursor int
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (p *planner) count(ci int32, n *domain.Node, sign int32) {
+	switch n.Class {
+	case domain.Standard:
+		p.stdLive[ci] += sign * int32(n.GPUs)
+	case domain.Preemptible:
+		p.preLive[ci] += sign
+		if n.State == domain.NodeReady {
+			p.preReady[ci] += sign * int32(n.GPUs)
+		}
+	}
+}
+
+// reclaim takes node ni away from its cluster within this plan.
+func (p *planner) reclaim(ni int32, cause domain.DrainCause) {
+	if p.gone[ni] {
+		return
+	}
+	n := &p.s.Nodes[ni]
+	p.gone[ni] = true
+	if ci := p.nCluster[ni]; ci >= 0 {
+		p.count(ci, n, -1)
+	}
+	r := Reclaim{NodeID: n.ID, ClusterID: n.ClusterID, MachineID: n.MachineID, Cause: cause}
+	if n.State == domain.NodePending {
+		r.Cancel = true
+		if mi := p.nMachine[ni]; mi >= 0 && p.claim[mi] == ni {
+			p.claim[mi] = -1
+		}
+	} else {
+		r.Deadline = p.now.Add(p.cfg.DrainWindow)
+	}
+	p.out.Reclaims = append(p.out.Reclaims, r)
+}
+
+// Node indexes at or beyond len(Nodes) stand for nodes this plan provisions:
+// index len(Nodes)+i is Provisions[i].
+
+// liveNode reports whether node index ni is live and not taken by this plan.
+func (p *planner) liveNode(ni int32) bool {
+	if ni < 0 {
+		return false
+	}
+	if int(ni) >= len(p.s.Nodes) {
+		return true
+	}
+	return !p.gone[ni] && p.s.Nodes[ni].State.Live()
+}
+
+func (p *planner) classOf(ni int32) domain.ComputeClass {
+	if int(ni) >= len(p.s.Nodes) {
+		return p.out.Provisions[int(ni)-len(p.s.Nodes)].Class
+	}
+	return p.s.Nodes[ni].Class
+}
+
+// free: not out of service, no active node, nobody waiting for it.
+func (p *planner) free(mi int32) bool {
+	return p.occ[mi] < 0 && p.claim[mi] < 0 && !p.s.Machines[mi].OutOfService
+}
+
+// leaving: its active node is on the way out and nobody is waiting for it.
+func (p *planner) leaving(mi int32) bool {
+	if p.claim[mi] >= 0 || p.s.Machines[mi].OutOfService {
+		return false
+	}
+	o := p.occ[mi]
+	return o >= 0 && !p.liveNode(o)
+}
+
+func (p *planner) cooling(mi int32) bool {
+	return p.s.Machines[mi].CooldownUntil.After(p.now)
+}
+
+func (p *planner) deleted() {
+	for ci := range p.s.Clusters {
+		if !p.s.Clusters[ci].Deleting {
+			continue
+		}
+		for _, ni := range p.nodesOf(int32(ci)) {
+			if p.liveNode(ni) {
+				p.reclaim(ni, domain.CauseClusterDeleted)
+			}
+		}
+	}
+}
+
+func (p *planner) outOfService() {
+	for mi := range p.s.Machines {
+		if !p.s.Machines[mi].OutOfService {
+			continue
+		}
+		if o := p.occ[mi]; p.liveNode(o) {
+			p.reclaim(o, domain.CauseOutOfService)
+		}
+		if c := p.claim[mi]; c >= 0 && p.liveNode(c) {
+			p.reclaim(c, domain.CauseOutOfService)
+		}
+	}
+}
+
+func (p *planner) nodesOf(ci int32) []int32 {
+	return p.cNodes[p.cStart[ci]:p.cStart[ci+1]]
+}
+
+// victimsOf returns the cluster's live nodes of a class in the order they
+// are given up: pending, then provisioning, then ready; youngest first.
+func (p *planner) victimsOf(ci int32, class domain.ComputeClass) []int32 {
+	p.scratch = p.scratch[:0]
+	for _, ni := range p.nodesOf(ci) {
+		if p.liveNode(ni) && p.s.Nodes[ni].Class == class {
+			p.scratch = append(p.scratch, ni)
+		}
+	}
+	slices.SortFunc(p.scratch, p.youngerFirst)
+	return p.scratch
+}
+
+func stateRank(s domain.NodeState) int {
+	switch s {
+	case domain.NodePending:
+		return 0
+	case domain.NodeProvisioning:
+		return 1
+	}
+	return 2
+}
+
+func (p *planner) youngerFirst(a, b int32) int {
+	na, nb := &p.s.Nodes[a], &p.s.Nodes[b]
+	if c := stateRank(na.State) - stateRank(nb.State); c != 0 {
+		return c
+	}
+	if c := nb.CreatedAt.Compare(na.CreatedAt); c != 0 {
+		return c
+	}
+	return cmpString(nb.ID, na.ID)
+}
+
+func (p *planner) scaleDown() {
+	for ci := range p.s.Clusters {
+		c := &p.s.Clusters[ci]
+		if c.Deleting {
+			continue
+		}
+		if int(p.stdLive[ci]) > c.NumGPUs {
+			for _, ni := range p.victimsOf(int32(ci), domain.Standard) {
+				if g := p.s.Nodes[ni].GPUs; int(p.stdLive[ci])-g >= c.NumGPUs {
+					p.reclaim(ni, domain.CauseScaledDown)
+				}
+			}
+		}
+		gpm := p.partGPM[p.cPart[ci]]
+		if int(p.preLive[ci]) > c.DesiredPreemptibleGPUs/gpm {
+			for _, ni := range p.victimsOf(int32(ci), domain.Preemptible) {
+				if int(p.preLive[ci]) > c.DesiredPreemptibleGPUs/gpm {
+					p.reclaim(ni, domain.CauseScaledDown)
+				}
+			}
+		}
+	}
+}
+
+// eligible reports whether machine mi may serve cluster ci's standard nodes.
+func (p *planner) eligible(ci, mi int32) bool {
+	c, m := &p.s.Clusters[ci], &p.s.Machines[mi]
+	if c.BillingType == domain.BillingReserved {
+		return m.ReservationID != "" && p.resProject[m.ReservationID] == c.ProjectID
+	}
+	return m.ReservationID == ""
+}
+
+func (p *planner) provision(ci, mi int32, class domain.ComputeClass, pending bool) {
+	m := &p.s.Machines[mi]
+	p.out.Provisions = append(p.out.Provisions, Provision{
+		ClusterID: p.s.Clusters[ci].ID, MachineID: m.ID, Class: class, GPUs: m.GPUs, Pending: pending,
+	})
+	ni := int32(len(p.s.Nodes) + len(p.out.Provisions) - 1)
+	if pending {
+		p.claim[mi] = ni
+	} else {
+		p.occ[mi] = ni
+	}
+	if class == domain.Standard {
+		p.stdLive[ci] += int32(m.GPUs)
+		p.stdWait[ci] = true
+	} else {
+		p.preLive[ci]++
+	}
+}
+
+func (p *planner) standard(part int32) {
+	for _, ci := range p.partClusters[part] {
+		c := &p.s.Clusters[ci]
+		if c.Deleting || int(p.stdLive[ci]) >= c.NumGPUs {
+			continue
+		}
+		p.findStandard(part, ci)
+		if int(p.stdLive[ci]) < c.NumGPUs {
+			p.short[ci] = true
+			p.out.Shortfalls = append(p.out.Shortfalls, Shortfall{
+				ClusterID: c.ID, Region: c.Region, GPUType: c.GPUType,
+				WantGPUs: c.NumGPUs, CanGPUs: int(p.stdLive[ci]),
+			})
+		}
+	}
+}
+
+func (p *planner) need(ci int32) bool {
+	return int(p.stdLive[ci])+p.partGPM[p.cPart[ci]] <= p.s.Clusters[ci].NumGPUs
+}
+
+func (p *planner) findStandard(part, ci int32) {
+	c := &p.s.Clusters[ci]
+	// 1. Free machines of the cluster's pools.
+	for _, pr := range p.poolsFor(part, c) {
+		for p.need(ci) && pr.cursor < len(pr.ms) {
+			mi := pr.ms[pr.cursor]
+			pr.cursor++
+			if p.free(mi) {
+				p.provision(ci, mi, domain.Standard, false)
+			}
+		}
+		// A machine skipped by the cursor is not free now and cannot
+		// become free during this plan.
+	}
+	if !p.need(ci) {
+		return
+	}
+	// 2. Eligible machines already draining with nobody waiting, then
+	// 3. those awaited only by a pending preemptible node.
+	for _, mi := range p.partMachines[part] {
+		if !p.need(ci) {
+			return
+		}
+		if p.eligible(ci, mi) && p.leaving(mi) {
+			p.provision(ci, mi, domain.Standard, true)
+		}
+	}
+	for _, mi := range p.partMachines[part] {
+		if !p.need(ci) {
+			return
+		}
+		if cl := p.claim[mi]; int(cl) < len(p.s.Nodes) && p.liveNode(cl) && p.eligible(ci, mi) &&
+			!p.s.Machines[mi].OutOfService && p.s.Nodes[cl].Class == domain.Preemptible {
+			p.reclaim(cl, domain.CausePreempted)
+			p.provision(ci, mi, domain.Standard, true)
+		}
+	}
+	// 4. Reclaim preemptible nodes on eligible machines.
+	cand := p.scratch[:0]
+	for _, mi := range p.partMachines[part] {
+		o := p.occ[mi]
+		if int(o) < len(p.s.Nodes) && p.liveNode(o) && p.claim[mi] < 0 && p.eligible(ci, mi) &&
+			p.s.Nodes[o].Class == domain.Preemptible {
+			cand = append(cand, mi)
+		}
+	}
+	for p.need(ci) && len(cand) > 0 {
+		best := -1
+		for i, mi := range cand {
+			if best < 0 || p.betterVictim(p.occ[mi], p.occ[cand[best]]) {
+				best = i
+			}
+		}
+		mi := cand[best]
+		cand[best] = cand[len(cand)-1]
+		cand = cand[:len(cand)-1]
+		p.reclaim(p.occ[mi], domain.CausePreempted)
+		p.provision(ci, mi, domain.Standard, true)
+	}
+	p.scratch = cand[:0]
+}
+
+// betterVictim: the node whose cluster holds the most preemptible nodes per
+// unit of weight (furthest above its fair share), then the youngest node.
+func (p *planner) betterVictim(a, b int32) bool {
+	ca, cb := p.nCluster[a], p.nCluster[b]
+	if ca != cb && ca >= 0 && cb >= 0 {
+		// preLive[ca]/w(ca) vs preLive[cb]/w(cb), by cross-multiplication.
+		la := int64(p.preLive[ca]) * int64(weight(&p.s.Clusters[cb]))
+		lb := int64(p.preLive[cb]) * int64(weight(&p.s.Clusters[ca]))
+		if la != lb {
+			return la > lb
+		}
+	}
+	return p.youngerFirst(a, b) < 0
+}
+
+func weight(c *domain.Cluster) int {
+	if c.Weight <= 0 {
+		return 1
+	}
+	return c.Weight
+}
+
+// poolsFor returns the pools a cluster's standard nodes may use.
+func (p *planner) poolsFor(part int32, c *domain.Cluster) []*poolRange {
+	if c.BillingType != domain.BillingReserved {
+		if pr := p.pools[poolKey{part, ""}]; pr != nil {
+			return []*poolRange{pr}
+		}
+		return nil
+	}
+	var out []*poolRange
+	for i := range p.s.Reservations {
+		r := &p.s.Reservations[i]
+		if r.ProjectID == c.ProjectID {
+			if pr := p.pools[poolKey{part, r.ID}]; pr != nil {
+				out = append(out, pr)
+			}
+		}
+	}
+	return out
+}
+
+// preemptible shares the partition's spare capacity by weighted max-min
+// fairness and moves nodes toward the shares.
+func (p *planner) preemptible(part int32) {
+	s := p.s
+	gpm := p.partGPM[part]
+	supply, cooling := 0, 0
+	for _, mi := range p.partMachines[part] {
+		if s.Machines[mi].OutOfService {
+			continue
+		}
+		o, cl := p.occ[mi], p.claim[mi]
+		switch {
+		case cl >= 0:
+			if p.classOf(cl) == domain.Preemptible {
+				supply++
+			}
+		case o < 0:
+			if p.cooling(mi) {
+				cooling++
+				if cu := s.Machines[mi].CooldownUntil; p.out.NextWake.IsZero() || cu.Before(p.out.NextWake) {
+					p.out.NextWake = cu
+				}
+			} else {
+				supply++
+			}
+		case !p.liveNode(o) || p.classOf(o) == domain.Preemptible:
+			supply++
+		}
+	}
+
+	// Water-filling: clusters sorted by target/weight; those whose target
+	// fits under the level get it, the rest share what is left in
+	// proportion to their weights.
+	order := p.scratch[:0]
+	for _, ci := range p.partClusters[part] {
+		c := &s.Clusters[ci]
+		p.dem[ci], p.fair[ci] = 0, 0
+		if !c.Deleting && c.DesiredPreemptibleGPUs > 0 {
+			p.dem[ci] = int32(c.DesiredPreemptibleGPUs / gpm)
+			order = append(order, ci)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int32) int {
+		x := int64(p.dem[a]) * int64(weight(&s.Clusters[b]))
+		y := int64(p.dem[b]) * int64(weight(&s.Clusters[a]))
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	})
+	R, W := int64(supply), int64(0)
+	for _, ci := range order {
+		W += int64(weight(&s.Clusters[ci]))
+	}
+	i := 0
+	for ; i < len(order); i++ {
+		ci := order[i]
+		w := int64(weight(&s.Clusters[ci]))
+		if int64(p.dem[ci])*W > R*w {
+			break
+		}
+		p.fair[ci] = p.dem[ci]
+		R -= int64(p.dem[ci])
+		W -= w
+	}
+	if rest := order[i:]; len(rest) > 0 {
+		left := R
+		for _, ci := range rest {
+			f := int64(weight(&s.Clusters[ci])) * R / W
+			p.fair[ci] = int32(f)
+			left -= f
+		}
+		// The remainder (fewer nodes than clusters here) goes to clusters
+		// already holding more, so it moves no node, then to older ones.
+		slices.SortStableFunc(rest, func(a, b int32) int {
+			if c := int(p.preLive[b]) - int(p.preLive[a]); c != 0 {
+				return c
+			}
+			return p.olderFirst(a, b)
+		})
+		for j := 0; left > 0 && j < len(rest); j++ {
+			if ci := rest[j]; p.fair[ci] < p.dem[ci] {
+				p.fair[ci]++
+				left--
+			}
+		}
+	}
+	p.scratch = order[:0]
+
+	// Clusters above their share give up their youngest nodes.
+	for _, ci := range p.partClusters[part] {
+		if over := p.preLive[ci] - p.fair[ci]; over > 0 {
+			for _, ni := range p.victimsOf(ci, domain.Preemptible) {
+				if p.preLive[ci] <= p.fair[ci] {
+					break
+				}
+				p.reclaim(ni, domain.CauseFairShare)
+			}
+		}
+	}
+
+	// Clusters below their share get free machines, then draining ones.
+	// Idle reserved machines are lent before on-demand ones: on-demand
+	// requests are the more frequent, and each one that finds a free
+	// machine is a preemption avoided.
+	var free, leaving []int32
+	for pass := 0; pass < 2; pass++ {
+		for _, mi := range p.partMachines[part] {
+			if (s.Machines[mi].ReservationID != "") != (pass == 0) {
+				continue
+			}
+			switch {
+			case p.free(mi) && !p.cooling(mi):
+				free = append(free, mi)
+			case p.leaving(mi):
+				leaving = append(leaving, mi)
+			}
+		}
+	}
+	totalFair := int32(0)
+	for _, ci := range p.partClusters[part] {
+		totalFair += p.fair[ci]
+		for p.preLive[ci] < p.fair[ci] {
+			if len(free) > 0 {
+				p.provision(ci, free[0], domain.Preemptible, false)
+				free = free[1:]
+			} else if len(leaving) > 0 {
+				p.provision(ci, leaving[0], domain.Preemptible, true)
+				leaving = leaving[1:]
+			} else {
+				break // unreachable while supply is counted right
+			}
+		}
+	}
+
+	for _, ci := range p.partClusters[part] {
+		p.reason(ci, gpm, cooling, totalFair)
+	}
+}
+
+func (p *planner) olderFirst(a, b int32) int {
+	ca, cb := &p.s.Clusters[a], &p.s.Clusters[b]
+	if c := ca.CreatedAt.Compare(cb.CreatedAt); c != 0 {
+		return c
+	}
+	return cmpString(ca.ID, cb.ID)
+}
+
+// reason records why a cluster's preemptible target is not met, if it is
+// not. It is written into the cluster's ClusterState by status.
+func (p *planner) reason(ci int32, gpm, cooling int, totalFair int32) {
+	c := &p.s.Clusters[ci]
+	st := p.state(ci)
+	st.FairShareGPUs = int(p.fair[ci]) * gpm
+	switch {
+	case c.Deleting || int(p.preReady[ci]) >= c.DesiredPreemptibleGPUs:
+		return
+	case p.fair[ci] < p.dem[ci] && cooling > 0:
+		st.Unfulfilled = domain.UnfulfilledCoolingDown
+		st.Message = fmt.Sprintf("%d %s GPUs in %s are cooling down after release and will be lent from %s",
+			cooling*gpm, c.GPUType, c.Region, p.out.NextWake.UTC().Format(time.RFC3339))
+	case p.fair[ci] < p.dem[ci] && totalFair > p.fair[ci]:
+		st.Unfulfilled = domain.UnfulfilledFairShare
+		st.Message = fmt.Sprintf("spare %s capacity in %s is shared with other clusters; this cluster's fair share is %d GPUs",
+			c.GPUType, c.Region, st.FairShareGPUs)
+	case p.fair[ci] < p.dem[ci]:
+		st.Unfulfilled = domain.UnfulfilledNoCapacity
+		st.Message = fmt.Sprintf("no spare %s capacity in %s beyond %d GPUs; the target is kept and filled as capacity returns",
+			c.GPUType, c.Region, st.FairShareGPUs)
+	default:
+		st.Unfulfilled = domain.UnfulfilledProvisioning
+		st.Message = fmt.Sprintf("capacity found; %d of %d preemptible GPUs ready, the rest are being provisioned or wait for a drain to end",
+			p.preReady[ci], c.DesiredPreemptibleGPUs)
+	}
+}
+
+// state returns the cluster's entry of out.Clusters, created in cluster
+// order on first use.
+func (p *planner) state(ci int32) *ClusterState {
+	if p.out.Clusters == nil {
+		p.out.Clusters = make([]ClusterState, len(p.s.Clusters))
+	}
+	return &p.out.Clusters[ci]
+}
+
+func (p *planner) status() {
+	for ci := range p.s.Clusters {
+		c := &p.s.Clusters[ci]
+		st := p.state(int32(ci))
+		st.ClusterID = c.ID
+		st.StandardGPUs = int(p.stdLive[ci])
+		st.AllocatedPreemptibleGPUs = int(p.preReady[ci])
+		waiting := p.stdWait[ci]
+		for _, ni := range p.nodesOf(int32(ci)) {
+			n := &p.s.Nodes[ni]
+			if n.Class == domain.Standard && p.liveNode(ni) && n.State != domain.NodeReady {
+				waiting = true
+			}
+		}
+		switch {
+		case c.Deleting:
+			st.Status = domain.StatusDeleting
+		case p.short[ci] || st.StandardGPUs < c.NumGPUs:
+			st.Status = domain.StatusDegraded
+		case waiting:
+			st.Status = domain.StatusWaiting
+		default:
+			st.Status = domain.StatusReady
+		}
+	}
+}
