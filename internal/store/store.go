@@ -19,7 +19,9 @@ import (
 type Store interface {
 	Reader
 	// Update runs fn in one transaction; if fn returns an error nothing it
-	// wrote is kept.
+	// wrote is kept. Updates are serializable: concurrent ones behave as if
+	// run one after another. A backend may run fn more than once (to
+	// retry a serialization failure), so fn must not act outside tx.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// Snapshot reads, in one transaction, the state the allocator plans on:
 	// all machines and reservations, every cluster not fully deleted and
@@ -52,7 +54,9 @@ type Reader interface {
 // Tx is a transaction: reads see its own writes.
 type Tx interface {
 	Reader
-	// Create* return domain.ErrConflict when the ID is taken.
+	// Create* return domain.ErrConflict when the ID is taken (the Tx stays
+	// usable) and domain.ErrNotFound when a row the value refers to (its
+	// project, cluster or machine) does not exist.
 	CreateProject(ctx context.Context, p domain.Project) error
 	CreateToken(ctx context.Context, t domain.Token) error
 	CreateReservation(ctx context.Context, r domain.Reservation) error

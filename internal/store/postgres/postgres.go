@@ -1,0 +1,126 @@
+// Package postgres is the PostgreSQL backend of store.Store, for control
+// planes that share one database (several replicas, or a managed database
+// with backups).
+//
+// Update runs SERIALIZABLE: the allocator's guarantees (a machine serves at
+// most one node, a node number is handed out once) rest on reads made
+// inside the transaction, and row locks would not cover rows that a
+// concurrent transaction inserts. Serialization failures are retried by
+// re-running the Update function.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"io/fs"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/sparecap/sparecap/internal/store"
+	"github.com/sparecap/sparecap/internal/store/sqlstore"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// SQLSTATE codes the store branches on.
+const (
+	codeSerializationFailure = "40001"
+	codeDeadlockDetected     = "40P01"
+	codeForeignKeyViolation  = "23503"
+)
+
+func pgCode(err error) string {
+	var e *pgconn.PgError
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// Open connects to the database at dsn (a pgx connection string; set
+// search_path in it to use a schema other than public) and migrates that
+// schema to the current version.
+func Open(ctx context.Context, dsn string) (store.Store, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	var schema string
+	if err := db.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if schema == "" {
+		db.Close()
+		return nil, errors.New("open postgres: no current schema: search_path names no existing schema")
+	}
+	// Advisory locks are database-wide; keying them by schema keeps
+	// sparecaps in different schemas of one database out of each other's way.
+	key := lockKey(schema)
+	if err := migrate(ctx, db, key); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open postgres (schema %s): %w", schema, err)
+	}
+	d := sqlstore.Dialect{
+		Name:                 "postgres",
+		NumberedPlaceholders: true,
+		UpdateTx:             sql.TxOptions{Isolation: sql.LevelSerializable},
+		// REPEATABLE READ is already one snapshot, and read-only
+		// transactions there never fail to serialize.
+		SnapshotTx: sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+		Retryable: func(err error) bool {
+			c := pgCode(err)
+			return c == codeSerializationFailure || c == codeDeadlockDetected
+		},
+		ForeignKeyViolation: func(err error) bool { return pgCode(err) == codeForeignKeyViolation },
+		// Held until the transaction ends, so that a transaction drawing a
+		// Seq commits before the next one can draw a larger one.
+		EventLock: fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, key+1),
+	}
+	return sqlstore.New(d, db, db), nil
+}
+
+// lockKey derives the advisory lock keys of a schema: key for migrations,
+// key+1 for events.
+func lockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("sparecap:" + schema))
+	return int64(h.Sum64() &^ 1) // even, so key+1 cannot wrap into another schema's key
+}
+
+func migrate(ctx context.Context, db *sql.DB, key int64) error {
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	// Replicas starting together must not migrate at once.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(key), lock.WithLockTimeout(1, 300))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
+		goose.WithDisableGlobalRegistry(true),
+		goose.WithSessionLocker(locker),
+		goose.WithSlog(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}

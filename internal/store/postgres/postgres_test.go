@@ -1,0 +1,23 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/sparecap/sparecap/internal/store"
+	"github.com/sparecap/sparecap/internal/store/postgres"
+	"github.com/sparecap/sparecap/internal/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	postgres.TestDSN(t) // fail once, clearly, if PostgreSQL is down
+	storetest.Run(t, func(t *testing.T) storetest.Opener {
+		dsn := postgres.TestDSN(t)
+		return func(t *testing.T) store.Store {
+			s, err := postgres.Open(t.Context(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+	})
+}

@@ -1,0 +1,107 @@
+-- Times are microseconds since the Unix epoch, UTC; NULL is the zero time.
+-- Booleans are 0 or 1. Text columns are never NULL: '' is a value.
+
+-- +goose Up
+CREATE TABLE projects (
+    id         TEXT PRIMARY KEY,
+    created_at INTEGER
+);
+
+CREATE TABLE tokens (
+    hash       TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL REFERENCES projects (id),
+    created_at INTEGER
+);
+CREATE INDEX tokens_project ON tokens (project_id);
+
+CREATE TABLE reservations (
+    id         TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL REFERENCES projects (id),
+    region     TEXT NOT NULL DEFAULT '',
+    gpu_type   TEXT NOT NULL DEFAULT '',
+    created_at INTEGER
+);
+CREATE INDEX reservations_project ON reservations (project_id);
+
+-- reservation_id is '' for the on-demand pool, so it carries no foreign key.
+CREATE TABLE machines (
+    id             TEXT PRIMARY KEY,
+    region         TEXT NOT NULL DEFAULT '',
+    gpu_type       TEXT NOT NULL DEFAULT '',
+    gpus           INTEGER NOT NULL DEFAULT 0,
+    reservation_id TEXT NOT NULL DEFAULT '',
+    out_of_service INTEGER NOT NULL DEFAULT 0,
+    cooldown_until INTEGER,
+    created_at     INTEGER
+);
+
+CREATE TABLE clusters (
+    id                       TEXT PRIMARY KEY,
+    name                     TEXT NOT NULL DEFAULT '',
+    project_id               TEXT NOT NULL REFERENCES projects (id),
+    region                   TEXT NOT NULL DEFAULT '',
+    gpu_type                 TEXT NOT NULL DEFAULT '',
+    type                     TEXT NOT NULL DEFAULT '',
+    billing_type             TEXT NOT NULL DEFAULT '',
+    num_gpus                 INTEGER NOT NULL DEFAULT 0,
+    desired_preemptible_gpus INTEGER NOT NULL DEFAULT 0,
+    weight                   INTEGER NOT NULL DEFAULT 0,
+    status                   TEXT NOT NULL DEFAULT '',
+    unfulfilled              TEXT NOT NULL DEFAULT '',
+    unfulfilled_message      TEXT NOT NULL DEFAULT '',
+    deleting                 INTEGER NOT NULL DEFAULT 0,
+    node_seq                 INTEGER NOT NULL DEFAULT 0,
+    created_at               INTEGER,
+    deleted_at               INTEGER
+);
+CREATE INDEX clusters_project ON clusters (project_id);
+
+CREATE TABLE nodes (
+    id               TEXT PRIMARY KEY,
+    cluster_id       TEXT NOT NULL REFERENCES clusters (id),
+    machine_id       TEXT NOT NULL REFERENCES machines (id),
+    name             TEXT NOT NULL DEFAULT '',
+    class            TEXT NOT NULL DEFAULT '',
+    gpus             INTEGER NOT NULL DEFAULT 0,
+    state            TEXT NOT NULL DEFAULT '',
+    created_at       INTEGER,
+    ready_at         INTEGER,
+    drain_started_at INTEGER,
+    deadline         INTEGER,
+    drain_cause      TEXT NOT NULL DEFAULT '',
+    notified         INTEGER NOT NULL DEFAULT 0,
+    drained_at       INTEGER,
+    outcome          TEXT NOT NULL DEFAULT '',
+    removed_at       INTEGER
+);
+CREATE INDEX nodes_cluster ON nodes (cluster_id);
+CREATE INDEX nodes_machine ON nodes (machine_id);
+CREATE INDEX nodes_state ON nodes (state);
+
+-- AUTOINCREMENT: replacing the newest event deletes the row with the
+-- largest seq; plain rowids would hand that seq out again and readers
+-- paging by seq would miss the replacement.
+-- Events are a log pruned on their own schedule: no foreign keys.
+CREATE TABLE events (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    id         TEXT NOT NULL DEFAULT '',
+    cluster_id TEXT NOT NULL DEFAULT '',
+    node_id    TEXT NOT NULL DEFAULT '',
+    node_name  TEXT NOT NULL DEFAULT '',
+    reason     TEXT NOT NULL DEFAULT '',
+    message    TEXT NOT NULL DEFAULT '',
+    ts         INTEGER,
+    deadline   INTEGER,
+    UNIQUE (cluster_id, node_id, reason)
+);
+CREATE INDEX events_cluster_seq ON events (cluster_id, seq);
+CREATE INDEX events_ts ON events (ts);
+
+-- +goose Down
+DROP TABLE events;
+DROP TABLE nodes;
+DROP TABLE clusters;
+DROP TABLE machines;
+DROP TABLE reservations;
+DROP TABLE tokens;
+DROP TABLE projects;

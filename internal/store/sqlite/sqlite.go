@@ -1,0 +1,141 @@
+// Package sqlite is the SQLite backend of store.Store, for a single
+// control-plane process: a file database in WAL mode through the pure-Go
+// modernc.org/sqlite driver.
+//
+// One connection writes and a small pool reads. SQLite allows one writer
+// at a time anyway; funnelling every Update through one connection makes
+// writers queue in database/sql instead of failing with SQLITE_BUSY, and
+// makes Update serializable. WAL lets readers and Snapshot run beside the
+// writer on a consistent snapshot.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/sparecap/sparecap/internal/store"
+	"github.com/sparecap/sparecap/internal/store/sqlstore"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// busyTimeout bounds how long a statement waits for a lock held by another
+// process (a second sparecap, a backup) before failing.
+const busyTimeout = 10 * time.Second
+
+// readers is the size of the read pool.
+const readers = 4
+
+var dialect = sqlstore.Dialect{
+	Name:    "sqlite",
+	TimeArg: func(t time.Time) any { return t.UnixMicro() },
+	ForeignKeyViolation: func(err error) bool {
+		var e *sqlite.Error
+		return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+	},
+}
+
+// Open opens (creating it if needed) the database file at path and
+// migrates it to the current schema. The path ":memory:" gives a private
+// in-memory database, for tests and dry runs.
+func Open(ctx context.Context, path string) (store.Store, error) {
+	if path == "" || strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("open sqlite %q: path must be a plain file name", path)
+	}
+	if path == ":memory:" {
+		return openMemory(ctx)
+	}
+	w, err := openPool(ctx, path, 1, url.Values{
+		// synchronous stays FULL: the controller records an intent before
+		// it acts, and a commit lost to a power cut would leave an action
+		// without its record.
+		"_pragma": {"journal_mode(WAL)"},
+		// IMMEDIATE takes the write lock at BEGIN, where busy_timeout
+		// applies, rather than at the first write, where SQLite fails at
+		// once if another process wrote since the transaction's first read.
+		"_txlock": {"immediate"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	if err := migrate(ctx, w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	r, err := openPool(ctx, path, readers, url.Values{"_pragma": {"query_only(1)"}})
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	return sqlstore.New(dialect, w, r), nil
+}
+
+// openMemory opens an in-memory database. It lives as long as its one
+// connection, so the pool must never close it and readers share it.
+func openMemory(ctx context.Context) (store.Store, error) {
+	db, err := openPool(ctx, ":memory:", 1, nil)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite :memory:: %w", err)
+	}
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite :memory:: %w", err)
+	}
+	return sqlstore.New(dialect, db, db), nil
+}
+
+// openPool opens a pool of at most n connections, each set up with the
+// pragmas every connection needs plus extra.
+func openPool(ctx context.Context, path string, n int, extra url.Values) (*sql.DB, error) {
+	q := url.Values{"_pragma": {
+		fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()),
+		"foreign_keys(1)",
+	}}
+	for k, vs := range extra {
+		q[k] = append(q[k], vs...)
+	}
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys,
+		goose.WithDisableGlobalRegistry(true),
+		goose.WithSlog(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package sqlite_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/sparecap/sparecap/internal/domain"
+
+	"github.com/sparecap/sparecap/internal/store"
+	"github.com/sparecap/sparecap/internal/store/sqlite"
+	"github.com/sparecap/sparecap/internal/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Opener {
+		path := filepath.Join(t.TempDir(), "sparecap.db")
+		return func(t *testing.T) store.Store {
+			s, err := sqlite.Open(t.Context(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+	})
+}
+
+// TestMemory: ":memory:" gives a working private database. It cannot run
+// the suite, whose Reopen test needs data to outlive Close.
+func TestMemory(t *testing.T) {
+	ctx := t.Context()
+	s, err := sqlite.Open(ctx, ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.CreateProject(ctx, domain.Project{ID: "p"}); err != nil {
+			return err
+		}
+		return tx.CreateCluster(ctx, domain.Cluster{ID: "c", ProjectID: "p"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Reads go through the same connection and see the write.
+	if _, err := s.GetCluster(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if snap, err := s.Snapshot(ctx); err != nil || len(snap.Clusters) != 1 {
+		t.Fatalf("snapshot: %+v, %v", snap, err)
+	}
+}
+
+func TestBadPath(t *testing.T) {
+	for _, p := range []string{"", "a.db?mode=ro", "a#b"} {
+		if s, err := sqlite.Open(t.Context(), p); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded", p)
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package sqlstore
+
+// Column lists, in the order the scan functions read them.
+const (
+	projectCols     = `id, created_at`
+	tokenCols       = `hash, project_id, created_at`
+	reservationCols = `id, project_id, region, gpu_type, created_at`
+	machineCols     = `id, region, gpu_type, gpus, reservation_id, out_of_service, cooldown_until, created_at`
+	clusterCols     = `id, name, project_id, region, gpu_type, type, billing_type, num_gpus,
+		desired_preemptible_gpus, weight, status, unfulfilled, unfulfilled_message, deleting,
+		node_seq, created_at, deleted_at`
+	nodeCols = `id, cluster_id, machine_id, name, class, gpus, state, created_at, ready_at,
+		drain_started_at, deadline, drain_cause, notified, drained_at, outcome, removed_at`
+	eventCols = `seq, id, cluster_id, node_id, node_name, reason, message, ts, deadline`
+
+	// oldestFirst is the order of every listing but events. NULLS FIRST
+	// because the backends disagree on where NULL sorts by default and a
+	// zero time is the earliest time.
+	oldestFirst = ` ORDER BY created_at NULLS FIRST, id`
+)
+
+// queries are the statements of the store, rebound for the dialect once.
+type queries struct {
+	getProject, listProjects, createProject    string
+	tokenByHash, createToken                   string
+	listReservations, createReservation        string
+	getMachine, listMachines, createMachine    string
+	updateMachine                              string
+	getCluster, listClusters, listClustersOf   string
+	createCluster, updateCluster               string
+	getNode, listNodes, createNode, updateNode string
+	listEvents, deleteEventKey, insertEvent    string
+	pruneEvents, eventLock                     string
+}
+
+func buildQueries(d Dialect) queries {
+	r := func(q string) string { return rebind(d, q) }
+	return queries{
+		getProject:    r(`SELECT ` + projectCols + ` FROM projects WHERE id = ?`),
+		listProjects:  r(`SELECT ` + projectCols + ` FROM projects` + oldestFirst),
+		createProject: r(`INSERT INTO projects (` + projectCols + `) VALUES (?, ?) ON CONFLICT DO NOTHING`),
+
+		tokenByHash: r(`SELECT ` + tokenCols + ` FROM tokens WHERE hash = ?`),
+		createToken: r(`INSERT INTO tokens (` + tokenCols + `) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`),
+
+		listReservations:  r(`SELECT ` + reservationCols + ` FROM reservations` + oldestFirst),
+		createReservation: r(`INSERT INTO reservations (` + reservationCols + `) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+
+		getMachine:    r(`SELECT ` + machineCols + ` FROM machines WHERE id = ?`),
+		listMachines:  r(`SELECT ` + machineCols + ` FROM machines` + oldestFirst),
+		createMachine: r(`INSERT INTO machines (` + machineCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+		updateMachine: r(`UPDATE machines SET region = ?, gpu_type = ?, gpus = ?, reservation_id = ?,
+			out_of_service = ?, cooldown_until = ?, created_at = ? WHERE id = ?`),
+
+		getCluster:     r(`SELECT ` + clusterCols + ` FROM clusters WHERE id = ? AND deleted_at IS NULL`),
+		listClusters:   r(`SELECT ` + clusterCols + ` FROM clusters WHERE deleted_at IS NULL` + oldestFirst),
+		listClustersOf: r(`SELECT ` + clusterCols + ` FROM clusters WHERE deleted_at IS NULL AND project_id = ?` + oldestFirst),
+		createCluster: r(`INSERT INTO clusters (` + clusterCols + `)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+		updateCluster: r(`UPDATE clusters SET name = ?, project_id = ?, region = ?, gpu_type = ?, type = ?,
+			billing_type = ?, num_gpus = ?, desired_preemptible_gpus = ?, weight = ?, status = ?,
+			unfulfilled = ?, unfulfilled_message = ?, deleting = ?, node_seq = ?, created_at = ?,
+			deleted_at = ? WHERE id = ?`),
+
+		getNode: r(`SELECT ` + nodeCols + ` FROM nodes WHERE id = ?`),
+		// listNodes is completed by ListNodes with the filter's WHERE
+		// clause and oldestFirst, then rebound.
+		listNodes: `SELECT ` + nodeCols + ` FROM nodes`,
+		createNode: r(`INSERT INTO nodes (` + nodeCols + `)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+		updateNode: r(`UPDATE nodes SET cluster_id = ?, machine_id = ?, name = ?, class = ?, gpus = ?,
+			state = ?, created_at = ?, ready_at = ?, drain_started_at = ?, deadline = ?, drain_cause = ?,
+			notified = ?, drained_at = ?, outcome = ?, removed_at = ? WHERE id = ?`),
+
+		// listEvents is completed like listNodes.
+		listEvents:     `SELECT ` + eventCols + ` FROM events WHERE seq > ?`,
+		deleteEventKey: r(`DELETE FROM events WHERE cluster_id = ? AND node_id = ? AND reason = ?`),
+		insertEvent: r(`INSERT INTO events (id, cluster_id, node_id, node_name, reason, message, ts, deadline)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`),
+		// Events without a timestamp count as older than any time, as the
+		// zero time.Time is.
+		pruneEvents: r(`DELETE FROM events WHERE ts IS NULL OR ts < ?`),
+		eventLock:   d.EventLock,
+	}
+}

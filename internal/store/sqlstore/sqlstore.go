@@ -1,0 +1,197 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// Dialect is what differs between SQL backends.
+type Dialect struct {
+	// Name appears in error messages.
+	Name string
+	// NumberedPlaceholders: write $1, $2, … instead of ?.
+	NumberedPlaceholders bool
+	// TimeArg encodes a non-zero, UTC, microsecond-truncated time as a
+	// query parameter. Zero times are always passed as NULL.
+	TimeArg func(time.Time) any
+	// UpdateTx and SnapshotTx are the options Update and Snapshot begin
+	// their transactions with.
+	UpdateTx, SnapshotTx sql.TxOptions
+	// Retryable reports whether a failed Update may be re-run from the
+	// start (serialization failure, deadlock). Nil: never.
+	Retryable func(error) bool
+	// ForeignKeyViolation reports whether err says a referenced row is
+	// missing. Nil: never.
+	ForeignKeyViolation func(error) bool
+	// EventLock, when set, runs in AddEvent before a Seq is drawn and
+	// must hold until the transaction ends (see the package doc).
+	EventLock string
+}
+
+// maxAttempts bounds how often Update runs fn when the backend keeps
+// reporting serialization failures; contention that high is a bug to
+// surface, not to hide.
+const maxAttempts = 20
+
+// Store implements store.Store over database/sql.
+type Store struct {
+	d Dialect
+	// w serves Update; r serves reads and Snapshot. They are the same
+	// pool except where the backend wants a single writer connection.
+	w, r      *sql.DB
+	closeOnce sync.Once
+	closeErr  error
+	q         queries
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store over write and read, which may be the same pool. The
+// schema must already be migrated. Close closes both pools.
+func New(d Dialect, write, read *sql.DB) *Store {
+	if read == nil {
+		read = write
+	}
+	return &Store{d: d, w: write, r: read, q: buildQueries(d)}
+}
+
+// Close closes the database; calling it again does nothing.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		err := s.w.Close()
+		if s.r != s.w {
+			err = errors.Join(err, s.r.Close())
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
+}
+
+// Update runs fn in a transaction and commits it, re-running it on a
+// retryable failure.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	backoff := time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.update(ctx, fn)
+		if err == nil || s.d.Retryable == nil || !s.d.Retryable(err) {
+			return err
+		}
+		if attempt == maxAttempts {
+			return fmt.Errorf("%s: update: gave up after %d attempts: %w", s.d.Name, attempt, err)
+		}
+		// Jitter keeps contending writers from colliding again in step.
+		sleep := backoff/2 + rand.N(backoff)
+		backoff = min(2*backoff, 100*time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: update: %w (after %v)", s.d.Name, ctx.Err(), err)
+		case <-time.After(sleep):
+		}
+	}
+}
+
+func (s *Store) update(ctx context.Context, fn func(store.Tx) error) error {
+	sqlTx, err := s.w.BeginTx(ctx, &s.d.UpdateTx)
+	if err != nil {
+		return fmt.Errorf("%s: begin: %w", s.d.Name, err)
+	}
+	// Roll back on every way out but a commit: an error, a panic, or
+	// runtime.Goexit (t.Fatal inside fn), which recover does not see.
+	done := false
+	defer func() {
+		if !done {
+			_ = sqlTx.Rollback()
+		}
+	}()
+	if err := fn(&tx{reader{s: s, q: sqlTx}}); err != nil {
+		return err
+	}
+	done = true
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("%s: commit: %w", s.d.Name, err)
+	}
+	return nil
+}
+
+// Snapshot reads the planning state in one read-only transaction.
+func (s *Store) Snapshot(ctx context.Context) (snap store.Snapshot, err error) {
+	sqlTx, err := s.r.BeginTx(ctx, &s.d.SnapshotTx)
+	if err != nil {
+		return snap, fmt.Errorf("%s: snapshot: begin: %w", s.d.Name, err)
+	}
+	defer func() { _ = sqlTx.Rollback() }()
+	r := reader{s: s, q: sqlTx}
+	if snap.Machines, err = r.ListMachines(ctx); err != nil {
+		return store.Snapshot{}, fmt.Errorf("snapshot: %w", err)
+	}
+	if snap.Reservations, err = r.ListReservations(ctx); err != nil {
+		return store.Snapshot{}, fmt.Errorf("snapshot: %w", err)
+	}
+	if snap.Clusters, err = r.ListClusters(ctx, ""); err != nil {
+		return store.Snapshot{}, fmt.Errorf("snapshot: %w", err)
+	}
+	if snap.Nodes, err = r.ListNodes(ctx, store.NodeFilter{}); err != nil {
+		return store.Snapshot{}, fmt.Errorf("snapshot: %w", err)
+	}
+	return snap, nil
+}
+
+// rebind rewrites ? placeholders for dialects that number them. The
+// queries of this package never contain a literal '?'.
+func rebind(d Dialect, q string) string {
+	if !d.NumberedPlaceholders {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// timeArg encodes t for a query parameter: NULL when zero, UTC and
+// truncated to the microsecond otherwise.
+func (s *Store) timeArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	t = readBack(t)
+	if s.d.TimeArg == nil {
+		return t
+	}
+	return s.d.TimeArg(t)
+}
+
+// timeCol scans a column written by timeArg: NULL, microseconds since the
+// Unix epoch, or a driver time.
+type timeCol struct{ t *time.Time }
+
+func (c timeCol) Scan(v any) error {
+	switch v := v.(type) {
+	case nil:
+		*c.t = time.Time{}
+	case int64:
+		*c.t = time.UnixMicro(v).UTC()
+	case time.Time:
+		*c.t = v.Truncate(time.Microsecond).UTC()
+	default:
+		return fmt.Errorf("scan time: unsupported column type %T", v)
+	}
+	return nil
+}

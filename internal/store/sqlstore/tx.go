@@ -1,0 +1,155 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// tx implements store.Tx; its reads go through the transaction and so see
+// its writes.
+type tx struct{ reader }
+
+// create runs an INSERT … ON CONFLICT DO NOTHING and turns "no row
+// inserted" into ErrConflict.
+func (t *tx) create(ctx context.Context, what, query string, args ...any) error {
+	res, err := t.q.ExecContext(ctx, query, args...)
+	if err != nil {
+		return t.writeErr("create "+what, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: create %s: %w", t.s.d.Name, what, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("create %s: %w", what, domain.ErrConflict)
+	}
+	return nil
+}
+
+// update runs an UPDATE by ID and turns "no row updated" into ErrNotFound.
+func (t *tx) update(ctx context.Context, what, query string, args ...any) error {
+	res, err := t.q.ExecContext(ctx, query, args...)
+	if err != nil {
+		return t.writeErr("update "+what, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: update %s: %w", t.s.d.Name, what, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("update %s: %w", what, domain.ErrNotFound)
+	}
+	return nil
+}
+
+// writeErr maps a missing referenced row (a node's cluster, a cluster's
+// project, …) to ErrNotFound, the error callers already branch on.
+func (t *tx) writeErr(doing string, err error) error {
+	if t.s.d.ForeignKeyViolation != nil && t.s.d.ForeignKeyViolation(err) {
+		return fmt.Errorf("%s: referenced row %w (%v)", doing, domain.ErrNotFound, err)
+	}
+	return fmt.Errorf("%s: %s: %w", t.s.d.Name, doing, err)
+}
+
+func (t *tx) CreateProject(ctx context.Context, p domain.Project) error {
+	return t.create(ctx, "project "+p.ID, t.s.q.createProject, p.ID, t.s.timeArg(p.CreatedAt))
+}
+
+func (t *tx) CreateToken(ctx context.Context, tok domain.Token) error {
+	return t.create(ctx, "token", t.s.q.createToken, tok.Hash, tok.ProjectID, t.s.timeArg(tok.CreatedAt))
+}
+
+func (t *tx) CreateReservation(ctx context.Context, r domain.Reservation) error {
+	return t.create(ctx, "reservation "+r.ID, t.s.q.createReservation,
+		r.ID, r.ProjectID, r.Region, r.GPUType, t.s.timeArg(r.CreatedAt))
+}
+
+func (t *tx) CreateMachine(ctx context.Context, m domain.Machine) error {
+	return t.create(ctx, "machine "+m.ID, t.s.q.createMachine,
+		m.ID, m.Region, m.GPUType, m.GPUs, m.ReservationID, m.OutOfService,
+		t.s.timeArg(m.CooldownUntil), t.s.timeArg(m.CreatedAt))
+}
+
+func (t *tx) UpdateMachine(ctx context.Context, m domain.Machine) error {
+	return t.update(ctx, "machine "+m.ID, t.s.q.updateMachine,
+		m.Region, m.GPUType, m.GPUs, m.ReservationID, m.OutOfService,
+		t.s.timeArg(m.CooldownUntil), t.s.timeArg(m.CreatedAt), m.ID)
+}
+
+func (t *tx) CreateCluster(ctx context.Context, c domain.Cluster) error {
+	return t.create(ctx, "cluster "+c.ID, t.s.q.createCluster,
+		c.ID, c.Name, c.ProjectID, c.Region, c.GPUType, string(c.Type), string(c.BillingType),
+		c.NumGPUs, c.DesiredPreemptibleGPUs, c.Weight, string(c.Status), string(c.Unfulfilled),
+		c.UnfulfilledMessage, c.Deleting, c.NodeSeq, t.s.timeArg(c.CreatedAt), t.s.timeArg(c.DeletedAt))
+}
+
+func (t *tx) UpdateCluster(ctx context.Context, c domain.Cluster) error {
+	return t.update(ctx, "cluster "+c.ID, t.s.q.updateCluster,
+		c.Name, c.ProjectID, c.Region, c.GPUType, string(c.Type), string(c.BillingType),
+		c.NumGPUs, c.DesiredPreemptibleGPUs, c.Weight, string(c.Status), string(c.Unfulfilled),
+		c.UnfulfilledMessage, c.Deleting, c.NodeSeq, t.s.timeArg(c.CreatedAt), t.s.timeArg(c.DeletedAt),
+		c.ID)
+}
+
+func (t *tx) CreateNode(ctx context.Context, n domain.Node) error {
+	return t.create(ctx, "node "+n.ID, t.s.q.createNode,
+		n.ID, n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
+		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
+		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
+		string(n.Outcome), t.s.timeArg(n.RemovedAt))
+}
+
+func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
+	return t.update(ctx, "node "+n.ID, t.s.q.updateNode,
+		n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
+		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
+		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
+		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.ID)
+}
+
+func (t *tx) AddEvent(ctx context.Context, e domain.Event) (domain.Event, error) {
+	if t.s.q.eventLock != "" {
+		if _, err := t.q.ExecContext(ctx, t.s.q.eventLock); err != nil {
+			return e, fmt.Errorf("%s: add event: lock: %w", t.s.d.Name, err)
+		}
+	}
+	if _, err := t.q.ExecContext(ctx, t.s.q.deleteEventKey, e.ClusterID, e.NodeID, string(e.Reason)); err != nil {
+		return e, fmt.Errorf("%s: add event: replace: %w", t.s.d.Name, err)
+	}
+	err := t.q.QueryRowContext(ctx, t.s.q.insertEvent,
+		e.ID, e.ClusterID, e.NodeID, e.NodeName, string(e.Reason), e.Message,
+		t.s.timeArg(e.Timestamp), t.s.timeArg(e.Deadline)).Scan(&e.Seq)
+	if err != nil {
+		return e, t.writeErr("add event", err)
+	}
+	// Hand back what a later read returns.
+	e.Timestamp = readBack(e.Timestamp)
+	e.Deadline = readBack(e.Deadline)
+	return e, nil
+}
+
+func (t *tx) PruneEvents(ctx context.Context, before time.Time) (int, error) {
+	if before.IsZero() {
+		return 0, nil // nothing is before the zero time
+	}
+	res, err := t.q.ExecContext(ctx, t.s.q.pruneEvents, t.s.timeArg(before))
+	if err != nil {
+		return 0, fmt.Errorf("%s: prune events: %w", t.s.d.Name, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("%s: prune events: %w", t.s.d.Name, err)
+	}
+	return int(n), nil
+}
+
+// readBack is t as the store returns it after writing it.
+func readBack(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Truncate(time.Microsecond).UTC()
+}

@@ -1,0 +1,1232 @@
+// Package storetest is the conformance suite every store.Store backend
+// passes. A backend's test calls Run with a way to make fresh databases.
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// Opener opens one database; every call opens it anew, so that what one
+// store wrote and closed another can read.
+type Opener func(t *testing.T) store.Store
+
+// NewDB makes a fresh, empty database for one test and returns its Opener.
+type NewDB func(t *testing.T) Opener
+
+// Run runs the conformance suite, each test on a database of its own. The
+// suite closes every store it opens (Close must tolerate a second call).
+func Run(t *testing.T, newDB NewDB) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"Projects", testProjects},
+		{"Tokens", testTokens},
+		{"Reservations", testReservations},
+		{"Machines", testMachines},
+		{"Clusters", testClusters},
+		{"ClusterOrder", testClusterOrder},
+		{"ClusterDeleted", testClusterDeleted},
+		{"Nodes", testNodes},
+		{"NodeFilter", testNodeFilter},
+		{"MissingParent", testMissingParent},
+		{"Events", testEvents},
+		{"EventReplaceNewest", testEventReplaceNewest},
+		{"ListEventsPaging", testListEventsPaging},
+		{"PruneEvents", testPruneEvents},
+		{"Snapshot", testSnapshot},
+		{"Rollback", testRollback},
+		{"ConflictKeepsTxUsable", testConflictKeepsTxUsable},
+		{"ReadOwnWrites", testReadOwnWrites},
+		{"RoundTrip", testRoundTrip},
+		{"ZeroTimes", testZeroTimes},
+		{"TimeEncoding", testTimeEncoding},
+		{"NoLostUpdates", testNoLostUpdates},
+		{"EventCursorMissesNothing", testEventCursorMissesNothing},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, open(t, newDB(t)))
+		})
+	}
+	t.Run("Reopen", func(t *testing.T) {
+		t.Parallel()
+		testReopen(t, newDB(t))
+	})
+}
+
+func open(t *testing.T, o Opener) store.Store {
+	t.Helper()
+	s := o(t)
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return s
+}
+
+// t0 has microseconds, which every backend must keep.
+var t0 = time.Date(2025, 3, 14, 9, 26, 53, 589793000, time.UTC)
+
+func at(minutes int) time.Time { return t0.Add(time.Duration(minutes) * time.Minute) }
+
+func update(t *testing.T, s store.Store, fn func(tx store.Tx) error) {
+	t.Helper()
+	if err := s.Update(t.Context(), fn); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+}
+
+// seed creates a project p1, a machine m1 and a cluster c1, the parents
+// most rows need.
+func seed(t *testing.T, s store.Store) {
+	t.Helper()
+	update(t, s, func(tx store.Tx) error {
+		ctx := t.Context()
+		if err := tx.CreateProject(ctx, domain.Project{ID: "p1", CreatedAt: at(0)}); err != nil {
+			return err
+		}
+		if err := tx.CreateMachine(ctx, machine("m1", at(0))); err != nil {
+			return err
+		}
+		return tx.CreateCluster(ctx, cluster("c1", "p1", at(0)))
+	})
+}
+
+func machine(id string, created time.Time) domain.Machine {
+	return domain.Machine{ID: id, Region: "eu-1", GPUType: "H100", GPUs: 8, CreatedAt: created}
+}
+
+func cluster(id, project string, created time.Time) domain.Cluster {
+	return domain.Cluster{
+		ID: id, Name: "name-" + id, ProjectID: project, Region: "eu-1", GPUType: "H100",
+		Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, Weight: 1,
+		Status: domain.StatusWaiting, CreatedAt: created,
+	}
+}
+
+func node(id, clusterID, machineID string, state domain.NodeState, created time.Time) domain.Node {
+	return domain.Node{
+		ID: id, ClusterID: clusterID, MachineID: machineID, Name: "n-" + id,
+		Class: domain.Preemptible, GPUs: 8, State: state, CreatedAt: created,
+	}
+}
+
+func wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%s: got error %v, want %v", what, err, want)
+	}
+}
+
+func wantEqual[T any](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s:\n got %+v\nwant %+v", what, got, want)
+	}
+}
+
+func ids[T any](xs []T, id func(T) string) []string {
+	out := []string{}
+	for _, x := range xs {
+		out = append(out, id(x))
+	}
+	return out
+}
+
+func clusterIDs(cs []domain.Cluster) []string {
+	return ids(cs, func(c domain.Cluster) string { return c.ID })
+}
+func nodeIDs(ns []domain.Node) []string { return ids(ns, func(n domain.Node) string { return n.ID }) }
+func eventIDs(es []domain.Event) []string {
+	return ids(es, func(e domain.Event) string { return e.ID })
+}
+
+func testProjects(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.GetProject(ctx, "p1")
+	wantErr(t, "get missing project", err, domain.ErrNotFound)
+	p1 := domain.Project{ID: "p1", CreatedAt: at(2)}
+	p2 := domain.Project{ID: "p2", CreatedAt: at(1)}
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateProject(ctx, p1); err != nil {
+			return err
+		}
+		return tx.CreateProject(ctx, p2)
+	})
+	got, err := s.GetProject(ctx, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "get project", got, p1)
+	list, err := s.ListProjects(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "list projects (oldest first)", list, []domain.Project{p2, p1})
+
+	err = s.Update(ctx, func(tx store.Tx) error {
+		return tx.CreateProject(ctx, domain.Project{ID: "p1", CreatedAt: at(9)})
+	})
+	wantErr(t, "create duplicate project", err, domain.ErrConflict)
+	got, _ = s.GetProject(ctx, "p1")
+	wantEqual(t, "project after duplicate create", got, p1)
+}
+
+func testTokens(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	tok := domain.Token{Hash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", ProjectID: "p1", CreatedAt: at(1)}
+	_, err := s.TokenByHash(ctx, tok.Hash)
+	wantErr(t, "missing token", err, domain.ErrNotFound)
+	update(t, s, func(tx store.Tx) error { return tx.CreateToken(ctx, tok) })
+	got, err := s.TokenByHash(ctx, tok.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "token", got, tok)
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.CreateToken(ctx, tok) })
+	wantErr(t, "duplicate token", err, domain.ErrConflict)
+}
+
+func testReservations(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	r1 := domain.Reservation{ID: "r1", ProjectID: "p1", Region: "eu-1", GPUType: "H100", CreatedAt: at(5)}
+	r2 := domain.Reservation{ID: "r2", ProjectID: "p1", Region: "us-2", GPUType: "B200", CreatedAt: at(3)}
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateReservation(ctx, r1); err != nil {
+			return err
+		}
+		return tx.CreateReservation(ctx, r2)
+	})
+	list, err := s.ListReservations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "reservations", list, []domain.Reservation{r2, r1})
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.CreateReservation(ctx, r1) })
+	wantErr(t, "duplicate reservation", err, domain.ErrConflict)
+}
+
+func testMachines(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.GetMachine(ctx, "m1")
+	wantErr(t, "missing machine", err, domain.ErrNotFound)
+	m1, m2 := machine("m1", at(1)), machine("m2", at(1))
+	m2.ReservationID = "r1"
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateMachine(ctx, m2); err != nil {
+			return err
+		}
+		return tx.CreateMachine(ctx, m1)
+	})
+	list, err := s.ListMachines(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "machines (same time: by id)", list, []domain.Machine{m1, m2})
+
+	m1.OutOfService = true
+	m1.CooldownUntil = at(30)
+	m1.GPUs = 4
+	update(t, s, func(tx store.Tx) error { return tx.UpdateMachine(ctx, m1) })
+	got, err := s.GetMachine(ctx, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "updated machine", got, m1)
+
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.UpdateMachine(ctx, machine("nope", at(0))) })
+	wantErr(t, "update missing machine", err, domain.ErrNotFound)
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.CreateMachine(ctx, m2) })
+	wantErr(t, "duplicate machine", err, domain.ErrConflict)
+}
+
+func testClusters(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.GetCluster(ctx, "c1")
+	wantErr(t, "missing cluster", err, domain.ErrNotFound)
+	update(t, s, func(tx store.Tx) error {
+		for _, p := range []string{"p1", "p2"} {
+			if err := tx.CreateProject(ctx, domain.Project{ID: p, CreatedAt: at(0)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	a := cluster("a", "p1", at(1))
+	b := cluster("b", "p2", at(2))
+	c := cluster("c", "p1", at(3))
+	update(t, s, func(tx store.Tx) error {
+		for _, cl := range []domain.Cluster{c, a, b} {
+			if err := tx.CreateCluster(ctx, cl); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	got, err := s.GetCluster(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "get cluster", got, a)
+	all, err := s.ListClusters(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "all clusters", all, []domain.Cluster{a, b, c})
+	p1, err := s.ListClusters(ctx, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "clusters of p1", p1, []domain.Cluster{a, c})
+	none, err := s.ListClusters(ctx, "p-none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(none) != 0 {
+		t.Fatalf("clusters of unknown project: %v", clusterIDs(none))
+	}
+
+	a.DesiredPreemptibleGPUs = 64
+	a.Status = domain.StatusReady
+	a.Unfulfilled = domain.UnfulfilledFairShare
+	a.UnfulfilledMessage = "fair share is 32 GPUs"
+	a.NodeSeq = 7
+	update(t, s, func(tx store.Tx) error { return tx.UpdateCluster(ctx, a) })
+	got, _ = s.GetCluster(ctx, "a")
+	wantEqual(t, "updated cluster", got, a)
+
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.UpdateCluster(ctx, cluster("nope", "p1", at(0))) })
+	wantErr(t, "update missing cluster", err, domain.ErrNotFound)
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.CreateCluster(ctx, cluster("a", "p1", at(0))) })
+	wantErr(t, "duplicate cluster", err, domain.ErrConflict)
+}
+
+func testClusterOrder(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateProject(ctx, domain.Project{ID: "p1"}); err != nil {
+			return err
+		}
+		// Created in an order that is neither time nor id order.
+		for _, c := range []domain.Cluster{
+			cluster("y", "p1", at(5)),
+			cluster("b", "p1", at(5)),
+			cluster("z", "p1", time.Time{}), // zero: before any time
+			cluster("a", "p1", at(6)),
+			cluster("x", "p1", at(-5)),
+		} {
+			if err := tx.CreateCluster(ctx, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, project := range []string{"", "p1"} {
+		list, err := s.ListClusters(ctx, project)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, fmt.Sprintf("order of clusters (project %q)", project), clusterIDs(list), []string{"z", "x", "b", "y", "a"})
+	}
+}
+
+func testClusterDeleted(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	c2 := cluster("c2", "p1", at(1))
+	update(t, s, func(tx store.Tx) error { return tx.CreateCluster(ctx, c2) })
+
+	c1, err := s.GetCluster(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1.Deleting = true
+	c1.Status = domain.StatusDeleting
+	update(t, s, func(tx store.Tx) error { return tx.UpdateCluster(ctx, c1) })
+	if got, err := s.GetCluster(ctx, "c1"); err != nil || !got.Deleting {
+		t.Fatalf("deleting (not yet deleted) cluster: %+v, %v", got, err)
+	}
+
+	c1.DeletedAt = at(10)
+	update(t, s, func(tx store.Tx) error { return tx.UpdateCluster(ctx, c1) })
+	_, err = s.GetCluster(ctx, "c1")
+	wantErr(t, "get deleted cluster", err, domain.ErrNotFound)
+	update(t, s, func(tx store.Tx) error {
+		_, err := tx.GetCluster(ctx, "c1")
+		wantErr(t, "get deleted cluster in tx", err, domain.ErrNotFound)
+		return nil
+	})
+	for _, project := range []string{"", "p1"} {
+		list, err := s.ListClusters(ctx, project)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, "clusters after delete", clusterIDs(list), []string{"c2"})
+	}
+	// A deleted cluster's ID stays taken.
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.CreateCluster(ctx, cluster("c1", "p1", at(20))) })
+	wantErr(t, "re-create deleted cluster ID", err, domain.ErrConflict)
+}
+
+func testNodes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	_, err := s.GetNode(ctx, "n1")
+	wantErr(t, "missing node", err, domain.ErrNotFound)
+	n := node("n1", "c1", "m1", domain.NodeProvisioning, at(1))
+	update(t, s, func(tx store.Tx) error { return tx.CreateNode(ctx, n) })
+	got, err := s.GetNode(ctx, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "node", got, n)
+
+	n.State = domain.NodeDraining
+	n.ReadyAt = at(2)
+	n.DrainStartedAt = at(3)
+	n.Deadline = at(8)
+	n.DrainCause = domain.CausePreempted
+	n.Notified = true
+	update(t, s, func(tx store.Tx) error { return tx.UpdateNode(ctx, n) })
+	got, _ = s.GetNode(ctx, "n1")
+	wantEqual(t, "updated node", got, n)
+
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.UpdateNode(ctx, node("nope", "c1", "m1", domain.NodeReady, at(0))) })
+	wantErr(t, "update missing node", err, domain.ErrNotFound)
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.CreateNode(ctx, n) })
+	wantErr(t, "duplicate node", err, domain.ErrConflict)
+}
+
+func testNodeFilter(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateMachine(ctx, machine("m2", at(0))); err != nil {
+			return err
+		}
+		if err := tx.CreateCluster(ctx, cluster("c2", "p1", at(0))); err != nil {
+			return err
+		}
+		for _, n := range []domain.Node{
+			node("a", "c1", "m1", domain.NodeRemoved, at(1)),
+			node("b", "c1", "m1", domain.NodeReady, at(2)),
+			node("c", "c2", "m2", domain.NodeDraining, at(3)),
+			node("d", "c2", "m1", domain.NodePending, at(4)),
+			node("e", "c1", "m2", domain.NodeRemoved, at(5)),
+		} {
+			if err := tx.CreateNode(ctx, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		f    store.NodeFilter
+		want []string
+	}{
+		{store.NodeFilter{}, []string{"b", "c", "d"}},
+		{store.NodeFilter{IncludeRemoved: true}, []string{"a", "b", "c", "d", "e"}},
+		{store.NodeFilter{ClusterID: "c1"}, []string{"b"}},
+		{store.NodeFilter{ClusterID: "c1", IncludeRemoved: true}, []string{"a", "b", "e"}},
+		{store.NodeFilter{MachineID: "m1"}, []string{"b", "d"}},
+		{store.NodeFilter{MachineID: "m2", IncludeRemoved: true}, []string{"c", "e"}},
+		{store.NodeFilter{ClusterID: "c2", MachineID: "m1"}, []string{"d"}},
+		{store.NodeFilter{States: []domain.NodeState{domain.NodeDraining, domain.NodePending}}, []string{"c", "d"}},
+		{store.NodeFilter{States: []domain.NodeState{domain.NodeRemoved}}, []string{"a", "e"}},
+		{store.NodeFilter{States: []domain.NodeState{domain.NodeReady, domain.NodeRemoved}, ClusterID: "c1"}, []string{"a", "b", "e"}},
+		{store.NodeFilter{ClusterID: "nope"}, []string{}},
+	} {
+		got, err := s.ListNodes(ctx, tc.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, fmt.Sprintf("ListNodes(%+v)", tc.f), nodeIDs(got), tc.want)
+	}
+}
+
+// testMissingParent: rows referring to a row that does not exist are
+// refused with ErrNotFound.
+func testMissingParent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	for name, fn := range map[string]func(tx store.Tx) error{
+		"token of missing project": func(tx store.Tx) error {
+			return tx.CreateToken(ctx, domain.Token{Hash: "h", ProjectID: "nope"})
+		},
+		"reservation of missing project": func(tx store.Tx) error {
+			return tx.CreateReservation(ctx, domain.Reservation{ID: "r", ProjectID: "nope"})
+		},
+		"cluster of missing project": func(tx store.Tx) error {
+			return tx.CreateCluster(ctx, cluster("c9", "nope", at(0)))
+		},
+		"node of missing cluster": func(tx store.Tx) error {
+			return tx.CreateNode(ctx, node("n9", "nope", "m1", domain.NodeReady, at(0)))
+		},
+		"node on missing machine": func(tx store.Tx) error {
+			return tx.CreateNode(ctx, node("n9", "c1", "nope", domain.NodeReady, at(0)))
+		},
+	} {
+		wantErr(t, name, s.Update(ctx, fn), domain.ErrNotFound)
+	}
+}
+
+func event(id, clusterID, nodeID string, reason domain.EventReason, ts time.Time) domain.Event {
+	return domain.Event{
+		ID: id, ClusterID: clusterID, NodeID: nodeID, NodeName: "name-" + nodeID,
+		Reason: reason, Message: "message " + id, Timestamp: ts,
+	}
+}
+
+func addEvents(t *testing.T, s store.Store, es ...domain.Event) []domain.Event {
+	t.Helper()
+	var out []domain.Event
+	update(t, s, func(tx store.Tx) error {
+		out = out[:0]
+		for _, e := range es {
+			got, err := tx.AddEvent(t.Context(), e)
+			if err != nil {
+				return err
+			}
+			out = append(out, got)
+		}
+		return nil
+	})
+	return out
+}
+
+func testEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	added := addEvents(t, s,
+		event("e1", "c1", "n1", domain.ReasonNodeAdded, at(1)),
+		event("e2", "c1", "n2", domain.ReasonNodeAdded, at(2)),
+		event("e3", "c1", "", domain.ReasonTargetUnfulfilled, at(3)),
+		event("e4", "c2", "n1", domain.ReasonNodeAdded, at(4)), // other cluster: its own key
+	)
+	for i, e := range added {
+		if e.Seq <= 0 || (i > 0 && e.Seq <= added[i-1].Seq) {
+			t.Fatalf("seqs not increasing: %v", added)
+		}
+	}
+	all, err := s.ListEvents(ctx, store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "events", all, added)
+
+	// Same key: the new event replaces e1 and sorts after everything.
+	re := addEvents(t, s, event("e5", "c1", "n1", domain.ReasonNodeAdded, at(5)))[0]
+	if re.Seq <= added[3].Seq {
+		t.Fatalf("replacement seq %d not above %d", re.Seq, added[3].Seq)
+	}
+	// Same key for a cluster-level event.
+	re2 := addEvents(t, s, event("e6", "c1", "", domain.ReasonTargetUnfulfilled, at(6)))[0]
+	c1, err := s.ListEvents(ctx, store.EventFilter{ClusterID: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "events of c1 after replacement", c1, []domain.Event{added[1], re, re2})
+	c2, err := s.ListEvents(ctx, store.EventFilter{ClusterID: "c2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "events of c2", c2, []domain.Event{added[3]})
+}
+
+func testEventReplaceNewest(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	first := addEvents(t, s, event("e1", "c1", "n1", domain.ReasonNodeDrained, at(1)))[0]
+	// Replace the newest event, in a transaction of its own each time.
+	second := addEvents(t, s, event("e2", "c1", "n1", domain.ReasonNodeDrained, at(2)))[0]
+	third := addEvents(t, s, event("e3", "c1", "n1", domain.ReasonNodeDrained, at(3)))[0]
+	if !(first.Seq < second.Seq && second.Seq < third.Seq) {
+		t.Fatalf("replacing the newest event reused a seq: %d, %d, %d", first.Seq, second.Seq, third.Seq)
+	}
+	// A reader holding the cursor of the replaced event sees the new one.
+	got, err := s.ListEvents(ctx, store.EventFilter{AfterSeq: second.Seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "events after cursor", got, []domain.Event{third})
+	// Twice in one transaction: one row remains, the last.
+	both := addEvents(t, s,
+		event("e4", "c1", "n1", domain.ReasonNodeDrained, at(4)),
+		event("e5", "c1", "n1", domain.ReasonNodeDrained, at(5)))
+	got, err = s.ListEvents(ctx, store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "events after double replace", got, both[1:])
+}
+
+func testListEventsPaging(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var es []domain.Event
+	for i := range 10 {
+		cl := "c1"
+		if i%3 == 2 {
+			cl = "c2"
+		}
+		es = append(es, event(fmt.Sprintf("e%d", i), cl, fmt.Sprintf("n%d", i), domain.ReasonNodeAdded, at(i)))
+	}
+	added := addEvents(t, s, es...)
+
+	// Page through c1 three at a time.
+	var paged []domain.Event
+	after := int64(0)
+	for pages := 0; ; pages++ {
+		if pages > 10 {
+			t.Fatal("paging does not end")
+		}
+		page, err := s.ListEvents(ctx, store.EventFilter{ClusterID: "c1", AfterSeq: after, Limit: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > 3 {
+			t.Fatalf("page of %d events, limit 3", len(page))
+		}
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		after = page[len(page)-1].Seq
+	}
+	wantEqual(t, "paged events of c1", eventIDs(paged), []string{"e0", "e1", "e3", "e4", "e6", "e7", "e9"})
+
+	got, err := s.ListEvents(ctx, store.EventFilter{AfterSeq: added[4].Seq, Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "events after e4, limit 2", got, added[5:7])
+	got, err = s.ListEvents(ctx, store.EventFilter{AfterSeq: added[9].Seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("events after the last: %v", eventIDs(got))
+	}
+}
+
+func testPruneEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	added := addEvents(t, s,
+		event("e0", "c1", "n0", domain.ReasonNodeAdded, at(0)),
+		event("e1", "c1", "n1", domain.ReasonNodeAdded, at(1)),
+		event("e2", "c2", "n2", domain.ReasonNodeAdded, at(2)),
+		event("e3", "c1", "n3", domain.ReasonNodeAdded, at(3)),
+	)
+	prune := func(before time.Time) int {
+		var n int
+		update(t, s, func(tx store.Tx) (err error) {
+			n, err = tx.PruneEvents(ctx, before)
+			return err
+		})
+		return n
+	}
+	if n := prune(time.Time{}); n != 0 {
+		t.Fatalf("prune before zero time: %d", n)
+	}
+	if n := prune(at(2)); n != 2 {
+		t.Fatalf("prune before %v: %d deleted, want 2", at(2), n)
+	}
+	got, err := s.ListEvents(ctx, store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "events after prune (the boundary is kept)", got, added[2:])
+	if n := prune(at(2)); n != 0 {
+		t.Fatalf("second prune: %d deleted", n)
+	}
+	// An event without a timestamp is older than any time.
+	addEvents(t, s, event("ez", "c1", "nz", domain.ReasonNodeAdded, time.Time{}))
+	if n := prune(at(3)); n != 2 {
+		t.Fatalf("prune with a zero-time event: %d deleted, want 2", n)
+	}
+	got, _ = s.ListEvents(ctx, store.EventFilter{})
+	wantEqual(t, "events after second prune", got, added[3:])
+}
+
+func testSnapshot(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	r := domain.Reservation{ID: "r1", ProjectID: "p1", Region: "eu-1", GPUType: "H100", CreatedAt: at(1)}
+	m2 := machine("m2", at(1))
+	m2.ReservationID = "r1"
+	var c1, gone domain.Cluster
+	update(t, s, func(tx store.Tx) error {
+		var err error
+		if c1, err = tx.GetCluster(ctx, "c1"); err != nil {
+			return err
+		}
+		gone = cluster("gone", "p1", at(1))
+		gone.DeletedAt = at(2)
+		for _, err := range []error{
+			tx.CreateReservation(ctx, r),
+			tx.CreateMachine(ctx, m2),
+			tx.CreateCluster(ctx, gone),
+			tx.CreateNode(ctx, node("live", "c1", "m1", domain.NodeReady, at(1))),
+			tx.CreateNode(ctx, node("draining", "c1", "m2", domain.NodeDraining, at(2))),
+			tx.CreateNode(ctx, node("removed", "c1", "m2", domain.NodeRemoved, at(3))),
+		} {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1, _ := s.GetMachine(ctx, "m1")
+	wantEqual(t, "snapshot machines", snap.Machines, []domain.Machine{m1, m2})
+	wantEqual(t, "snapshot reservations", snap.Reservations, []domain.Reservation{r})
+	wantEqual(t, "snapshot clusters (deleted excluded)", snap.Clusters, []domain.Cluster{c1})
+	wantEqual(t, "snapshot nodes (removed excluded)", nodeIDs(snap.Nodes), []string{"live", "draining"})
+	live, _ := s.GetNode(ctx, "live")
+	wantEqual(t, "snapshot node", snap.Nodes[0], live)
+}
+
+func testRollback(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	before, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err = s.Update(ctx, func(tx store.Tx) error {
+		c, err := tx.GetCluster(ctx, "c1")
+		if err != nil {
+			return err
+		}
+		c.NodeSeq = 99
+		m, _ := tx.GetMachine(ctx, "m1")
+		m.OutOfService = true
+		for _, err := range []error{
+			tx.CreateProject(ctx, domain.Project{ID: "p2"}),
+			tx.CreateToken(ctx, domain.Token{Hash: "h", ProjectID: "p1"}),
+			tx.CreateReservation(ctx, domain.Reservation{ID: "r", ProjectID: "p1"}),
+			tx.CreateMachine(ctx, machine("m2", at(1))),
+			tx.CreateCluster(ctx, cluster("c2", "p1", at(1))),
+			tx.CreateNode(ctx, node("n", "c1", "m1", domain.NodeReady, at(1))),
+			tx.UpdateCluster(ctx, c),
+			tx.UpdateMachine(ctx, m),
+		} {
+			if err != nil {
+				return err
+			}
+		}
+		if _, err := tx.AddEvent(ctx, event("e", "c1", "n", domain.ReasonNodeAdded, at(1))); err != nil {
+			return err
+		}
+		return fmt.Errorf("apply plan: %w", boom)
+	})
+	wantErr(t, "update returns fn's error", err, boom)
+
+	after, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "state after rollback", after, before)
+	if ps, _ := s.ListProjects(ctx); len(ps) != 1 {
+		t.Fatalf("projects after rollback: %v", ps)
+	}
+	if _, err := s.TokenByHash(ctx, "h"); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("token after rollback: %v", err)
+	}
+	if es, _ := s.ListEvents(ctx, store.EventFilter{}); len(es) != 0 {
+		t.Fatalf("events after rollback: %v", es)
+	}
+	if ns, _ := s.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true}); len(ns) != 0 {
+		t.Fatalf("nodes after rollback: %v", ns)
+	}
+
+	// A panic rolls back too, and the store stays usable.
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("panic in fn was swallowed")
+			}
+		}()
+		_ = s.Update(ctx, func(tx store.Tx) error {
+			if err := tx.CreateProject(ctx, domain.Project{ID: "p3"}); err != nil {
+				return err
+			}
+			panic("boom")
+		})
+	}()
+	if _, err := s.GetProject(ctx, "p3"); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("project written by a panicking update: %v", err)
+	}
+	update(t, s, func(tx store.Tx) error { return tx.CreateProject(ctx, domain.Project{ID: "p4"}) })
+}
+
+// testConflictKeepsTxUsable: a caller may branch on ErrConflict and go on
+// writing in the same transaction.
+func testConflictKeepsTxUsable(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	update(t, s, func(tx store.Tx) error {
+		for _, err := range []error{
+			tx.CreateProject(ctx, domain.Project{ID: "p1"}),
+			tx.CreateMachine(ctx, machine("m1", at(0))),
+			tx.CreateCluster(ctx, cluster("c1", "p1", at(0))),
+		} {
+			if !errors.Is(err, domain.ErrConflict) {
+				return fmt.Errorf("want conflict, got %v", err)
+			}
+		}
+		if err := tx.UpdateMachine(ctx, machine("nope", at(0))); !errors.Is(err, domain.ErrNotFound) {
+			return fmt.Errorf("want not found, got %v", err)
+		}
+		if _, err := tx.GetNode(ctx, "nope"); !errors.Is(err, domain.ErrNotFound) {
+			return fmt.Errorf("want not found, got %v", err)
+		}
+		return tx.CreateProject(ctx, domain.Project{ID: "p2"})
+	})
+	if _, err := s.GetProject(ctx, "p2"); err != nil {
+		t.Fatalf("write after conflict lost: %v", err)
+	}
+}
+
+func testReadOwnWrites(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateProject(ctx, domain.Project{ID: "p2", CreatedAt: at(1)}); err != nil {
+			return err
+		}
+		if _, err := tx.GetProject(ctx, "p2"); err != nil {
+			return fmt.Errorf("own project: %w", err)
+		}
+		if ps, err := tx.ListProjects(ctx); err != nil || len(ps) != 2 {
+			return fmt.Errorf("own projects: %v, %v", ps, err)
+		}
+		if err := tx.CreateToken(ctx, domain.Token{Hash: "h", ProjectID: "p2"}); err != nil {
+			return err
+		}
+		if _, err := tx.TokenByHash(ctx, "h"); err != nil {
+			return fmt.Errorf("own token: %w", err)
+		}
+		if err := tx.CreateReservation(ctx, domain.Reservation{ID: "r", ProjectID: "p2"}); err != nil {
+			return err
+		}
+		if rs, err := tx.ListReservations(ctx); err != nil || len(rs) != 1 {
+			return fmt.Errorf("own reservations: %v, %v", rs, err)
+		}
+		m := machine("m2", at(1))
+		if err := tx.CreateMachine(ctx, m); err != nil {
+			return err
+		}
+		m.OutOfService = true
+		if err := tx.UpdateMachine(ctx, m); err != nil {
+			return err
+		}
+		if got, err := tx.GetMachine(ctx, "m2"); err != nil || !got.OutOfService {
+			return fmt.Errorf("own machine update: %+v, %v", got, err)
+		}
+		if ms, err := tx.ListMachines(ctx); err != nil || len(ms) != 2 {
+			return fmt.Errorf("own machines: %v, %v", ms, err)
+		}
+		c := cluster("c2", "p2", at(1))
+		if err := tx.CreateCluster(ctx, c); err != nil {
+			return err
+		}
+		if cs, err := tx.ListClusters(ctx, "p2"); err != nil || len(cs) != 1 {
+			return fmt.Errorf("own clusters: %v, %v", cs, err)
+		}
+		c.DeletedAt = at(2)
+		if err := tx.UpdateCluster(ctx, c); err != nil {
+			return err
+		}
+		if _, err := tx.GetCluster(ctx, "c2"); !errors.Is(err, domain.ErrNotFound) {
+			return fmt.Errorf("own cluster deletion not seen: %v", err)
+		}
+		n := node("n", "c1", "m2", domain.NodeReady, at(1))
+		if err := tx.CreateNode(ctx, n); err != nil {
+			return err
+		}
+		n.State = domain.NodeRemoved
+		if err := tx.UpdateNode(ctx, n); err != nil {
+			return err
+		}
+		if got, err := tx.GetNode(ctx, "n"); err != nil || got.State != domain.NodeRemoved {
+			return fmt.Errorf("own node update: %+v, %v", got, err)
+		}
+		if ns, err := tx.ListNodes(ctx, store.NodeFilter{MachineID: "m2"}); err != nil || len(ns) != 0 {
+			return fmt.Errorf("own removed node listed: %v, %v", ns, err)
+		}
+		e, err := tx.AddEvent(ctx, event("e", "c1", "n", domain.ReasonNodeRemoved, at(1)))
+		if err != nil {
+			return err
+		}
+		if es, err := tx.ListEvents(ctx, store.EventFilter{}); err != nil || !reflect.DeepEqual(es, []domain.Event{e}) {
+			return fmt.Errorf("own events: %v, %v", es, err)
+		}
+		if n, err := tx.PruneEvents(ctx, at(2)); err != nil || n != 1 {
+			return fmt.Errorf("prune own event: %d, %v", n, err)
+		}
+		return nil
+	})
+}
+
+// full returns values with every field set to something other than its
+// zero value, so that a field the store forgets shows up.
+func full() (domain.Project, domain.Token, domain.Reservation, domain.Machine, domain.Cluster, domain.Node, domain.Event) {
+	p := domain.Project{ID: "proj-1", CreatedAt: at(1)}
+	tok := domain.Token{Hash: "ab12", ProjectID: p.ID, CreatedAt: at(2)}
+	r := domain.Reservation{ID: "res-1", ProjectID: p.ID, Region: "us-east-2", GPUType: "B200", CreatedAt: at(3)}
+	m := domain.Machine{
+		ID: "mach-1", Region: "us-east-2", GPUType: "B200", GPUs: 8, ReservationID: r.ID,
+		OutOfService: true, CooldownUntil: at(4), CreatedAt: at(5),
+	}
+	c := domain.Cluster{
+		ID: "clu-1", Name: "training", ProjectID: p.ID, Region: "us-east-2", GPUType: "B200",
+		Type: domain.ClusterKubernetes, BillingType: domain.BillingReserved, NumGPUs: 16,
+		DesiredPreemptibleGPUs: 1 << 40, Weight: 3, Status: domain.StatusDegraded,
+		Unfulfilled: domain.UnfulfilledCoolingDown, UnfulfilledMessage: "cooling down until 10:00 — ünïcode ✓",
+		Deleting: true, NodeSeq: 1<<62 + 1, CreatedAt: at(6), DeletedAt: time.Time{},
+	}
+	n := domain.Node{
+		ID: "node-1", ClusterID: c.ID, MachineID: m.ID, Name: domain.NodeName(domain.Preemptible, 42),
+		Class: domain.Preemptible, GPUs: 8, State: domain.NodeRemoved, CreatedAt: at(7), ReadyAt: at(8),
+		DrainStartedAt: at(9), Deadline: at(14), DrainCause: domain.CauseFairShare, Notified: true,
+		DrainedAt: at(12), Outcome: domain.OutcomeEarly, RemovedAt: at(13),
+	}
+	e := domain.Event{
+		ID: "ev-1", ClusterID: c.ID, NodeID: n.ID, NodeName: n.Name, Reason: domain.ReasonPreemptionNotified,
+		Message: "node will be removed at 09:40 'quoted' \"double\"", Timestamp: at(9), Deadline: at(14),
+	}
+	return p, tok, r, m, c, n, e
+}
+
+func testRoundTrip(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	p, tok, r, m, c, n, e := full()
+	var got domain.Event
+	update(t, s, func(tx store.Tx) error {
+		for _, err := range []error{
+			tx.CreateProject(ctx, p), tx.CreateToken(ctx, tok), tx.CreateReservation(ctx, r),
+			tx.CreateMachine(ctx, m), tx.CreateCluster(ctx, c), tx.CreateNode(ctx, n),
+		} {
+			if err != nil {
+				return err
+			}
+		}
+		var err error
+		got, err = tx.AddEvent(ctx, e)
+		return err
+	})
+	e.Seq = got.Seq
+	wantEqual(t, "AddEvent result", got, e)
+	checkFull(t, s, p, tok, r, m, c, n, e)
+
+	// Update writes every field.
+	m2 := m
+	m2.Region, m2.GPUType, m2.GPUs, m2.ReservationID, m2.OutOfService = "eu-1", "H100", 4, "", false
+	m2.CooldownUntil, m2.CreatedAt = time.Time{}, at(50)
+	c2 := c
+	c2.Name, c2.ProjectID, c2.Region, c2.GPUType = "renamed", p.ID, "eu-1", "H100"
+	c2.BillingType, c2.NumGPUs, c2.DesiredPreemptibleGPUs, c2.Weight = domain.BillingOnDemand, 8, 0, 1
+	c2.Status, c2.Unfulfilled, c2.UnfulfilledMessage = domain.StatusReady, domain.UnfulfilledNone, ""
+	c2.Deleting, c2.NodeSeq, c2.CreatedAt = false, 43, at(51)
+	n2 := domain.Node{ID: n.ID, ClusterID: c.ID, MachineID: m.ID}
+	update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.UpdateMachine(ctx, m2), tx.UpdateCluster(ctx, c2), tx.UpdateNode(ctx, n2))
+	})
+	checkFull(t, s, p, tok, r, m2, c2, n2, e)
+	update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.UpdateMachine(ctx, m), tx.UpdateCluster(ctx, c), tx.UpdateNode(ctx, n))
+	})
+	checkFull(t, s, p, tok, r, m, c, n, e)
+}
+
+func checkFull(t *testing.T, s store.Store, p domain.Project, tok domain.Token, r domain.Reservation,
+	m domain.Machine, c domain.Cluster, n domain.Node, e domain.Event) {
+	t.Helper()
+	ctx := t.Context()
+	gp, err := s.GetProject(ctx, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "project", gp, p)
+	gt, err := s.TokenByHash(ctx, tok.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "token", gt, tok)
+	gr, err := s.ListReservations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "reservations", gr, []domain.Reservation{r})
+	gm, err := s.GetMachine(ctx, m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "machine", gm, m)
+	gc, err := s.GetCluster(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "cluster", gc, c)
+	gn, err := s.GetNode(ctx, n.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "node", gn, n)
+	ge, err := s.ListEvents(ctx, store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "events", ge, []domain.Event{e})
+}
+
+func testZeroTimes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	p := domain.Project{ID: "p"}
+	m := domain.Machine{ID: "m"}
+	c := domain.Cluster{ID: "c", ProjectID: "p"}
+	n := domain.Node{ID: "n", ClusterID: "c", MachineID: "m"}
+	var e domain.Event
+	update(t, s, func(tx store.Tx) error {
+		if err := errors.Join(tx.CreateProject(ctx, p), tx.CreateToken(ctx, domain.Token{Hash: "h", ProjectID: "p"}),
+			tx.CreateReservation(ctx, domain.Reservation{ID: "r", ProjectID: "p"}),
+			tx.CreateMachine(ctx, m), tx.CreateCluster(ctx, c), tx.CreateNode(ctx, n)); err != nil {
+			return err
+		}
+		var err error
+		e, err = tx.AddEvent(ctx, domain.Event{})
+		return err
+	})
+	checkFull(t, s, p, domain.Token{Hash: "h", ProjectID: "p"}, domain.Reservation{ID: "r", ProjectID: "p"}, m, c, n, e)
+	if e.Seq == 0 || !e.Timestamp.IsZero() || !e.Deadline.IsZero() {
+		t.Fatalf("zero event: %+v", e)
+	}
+}
+
+func testTimeEncoding(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	// Nanoseconds and a zone other than UTC: read back as the same
+	// instant, truncated to the microsecond, in UTC.
+	zone := time.FixedZone("UTC-7", -7*3600)
+	in := time.Date(2025, 1, 2, 3, 4, 5, 123456789, zone)
+	want := time.Date(2025, 1, 2, 10, 4, 5, 123456000, time.UTC)
+	pre := time.Date(1969, 12, 31, 23, 59, 59, 999999000, time.UTC) // before the Unix epoch
+	far := time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+	var added []domain.Event
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateMachine(ctx, domain.Machine{ID: "m", CreatedAt: in, CooldownUntil: far}); err != nil {
+			return err
+		}
+		if err := tx.CreateProject(ctx, domain.Project{ID: "p", CreatedAt: pre}); err != nil {
+			return err
+		}
+		e, err := tx.AddEvent(ctx, domain.Event{ID: "e", Timestamp: in, Deadline: pre})
+		added = append(added, e)
+		return err
+	})
+	m, err := s.GetMachine(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "machine created_at", m.CreatedAt, want)
+	wantEqual(t, "machine cooldown (year 9999)", m.CooldownUntil, far)
+	p, err := s.GetProject(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "project created before 1970", p.CreatedAt, pre)
+	es, err := s.ListEvents(ctx, store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "event read back as AddEvent returned it", es, added)
+	wantEqual(t, "event timestamp", es[0].Timestamp, want)
+	wantEqual(t, "event deadline", es[0].Deadline, pre)
+}
+
+// testNoLostUpdates: concurrent read-modify-write transactions on one row
+// all take effect, each on the value the previous one wrote. This is what
+// keeps a node number (or a machine) from being handed out twice.
+func testNoLostUpdates(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	const workers = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	assigned := make(chan int64, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var seq int64
+			errs <- s.Update(ctx, func(tx store.Tx) error {
+				c, err := tx.GetCluster(ctx, "c1")
+				if err != nil {
+					return err
+				}
+				c.NodeSeq++
+				seq = c.NodeSeq
+				if err := tx.UpdateCluster(ctx, c); err != nil {
+					return err
+				}
+				_, err = tx.AddEvent(ctx, event(fmt.Sprintf("e%d", w), "c1", fmt.Sprintf("n%d", seq), domain.ReasonNodeAdded, at(w)))
+				return err
+			})
+			assigned <- seq
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	close(assigned)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent update: %v", err)
+		}
+	}
+	seen := map[int64]bool{}
+	for seq := range assigned {
+		if seen[seq] {
+			t.Fatalf("node number %d assigned twice", seq)
+		}
+		seen[seq] = true
+	}
+	c, err := s.GetCluster(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeSeq != workers {
+		t.Fatalf("NodeSeq = %d after %d increments", c.NodeSeq, workers)
+	}
+	es, err := s.ListEvents(ctx, store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != workers {
+		t.Fatalf("%d events from %d transactions", len(es), workers)
+	}
+}
+
+// testEventCursorMissesNothing: a reader paging by Seq never skips an
+// event, even when transactions adding events overlap. The danger is a
+// transaction that draws a Seq, commits after a later transaction's larger
+// Seq is already visible, and so lands behind the reader's cursor.
+func testEventCursorMissesNothing(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	drew, release := make(chan struct{}, 1), make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	wg.Add(2)
+	go func() { // slow: draws a Seq, then waits before committing
+		defer wg.Done()
+		errs <- s.Update(ctx, func(tx store.Tx) error {
+			_, err := tx.AddEvent(ctx, event("slow", "c1", "n1", domain.ReasonNodeAdded, at(1)))
+			select {
+			case drew <- struct{}{}:
+			default: // a retry: the test already moved on
+			}
+			<-release
+			return err
+		})
+	}()
+	<-drew
+	go func() { // fast: starts later, may commit first
+		defer wg.Done()
+		errs <- s.Update(ctx, func(tx store.Tx) error {
+			_, err := tx.AddEvent(ctx, event("fast", "c1", "n2", domain.ReasonNodeAdded, at(2)))
+			return err
+		})
+	}()
+	// Read while the slow transaction is open, as a watcher would.
+	var seen []domain.Event
+	cursor := int64(0)
+	for range 20 {
+		page, err := s.ListEvents(ctx, store.EventFilter{AfterSeq: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > 0 {
+			seen = append(seen, page...)
+			cursor = page[len(page)-1].Seq
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rest, err := s.ListEvents(ctx, store.EventFilter{AfterSeq: cursor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen = append(seen, rest...)
+	if len(seen) != 2 {
+		all, _ := s.ListEvents(ctx, store.EventFilter{})
+		t.Fatalf("reader paging by seq saw %v; events are %v", seen, all)
+	}
+}
+
+func testReopen(t *testing.T, o Opener) {
+	ctx := t.Context()
+	s := open(t, o)
+	p, tok, r, m, c, n, e := full()
+	update(t, s, func(tx store.Tx) error {
+		if err := errors.Join(tx.CreateProject(ctx, p), tx.CreateToken(ctx, tok), tx.CreateReservation(ctx, r),
+			tx.CreateMachine(ctx, m), tx.CreateCluster(ctx, c), tx.CreateNode(ctx, n)); err != nil {
+			return err
+		}
+		var err error
+		e, err = tx.AddEvent(ctx, e)
+		return err
+	})
+	if err := s.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+
+	s = open(t, o)
+	checkFull(t, s, p, tok, r, m, c, n, e)
+	// Seqs keep increasing across restarts: readers' cursors stay valid.
+	e2, e3 := e, e
+	e2.ID, e2.Reason = "ev-2", domain.ReasonNodeDrained
+	update(t, s, func(tx store.Tx) error {
+		var err error
+		e2, err = tx.AddEvent(ctx, e2)
+		return err
+	})
+	if e2.Seq <= e.Seq {
+		t.Fatalf("seq after reopen %d, before %d", e2.Seq, e.Seq)
+	}
+	// Opening twice at once (a second process, a CLI) works too.
+	s2 := open(t, o)
+	update(t, s2, func(tx store.Tx) error {
+		var err error
+		e3, err = tx.AddEvent(ctx, e3) // replaces e
+		return err
+	})
+	got, err := s.ListEvents(ctx, store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "events seen by the first store", got, []domain.Event{e2, e3})
+}
