@@ -1,0 +1,403 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/client"
+)
+
+const defaultWaitTimeout = 15 * time.Minute
+
+func newClustersCmd(s *state) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "clusters",
+		Aliases: []string{"cluster"},
+		Short:   "Create, scale, inspect and delete clusters",
+		Long: `A cluster has standard nodes (num_gpus, provisioned before the create or
+update call returns, never preempted) and a target of preemptible GPUs
+(num_preemptible_gpus, at half price, filled as spare capacity appears and
+reclaimed with a 5-minute drain). GPU counts are multiples of 8.`,
+		Example: `  sparecap clusters list
+  sparecap clusters get <cluster-id>`,
+	}
+	cmd.AddCommand(
+		newClustersCreateCmd(s),
+		newClustersUpdateCmd(s),
+		newClustersGetCmd(s),
+		newClustersListCmd(s),
+		newClustersDeleteCmd(s),
+	)
+	return cmd
+}
+
+func newClustersCreateCmd(s *state) *cobra.Command {
+	var (
+		req     apiv1.CreateClusterRequest
+		wait    bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Create a cluster",
+		Long: `Create a cluster. Its standard nodes (--num-gpus) are provisioned before the
+command returns; preemptible nodes (--num-preemptible-gpus) are added
+asynchronously as spare capacity appears, and the target is kept until
+changed even when it cannot be met yet.
+
+With --wait the command polls until the cluster is Ready and prints progress
+on stderr. --project-id is needed with an admin token; a project token
+implies its project.`,
+		Example: `  sparecap clusters create --name my-cluster --region us-central-2 \
+    --gpu-type RTX_6000_PCI --cluster-type KUBERNETES --num-gpus 8 \
+    --billing-type ON_DEMAND --num-preemptible-gpus 8 --project-id my-project --wait`,
+		Args: cobra.NoArgs,
+		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
+			cl, err := c.CreateCluster(cmd.Context(), req)
+			if err != nil {
+				return fmt.Errorf("create cluster: %w", err)
+			}
+			if wait {
+				cl, err = s.waitCluster(cmd, c, cl, timeout, "Ready", clusterReady)
+				if err != nil {
+					return err
+				}
+			}
+			return s.printCluster(cmd, cl)
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.ClusterName, "name", "", "cluster name (required)")
+	f.StringVar(&req.Region, "region", "", "region, for example us-central-2 (required)")
+	f.StringVar(&req.GPUType, "gpu-type", "", "GPU type, for example H100 (required)")
+	f.StringVar(&req.ClusterType, "cluster-type", "KUBERNETES", "cluster type")
+	f.IntVar(&req.NumGPUs, "num-gpus", 0, "standard GPUs, a multiple of 8, at least 8 (required)")
+	f.StringVar(&req.BillingType, "billing-type", "ON_DEMAND", "billing of standard nodes: ON_DEMAND or RESERVED")
+	f.IntVar(&req.NumPreemptibleGPUs, "num-preemptible-gpus", 0, "target of preemptible GPUs, a multiple of 8")
+	f.StringVar(&req.ProjectID, "project-id", "", "project to create the cluster in (needed with an admin token)")
+	f.BoolVar(&wait, "wait", false, "wait until the cluster is Ready")
+	f.DurationVar(&timeout, "timeout", defaultWaitTimeout, "how long --wait waits")
+	for _, name := range []string{"name", "region", "gpu-type", "num-gpus"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}
+
+func newClustersUpdateCmd(s *state) *cobra.Command {
+	var (
+		numGPUs, numPreemptible int
+		wait                    bool
+		timeout                 time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "update <cluster-id>",
+		Short: "Scale a cluster's standard GPUs or preemptible target",
+		Long: `Change a cluster's standard GPUs (--num-gpus) or its target of preemptible
+GPUs (--num-preemptible-gpus). Only the flags given are sent; the other value
+is kept. Lowering the preemptible target drains the surplus preemptible nodes
+(up to 5 minutes each); raising it adds nodes as spare capacity allows.
+
+With --wait the command polls until the cluster is Ready and its nodes have
+settled (none coming up or draining).`,
+		Example: `  sparecap clusters update <cluster-id> --num-preemptible-gpus 16
+  sparecap clusters update <cluster-id> --num-gpus 16 --num-preemptible-gpus 0 --wait`,
+		Args: cobra.ExactArgs(1),
+		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
+			var req apiv1.UpdateClusterRequest
+			if cmd.Flags().Changed("num-gpus") {
+				req.NumGPUs = &numGPUs
+			}
+			if cmd.Flags().Changed("num-preemptible-gpus") {
+				req.NumPreemptibleGPUs = &numPreemptible
+			}
+			if req.NumGPUs == nil && req.NumPreemptibleGPUs == nil {
+				return errors.New("nothing to update: set --num-gpus and/or --num-preemptible-gpus")
+			}
+			cl, err := c.UpdateCluster(cmd.Context(), args[0], req)
+			if err != nil {
+				return fmt.Errorf("update cluster %s: %w", args[0], err)
+			}
+			if wait {
+				cl, err = s.waitCluster(cmd, c, cl, timeout, "Ready with settled nodes", clusterSettled)
+				if err != nil {
+					return err
+				}
+			}
+			return s.printCluster(cmd, cl)
+		}),
+	}
+	f := cmd.Flags()
+	f.IntVar(&numGPUs, "num-gpus", 0, "new number of standard GPUs (a multiple of 8)")
+	f.IntVar(&numPreemptible, "num-preemptible-gpus", 0, "new target of preemptible GPUs (a multiple of 8; 0 removes them)")
+	f.BoolVar(&wait, "wait", false, "wait until the cluster is Ready and its nodes have settled")
+	f.DurationVar(&timeout, "timeout", defaultWaitTimeout, "how long --wait waits")
+	return cmd
+}
+
+func newClustersGetCmd(s *state) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get <cluster-id>",
+		Short: "Show a cluster and its nodes",
+		Long: `Show a cluster: its status, standard GPUs, preemptible target and what is
+allocated now (with the reason when the target is not met), and its nodes.`,
+		Example: `  sparecap clusters get <cluster-id>
+  sparecap clusters get <cluster-id> -o yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
+			cl, err := c.GetCluster(cmd.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("get cluster %s: %w", args[0], err)
+			}
+			return s.printCluster(cmd, cl)
+		}),
+	}
+}
+
+func newClustersListCmd(s *state) *cobra.Command {
+	var projectID string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List clusters",
+		Long: `List the clusters the token may see: a project token sees its project's,
+the admin token sees all (narrow with --project-id).`,
+		Example: `  sparecap clusters list
+  sparecap clusters list --project-id my-project -o json`,
+		Args: cobra.NoArgs,
+		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
+			list, err := c.ListClusters(cmd.Context(), client.ListClustersOptions{ProjectID: projectID})
+			if err != nil {
+				return fmt.Errorf("list clusters: %w", err)
+			}
+			return s.print(cmd.OutOrStdout(), list, func(tw *tabwriter.Writer) {
+				row(tw, "ID", "NAME", "PROJECT", "REGION", "GPU_TYPE", "STATUS", "GPUS", "PREEMPTIBLE", "AGE")
+				for _, cl := range list.Clusters {
+					row(tw, cl.ClusterID, cl.ClusterName, cl.ProjectID, cl.Region, cl.GPUType, cl.Status, cl.NumGPUs,
+						fmt.Sprintf("%d/%d", cl.AllocatedPreemptibleGPUs, cl.DesiredPreemptibleGPUs), s.age(cl.CreatedAt))
+				}
+			})
+		}),
+	}
+	cmd.Flags().StringVar(&projectID, "project-id", "", "only clusters of this project")
+	return cmd
+}
+
+func newClustersDeleteCmd(s *state) *cobra.Command {
+	var (
+		wait    bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "delete <cluster-id>",
+		Short: "Delete a cluster",
+		Long: `Delete a cluster. Its nodes are drained (preemptible nodes get the usual
+notice) and released; the cluster reports status Deleting until it is gone.
+With --wait the command polls until the cluster no longer exists.`,
+		Example: `  sparecap clusters delete <cluster-id> --wait`,
+		Args:    cobra.ExactArgs(1),
+		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
+			id := args[0]
+			cl, err := c.DeleteCluster(cmd.Context(), id)
+			if err != nil {
+				return fmt.Errorf("delete cluster %s: %w", id, err)
+			}
+			if s.output != outTable {
+				if err := s.print(cmd.OutOrStdout(), cl, nil); err != nil {
+					return err
+				}
+			}
+			if wait {
+				if err := s.waitGone(cmd, c, cl, timeout); err != nil {
+					return err
+				}
+			}
+			if s.output == outTable {
+				verb := "is being deleted"
+				if wait {
+					verb = "deleted"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "cluster %s %s\n", id, verb)
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the cluster is gone")
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultWaitTimeout, "how long --wait waits")
+	return cmd
+}
+
+func (s *state) printCluster(cmd *cobra.Command, cl *apiv1.Cluster) error {
+	return s.print(cmd.OutOrStdout(), cl, func(tw *tabwriter.Writer) {
+		std := standardNodes(cl)
+		row(tw, "ID:", cl.ClusterID)
+		row(tw, "Name:", cl.ClusterName)
+		row(tw, "Project:", cl.ProjectID)
+		row(tw, "Region:", cl.Region)
+		row(tw, "GPU type:", cl.GPUType)
+		row(tw, "Type:", cl.ClusterType+", "+cl.BillingType)
+		row(tw, "Status:", cl.Status)
+		row(tw, "Standard GPUs:", fmt.Sprintf("%d (%d/%d nodes ready)", cl.NumGPUs, std.ready, std.expected))
+		pre := fmt.Sprintf("%d allocated / %d desired", cl.AllocatedPreemptibleGPUs, cl.DesiredPreemptibleGPUs)
+		if u := cl.TargetUnfulfilled; u != nil {
+			pre += " (" + u.Reason
+			if u.Message != "" {
+				pre += ": " + u.Message
+			}
+			pre += ")"
+		}
+		row(tw, "Preemptible GPUs:", pre)
+		row(tw, "Created:", s.timeAndAge(cl.CreatedAt))
+		// Flush so the key column's width does not depend on the node rows.
+		_ = tw.Flush()
+		fmt.Fprintln(tw)
+		if len(cl.GPUWorkerNodes) == 0 {
+			fmt.Fprintln(tw, "No nodes.")
+			return
+		}
+		s.nodesTable(tw, cl.GPUWorkerNodes)
+	})
+}
+
+func (s *state) nodesTable(tw *tabwriter.Writer, nodes []apiv1.Node) {
+	row(tw, "NAME", "CLASS", "STATUS", "GPUS", "AGE", "DEADLINE")
+	for _, n := range nodes {
+		name := n.NodeName
+		if name == "" {
+			name = n.NodeID
+		}
+		row(tw, name, n.ComputeClass, n.Status, n.NumGPUs, s.age(n.CreatedAt), s.deadline(n.Deadline))
+	}
+}
+
+// nodeCount is the standard nodes of a cluster, ready and expected.
+type nodeCount struct{ ready, expected int }
+
+// defaultGPUsPerNode is the node size assumed before any node exists.
+const defaultGPUsPerNode = 8
+
+func standardNodes(cl *apiv1.Cluster) nodeCount {
+	var nc nodeCount
+	perNode := 0
+	for _, n := range cl.GPUWorkerNodes {
+		if !strings.EqualFold(n.ComputeClass, "standard") {
+			continue
+		}
+		if n.NumGPUs > 0 {
+			perNode = n.NumGPUs
+		}
+		if isReady(n) {
+			nc.ready++
+		}
+	}
+	if perNode == 0 {
+		perNode = defaultGPUsPerNode
+	}
+	nc.expected = (cl.NumGPUs + perNode - 1) / perNode
+	return nc
+}
+
+func isReady(n apiv1.Node) bool { return strings.EqualFold(n.Status, "ready") }
+
+// clusterReady: the cluster's standard nodes are up. Preemptible capacity is
+// not waited for: the target is not guaranteed.
+func clusterReady(cl *apiv1.Cluster) bool { return cl.Status == "Ready" }
+
+// clusterSettled: Ready, and no node is coming up or going away, and no
+// preemptible capacity is on its way (a target unmet for lack of capacity
+// or fair share may stay unmet for hours, so it does not hold up the wait).
+func clusterSettled(cl *apiv1.Cluster) bool {
+	if !clusterReady(cl) {
+		return false
+	}
+	for _, n := range cl.GPUWorkerNodes {
+		if !isReady(n) {
+			return false
+		}
+	}
+	if u := cl.TargetUnfulfilled; u != nil && u.Reason == "Provisioning" {
+		return false
+	}
+	return true
+}
+
+func progressLine(cl *apiv1.Cluster) string {
+	std := standardNodes(cl)
+	line := fmt.Sprintf("status %s, standard nodes %d/%d ready, preemptible GPUs %d/%d allocated",
+		cl.Status, std.ready, std.expected, cl.AllocatedPreemptibleGPUs, cl.DesiredPreemptibleGPUs)
+	if u := cl.TargetUnfulfilled; u != nil && u.Reason != "" {
+		line += " (" + u.Reason + ")"
+	}
+	var busy []string
+	for _, n := range cl.GPUWorkerNodes {
+		if !isReady(n) {
+			busy = append(busy, n.NodeName+" "+n.Status)
+		}
+	}
+	if len(busy) > 0 {
+		line += "; " + strings.Join(busy, ", ")
+	}
+	return line
+}
+
+// waitCluster polls the cluster until done says so, printing a progress line
+// on stderr whenever it changes.
+func (s *state) waitCluster(cmd *cobra.Command, c *client.Client, cl *apiv1.Cluster, timeout time.Duration, goal string, done func(*apiv1.Cluster) bool) (*apiv1.Cluster, error) {
+	id := cl.ClusterID
+	p := s.newProgress(cmd)
+	last := cl
+	err := s.poll(cmd, timeout, func(first bool) (bool, error) {
+		if !first {
+			got, err := c.GetCluster(cmd.Context(), id)
+			if err != nil {
+				return false, p.transient(err)
+			}
+			last = got
+		}
+		p.line(progressLine(last))
+		return done(last), nil
+	})
+	if errors.Is(err, errTimeout) {
+		return nil, fmt.Errorf("timed out after %s waiting for cluster %s to be %s (last seen: %s)", timeout, id, goal, progressLine(last))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wait for cluster %s: %w", id, err)
+	}
+	return last, nil
+}
+
+// waitGone polls until the cluster is 404.
+func (s *state) waitGone(cmd *cobra.Command, c *client.Client, cl *apiv1.Cluster, timeout time.Duration) error {
+	id := cl.ClusterID
+	if id == "" {
+		return errors.New("server returned no cluster_id to wait for")
+	}
+	p := s.newProgress(cmd)
+	last := cl
+	err := s.poll(cmd, timeout, func(first bool) (bool, error) {
+		if !first {
+			got, err := c.GetCluster(cmd.Context(), id)
+			if client.IsNotFound(err) {
+				p.line("cluster gone")
+				return true, nil
+			}
+			if err != nil {
+				return false, p.transient(err)
+			}
+			last = got
+		}
+		p.line(fmt.Sprintf("status %s, %d nodes left", last.Status, len(last.GPUWorkerNodes)))
+		return false, nil
+	})
+	if errors.Is(err, errTimeout) {
+		return fmt.Errorf("timed out after %s waiting for cluster %s to be deleted (status %s, %d nodes left)", timeout, id, last.Status, len(last.GPUWorkerNodes))
+	}
+	if err != nil {
+		return fmt.Errorf("wait for cluster %s to be deleted: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,335 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+)
+
+// maxErrorBody bounds how much of an error response is read: enough for any
+// apiv1.Error, little enough that a misbehaving proxy cannot exhaust memory.
+const maxErrorBody = 1 << 20
+
+// Client calls one sparecap API server. It is safe for concurrent use.
+type Client struct {
+	baseURL   string
+	token     string
+	http      *http.Client
+	userAgent string
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient makes the Client send requests with hc instead of
+// http.DefaultClient. hc must not set a Timeout if WatchEvents is used: the
+// event stream stays open; bound calls with their context instead.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) { c.http = hc }
+}
+
+// WithUserAgent sets the User-Agent header of every request.
+func WithUserAgent(ua string) Option {
+	return func(c *Client) { c.userAgent = ua }
+}
+
+// New returns a client of the API at baseURL (for example
+// "http://127.0.0.1:8407"; a path prefix is kept) that authenticates with
+// token. An empty token sends no Authorization header.
+func New(baseURL, token string, opts ...Option) *Client {
+	c := &Client{
+		baseURL:   strings.TrimRight(baseURL, "/"),
+		token:     token,
+		http:      http.DefaultClient,
+		userAgent: "sparecap-go-client",
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// BaseURL returns the server address the client talks to.
+func (c *Client) BaseURL() string { return c.baseURL }
+
+// APIError is a non-2xx answer of the API.
+type APIError struct {
+	// Status is the HTTP status code.
+	Status int
+	// Code is the stable error code (apiv1.CodeNotFound, …). When the body
+	// was not an apiv1.Error it is derived from the status.
+	Code    string
+	Message string
+	// Field names the request field at fault, if any.
+	Field string
+}
+
+func (e *APIError) Error() string {
+	msg := fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
+	if e.Field != "" && !strings.Contains(e.Message, e.Field) {
+		msg += " (field " + e.Field + ")"
+	}
+	return msg
+}
+
+// IsNotFound reports whether err is an APIError with status 404.
+func IsNotFound(err error) bool { return hasStatus(err, http.StatusNotFound) }
+
+// IsConflict reports whether err is an APIError with status 409 (conflict or
+// insufficient capacity).
+func IsConflict(err error) bool { return hasStatus(err, http.StatusConflict) }
+
+// IsUnauthorized reports whether err is an APIError with status 401 or 403.
+func IsUnauthorized(err error) bool {
+	return hasStatus(err, http.StatusUnauthorized) || hasStatus(err, http.StatusForbidden)
+}
+
+func hasStatus(err error, status int) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == status
+}
+
+// do sends one request. in (if not nil) is sent as JSON; a 2xx body is
+// decoded into out (if not nil).
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	resp, err := c.send(ctx, method, path, query, in, "application/json")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode response: %w", method, path, err)
+	}
+	return nil
+}
+
+// send performs the request and returns the response if its status is 2xx;
+// otherwise it closes the body and returns an *APIError.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, in any, accept string) (*http.Response, error) {
+	u := c.baseURL + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: encode request: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", accept)
+	if c.userAgent != "" {
+		req.Header.Set("User-Agent", c.userAgent)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		// A *url.Error already names the method and URL.
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp, nil
+}
+
+// decodeError turns an error response into an *APIError, also when the body
+// is not an apiv1.Error (a proxy's HTML page, an empty body).
+func decodeError(resp *http.Response) *APIError {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	ae := &APIError{Status: resp.StatusCode}
+	var e apiv1.Error
+	if json.Unmarshal(b, &e) == nil && (e.Error.Code != "" || e.Error.Message != "") {
+		ae.Code, ae.Message, ae.Field = e.Error.Code, e.Error.Message, e.Error.Field
+	}
+	if ae.Code == "" {
+		ae.Code = codeForStatus(resp.StatusCode)
+	}
+	if ae.Message == "" {
+		ae.Message = strings.TrimSpace(string(b))
+		if len(ae.Message) > 200 {
+			ae.Message = ae.Message[:200] + "…"
+		}
+		if ae.Message == "" {
+			ae.Message = http.StatusText(resp.StatusCode)
+		}
+	}
+	return ae
+}
+
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return apiv1.CodeInvalid
+	case http.StatusUnauthorized:
+		return apiv1.CodeUnauthorized
+	case http.StatusForbidden:
+		return apiv1.CodeForbidden
+	case http.StatusNotFound:
+		return apiv1.CodeNotFound
+	case http.StatusConflict:
+		return apiv1.CodeConflict
+	case http.StatusInternalServerError:
+		return apiv1.CodeInternal
+	}
+	return "http_" + strconv.Itoa(status)
+}
+
+// call is do for endpoints that answer with a body of type T. It returns
+// nil and the error on failure, never a half-filled T.
+func call[T any](ctx context.Context, c *Client, method, path string, query url.Values, in any) (*T, error) {
+	var out T
+	if err := c.do(ctx, method, path, query, in, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func clusterPath(id string, rest ...string) string {
+	p := "/v1/clusters/" + url.PathEscape(id)
+	for _, r := range rest {
+		p += "/" + r
+	}
+	return p
+}
+
+// CreateCluster creates a cluster; its standard nodes are provisioned
+// before the call returns (201).
+func (c *Client) CreateCluster(ctx context.Context, req apiv1.CreateClusterRequest) (*apiv1.Cluster, error) {
+	return call[apiv1.Cluster](ctx, c, http.MethodPost, "/v1/clusters", nil, req)
+}
+
+// ListClustersOptions filters ListClusters.
+type ListClustersOptions struct {
+	// ProjectID limits the list to one project (admin tokens); empty lists
+	// every cluster the token may see.
+	ProjectID string
+}
+
+// ListClusters lists clusters.
+func (c *Client) ListClusters(ctx context.Context, opts ListClustersOptions) (*apiv1.ClusterList, error) {
+	q := url.Values{}
+	if opts.ProjectID != "" {
+		q.Set("project_id", opts.ProjectID)
+	}
+	return call[apiv1.ClusterList](ctx, c, http.MethodGet, "/v1/clusters", q, nil)
+}
+
+// GetCluster returns one cluster with its nodes.
+func (c *Client) GetCluster(ctx context.Context, id string) (*apiv1.Cluster, error) {
+	return call[apiv1.Cluster](ctx, c, http.MethodGet, clusterPath(id), nil, nil)
+}
+
+// UpdateCluster changes the fields set in req; nil fields keep their value.
+func (c *Client) UpdateCluster(ctx context.Context, id string, req apiv1.UpdateClusterRequest) (*apiv1.Cluster, error) {
+	return call[apiv1.Cluster](ctx, c, http.MethodPatch, clusterPath(id), nil, req)
+}
+
+// DeleteCluster starts deleting a cluster and returns it in status
+// Deleting. GetCluster returns a 404 APIError once it is gone.
+func (c *Client) DeleteCluster(ctx context.Context, id string) (*apiv1.Cluster, error) {
+	return call[apiv1.Cluster](ctx, c, http.MethodDelete, clusterPath(id), nil, nil)
+}
+
+// ListEvents returns the node lifecycle events of a cluster after cursor
+// (empty: from the oldest kept), at most limit of them (0: the server's
+// default). Pass the result's NextCursor to get the following ones.
+func (c *Client) ListEvents(ctx context.Context, clusterID, cursor string, limit int) (*apiv1.EventList, error) {
+	q := url.Values{}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	return call[apiv1.EventList](ctx, c, http.MethodGet, clusterPath(clusterID, "events"), q, nil)
+}
+
+// Capacity reports capacity per region and GPU type.
+func (c *Client) Capacity(ctx context.Context) (*apiv1.CapacityList, error) {
+	return call[apiv1.CapacityList](ctx, c, http.MethodGet, "/v1/capacity", nil, nil)
+}
+
+// CreateProject creates a project (admin). The returned Token is shown only
+// this once.
+func (c *Client) CreateProject(ctx context.Context, projectID string) (*apiv1.Project, error) {
+	return call[apiv1.Project](ctx, c, http.MethodPost, "/v1/admin/projects", nil, apiv1.CreateProjectRequest{ProjectID: projectID})
+}
+
+// ListProjects lists projects (admin), without tokens.
+func (c *Client) ListProjects(ctx context.Context) (*apiv1.ProjectList, error) {
+	return call[apiv1.ProjectList](ctx, c, http.MethodGet, "/v1/admin/projects", nil, nil)
+}
+
+// CreateMachines registers machines in the fleet (admin).
+func (c *Client) CreateMachines(ctx context.Context, req apiv1.CreateMachinesRequest) (*apiv1.MachineList, error) {
+	return call[apiv1.MachineList](ctx, c, http.MethodPost, "/v1/admin/machines", nil, req)
+}
+
+// ListMachinesOptions filters ListMachines; empty fields do not filter.
+type ListMachinesOptions struct {
+	Region  string
+	GPUType string
+	State   string
+}
+
+// ListMachines lists the fleet's machines (admin).
+func (c *Client) ListMachines(ctx context.Context, opts ListMachinesOptions) (*apiv1.MachineList, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"region": opts.Region, "gpu_type": opts.GPUType, "state": opts.State} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	return call[apiv1.MachineList](ctx, c, http.MethodGet, "/v1/admin/machines", q, nil)
+}
+
+// UpdateMachine changes a machine (admin), for example takes it out of
+// service.
+func (c *Client) UpdateMachine(ctx context.Context, id string, req apiv1.UpdateMachineRequest) (*apiv1.Machine, error) {
+	return call[apiv1.Machine](ctx, c, http.MethodPatch, "/v1/admin/machines/"+url.PathEscape(id), nil, req)
+}
+
+// CreateReservation reserves capacity for a project (admin).
+func (c *Client) CreateReservation(ctx context.Context, req apiv1.CreateReservationRequest) (*apiv1.Reservation, error) {
+	return call[apiv1.Reservation](ctx, c, http.MethodPost, "/v1/admin/reservations", nil, req)
+}
+
+// ListReservations lists reservations (admin).
+func (c *Client) ListReservations(ctx context.Context) (*apiv1.ReservationList, error) {
+	return call[apiv1.ReservationList](ctx, c, http.MethodGet, "/v1/admin/reservations", nil, nil)
+}
+
+// Healthz checks that the server is up.
+func (c *Client) Healthz(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/healthz", nil, nil, nil)
+}
+
+// Readyz checks that the server is ready to serve.
+func (c *Client) Readyz(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
+}
