@@ -23,6 +23,10 @@ type Snapshot struct {
 type Config struct {
 	// DrainWindow is the bounded notice; deadlines are now + DrainWindow.
 	DrainWindow time.Duration
+	// Cooldown > 0 keeps machines that standard nodes are leaving out of
+	// preemptible lending; once removed, the machine's CooldownUntil (set by
+	// the controller) takes over.
+	Cooldown time.Duration
 }
 
 // Plan is the allocator's output. Apply Reclaims, then Provisions, then
@@ -408,7 +412,11 @@ func (p *planner) leaving(mi int32) bool {
 }
 
 func (p *planner) cooling(mi int32) bool {
-	return p.s.Machines[mi].CooldownUntil.After(p.now)
+	if p.s.Machines[mi].CooldownUntil.After(p.now) {
+		return true
+	}
+	o := p.occ[mi]
+	return p.cfg.Cooldown > 0 && o >= 0 && !p.liveNode(o) && p.classOf(o) == domain.Standard
 }
 
 func (p *planner) deleted() {
@@ -669,16 +677,12 @@ func (p *planner) preemptible(part int32) {
 			if p.classOf(cl) == domain.Preemptible {
 				supply++
 			}
-		case o < 0:
-			if p.cooling(mi) {
-				cooling++
-				if cu := s.Machines[mi].CooldownUntil; p.out.NextWake.IsZero() || cu.Before(p.out.NextWake) {
-					p.out.NextWake = cu
-				}
-			} else {
-				supply++
+		case (o < 0 || !p.liveNode(o)) && p.cooling(mi):
+			cooling++
+			if cu := s.Machines[mi].CooldownUntil; cu.After(p.now) && (p.out.NextWake.IsZero() || cu.Before(p.out.NextWake)) {
+				p.out.NextWake = cu
 			}
-		case !p.liveNode(o) || p.classOf(o) == domain.Preemptible:
+		case o < 0 || !p.liveNode(o) || p.classOf(o) == domain.Preemptible:
 			supply++
 		}
 	}
@@ -770,7 +774,7 @@ func (p *planner) preemptible(part int32) {
 			switch {
 			case p.free(mi) && !p.cooling(mi):
 				free = append(free, mi)
-			case p.leaving(mi):
+			case p.leaving(mi) && !p.cooling(mi):
 				leaving = append(leaving, mi)
 			}
 		}
@@ -815,8 +819,8 @@ func (p *planner) reason(ci int32, gpm, cooling int, totalFair int32) {
 		return
 	case p.fair[ci] < p.dem[ci] && cooling > 0:
 		st.Unfulfilled = domain.UnfulfilledCoolingDown
-		st.Message = fmt.Sprintf("%d %s GPUs in %s are cooling down after release and will be lent from %s",
-			cooling*gpm, c.GPUType, c.Region, p.out.NextWake.UTC().Format(time.RFC3339))
+		st.Message = fmt.Sprintf("%d %s GPUs in %s were just released by standard nodes and are cooling down before they are lent as preemptible",
+			cooling*gpm, c.GPUType, c.Region)
 	case p.fair[ci] < p.dem[ci] && totalFair > p.fair[ci]:
 		st.Unfulfilled = domain.UnfulfilledFairShare
 		st.Message = fmt.Sprintf("spare %s capacity in %s is shared with other clusters; this cluster's fair share is %d GPUs",

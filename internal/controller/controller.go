@@ -1,0 +1,449 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/allocator"
+	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// Config of a controller. Zero values take the defaults.
+type Config struct {
+	// DrainWindow is the bounded notice (default 5 minutes).
+	DrainWindow time.Duration
+	// Cooldown keeps a machine released by a standard node out of
+	// preemptible lending for a while, so capacity that standard demand just
+	// gave back is not lent and reclaimed again at once (default 30s).
+	// Negative disables it.
+	Cooldown time.Duration
+	// EventRetention is how long lifecycle events are kept (default 72h).
+	EventRetention time.Duration
+	// Interval between reconciles when nothing wakes the loop earlier, in
+	// clock time (default 1s).
+	Interval time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.DrainWindow <= 0 {
+		c.DrainWindow = domain.DefaultDrainWindow
+	}
+	if c.Cooldown == 0 {
+		c.Cooldown = 30 * time.Second
+	}
+	if c.EventRetention <= 0 {
+		c.EventRetention = domain.DefaultEventRetention
+	}
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+}
+
+// Controller plans and applies. Create it with New.
+type Controller struct {
+	store    store.Store
+	cluster  driver.ClusterDriver
+	machines driver.MachineProvider
+	clock    clock.Clock
+	cfg      Config
+	log      *slog.Logger
+	// NewID makes identifiers; tests replace it for stable IDs.
+	NewID func(prefix string) string
+	// Observer, if set, is told about each step the controller takes; the
+	// demo narrates from it and metrics count with it.
+	Observer func(Observation)
+
+	mu        sync.Mutex // serializes plan + commit
+	kick      chan struct{}
+	changedMu sync.Mutex
+	changed   chan struct{}
+	lastPrune time.Time
+	moved     atomic.Int64 // node transitions so far
+}
+
+// Observation is a step the controller took on a node.
+type Observation struct {
+	Time    time.Time
+	Cluster string
+	Node    string
+	Reason  domain.EventReason
+	Message string
+}
+
+// New returns a controller.
+func New(st store.Store, cd driver.ClusterDriver, mp driver.MachineProvider, clk clock.Clock, cfg Config, log *slog.Logger) *Controller {
+	cfg.defaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Controller{
+		store: st, cluster: cd, machines: mp, clock: clk, cfg: cfg, log: log,
+		NewID:   RandomID,
+		kick:    make(chan struct{}, 1),
+		changed: make(chan struct{}),
+	}
+}
+
+// Config returns the effective configuration.
+func (c *Controller) Config() Config { return c.cfg }
+
+// RandomID returns prefix + 12 random hex digits.
+func RandomID(prefix string) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// Changed returns a channel closed at the next commit that adds lifecycle
+// events. Event streams wait on it.
+func (c *Controller) Changed() <-chan struct{} {
+	c.changedMu.Lock()
+	defer c.changedMu.Unlock()
+	return c.changed
+}
+
+func (c *Controller) notify() {
+	c.changedMu.Lock()
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.changedMu.Unlock()
+}
+
+// Kick asks the loop to reconcile now.
+func (c *Controller) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// ShortfallError refuses a request whose standard capacity cannot be found.
+type ShortfallError struct{ allocator.Shortfall }
+
+func (e *ShortfallError) Error() string { return "insufficient capacity: " + e.Shortfall.Error() }
+
+// ErrDeleting refuses changes to a cluster being deleted.
+var ErrDeleting = errors.New("cluster is being deleted")
+
+func (c *Controller) snapshot(ctx context.Context) (allocator.Snapshot, error) {
+	s, err := c.store.Snapshot(ctx)
+	if err != nil {
+		return allocator.Snapshot{}, fmt.Errorf("read snapshot: %w", err)
+	}
+	return allocator.Snapshot(s), nil
+}
+
+func (c *Controller) plan(s allocator.Snapshot, now time.Time) allocator.Plan {
+	return allocator.Compute(s, now, allocator.Config{DrainWindow: c.cfg.DrainWindow, Cooldown: max(c.cfg.Cooldown, 0)})
+}
+
+// CreateCluster creates a cluster if its standard capacity can be found,
+// and commits the plan that provides it. It returns *ShortfallError
+// otherwise, having changed nothing. The caller validates the request.
+func (c *Controller) CreateCluster(ctx context.Context, cl domain.Cluster) (domain.Cluster, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	if cl.ID == "" {
+		cl.ID = c.NewID("c-")
+	}
+	cl.CreatedAt = now
+	cl.Status = domain.StatusWaiting
+	if cl.Weight <= 0 {
+		cl.Weight = 1
+	}
+	s, err := c.snapshot(ctx)
+	if err != nil {
+		return domain.Cluster{}, err
+	}
+	s.Clusters = append(s.Clusters, cl)
+	pl := c.plan(s, now)
+	if sf := shortfallOf(pl, cl.ID); sf != nil {
+		return domain.Cluster{}, &ShortfallError{*sf}
+	}
+	err = c.commit(ctx, pl, now, func(tx store.Tx) error {
+		return tx.CreateCluster(ctx, cl)
+	})
+	if err != nil {
+		return domain.Cluster{}, fmt.Errorf("create cluster %s: %w", cl.ID, err)
+	}
+	c.Kick()
+	return c.store.GetCluster(ctx, cl.ID)
+}
+
+// UpdateCluster changes a cluster's standard GPUs and/or preemptible
+// target (nil keeps the value). Growing standard capacity is synchronous
+// like a create: refused with *ShortfallError, changing nothing, when it
+// cannot be found.
+func (c *Controller) UpdateCluster(ctx context.Context, id string, numGPUs, preemptible *int) (domain.Cluster, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	s, err := c.snapshot(ctx)
+	if err != nil {
+		return domain.Cluster{}, err
+	}
+	i := clusterIndex(s, id)
+	if i < 0 {
+		return domain.Cluster{}, domain.ErrNotFound
+	}
+	cl := s.Clusters[i]
+	if cl.Deleting {
+		return domain.Cluster{}, ErrDeleting
+	}
+	grows := false
+	if numGPUs != nil {
+		grows = *numGPUs > cl.NumGPUs
+		cl.NumGPUs = *numGPUs
+	}
+	if preemptible != nil {
+		cl.DesiredPreemptibleGPUs = *preemptible
+	}
+	s.Clusters[i] = cl
+	pl := c.plan(s, now)
+	if sf := shortfallOf(pl, id); sf != nil && grows {
+		return domain.Cluster{}, &ShortfallError{*sf}
+	}
+	err = c.commit(ctx, pl, now, func(tx store.Tx) error {
+		cur, err := tx.GetCluster(ctx, id)
+		if err != nil {
+			return err
+		}
+		cur.NumGPUs, cur.DesiredPreemptibleGPUs = cl.NumGPUs, cl.DesiredPreemptibleGPUs
+		return tx.UpdateCluster(ctx, cur)
+	})
+	if err != nil {
+		return domain.Cluster{}, fmt.Errorf("update cluster %s: %w", id, err)
+	}
+	c.Kick()
+	return c.store.GetCluster(ctx, id)
+}
+
+// DeleteCluster marks the cluster for deletion and starts draining all its
+// nodes, standard ones too. The cluster disappears once every node is
+// removed.
+func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Cluster, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	s, err := c.snapshot(ctx)
+	if err != nil {
+		return domain.Cluster{}, err
+	}
+	i := clusterIndex(s, id)
+	if i < 0 {
+		return domain.Cluster{}, domain.ErrNotFound
+	}
+	s.Clusters[i].Deleting = true
+	pl := c.plan(s, now)
+	err = c.commit(ctx, pl, now, func(tx store.Tx) error {
+		cur, err := tx.GetCluster(ctx, id)
+		if err != nil {
+			return err
+		}
+		if cur.Deleting {
+			return nil
+		}
+		cur.Deleting = true
+		if _, err := tx.AddEvent(ctx, domain.Event{
+			ID: c.NewID("ev-"), ClusterID: id, Reason: domain.ReasonClusterDeleting, Timestamp: now,
+			Message: "cluster deletion requested; every node is drained and its machine freed",
+		}); err != nil {
+			return err
+		}
+		return tx.UpdateCluster(ctx, cur)
+	})
+	if err != nil {
+		return domain.Cluster{}, fmt.Errorf("delete cluster %s: %w", id, err)
+	}
+	c.Kick()
+	return c.store.GetCluster(ctx, id)
+}
+
+func clusterIndex(s allocator.Snapshot, id string) int {
+	for i := range s.Clusters {
+		if s.Clusters[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func shortfallOf(pl allocator.Plan, id string) *allocator.Shortfall {
+	for i := range pl.Shortfalls {
+		if pl.Shortfalls[i].ClusterID == id {
+			return &pl.Shortfalls[i]
+		}
+	}
+	return nil
+}
+
+// Plan returns the plan the allocator would make now, without applying it
+// (a dry run).
+func (c *Controller) Plan(ctx context.Context) (allocator.Plan, error) {
+	s, err := c.snapshot(ctx)
+	if err != nil {
+		return allocator.Plan{}, err
+	}
+	return c.plan(s, c.clock.Now()), nil
+}
+
+// commit writes, in one transaction, what before writes (the request's own
+// change), then the plan's intents: drains with their deadlines, new
+// nodes, cluster states and the lifecycle events they imply.
+func (c *Controller) commit(ctx context.Context, pl allocator.Plan, now time.Time, before func(store.Tx) error) error {
+	var obs []Observation
+	events := 0
+	err := c.store.Update(ctx, func(tx store.Tx) error {
+		obs, events = obs[:0], 0
+		if before != nil {
+			if err := before(tx); err != nil {
+				return err
+			}
+		}
+		clusters := map[string]*domain.Cluster{}
+		getCluster := func(id string) (*domain.Cluster, error) {
+			if cl, ok := clusters[id]; ok {
+				return cl, nil
+			}
+			cl, err := tx.GetCluster(ctx, id)
+			if err != nil {
+				return nil, fmt.Errorf("cluster %s: %w", id, err)
+			}
+			clusters[id] = &cl
+			return &cl, nil
+		}
+		addEvent := func(e domain.Event) error {
+			e.ID = c.NewID("ev-")
+			e.Timestamp = now
+			if _, err := tx.AddEvent(ctx, e); err != nil {
+				return err
+			}
+			events++
+			obs = append(obs, Observation{Time: now, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message})
+			return nil
+		}
+
+		for _, r := range pl.Reclaims {
+			n, err := tx.GetNode(ctx, r.NodeID)
+			if err != nil {
+				return fmt.Errorf("reclaim node %s: %w", r.NodeID, err)
+			}
+			if !n.State.Live() {
+				continue
+			}
+			n.DrainCause = r.Cause
+			n.DrainStartedAt = now
+			// Decide by the node's state now rather than the plan's view:
+			// a pending node may have started provisioning since.
+			switch {
+			case n.State == domain.NodePending:
+				n.State, n.RemovedAt = domain.NodeRemoved, now
+			case n.ReadyAt.IsZero():
+				// Never joined the cluster: nothing to drain.
+				n.State = domain.NodeRemoving
+			default:
+				n.State, n.Deadline, n.Notified = domain.NodeDraining, r.Deadline, false
+				reason, msg := drainMessage(n, r.Cause)
+				if err := addEvent(domain.Event{ClusterID: n.ClusterID, NodeID: n.ID, NodeName: n.Name, Reason: reason, Message: msg, Deadline: r.Deadline}); err != nil {
+					return err
+				}
+			}
+			if err := tx.UpdateNode(ctx, n); err != nil {
+				return fmt.Errorf("reclaim node %s: %w", r.NodeID, err)
+			}
+		}
+
+		for _, p := range pl.Provisions {
+			cl, err := getCluster(p.ClusterID)
+			if err != nil {
+				return err
+			}
+			cl.NodeSeq++
+			n := domain.Node{
+				ID: c.NewID("n-"), ClusterID: cl.ID, MachineID: p.MachineID, Class: p.Class, GPUs: p.GPUs,
+				Name: domain.NodeName(p.Class, cl.NodeSeq), State: domain.NodeProvisioning, CreatedAt: now,
+			}
+			if p.Pending {
+				n.State = domain.NodePending
+			}
+			if err := tx.CreateNode(ctx, n); err != nil {
+				return fmt.Errorf("provision %s on %s: %w", n.Name, p.MachineID, err)
+			}
+		}
+
+		for _, cs := range pl.Clusters {
+			if cs.ClusterID == "" {
+				continue
+			}
+			cur, err := getCluster(cs.ClusterID)
+			if err != nil {
+				return err
+			}
+			prev := cur.Unfulfilled
+			cur.Status, cur.Unfulfilled, cur.UnfulfilledMessage = cs.Status, cs.Unfulfilled, cs.Message
+			if cs.Unfulfilled != prev && !cur.Deleting {
+				switch {
+				case cs.Unfulfilled != "" && cs.Unfulfilled != domain.UnfulfilledProvisioning:
+					err = addEvent(domain.Event{ClusterID: cur.ID, Reason: domain.ReasonTargetUnfulfilled,
+						Message: fmt.Sprintf("%s: %s", cs.Unfulfilled, cs.Message)})
+				case cs.Unfulfilled == "" && cur.DesiredPreemptibleGPUs > 0:
+					err = addEvent(domain.Event{ClusterID: cur.ID, Reason: domain.ReasonTargetFulfilled,
+						Message: fmt.Sprintf("%d of %d preemptible GPUs allocated", cs.AllocatedPreemptibleGPUs, cur.DesiredPreemptibleGPUs)})
+				}
+				if err != nil {
+					return err
+				}
+			}
+		}
+		for _, cl := range clusters {
+			if err := tx.UpdateCluster(ctx, *cl); err != nil {
+				return fmt.Errorf("update cluster %s: %w", cl.ID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.observe(obs)
+	if events > 0 {
+		c.notify()
+	}
+	return nil
+}
+
+func (c *Controller) observe(obs []Observation) {
+	if c.Observer == nil {
+		return
+	}
+	for _, o := range obs {
+		c.Observer(o)
+	}
+}
+
+func drainMessage(n domain.Node, cause domain.DrainCause) (domain.EventReason, string) {
+	switch cause {
+	case domain.CauseScaledDown:
+		return domain.ReasonScaledDown, fmt.Sprintf("node %s is drained because the cluster was scaled down; pods get SIGTERM and the node is removed once they exit", n.Name)
+	case domain.CauseClusterDeleted:
+		return domain.ReasonScaledDown, fmt.Sprintf("node %s is drained because the cluster is being deleted", n.Name)
+	case domain.CauseOutOfService:
+		return domain.ReasonPreemptionNotified, fmt.Sprintf("node %s is reclaimed: its machine is going out of service; pods get SIGTERM, the node is removed once they exit or at the deadline", n.Name)
+	case domain.CauseFairShare:
+		return domain.ReasonPreemptionNotified, fmt.Sprintf("node %s is reclaimed to give another cluster its fair share of spare capacity; pods get SIGTERM, the node is removed once they exit or at the deadline", n.Name)
+	}
+	return domain.ReasonPreemptionNotified, fmt.Sprintf("node %s is reclaimed for on-demand capacity; pods get SIGTERM, the node is removed once they exit or at the deadline", n.Name)
+}

@@ -1,0 +1,438 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/allocator"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// Run reconciles until ctx ends: after each pass it sleeps until the
+// earliest drain deadline, the end of a cooldown, a Kick, or Interval.
+func (c *Controller) Run(ctx context.Context) error {
+	for {
+		next, err := c.Reconcile(ctx)
+		if err != nil && ctx.Err() == nil {
+			c.log.Error("reconcile", "err", err)
+		}
+		wait := c.cfg.Interval
+		if !next.IsZero() {
+			if d := next.Sub(c.clock.Now()); d < wait {
+				wait = max(d, time.Millisecond)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.kick:
+		case <-c.clock.After(wait):
+		}
+	}
+}
+
+// inFlight are the node states the step machine moves on.
+var inFlight = []domain.NodeState{domain.NodePending, domain.NodeProvisioning, domain.NodeDraining, domain.NodeRemoving}
+
+// Reconcile runs one pass: plan and commit what changed, then step every
+// node in flight, finish deleted clusters and prune old events. It returns
+// the earliest time something is due (a drain deadline or a cooldown end),
+// or zero.
+func (c *Controller) Reconcile(ctx context.Context) (time.Time, error) {
+	pl, err := c.replan(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	next := pl.NextWake
+	moved := c.moved.Load()
+	nodes, err := c.store.ListNodes(ctx, store.NodeFilter{States: inFlight})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("list nodes in flight: %w", err)
+	}
+	var errs []error
+	for _, n := range nodes {
+		if err := c.step(ctx, n); err != nil {
+			errs = append(errs, err)
+		}
+		if n.State == domain.NodeDraining && (next.IsZero() || n.Deadline.Before(next)) {
+			next = n.Deadline
+		}
+	}
+	if err := c.finishDeletions(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	// Nodes that became ready or left change cluster states and may free
+	// capacity: plan again rather than wait for the next pass.
+	if c.moved.Load() != moved {
+		pl, err := c.replan(ctx)
+		if err != nil {
+			errs = append(errs, err)
+		} else if !pl.NextWake.IsZero() && (next.IsZero() || pl.NextWake.Before(next)) {
+			next = pl.NextWake
+		}
+	}
+	if now := c.clock.Now(); now.Sub(c.lastPrune) >= time.Minute {
+		err := c.store.Update(ctx, func(tx store.Tx) error {
+			_, err := tx.PruneEvents(ctx, now.Add(-c.cfg.EventRetention))
+			return err
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("prune events: %w", err))
+		} else {
+			c.lastPrune = now
+		}
+	}
+	return next, errors.Join(errs...)
+}
+
+// replan commits the allocator's plan when it changes anything.
+func (c *Controller) replan(ctx context.Context) (allocator.Plan, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	s, err := c.snapshot(ctx)
+	if err != nil {
+		return allocator.Plan{}, err
+	}
+	pl := c.plan(s, now)
+	if !changes(s, pl) {
+		return pl, nil
+	}
+	if err := c.commit(ctx, pl, now, nil); err != nil {
+		return allocator.Plan{}, fmt.Errorf("commit plan: %w", err)
+	}
+	return pl, nil
+}
+
+func changes(s allocator.Snapshot, pl allocator.Plan) bool {
+	if len(pl.Reclaims) > 0 || len(pl.Provisions) > 0 {
+		return true
+	}
+	for i, cs := range pl.Clusters {
+		c := &s.Clusters[i]
+		if c.Status != cs.Status || c.Unfulfilled != cs.Unfulfilled || c.UnfulfilledMessage != cs.Message {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Controller) step(ctx context.Context, n domain.Node) error {
+	var err error
+	switch n.State {
+	case domain.NodePending:
+		err = c.stepPending(ctx, n)
+	case domain.NodeProvisioning:
+		err = c.stepProvision(ctx, n)
+	case domain.NodeDraining:
+		err = c.stepDrain(ctx, n)
+	case domain.NodeRemoving:
+		err = c.stepRemove(ctx, n)
+	}
+	if err != nil {
+		return fmt.Errorf("%s node %s of cluster %s: %w", n.State, n.Name, n.ClusterID, err)
+	}
+	return nil
+}
+
+// errStale: the node moved on since it was read; the step is dropped.
+var errStale = errors.New("node state changed")
+
+// transition applies change to the node if it is still in state from,
+// in one transaction under the plan lock, with the events change returns.
+func (c *Controller) transition(ctx context.Context, id string, from domain.NodeState, change func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error)) (domain.Node, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	var n domain.Node
+	var obs []Observation
+	err := c.store.Update(ctx, func(tx store.Tx) error {
+		obs = obs[:0]
+		var err error
+		n, err = tx.GetNode(ctx, id)
+		if err != nil {
+			return err
+		}
+		if n.State != from {
+			return errStale
+		}
+		evs, err := change(tx, &n, now)
+		if err != nil {
+			return err
+		}
+		if err := tx.UpdateNode(ctx, n); err != nil {
+			return err
+		}
+		for _, e := range evs {
+			e.ID, e.Timestamp = c.NewID("ev-"), now
+			if e.NodeID == "" && e.Reason != domain.ReasonTargetUnfulfilled {
+				e.NodeID, e.NodeName, e.ClusterID = n.ID, n.Name, n.ClusterID
+			}
+			if _, err := tx.AddEvent(ctx, e); err != nil {
+				return err
+			}
+			obs = append(obs, Observation{Time: now, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message})
+		}
+		return nil
+	})
+	if err != nil {
+		return n, err
+	}
+	c.moved.Add(1)
+	c.observe(obs)
+	if len(obs) > 0 {
+		c.notify()
+	}
+	return n, nil
+}
+
+func (c *Controller) spec(n domain.Node) driver.NodeSpec {
+	return driver.NodeSpec{
+		ClusterID: n.ClusterID, NodeName: n.Name, MachineID: n.MachineID, Class: n.Class, GPUs: n.GPUs,
+		Labels: map[string]string{
+			domain.LabelComputeClass: string(n.Class),
+			"sparecap.dev/machine":   n.MachineID,
+			"sparecap.dev/node-id":   n.ID,
+		},
+	}
+}
+
+// stepPending starts a pending node whose machine has been vacated. The
+// removal step normally does this in the same transaction; this covers a
+// node that was planned onto a machine just as it was vacated.
+func (c *Controller) stepPending(ctx context.Context, n domain.Node) error {
+	_, err := c.transition(ctx, n.ID, domain.NodePending, func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+		busy, err := tx.ListNodes(ctx, store.NodeFilter{MachineID: n.MachineID, States: []domain.NodeState{domain.NodeProvisioning, domain.NodeReady, domain.NodeDraining, domain.NodeRemoving}})
+		if err != nil {
+			return nil, err
+		}
+		if len(busy) > 0 {
+			return nil, errStale
+		}
+		n.State = domain.NodeProvisioning
+		return nil, nil
+	})
+	return ignoreStale(err)
+}
+
+func ignoreStale(err error) error {
+	if errors.Is(err, errStale) {
+		return nil
+	}
+	return err
+}
+
+func (c *Controller) stepProvision(ctx context.Context, n domain.Node) error {
+	m, err := c.store.GetMachine(ctx, n.MachineID)
+	if err != nil {
+		return fmt.Errorf("machine %s: %w", n.MachineID, err)
+	}
+	spec := c.spec(n)
+	done, err := c.machines.Prepare(ctx, m, spec)
+	if err != nil {
+		return fmt.Errorf("prepare machine %s: %w", m.ID, err)
+	}
+	if !done {
+		return nil
+	}
+	if err := c.cluster.AddNode(ctx, spec); err != nil {
+		return fmt.Errorf("add node: %w", err)
+	}
+	_, err = c.transition(ctx, n.ID, domain.NodeProvisioning, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+		n.State, n.ReadyAt = domain.NodeReady, now
+		return []domain.Event{{Reason: domain.ReasonNodeAdded,
+			Message: fmt.Sprintf("%s node %s (%d GPUs, machine %s) joined the cluster, labelled %s=%s", n.Class, n.Name, n.GPUs, n.MachineID, domain.LabelComputeClass, n.Class)}}, nil
+	})
+	return ignoreStale(err)
+}
+
+// stepDrain is the reclaim state machine's draining state.
+func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
+	if !n.Notified {
+		if err := c.notice(ctx, n); err != nil {
+			return err
+		}
+		var err error
+		n, err = c.transition(ctx, n.ID, domain.NodeDraining, func(_ store.Tx, n *domain.Node, _ time.Time) ([]domain.Event, error) {
+			n.Notified = true
+			return nil, nil
+		})
+		if err != nil {
+			return ignoreStale(err)
+		}
+	}
+	pods, err := c.cluster.ListPods(ctx, n.ClusterID, n.Name)
+	if err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	now := c.clock.Now()
+	switch {
+	case !now.Before(n.Deadline):
+		for _, p := range pods {
+			if err := c.cluster.DeletePod(ctx, n.ClusterID, n.Name, p, 0); err != nil {
+				return fmt.Errorf("force-delete pod %s/%s: %w", p.Namespace, p.Name, err)
+			}
+		}
+		n, err = c.transition(ctx, n.ID, domain.NodeDraining, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+			n.State, n.DrainedAt, n.Outcome = domain.NodeRemoving, now, domain.OutcomeDeadline
+			return nil, nil
+		})
+	case len(pods) == 0:
+		n, err = c.transition(ctx, n.ID, domain.NodeDraining, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+			n.State, n.DrainedAt, n.Outcome = domain.NodeRemoving, now, domain.OutcomeEarly
+			left := n.Deadline.Sub(now).Round(time.Second)
+			return []domain.Event{{Reason: domain.ReasonNodeDrained, Deadline: n.Deadline,
+				Message: fmt.Sprintf("all pods on %s exited %s after the notice, %s before the deadline", n.Name, now.Sub(n.DrainStartedAt).Round(time.Second), max(left, 0))}}, nil
+		})
+	default:
+		return nil
+	}
+	if err != nil {
+		return ignoreStale(err)
+	}
+	return c.stepRemove(ctx, n)
+}
+
+// notice applies the T+0 actions. Each is idempotent, and pods already
+// terminating keep the grace they were given, so repeating the notice
+// after a crash changes nothing already done.
+func (c *Controller) notice(ctx context.Context, n domain.Node) error {
+	if err := c.cluster.Cordon(ctx, n.ClusterID, n.Name); err != nil {
+		return fmt.Errorf("cordon: %w", err)
+	}
+	if err := c.cluster.Taint(ctx, n.ClusterID, n.Name, driver.Taint{Key: domain.TaintPreempted, Value: string(n.DrainCause), Effect: "NoSchedule"}); err != nil {
+		return fmt.Errorf("taint: %w", err)
+	}
+	deadline := n.Deadline.UTC().Format(time.RFC3339)
+	if err := c.cluster.Annotate(ctx, n.ClusterID, n.Name, domain.AnnotationDeadline, deadline); err != nil {
+		return fmt.Errorf("annotate: %w", err)
+	}
+	reason, msg := drainMessage(n, n.DrainCause)
+	typ := "Warning"
+	if n.DrainCause.TenantInitiated() {
+		typ = "Normal"
+	}
+	if err := c.cluster.PostEvent(ctx, n.ClusterID, n.Name, driver.NodeEvent{Type: typ, Reason: string(reason), Message: msg + "; deadline " + deadline}); err != nil {
+		return fmt.Errorf("post event: %w", err)
+	}
+	pods, err := c.cluster.ListPods(ctx, n.ClusterID, n.Name)
+	if err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	left := max(n.Deadline.Sub(c.clock.Now()), 0)
+	for _, p := range pods {
+		if p.Terminating {
+			continue
+		}
+		if err := c.cluster.DeletePod(ctx, n.ClusterID, n.Name, p, min(p.TerminationGracePeriod, left)); err != nil {
+			return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+	}
+	return nil
+}
+
+// stepRemove deletes the node object, wipes the machine, and hands the
+// machine to whoever waits for it.
+func (c *Controller) stepRemove(ctx context.Context, n domain.Node) error {
+	if n.RemovedAt.IsZero() {
+		if err := c.cluster.DeleteNode(ctx, n.ClusterID, n.Name); err != nil {
+			return fmt.Errorf("delete node: %w", err)
+		}
+		var err error
+		n, err = c.transition(ctx, n.ID, domain.NodeRemoving, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+			n.RemovedAt = now
+			return []domain.Event{{Reason: domain.ReasonNodeRemoved, Message: removedMessage(*n, now)}}, nil
+		})
+		if err != nil {
+			return ignoreStale(err)
+		}
+	}
+	m, err := c.store.GetMachine(ctx, n.MachineID)
+	if err != nil {
+		return fmt.Errorf("machine %s: %w", n.MachineID, err)
+	}
+	done, err := c.machines.Wipe(ctx, m, n.Name)
+	if err != nil {
+		return fmt.Errorf("wipe machine %s: %w", m.ID, err)
+	}
+	if !done {
+		return nil
+	}
+	_, err = c.transition(ctx, n.ID, domain.NodeRemoving, func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+		n.State = domain.NodeRemoved
+		waiting, err := tx.ListNodes(ctx, store.NodeFilter{MachineID: n.MachineID, States: []domain.NodeState{domain.NodePending}})
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range waiting {
+			w.State = domain.NodeProvisioning
+			if err := tx.UpdateNode(ctx, w); err != nil {
+				return nil, err
+			}
+		}
+		if len(waiting) == 0 && n.Class == domain.Standard && c.cfg.Cooldown > 0 {
+			m, err := tx.GetMachine(ctx, n.MachineID)
+			if err != nil {
+				return nil, err
+			}
+			m.CooldownUntil = now.Add(c.cfg.Cooldown)
+			if err := tx.UpdateMachine(ctx, m); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	})
+	if err := ignoreStale(err); err != nil {
+		return err
+	}
+	c.Kick() // the machine is free: replan soon
+	return nil
+}
+
+func removedMessage(n domain.Node, now time.Time) string {
+	switch {
+	case n.ReadyAt.IsZero():
+		return fmt.Sprintf("node %s was removed before it joined the cluster", n.Name)
+	case n.Outcome == domain.OutcomeDeadline:
+		return fmt.Sprintf("node %s was removed at the deadline; pods still running were force-deleted", n.Name)
+	case n.Outcome == domain.OutcomeEarly:
+		return fmt.Sprintf("node %s was removed %s after the notice, before the deadline", n.Name, now.Sub(n.DrainStartedAt).Round(time.Second))
+	}
+	return fmt.Sprintf("node %s was removed", n.Name)
+}
+
+// finishDeletions marks deleted clusters whose nodes are all removed as
+// gone.
+func (c *Controller) finishDeletions(ctx context.Context) error {
+	clusters, err := c.store.ListClusters(ctx, "")
+	if err != nil {
+		return fmt.Errorf("list clusters: %w", err)
+	}
+	for _, cl := range clusters {
+		if !cl.Deleting {
+			continue
+		}
+		c.mu.Lock()
+		err := c.store.Update(ctx, func(tx store.Tx) error {
+			nodes, err := tx.ListNodes(ctx, store.NodeFilter{ClusterID: cl.ID})
+			if err != nil || len(nodes) > 0 {
+				return err
+			}
+			cur, err := tx.GetCluster(ctx, cl.ID)
+			if err != nil {
+				return err
+			}
+			cur.DeletedAt = c.clock.Now()
+			return tx.UpdateCluster(ctx, cur)
+		})
+		c.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("finish deleting cluster %s: %w", cl.ID, err)
+		}
+	}
+	return nil
+}
