@@ -825,10 +825,14 @@ func (p *planner) reason(ci int32, gpm, cooling int, totalFair int32) {
 		st.Unfulfilled = domain.UnfulfilledFairShare
 		st.Message = fmt.Sprintf("spare %s capacity in %s is shared with other clusters; this cluster's fair share is %d GPUs",
 			c.GPUType, c.Region, st.FairShareGPUs)
+	case p.fair[ci] < p.dem[ci] && st.FairShareGPUs == 0:
+		st.Unfulfilled = domain.UnfulfilledNoCapacity
+		st.Message = fmt.Sprintf("no spare %s capacity in %s right now; the target is kept and filled as capacity returns",
+			c.GPUType, c.Region)
 	case p.fair[ci] < p.dem[ci]:
 		st.Unfulfilled = domain.UnfulfilledNoCapacity
-		st.Message = fmt.Sprintf("no spare %s capacity in %s beyond %d GPUs; the target is kept and filled as capacity returns",
-			c.GPUType, c.Region, st.FairShareGPUs)
+		st.Message = fmt.Sprintf("only %d GPUs of spare %s capacity in %s right now; the target is kept and filled as capacity returns",
+			st.FairShareGPUs, c.GPUType, c.Region)
 	default:
 		st.Unfulfilled = domain.UnfulfilledProvisioning
 		st.Message = fmt.Sprintf("capacity found; %d of %d preemptible GPUs ready, the rest are being provisioned or wait for a drain to end",
@@ -870,4 +874,70 @@ func (p *planner) status() {
 			st.Status = domain.StatusReady
 		}
 	}
+}
+
+// Availability is the capacity of one partition right now, in GPUs.
+type Availability struct {
+	Region  string
+	GPUType string
+	Total   int
+	// OnDemand is what a new ON_DEMAND standard request could get: on-demand
+	// machines that are free, draining, or lent as preemptible.
+	OnDemand int
+	// Preemptible is the spare capacity preemptible targets share: machines
+	// of any pool, idle reservations included, not serving standard nodes,
+	// not cooling down and in service.
+	Preemptible int
+	// Free is what is idle this moment.
+	Free             int
+	Reserved         int
+	InUseStandard    int
+	InUsePreemptible int
+	OutOfService     int
+}
+
+// Available reports each partition's capacity, in the order partitions are
+// first met in the snapshot's machines. It uses the same indexes and rules
+// as Compute, so what it calls available is what a plan would use.
+func Available(s Snapshot, now time.Time, cfg Config) []Availability {
+	p := &planner{s: &s, now: now, cfg: cfg}
+	p.index()
+	out := make([]Availability, len(p.partMachines))
+	for part, ms := range p.partMachines {
+		a := &out[part]
+		for _, mi := range ms {
+			m := &s.Machines[mi]
+			a.Region, a.GPUType = m.Region, m.GPUType
+			a.Total += m.GPUs
+			if m.ReservationID != "" {
+				a.Reserved += m.GPUs
+			}
+			if m.OutOfService {
+				a.OutOfService += m.GPUs
+				continue
+			}
+			o, cl := p.occ[mi], p.claim[mi]
+			held := o
+			if cl >= 0 {
+				held = cl
+			}
+			standard := held >= 0 && p.liveNode(held) && p.classOf(held) == domain.Standard
+			lent := held >= 0 && p.liveNode(held) && p.classOf(held) == domain.Preemptible
+			switch {
+			case standard:
+				a.InUseStandard += m.GPUs
+			case lent:
+				a.InUsePreemptible += m.GPUs
+			case o < 0:
+				a.Free += m.GPUs
+			}
+			if !standard && m.ReservationID == "" {
+				a.OnDemand += m.GPUs
+			}
+			if !standard && !p.cooling(mi) {
+				a.Preemptible += m.GPUs
+			}
+		}
+	}
+	return out
 }

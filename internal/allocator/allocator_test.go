@@ -344,3 +344,27 @@ func TestPlanIsDeterministic(t *testing.T) {
 		}
 	}
 }
+
+func TestAvailable(t *testing.T) {
+	w := newWorld(t0)
+	w.addMachines(rg, gpu, "", 4)
+	w.addReservation("r1", "acme", rg, gpu, 3)
+	w.addMachines("eu", gpu, "", 1)
+	w.s.Machines[len(w.s.Machines)-1].OutOfService = true
+	w.tryCluster(domain.Cluster{ID: "a", ProjectID: "p", Region: rg, GPUType: gpu, NumGPUs: 16, DesiredPreemptibleGPUs: 16})
+	w.settle()
+	av := Available(w.s, w.now, Config{})
+	if len(av) != 2 {
+		t.Fatalf("partitions %+v", av)
+	}
+	// 7 machines: 2 standard (on-demand), 2 preemptible (reserved idle
+	// ones are lent first), 3 free.
+	want := Availability{Region: rg, GPUType: gpu, Total: 56, OnDemand: 16, Preemptible: 40, Free: 24,
+		Reserved: 24, InUseStandard: 16, InUsePreemptible: 16}
+	if av[0] != want {
+		t.Fatalf("got  %+v\nwant %+v", av[0], want)
+	}
+	if av[1].OutOfService != 8 || av[1].OnDemand != 0 || av[1].Preemptible != 0 {
+		t.Fatalf("out of service partition %+v", av[1])
+	}
+}

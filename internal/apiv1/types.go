@@ -95,13 +95,16 @@ type Capacity struct {
 	// AvailableOnDemand: what a new ON_DEMAND standard request could get now
 	// (free on-demand machines plus those reclaimable from preemptible).
 	AvailableOnDemand int `json:"available_on_demand_gpus"`
-	// AvailablePreemptible: free machines of any pool, idle reservations
-	// included.
+	// AvailablePreemptible: the spare capacity preemptible targets share:
+	// machines of any pool, idle reservations included, not serving
+	// standard nodes (it includes what is lent out now).
 	AvailablePreemptible int `json:"available_preemptible_gpus"`
-	Reserved             int `json:"reserved_gpus"`
-	InUseStandard        int `json:"in_use_standard_gpus"`
-	InUsePreemptible     int `json:"in_use_preemptible_gpus"`
-	OutOfService         int `json:"out_of_service_gpus"`
+	// Free: idle this moment.
+	Free             int `json:"free_gpus"`
+	Reserved         int `json:"reserved_gpus"`
+	InUseStandard    int `json:"in_use_standard_gpus"`
+	InUsePreemptible int `json:"in_use_preemptible_gpus"`
+	OutOfService     int `json:"out_of_service_gpus"`
 }
 
 // CapacityList is the body of GET /v1/capacity.

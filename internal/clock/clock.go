@@ -40,6 +40,23 @@ func NewScaled(speed float64) Clock {
 	return &Scaled{Speed: speed, origin: now, realStart: now}
 }
 
+// Anchor pins a scaled clock: at wall time Real it read Virtual. Persisting
+// the anchor lets a restarted process continue the same timeline, so
+// deadlines stored before a crash keep their meaning.
+type Anchor struct {
+	Speed   float64   `json:"speed"`
+	Virtual time.Time `json:"virtual"`
+	Real    time.Time `json:"real"`
+}
+
+// NewAnchored returns the clock an anchor describes (speed < 1 counts as 1).
+func NewAnchored(a Anchor) *Scaled {
+	return &Scaled{Speed: max(a.Speed, 1), origin: a.Virtual.UTC(), realStart: a.Real}
+}
+
+// Anchor returns the clock's anchor.
+func (s *Scaled) Anchor() Anchor { return Anchor{Speed: s.Speed, Virtual: s.origin, Real: s.realStart} }
+
 func (s *Scaled) Now() time.Time {
 	elapsed := time.Since(s.realStart)
 	return s.origin.Add(time.Duration(float64(elapsed) * s.Speed)).UTC()
@@ -47,7 +64,7 @@ func (s *Scaled) Now() time.Time {
 
 func (s *Scaled) After(d time.Duration) <-chan time.Time {
 	ch := make(chan time.Time, 1)
-	time.AfterFunc(time.Duration(float64(d)/s.Speed), func() { ch <- s.Now() })
+	time.AfterFunc(time.Duration(float64(d)/max(s.Speed, 1)), func() { ch <- s.Now() })
 	return ch
 }
 

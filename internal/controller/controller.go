@@ -168,6 +168,11 @@ func (c *Controller) CreateCluster(ctx context.Context, cl domain.Cluster) (doma
 	if err != nil {
 		return domain.Cluster{}, err
 	}
+	for _, o := range s.Clusters {
+		if o.ProjectID == cl.ProjectID && o.Name == cl.Name && !o.Deleting {
+			return domain.Cluster{}, fmt.Errorf("project %s already has a cluster named %q (%s): %w", cl.ProjectID, cl.Name, o.ID, domain.ErrConflict)
+		}
+	}
 	s.Clusters = append(s.Clusters, cl)
 	pl := c.plan(s, now)
 	if sf := shortfallOf(pl, cl.ID); sf != nil {

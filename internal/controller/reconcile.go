@@ -328,7 +328,10 @@ func (c *Controller) notice(ctx context.Context, n domain.Node) error {
 		if p.Terminating {
 			continue
 		}
-		if err := c.cluster.DeletePod(ctx, n.ClusterID, n.Name, p, min(p.TerminationGracePeriod, left)); err != nil {
+		// Kubernetes grace periods are whole seconds; rounding down keeps
+		// the pod's end at or before the deadline.
+		grace := min(p.TerminationGracePeriod, left).Truncate(time.Second)
+		if err := c.cluster.DeletePod(ctx, n.ClusterID, n.Name, p, grace); err != nil {
 			return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}

@@ -1,0 +1,125 @@
+// Command sparecap is the sparecap server, its demo and its CLI.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sparecap/sparecap/internal/cli"
+	"github.com/sparecap/sparecap/internal/client"
+	"github.com/sparecap/sparecap/internal/demo"
+	"github.com/sparecap/sparecap/internal/server"
+)
+
+func main() {
+	root := cli.NewRoot(serverCmd(), demoCmd())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := root.ExecuteContext(ctx); err != nil {
+		os.Exit(1)
+	}
+}
+
+func serverCmd() *cobra.Command {
+	var o server.Options
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the sparecap control plane (API, controller, simulated fleet)",
+		Long: `Run the sparecap control plane: the REST API under /v1, the controller that
+fills preemptible targets and drains reclaimed nodes, and the simulated fleet.
+
+With no flags it keeps its state in a SQLite file under the data directory,
+uses a built-in fleet (4 regions, 4 GPU types, an on-demand pool and idle
+reservations) and listens on 127.0.0.1:8407. On first start it generates an
+admin token (or takes SPARECAP_ADMIN_TOKEN) and writes the CLI config file
+with this server's URL and that token, so the CLI works at once.`,
+		Example: `  sparecap server
+  sparecap server --speed 60 --drain-window 5m
+  sparecap server --db postgres://user@127.0.0.1:5432/sparecap --fleet fleet.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			if o.Speed < 1 {
+				return fmt.Errorf("--speed must be at least 1; got %g", o.Speed)
+			}
+			if o.DrainWindow < time.Second {
+				return fmt.Errorf("--drain-window must be at least 1s; got %s", o.DrainWindow)
+			}
+			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			o.AdminToken = os.Getenv("SPARECAP_ADMIN_TOKEN")
+			if cfg, _ := cmd.Flags().GetString("config"); cfg != "" {
+				o.ConfigPath = cfg
+			} else {
+				o.ConfigPath = client.DefaultConfigPath()
+			}
+			srv, err := server.Start(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "sparecap server listening on %s (data in %s)\nCLI config: %s\n", srv.URL, dataDir(o), o.ConfigPath)
+			if err := srv.Wait(cmd.Context()); err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Addr, "addr", "127.0.0.1:8407", "address to listen on")
+	f.StringVar(&o.DB, "db", "", "database: a postgres:// URL, or a SQLite file path (default <data-dir>/sparecap.db)")
+	f.StringVar(&o.DataDir, "data-dir", server.DefaultDataDir(), "directory for the SQLite file, the simulator state, the clock anchor and the admin token")
+	f.StringVar(&o.FleetFile, "fleet", "", "fleet YAML file (default: the built-in fleet)")
+	f.DurationVar(&o.DrainWindow, "drain-window", 5*time.Minute, "how long a reclaimed node gets before it is removed regardless")
+	f.DurationVar(&o.Cooldown, "cooldown", 30*time.Second, "how long a machine released by standard nodes waits before it is lent as preemptible (0 disables)")
+	f.Float64Var(&o.Speed, "speed", 1, "run the clock N times faster than real time (demos and the simulated fleet)")
+	f.DurationVar(&o.ProvisionTime, "provision-time", 20*time.Second, "how long a simulated machine takes to join a cluster")
+	f.Int64Var(&o.SimSeed, "sim-seed", 0, "seed of the simulated pods' behaviour")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}
+
+func dataDir(o server.Options) string {
+	if o.DataDir != "" {
+		return o.DataDir
+	}
+	return server.DefaultDataDir()
+}
+
+func demoCmd() *cobra.Command {
+	var o demo.Options
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Play a narrated scenario on an embedded server: fill, reclaim, replenish",
+		Long: `Start an embedded server on a simulated fleet at high speed and play a scenario
+through the public API, narrating each step: a cluster with 8 standard and 16
+preemptible GPUs fills up; an on-demand burst from another tenant reclaims the
+preemptible nodes (each notice with its deadline, pods exiting, nodes removed
+early or at the deadline); the burst ends and the target is replenished.
+
+It takes well under a minute and leaves nothing behind.`,
+		Example: `  sparecap demo
+  sparecap demo --speed 120`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Speed < 1 {
+				return fmt.Errorf("--speed must be at least 1; got %g", o.Speed)
+			}
+			return demo.Run(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	cmd.Flags().Float64Var(&o.Speed, "speed", 60, "clock speed; at 60 the 5-minute drain window lasts 5 seconds")
+	cmd.Flags().StringVar(&o.DataDir, "data-dir", "", "keep the demo's state here (default: a temporary directory, removed afterwards)")
+	return cmd
+}
+

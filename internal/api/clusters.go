@@ -1,0 +1,398 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/allocator"
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p principal) {
+	ctx := r.Context()
+	req, err := decodeCreate(r.Body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	project := req.ProjectID
+	switch {
+	case p.admin && project == "":
+		s.fail(w, r, invalid("project_id", "project_id is required with the admin token"))
+		return
+	case !p.admin && project == "":
+		project = p.project
+	case !p.admin && project != p.project:
+		s.fail(w, r, fmt.Errorf("project %q: %w", project, domain.ErrNotFound))
+		return
+	}
+	if p.admin {
+		if _, err := s.store.GetProject(ctx, project); errors.Is(err, domain.ErrNotFound) {
+			s.fail(w, r, invalid("project_id", "unknown project %q; create it first (POST /v1/admin/projects)", project))
+			return
+		} else if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	if err := s.checkOffering(ctx, req.Region, req.GPUType); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.BillingType == string(domain.BillingReserved) {
+		if err := s.checkReservation(ctx, project, req.Region, req.GPUType); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	c, err := s.ctrl.CreateCluster(ctx, domain.Cluster{
+		Name: req.ClusterName, ProjectID: project, Region: req.Region, GPUType: req.GPUType,
+		Type: domain.ClusterType(req.ClusterType), BillingType: domain.BillingType(req.BillingType),
+		NumGPUs: req.NumGPUs, DesiredPreemptibleGPUs: req.NumPreemptibleGPUs, Weight: 1,
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeCluster(w, r, http.StatusCreated, c)
+}
+
+// checkOffering refuses regions and GPU types the fleet does not have.
+func (s *Server) checkOffering(ctx context.Context, region, gpuType string) error {
+	ms, err := s.store.ListMachines(ctx)
+	if err != nil {
+		return err
+	}
+	regions, types, here := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, m := range ms {
+		regions[m.Region], types[m.GPUType] = true, true
+		if m.Region == region {
+			here[m.GPUType] = true
+		}
+	}
+	switch {
+	case !regions[region]:
+		return invalid("region", "unknown region %q; the fleet has %s", region, list(regions))
+	case !types[gpuType]:
+		return invalid("gpu_type", "unknown gpu_type %q; the fleet has %s", gpuType, list(types))
+	case !here[gpuType]:
+		return invalid("gpu_type", "region %s has no %s machines; it has %s", region, gpuType, list(here))
+	}
+	return nil
+}
+
+func (s *Server) checkReservation(ctx context.Context, project, region, gpuType string) error {
+	rs, err := s.store.ListReservations(ctx)
+	if err != nil {
+		return err
+	}
+	for _, res := range rs {
+		if res.ProjectID == project && res.Region == region && res.GPUType == gpuType {
+			return nil
+		}
+	}
+	return invalid("billing_type", "billing_type RESERVED needs a reservation: project %s holds no %s reservation in %s", project, gpuType, region)
+}
+
+func list(set map[string]bool) string {
+	if len(set) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ", ")
+}
+
+// visibleCluster returns the cluster if the caller may see it; another
+// project's cluster is reported as not found, like a missing one.
+func (s *Server) visibleCluster(ctx context.Context, id string, p principal) (domain.Cluster, error) {
+	c, err := s.store.GetCluster(ctx, id)
+	if err == nil && !p.sees(c.ProjectID) {
+		err = domain.ErrNotFound
+	}
+	if errors.Is(err, domain.ErrNotFound) {
+		return c, fmt.Errorf("cluster %q: %w", id, domain.ErrNotFound)
+	}
+	return c, err
+}
+
+func (s *Server) getCluster(w http.ResponseWriter, r *http.Request, p principal) {
+	c, err := s.visibleCluster(r.Context(), r.PathValue("id"), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeCluster(w, r, http.StatusOK, c)
+}
+
+func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, status int, c domain.Cluster) {
+	nodes, err := s.store.ListNodes(r.Context(), store.NodeFilter{ClusterID: c.ID})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, status, clusterView(c, nodes))
+}
+
+func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, p principal) {
+	ctx := r.Context()
+	project := r.URL.Query().Get("project_id")
+	if !p.admin {
+		if project != "" && project != p.project {
+			writeJSON(w, http.StatusOK, apiv1.ClusterList{Clusters: []apiv1.Cluster{}})
+			return
+		}
+		project = p.project
+	}
+	cs, err := s.store.ListClusters(ctx, project)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	nodes, err := s.store.ListNodes(ctx, store.NodeFilter{})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	byCluster := map[string][]domain.Node{}
+	for _, n := range nodes {
+		byCluster[n.ClusterID] = append(byCluster[n.ClusterID], n)
+	}
+	out := apiv1.ClusterList{Clusters: make([]apiv1.Cluster, 0, len(cs))}
+	for _, c := range cs {
+		out.Clusters = append(out.Clusters, clusterView(c, byCluster[c.ID]))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) updateCluster(w http.ResponseWriter, r *http.Request, p principal) {
+	ctx := r.Context()
+	c, err := s.visibleCluster(ctx, r.PathValue("id"), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	req, err := decodeUpdate(r.Body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err = s.ctrl.UpdateCluster(ctx, c.ID, req.NumGPUs, req.NumPreemptibleGPUs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeCluster(w, r, http.StatusOK, c)
+}
+
+func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request, p principal) {
+	ctx := r.Context()
+	c, err := s.visibleCluster(ctx, r.PathValue("id"), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err = s.ctrl.DeleteCluster(ctx, c.ID)
+	if errors.Is(err, domain.ErrNotFound) {
+		// Its last node went between the two reads: it is deleted.
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeCluster(w, r, http.StatusAccepted, c)
+}
+
+func clusterView(c domain.Cluster, nodes []domain.Node) apiv1.Cluster {
+	v := apiv1.Cluster{
+		ClusterID: c.ID, ClusterName: c.Name, ProjectID: c.ProjectID, Region: c.Region, GPUType: c.GPUType,
+		ClusterType: string(c.Type), BillingType: string(c.BillingType), Status: string(c.Status),
+		NumGPUs: c.NumGPUs, DesiredPreemptibleGPUs: c.DesiredPreemptibleGPUs, CreatedAt: c.CreatedAt,
+		GPUWorkerNodes: make([]apiv1.Node, 0, len(nodes)),
+	}
+	for _, n := range nodes {
+		if n.State == domain.NodeRemoved {
+			continue
+		}
+		if n.Class == domain.Preemptible && n.State == domain.NodeReady {
+			v.AllocatedPreemptibleGPUs += n.GPUs
+		}
+		nv := apiv1.Node{NodeID: n.ID, NodeName: n.Name, ComputeClass: string(n.Class), Status: string(n.State),
+			NumGPUs: n.GPUs, CreatedAt: n.CreatedAt, ReadyAt: timePtr(n.ReadyAt)}
+		if n.State == domain.NodeDraining {
+			nv.Deadline = timePtr(n.Deadline)
+		}
+		v.GPUWorkerNodes = append(v.GPUWorkerNodes, nv)
+	}
+	if c.Unfulfilled != "" && v.AllocatedPreemptibleGPUs < v.DesiredPreemptibleGPUs {
+		v.TargetUnfulfilled = &apiv1.Unfulfilled{Reason: string(c.Unfulfilled), Message: c.UnfulfilledMessage}
+	} else if v.AllocatedPreemptibleGPUs < v.DesiredPreemptibleGPUs && c.Status != domain.StatusDeleting {
+		// The stored reason lags a node that left a moment ago.
+		v.TargetUnfulfilled = &apiv1.Unfulfilled{Reason: string(domain.UnfulfilledProvisioning), Message: "the controller is catching up with a node that just changed state"}
+	}
+	return v
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func eventView(e domain.Event) apiv1.Event {
+	return apiv1.Event{
+		EventID: e.ID, Cursor: strconv.FormatInt(e.Seq, 10), ClusterID: e.ClusterID, NodeID: e.NodeID, NodeName: e.NodeName,
+		Reason: string(e.Reason), Message: e.Message, Timestamp: e.Timestamp.UTC(), Deadline: timePtr(e.Deadline),
+	}
+}
+
+func parseCursor(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, invalid("cursor", "cursor %q is not one this API returned", v)
+	}
+	return n, nil
+}
+
+func (s *Server) events(w http.ResponseWriter, r *http.Request, p principal) {
+	ctx := r.Context()
+	c, err := s.visibleCluster(ctx, r.PathValue("id"), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	cursorText := q.Get("cursor")
+	if cursorText == "" {
+		cursorText = r.Header.Get("Last-Event-ID")
+	}
+	cursor, err := parseCursor(cursorText)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		limit, err = strconv.Atoi(v)
+		if err != nil || limit < 1 || limit > 1000 {
+			s.fail(w, r, invalid("limit", "limit must be between 1 and 1000; got %q", v))
+			return
+		}
+	}
+	watch := false
+	if v := q.Get("watch"); v != "" {
+		watch, err = strconv.ParseBool(v)
+		if err != nil {
+			s.fail(w, r, invalid("watch", "watch must be true or false; got %q", v))
+			return
+		}
+	}
+	if watch {
+		s.stream(w, r, c.ID, cursor)
+		return
+	}
+	evs, err := s.store.ListEvents(ctx, store.EventFilter{ClusterID: c.ID, AfterSeq: cursor, Limit: limit})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := apiv1.EventList{Events: make([]apiv1.Event, 0, len(evs)), NextCursor: strconv.FormatInt(cursor, 10)}
+	for _, e := range evs {
+		out.Events = append(out.Events, eventView(e))
+		out.NextCursor = strconv.FormatInt(e.Seq, 10)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// stream sends the cluster's events after cursor as Server-Sent Events,
+// then each new one as it is committed, until the client goes away.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, clusterID string, cursor int64) {
+	ctx := r.Context()
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		s.fail(w, r, errors.New("streaming unsupported by this connection"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	keepAlive := time.NewTicker(s.KeepAlive)
+	defer keepAlive.Stop()
+	for {
+		changed := s.ctrl.Changed()
+		evs, err := s.store.ListEvents(ctx, store.EventFilter{ClusterID: clusterID, AfterSeq: cursor, Limit: 500})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("event stream", "cluster", clusterID, "err", err)
+			}
+			return
+		}
+		for _, e := range evs {
+			data, _ := json.Marshal(eventView(e))
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: node_lifecycle_event\ndata: %s\n\n", e.Seq, data); err != nil {
+				return
+			}
+			cursor = e.Seq
+		}
+		flusher.Flush()
+		if len(evs) == 500 {
+			continue // more are waiting
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-keepAlive.C:
+			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+				return
+			}
+			flusher.Flush()
+		}
+	}
+}
+
+func (s *Server) capacity(w http.ResponseWriter, r *http.Request, p principal) {
+	snap, err := s.store.Snapshot(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	cfg := s.ctrl.Config()
+	av := allocator.Available(allocator.Snapshot(snap), s.clock.Now(), allocator.Config{DrainWindow: cfg.DrainWindow, Cooldown: max(cfg.Cooldown, 0)})
+	slices.SortFunc(av, func(a, b allocator.Availability) int {
+		if c := strings.Compare(a.Region, b.Region); c != 0 {
+			return c
+		}
+		return strings.Compare(a.GPUType, b.GPUType)
+	})
+	out := apiv1.CapacityList{Capacity: make([]apiv1.Capacity, 0, len(av))}
+	for _, a := range av {
+		out.Capacity = append(out.Capacity, apiv1.Capacity{
+			Region: a.Region, GPUType: a.GPUType, Total: a.Total, AvailableOnDemand: a.OnDemand,
+			AvailablePreemptible: a.Preemptible, Free: a.Free, Reserved: a.Reserved,
+			InUseStandard: a.InUseStandard, InUsePreemptible: a.InUsePreemptible, OutOfService: a.OutOfService,
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}

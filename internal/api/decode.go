@@ -1,0 +1,267 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// maxBody bounds request bodies; no valid request comes near it.
+const maxBody = 1 << 20
+
+// badRequest is a client error that names the field at fault.
+type badRequest struct {
+	field string
+	msg   string
+}
+
+func (e *badRequest) Error() string { return e.msg }
+
+func invalid(field, format string, args ...any) error {
+	return &badRequest{field: field, msg: fmt.Sprintf(format, args...)}
+}
+
+// decodeStrict decodes exactly one JSON object into v, rejecting unknown
+// fields and trailing data, with messages a person can act on.
+func decodeStrict(r io.Reader, v any) error {
+	data, err := io.ReadAll(io.LimitReader(r, maxBody+1))
+	if err != nil {
+		return invalid("", "read request body: %v", err)
+	}
+	if len(data) > maxBody {
+		return invalid("", "request body larger than %d bytes", maxBody)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return invalid("", "request body is empty; send a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			return invalid("", "malformed JSON at byte %d: %v", syn.Offset, err)
+		case errors.As(err, &typ):
+			return invalid(typ.Field, "field %q must be a %s, not a JSON %s", typ.Field, typ.Type, typ.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return invalid(name, "unknown field %q", name)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return invalid("", "malformed JSON: unexpected end of input")
+		}
+		return invalid("", "malformed JSON: %v", err)
+	}
+	if dec.More() {
+		return invalid("", "malformed JSON: data after the object")
+	}
+	var rest json.RawMessage
+	if err := dec.Decode(&rest); err != io.EOF {
+		return invalid("", "malformed JSON: data after the object")
+	}
+	return nil
+}
+
+var clusterNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// checkGPUs validates a GPU count: a multiple of domain.GPUStep, at least
+// min, and not absurd.
+func checkGPUs(field string, n, min int) error {
+	switch {
+	case n < min && min > 0:
+		return invalid(field, "%s must be at least %d (every cluster needs at least one standard node of %d GPUs); got %d", field, min, domain.GPUStep, n)
+	case n < 0:
+		return invalid(field, "%s must not be negative; got %d", field, n)
+	case n%domain.GPUStep != 0:
+		return invalid(field, "%s must be a multiple of %d (one node is %d GPUs); got %d", field, domain.GPUStep, domain.GPUStep, n)
+	case n > 1_000_000:
+		return invalid(field, "%s of %d is more than any fleet holds", field, n)
+	}
+	return nil
+}
+
+// decodeCreate decodes and validates a create request, filling defaults.
+// Whether the region and GPU type exist is checked against the fleet by
+// the caller.
+func decodeCreate(r io.Reader) (apiv1.CreateClusterRequest, error) {
+	var req apiv1.CreateClusterRequest
+	if err := decodeStrict(r, &req); err != nil {
+		return req, err
+	}
+	if req.ClusterType == "" {
+		req.ClusterType = string(domain.ClusterKubernetes)
+	}
+	if req.BillingType == "" {
+		req.BillingType = string(domain.BillingOnDemand)
+	}
+	switch {
+	case req.ClusterName == "":
+		return req, invalid("cluster_name", "cluster_name is required")
+	case !clusterNameRE.MatchString(req.ClusterName):
+		return req, invalid("cluster_name", "cluster_name %q must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit", req.ClusterName)
+	case req.Region == "":
+		return req, invalid("region", "region is required")
+	case req.GPUType == "":
+		return req, invalid("gpu_type", "gpu_type is required")
+	case req.ClusterType != string(domain.ClusterKubernetes):
+		return req, invalid("cluster_type", "cluster_type %q is not supported; preemptible capacity is available for KUBERNETES clusters only", req.ClusterType)
+	case req.BillingType != string(domain.BillingOnDemand) && req.BillingType != string(domain.BillingReserved):
+		return req, invalid("billing_type", "billing_type must be ON_DEMAND or RESERVED; got %q", req.BillingType)
+	}
+	if err := checkGPUs("num_gpus", req.NumGPUs, domain.GPUStep); err != nil {
+		return req, err
+	}
+	if err := checkGPUs("num_preemptible_gpus", req.NumPreemptibleGPUs, 0); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// updateBody accepts every field a tenant might try to PATCH, so that the
+// ones that cannot change get a message saying why rather than "unknown
+// field".
+type updateBody struct {
+	NumGPUs            *int            `json:"num_gpus"`
+	NumPreemptibleGPUs *int            `json:"num_preemptible_gpus"`
+	ClusterName        *string         `json:"cluster_name"`
+	Region             *string         `json:"region"`
+	GPUType            *string         `json:"gpu_type"`
+	ClusterType        *string         `json:"cluster_type"`
+	BillingType        *string         `json:"billing_type"`
+	ProjectID          *string         `json:"project_id"`
+	ComputeClass       *string         `json:"compute_class"`
+	GPUWorkerNodes     json.RawMessage `json:"gpu_worker_nodes"`
+}
+
+func decodeUpdate(r io.Reader) (apiv1.UpdateClusterRequest, error) {
+	var b updateBody
+	if err := decodeStrict(r, &b); err != nil {
+		return apiv1.UpdateClusterRequest{}, err
+	}
+	if b.ComputeClass != nil || b.GPUWorkerNodes != nil {
+		return apiv1.UpdateClusterRequest{}, invalid("compute_class",
+			"a node's compute class cannot be changed in place; change num_gpus or num_preemptible_gpus and nodes of the right class are added and removed")
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"cluster_name", b.ClusterName != nil}, {"region", b.Region != nil}, {"gpu_type", b.GPUType != nil},
+		{"cluster_type", b.ClusterType != nil}, {"billing_type", b.BillingType != nil}, {"project_id", b.ProjectID != nil},
+	} {
+		if f.set {
+			return apiv1.UpdateClusterRequest{}, invalid(f.name, "%s cannot be changed after creation; only num_gpus and num_preemptible_gpus can", f.name)
+		}
+	}
+	if b.NumGPUs == nil && b.NumPreemptibleGPUs == nil {
+		return apiv1.UpdateClusterRequest{}, invalid("", "nothing to update; set num_gpus and/or num_preemptible_gpus")
+	}
+	if b.NumGPUs != nil {
+		if err := checkGPUs("num_gpus", *b.NumGPUs, domain.GPUStep); err != nil {
+			return apiv1.UpdateClusterRequest{}, err
+		}
+	}
+	if b.NumPreemptibleGPUs != nil {
+		if err := checkGPUs("num_preemptible_gpus", *b.NumPreemptibleGPUs, 0); err != nil {
+			return apiv1.UpdateClusterRequest{}, err
+		}
+	}
+	return apiv1.UpdateClusterRequest{NumGPUs: b.NumGPUs, NumPreemptibleGPUs: b.NumPreemptibleGPUs}, nil
+}
+
+var idRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)
+
+func checkID(field, v string) error {
+	if !idRE.MatchString(v) {
+		return invalid(field, "%s %q must be 1-64 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit", field, v)
+	}
+	return nil
+}
+
+func decodeProject(r io.Reader) (apiv1.CreateProjectRequest, error) {
+	var req apiv1.CreateProjectRequest
+	if err := decodeStrict(r, &req); err != nil {
+		return req, err
+	}
+	if req.ProjectID == "" {
+		return req, invalid("project_id", "project_id is required")
+	}
+	return req, checkID("project_id", req.ProjectID)
+}
+
+func decodeMachines(r io.Reader) (apiv1.CreateMachinesRequest, error) {
+	var req apiv1.CreateMachinesRequest
+	if err := decodeStrict(r, &req); err != nil {
+		return req, err
+	}
+	if req.GPUsPerMachine == 0 {
+		req.GPUsPerMachine = domain.DefaultGPUsPerMachine
+	}
+	switch {
+	case req.Region == "":
+		return req, invalid("region", "region is required")
+	case req.GPUType == "":
+		return req, invalid("gpu_type", "gpu_type is required")
+	case len(req.MachineIDs) > 0 && req.Count != 0 && req.Count != len(req.MachineIDs):
+		return req, invalid("count", "count %d does not match the %d machine_ids given", req.Count, len(req.MachineIDs))
+	case len(req.MachineIDs) == 0 && (req.Count < 1 || req.Count > 10000):
+		return req, invalid("count", "count must be between 1 and 10000; got %d", req.Count)
+	case req.GPUsPerMachine != domain.GPUStep:
+		return req, invalid("gpus_per_machine", "gpus_per_machine must be %d (one node is %d GPUs); got %d", domain.GPUStep, domain.GPUStep, req.GPUsPerMachine)
+	}
+	for _, f := range []struct{ name, v string }{{"region", req.Region}, {"gpu_type", req.GPUType}} {
+		if strings.TrimSpace(f.v) != f.v || len(f.v) > 64 {
+			return req, invalid(f.name, "%s %q is not a valid name", f.name, f.v)
+		}
+	}
+	for _, id := range req.MachineIDs {
+		if err := checkID("machine_ids", id); err != nil {
+			return req, err
+		}
+	}
+	if req.ReservationID != "" {
+		if err := checkID("reservation_id", req.ReservationID); err != nil {
+			return req, err
+		}
+	}
+	return req, nil
+}
+
+func decodeReservation(r io.Reader) (apiv1.CreateReservationRequest, error) {
+	var req apiv1.CreateReservationRequest
+	if err := decodeStrict(r, &req); err != nil {
+		return req, err
+	}
+	switch {
+	case req.ProjectID == "":
+		return req, invalid("project_id", "project_id is required")
+	case req.Region == "":
+		return req, invalid("region", "region is required")
+	case req.GPUType == "":
+		return req, invalid("gpu_type", "gpu_type is required")
+	}
+	if req.ReservationID != "" {
+		if err := checkID("reservation_id", req.ReservationID); err != nil {
+			return req, err
+		}
+	}
+	return req, nil
+}
+
+func decodeMachineUpdate(r io.Reader) (apiv1.UpdateMachineRequest, error) {
+	var req apiv1.UpdateMachineRequest
+	if err := decodeStrict(r, &req); err != nil {
+		return req, err
+	}
+	if req.OutOfService == nil {
+		return req, invalid("out_of_service", "nothing to update; set out_of_service")
+	}
+	return req, nil
+}

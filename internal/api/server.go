@@ -1,0 +1,202 @@
+// Package api serves the /v1 REST API: JSON over net/http, bearer-token
+// auth, and Server-Sent Events for lifecycle events. It validates requests,
+// checks who may see what, and hands changes to the controller; it never
+// writes nodes itself.
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/controller"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// Server is the HTTP API.
+type Server struct {
+	store     store.Store
+	ctrl      *controller.Controller
+	clock     clock.Clock
+	adminHash string
+	log       *slog.Logger
+	mux       *http.ServeMux
+	// KeepAlive is the interval of SSE keep-alive comments.
+	KeepAlive time.Duration
+}
+
+// New returns the API server. adminToken may be empty (no admin access).
+func New(st store.Store, ctrl *controller.Controller, clk clock.Clock, adminToken string, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{store: st, ctrl: ctrl, clock: clk, log: log, mux: http.NewServeMux(), KeepAlive: 15 * time.Second}
+	if adminToken != "" {
+		s.adminHash = HashToken(adminToken)
+	}
+	s.routes()
+	return s
+}
+
+// HashToken is how tokens are stored: hex SHA-256. Tokens are 256-bit
+// random values, so an unsalted fast hash is enough.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+
+	s.mux.Handle("POST /v1/clusters", s.auth(s.createCluster))
+	s.mux.Handle("GET /v1/clusters", s.auth(s.listClusters))
+	s.mux.Handle("GET /v1/clusters/{id}", s.auth(s.getCluster))
+	s.mux.Handle("PATCH /v1/clusters/{id}", s.auth(s.updateCluster))
+	s.mux.Handle("DELETE /v1/clusters/{id}", s.auth(s.deleteCluster))
+	s.mux.Handle("GET /v1/clusters/{id}/events", s.auth(s.events))
+	s.mux.Handle("GET /v1/capacity", s.auth(s.capacity))
+
+	s.mux.Handle("POST /v1/admin/projects", s.admin(s.createProject))
+	s.mux.Handle("GET /v1/admin/projects", s.admin(s.listProjects))
+	s.mux.Handle("POST /v1/admin/machines", s.admin(s.createMachines))
+	s.mux.Handle("GET /v1/admin/machines", s.admin(s.listMachines))
+	s.mux.Handle("PATCH /v1/admin/machines/{id}", s.admin(s.updateMachine))
+	s.mux.Handle("POST /v1/admin/reservations", s.admin(s.createReservation))
+	s.mux.Handle("GET /v1/admin/reservations", s.admin(s.listReservations))
+
+	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, apiv1.CodeNotFound, "", fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// ServeHTTP logs each request (never its Authorization header).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, status: 200}
+	s.mux.ServeHTTP(rec, r)
+	s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// principal is who is calling: the admin, or one project.
+type principal struct {
+	admin   bool
+	project string
+}
+
+// sees reports whether the caller may see a project's resources.
+func (p principal) sees(project string) bool { return p.admin || p.project == project }
+
+type handler func(w http.ResponseWriter, r *http.Request, p principal)
+
+func (s *Server) authenticate(r *http.Request) (principal, error) {
+	h := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || token == "" {
+		return principal{}, errors.New("missing bearer token: send Authorization: Bearer <token>")
+	}
+	hash := HashToken(token)
+	if s.adminHash != "" && subtle.ConstantTimeCompare([]byte(hash), []byte(s.adminHash)) == 1 {
+		return principal{admin: true}, nil
+	}
+	t, err := s.store.TokenByHash(r.Context(), hash)
+	if err != nil {
+		if errors.Is(err, domain.ErrNotFound) {
+			return principal{}, errors.New("invalid token")
+		}
+		return principal{}, err
+	}
+	return principal{project: t.ProjectID}, nil
+}
+
+func (s *Server) auth(h handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.authenticate(r)
+		if err != nil {
+			writeError(w, http.StatusUnauthorized, apiv1.CodeUnauthorized, "", err.Error())
+			return
+		}
+		h(w, r, p)
+	})
+}
+
+func (s *Server) admin(h handler) http.Handler {
+	return s.auth(func(w http.ResponseWriter, r *http.Request, p principal) {
+		if !p.admin {
+			writeError(w, http.StatusForbidden, apiv1.CodeForbidden, "", "this endpoint needs the admin token")
+			return
+		}
+		h(w, r, p)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, field, msg string) {
+	writeJSON(w, status, apiv1.Error{Error: apiv1.ErrorBody{Code: code, Message: msg, Field: field}})
+}
+
+// fail maps an error to its response. Internal errors are logged once here
+// and answered without detail.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var bad *badRequest
+	var sf *controller.ShortfallError
+	switch {
+	case errors.As(err, &bad):
+		writeError(w, http.StatusBadRequest, apiv1.CodeInvalid, bad.field, bad.msg)
+	case errors.As(err, &sf):
+		writeError(w, http.StatusConflict, apiv1.CodeNoCapacity, "num_gpus", sf.Error())
+	case errors.Is(err, controller.ErrDeleting):
+		writeError(w, http.StatusConflict, apiv1.CodeConflict, "", err.Error())
+	case errors.Is(err, domain.ErrNotFound):
+		writeError(w, http.StatusNotFound, apiv1.CodeNotFound, "", err.Error())
+	case errors.Is(err, domain.ErrConflict):
+		writeError(w, http.StatusConflict, apiv1.CodeConflict, "", err.Error())
+	case errors.Is(err, context.Canceled):
+		// The client went away.
+	default:
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, apiv1.CodeInternal, "", "internal error; see the server log")
+	}
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.store.ListProjects(r.Context()); err != nil {
+		writeError(w, http.StatusServiceUnavailable, apiv1.CodeInternal, "", "store unavailable")
+		return
+	}
+	writeJSON(w, 200, map[string]string{"status": "ready"})
+}

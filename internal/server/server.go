@@ -1,0 +1,317 @@
+// Package server is the one wiring point of the sparecap process: it opens
+// the store, registers the fleet, builds the clock, the drivers, the
+// controller and the API, and serves them.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/api"
+	"github.com/sparecap/sparecap/internal/client"
+	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/controller"
+	"github.com/sparecap/sparecap/internal/fleet"
+	"github.com/sparecap/sparecap/internal/sim"
+	"github.com/sparecap/sparecap/internal/store"
+	"github.com/sparecap/sparecap/internal/store/postgres"
+	"github.com/sparecap/sparecap/internal/store/sqlite"
+)
+
+// Options configure a server. Zero values take the defaults.
+type Options struct {
+	// Addr to listen on (default 127.0.0.1:8407; port 0 picks a free one).
+	Addr string
+	// DB is a postgres:// URL or a SQLite file path (default: DataDir/sparecap.db).
+	DB string
+	// DataDir holds the SQLite file, the simulator's state, the clock anchor
+	// and the generated admin token (default: $XDG_DATA_HOME/sparecap or
+	// ~/.local/share/sparecap).
+	DataDir string
+	// FleetFile is a fleet YAML file; empty uses the built-in fleet.
+	FleetFile string
+	// AdminToken; empty reads DataDir/admin-token, generating it on first
+	// start.
+	AdminToken string
+	// ConfigPath, if set, is the CLI config file written on first start
+	// with this server's URL and admin token (not overwritten later).
+	ConfigPath string
+	// Speed runs the clock this many times faster than real time.
+	Speed float64
+	// DrainWindow, Cooldown: see controller.Config.
+	DrainWindow time.Duration
+	Cooldown    time.Duration
+	// ProvisionTime and WipeTime of the simulated machines.
+	ProvisionTime time.Duration
+	WipeTime      time.Duration
+	// SimSeed varies the simulated pods' behaviour.
+	SimSeed int64
+	// SimPods overrides the simulated pods (nil: the default profiles).
+	SimPods []sim.PodTemplate
+	Log     *slog.Logger
+}
+
+// Server is a running sparecap process.
+type Server struct {
+	URL        string
+	AdminToken string
+	Store      store.Store
+	Controller *controller.Controller
+	Sim        *sim.Fleet
+	Clock      clock.Clock
+	// Speed of the clock relative to real time.
+	Speed float64
+	Fleet fleet.File
+
+	http *http.Server
+	ln   net.Listener
+	stop context.CancelFunc
+	done chan error
+}
+
+// DefaultDataDir is where state lives when --data-dir is not given.
+func DefaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "sparecap")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "sparecap")
+	}
+	return "sparecap-data"
+}
+
+// Start opens everything and starts serving; Wait or Close ends it.
+func Start(ctx context.Context, o Options) (*Server, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:8407"
+	}
+	if o.DataDir == "" {
+		o.DataDir = DefaultDataDir()
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	f := fleet.Default()
+	if o.FleetFile != "" {
+		var err error
+		if f, err = fleet.Load(o.FleetFile); err != nil {
+			return nil, err
+		}
+	}
+	clk, err := loadClock(filepath.Join(o.DataDir, "clock.json"), o.Speed)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStore(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Store: st, Clock: clk, Speed: max(o.Speed, 1), Fleet: f, done: make(chan error, 1)}
+	fail := func(err error) (*Server, error) {
+		st.Close()
+		return nil, err
+	}
+	if _, err := fleet.Register(ctx, st, f, clk.Now()); err != nil {
+		return fail(fmt.Errorf("register fleet: %w", err))
+	}
+	s.Sim, err = sim.New(sim.Config{Clock: clk, ProvisionTime: o.ProvisionTime, WipeTime: o.WipeTime, Seed: o.SimSeed,
+		Pods: o.SimPods, StatePath: filepath.Join(o.DataDir, "sim-state.json")})
+	if err != nil {
+		return fail(err)
+	}
+	if s.AdminToken, err = adminToken(o); err != nil {
+		return fail(err)
+	}
+	interval := time.Second
+	if o.Speed > 1 {
+		// Poll about 10 times a wall second whatever the speed.
+		interval = time.Duration(float64(100*time.Millisecond) * o.Speed)
+	}
+	s.Controller = controller.New(st, s.Sim, s.Sim, clk, controller.Config{
+		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval,
+	}, o.Log)
+	handler := api.New(st, s.Controller, clk, s.AdminToken, o.Log)
+
+	s.ln, err = net.Listen("tcp", o.Addr)
+	if err != nil {
+		return fail(fmt.Errorf("listen on %s: %w", o.Addr, err))
+	}
+	s.URL = "http://" + s.ln.Addr().String()
+	if o.ConfigPath != "" {
+		if err := writeClientConfig(o.ConfigPath, s.URL, s.AdminToken); err != nil {
+			s.ln.Close()
+			return fail(err)
+		}
+	}
+	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = stop
+	go func() {
+		errc := make(chan error, 2)
+		go func() { errc <- s.Controller.Run(runCtx) }()
+		go func() {
+			if err := s.http.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+				return
+			}
+			errc <- nil
+		}()
+		err := <-errc
+		stop()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.http.Shutdown(shutdownCtx)
+		cancel()
+		if e2 := <-errc; err == nil {
+			err = e2
+		}
+		st.Close()
+		s.done <- err
+	}()
+	o.Log.Info("sparecap server started", "url", s.URL, "data_dir", o.DataDir, "speed", max(o.Speed, 1), "machines", countMachines(f))
+	return s, nil
+}
+
+func countMachines(f fleet.File) int {
+	n := 0
+	for _, p := range f.Pools {
+		n += p.Machines
+	}
+	return n
+}
+
+// Close stops the server and waits for it.
+func (s *Server) Close() error {
+	s.stop()
+	return <-s.done
+}
+
+// Wait blocks until ctx ends, then stops the server.
+func (s *Server) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return s.Close()
+	case err := <-s.done:
+		return err
+	}
+}
+
+func openStore(ctx context.Context, o Options) (store.Store, error) {
+	db := o.DB
+	switch {
+	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
+		st, err := postgres.Open(ctx, db)
+		if err != nil {
+			return nil, fmt.Errorf("open PostgreSQL: %w", err)
+		}
+		return st, nil
+	case db == "":
+		db = filepath.Join(o.DataDir, "sparecap.db")
+	default:
+		db = strings.TrimPrefix(db, "sqlite://")
+	}
+	st, err := sqlite.Open(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("open SQLite %s: %w", db, err)
+	}
+	return st, nil
+}
+
+// loadClock returns the process clock. A sped-up clock is anchored in a
+// file so a restart continues the same timeline: deadlines stored before a
+// crash still fall at the same moment of simulated time.
+func loadClock(path string, speed float64) (clock.Clock, error) {
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if speed <= 1 {
+			return clock.Real{}, nil
+		}
+		now := time.Now()
+		c := clock.NewAnchored(clock.Anchor{Speed: speed, Virtual: now.UTC(), Real: now})
+		return c, writeAtomic(path, c.Anchor())
+	case err != nil:
+		return nil, fmt.Errorf("read clock anchor: %w", err)
+	}
+	var a clock.Anchor
+	if err := json.Unmarshal(data, &a); err != nil {
+		return nil, fmt.Errorf("clock anchor %s: %w", path, err)
+	}
+	c := clock.NewAnchored(a)
+	if max(speed, 1) == c.Speed {
+		return c, nil
+	}
+	// A new speed: re-anchor at the current simulated time.
+	now := time.Now()
+	c = clock.NewAnchored(clock.Anchor{Speed: max(speed, 1), Virtual: c.Now(), Real: now})
+	return c, writeAtomic(path, c.Anchor())
+}
+
+func writeAtomic(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// adminToken takes the token from the options, else from the data dir,
+// generating and saving one (mode 0600) on first start.
+func adminToken(o Options) (string, error) {
+	if o.AdminToken != "" {
+		return o.AdminToken, nil
+	}
+	path := filepath.Join(o.DataDir, "admin-token")
+	data, err := os.ReadFile(path)
+	if err == nil {
+		if t := strings.TrimSpace(string(data)); t != "" {
+			return t, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read admin token: %w", err)
+	}
+	t := api.NewToken()
+	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("save admin token: %w", err)
+	}
+	return t, nil
+}
+
+// writeClientConfig writes the CLI's config on first start only, so a
+// user's own settings are never overwritten.
+func writeClientConfig(path, url, token string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	if err := client.WriteConfig(path, client.Config{URL: url, Token: token}); err != nil {
+		return fmt.Errorf("write CLI config: %w", err)
+	}
+	return nil
+}
