@@ -122,4 +122,3 @@ It takes well under a minute and leaves nothing behind.`,
 	cmd.Flags().StringVar(&o.DataDir, "data-dir", "", "keep the demo's state here (default: a temporary directory, removed afterwards)")
 	return cmd
 }
-

@@ -9,8 +9,8 @@
 package fleet
 
 import (
-	_ "embed"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"os"
