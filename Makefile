@@ -1,0 +1,42 @@
+# The two commands of the README:
+#   make demo   - play the narrated demo on the embedded default
+#   make test   - the whole test suite (what CI runs through .ci/run)
+GO ?= go
+
+.PHONY: all build demo test check vet fmt-check services bench fuzz
+
+all: build
+
+build:
+	$(GO) build -o bin/sparecap ./cmd/sparecap
+
+demo:
+	$(GO) run ./cmd/sparecap demo
+
+# test installs or starts what the tests need, then runs every test:
+# unit, property, fake-clock, conformance (SQLite and PostgreSQL), API,
+# fuzz seed corpora and end-to-end tests of the real binary.
+test: services check
+	$(GO) test -count=1 -race -timeout 15m ./...
+
+check: fmt-check vet
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-clean:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+# services makes sure PostgreSQL is up for the conformance and end-to-end
+# tests; it fails loudly rather than letting those tests be skipped.
+services:
+	@scripts/ensure-postgres.sh
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/allocator/
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecodeCreate -fuzztime 30s ./internal/api/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeUpdate -fuzztime 30s ./internal/api/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeAdmin -fuzztime 30s ./internal/api/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./internal/fleet/

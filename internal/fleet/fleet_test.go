@@ -1,0 +1,102 @@
+package fleet
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/store/sqlite"
+)
+
+func TestDefaultFleetParses(t *testing.T) {
+	f := Default()
+	if len(f.Pools) < 4 || f.Prices["H100_SXM"] == "" {
+		t.Fatalf("%+v", f)
+	}
+	reserved, regions, types := 0, map[string]bool{}, map[string]bool{}
+	for _, p := range f.Pools {
+		regions[p.Region], types[p.GPUType] = true, true
+		if p.ReservedFor != "" {
+			reserved++
+		}
+	}
+	if reserved == 0 || len(regions) < 2 || len(types) < 2 {
+		t.Fatal("the built-in fleet must show several regions, GPU types and an idle reservation")
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{`pools: []`, "no pools"},
+		{`pools: [{region: r, gpu_type: g, machines: 0}]`, "machines must be"},
+		{`pools: [{region: r, gpu_type: g, machines: 1, gpus_per_machine: 4}]`, "gpus_per_machine must be 8"},
+		{`pools: [{region: r, gpu_type: g, machines: 1, reserved_for: "Not Valid"}]`, "reserved_for"},
+		{`pools: [{region: "", gpu_type: g, machines: 1}]`, "region"},
+		{`pools: [{region: r, gpu_type: g, machines: 1, spot: true}]`, "spot"},
+		{`pools: [{region: r, gpu_type: g, machines: 1}]` + "\nprices: {g: \"cheap\"}", "decimal"},
+		{`pools: [`, "parse"},
+	} {
+		if _, err := Parse([]byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one mentioning %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+func TestRegisterIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	f, err := Parse([]byte(`
+pools:
+  - {region: us-central-8, gpu_type: H100_SXM, machines: 2}
+  - {region: us-central-8, gpu_type: H100_SXM, machines: 3, reserved_for: acme}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if n, err := Register(ctx, st, f, now); err != nil || n != 5 {
+		t.Fatalf("first register: %d %v", n, err)
+	}
+	if n, err := Register(ctx, st, f, now.Add(time.Hour)); err != nil || n != 0 {
+		t.Fatalf("second register added %d (%v)", n, err)
+	}
+	ms, _ := st.ListMachines(ctx)
+	rs, _ := st.ListReservations(ctx)
+	if len(ms) != 5 || len(rs) != 1 || rs[0].ProjectID != "acme" {
+		t.Fatalf("machines %d reservations %+v", len(ms), rs)
+	}
+	if _, err := st.GetProject(ctx, "acme"); err != nil {
+		t.Fatalf("reservation's project not created: %v", err)
+	}
+	reserved := 0
+	for _, m := range ms {
+		if m.ReservationID == rs[0].ID {
+			reserved++
+		}
+	}
+	if reserved != 3 {
+		t.Fatalf("%d machines in the reservation", reserved)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(string(defaultYAML))
+	f.Add(`pools: [{region: r, gpu_type: g, machines: 1}]`)
+	f.Fuzz(func(t *testing.T, data string) {
+		fl, err := Parse([]byte(data))
+		if err != nil {
+			return
+		}
+		for _, p := range fl.Pools {
+			if p.Machines < 1 || p.GPUsPerMachine != 8 || p.Region == "" || p.GPUType == "" {
+				t.Fatalf("accepted pool %+v", p)
+			}
+		}
+	})
+}
