@@ -11,6 +11,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/internal/store/sqlite"
@@ -493,5 +494,29 @@ func TestDeleteDrainsStandardNodesToo(t *testing.T) {
 	snap, _ := h.st.Snapshot(h.ctx)
 	if len(snap.Nodes) != 0 {
 		t.Fatalf("machines not freed: %+v", snap.Nodes)
+	}
+}
+
+// cordonBroken is a cluster whose API refuses to cordon, for good.
+type cordonBroken struct{ driver.ClusterDriver }
+
+func (cordonBroken) Cordon(context.Context, string, string) error { return errInjected }
+
+func TestDeadlineHoldsWhenTheNoticeKeepsFailing(t *testing.T) {
+	h := newHarness(t, stubbornPods, 2)
+	pre := fillPreemptible(h)
+	tNotice := h.clk.Now()
+	h.c = New(h.st, cordonBroken{h.sim}, h.sim, h.clk, h.cfg, nil)
+	h.create("b", 8, 0)
+	for h.clk.Now().Before(tNotice.Add(5 * time.Minute)) {
+		h.clk.Step(time.Second)
+		h.c.Reconcile(h.ctx)
+	}
+	n, _ := h.st.GetNode(h.ctx, pre.ID)
+	if n.State != domain.NodeRemoving && n.State != domain.NodeRemoved {
+		t.Fatalf("at the deadline the node is %s", n.State)
+	}
+	if n.Outcome != domain.OutcomeDeadline || n.DrainedAt.After(n.Deadline) {
+		t.Fatalf("%+v", n)
 	}
 }

@@ -252,7 +252,9 @@ func (c *Controller) stepProvision(ctx context.Context, n domain.Node) error {
 
 // stepDrain is the reclaim state machine's draining state.
 func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
-	if !n.Notified {
+	// Past the deadline the node goes whatever else failed: the notice is
+	// skipped if it never got through.
+	if !n.Notified && c.clock.Now().Before(n.Deadline) {
 		if err := c.notice(ctx, n); err != nil {
 			return err
 		}
