@@ -48,6 +48,24 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request, _ princip
 	writeJSON(w, http.StatusCreated, apiv1.Project{ProjectID: req.ProjectID, Token: token, CreatedAt: now})
 }
 
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request, _ principal) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	token := NewToken()
+	now := s.clock.Now()
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		if _, err := tx.GetProject(ctx, id); err != nil {
+			return fmt.Errorf("project %q: %w", id, err)
+		}
+		return tx.CreateToken(ctx, domain.Token{Hash: HashToken(token), ProjectID: id, CreatedAt: now})
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, apiv1.Project{ProjectID: id, Token: token, CreatedAt: now})
+}
+
 func (s *Server) listProjects(w http.ResponseWriter, r *http.Request, _ principal) {
 	ps, err := s.store.ListProjects(r.Context())
 	if err != nil {

@@ -493,6 +493,21 @@ func TestAdminFleet(t *testing.T) {
 	e.apiErr("admin", "GET", "/v1/admin/machines?state=bogus", "", 400)
 }
 
+func TestIssueAnotherToken(t *testing.T) {
+	e := newEnv(t)
+	c := e.create("p", createBody)
+	var out apiv1.Project
+	e.do("admin", "POST", "/v1/admin/projects/p/tokens", "", 201, &out)
+	if out.Token == "" || out.Token == e.tokens["p"] {
+		t.Fatalf("%+v", out)
+	}
+	e.tokens["p2"] = out.Token
+	e.do("p2", "GET", "/v1/clusters/"+c.ClusterID, "", 200, nil)
+	e.do("p", "GET", "/v1/clusters/"+c.ClusterID, "", 200, nil)
+	e.apiErr("admin", "POST", "/v1/admin/projects/ghost/tokens", "", 404)
+	e.apiErr("p", "POST", "/v1/admin/projects/p/tokens", "", 403)
+}
+
 func TestTokensAreStoredHashed(t *testing.T) {
 	e := newEnv(t)
 	tok := e.tokens["p"]

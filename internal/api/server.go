@@ -70,6 +70,7 @@ func (s *Server) routes() {
 
 	s.mux.Handle("POST /v1/admin/projects", s.admin(s.createProject))
 	s.mux.Handle("GET /v1/admin/projects", s.admin(s.listProjects))
+	s.mux.Handle("POST /v1/admin/projects/{id}/tokens", s.admin(s.createToken))
 	s.mux.Handle("POST /v1/admin/machines", s.admin(s.createMachines))
 	s.mux.Handle("GET /v1/admin/machines", s.admin(s.listMachines))
 	s.mux.Handle("PATCH /v1/admin/machines/{id}", s.admin(s.updateMachine))

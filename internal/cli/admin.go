@@ -97,7 +97,29 @@ the server keeps only its hash. Give it to the tenant, who sets it with
 			})
 		}),
 	}
-	cmd.AddCommand(create, list)
+	token := &cobra.Command{
+		Use:   "token <project-id>",
+		Short: "Issue another token for a project",
+		Long: `Issue another API token for an existing project, for a new user or to rotate
+one. Earlier tokens keep working. The token is shown only this once.`,
+		Example: `  sparecap projects token team-ml`,
+		Args:    cobra.ExactArgs(1),
+		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
+			p, err := c.CreateToken(cmd.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("issue token for %s: %w", args[0], err)
+			}
+			if err := s.print(cmd.OutOrStdout(), p, func(tw *tabwriter.Writer) {
+				row(tw, "Project:", p.ProjectID)
+				row(tw, "Token:", p.Token)
+			}); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), "Note: the token is shown only once; store it now (it cannot be retrieved later).")
+			return nil
+		}),
+	}
+	cmd.AddCommand(create, list, token)
 	return cmd
 }
 

@@ -257,6 +257,16 @@ func TestAdminWrites(t *testing.T) {
 		t.Errorf("projects create -o json: %v %q", err, r.stdout)
 	}
 
+	f.handle("POST /v1/admin/projects/{id}/tokens", 201, apiv1.Project{ProjectID: "team-ml", Token: "sc_second", CreatedAt: t0})
+	r = f.run("projects", "token", "team-ml")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "stdout", r.stdout, "Token:     sc_second")
+	if n := len(f.only("POST", "/v1/admin/projects/team-ml/tokens")); n != 1 {
+		t.Errorf("token requests = %d", n)
+	}
+
 	r = f.run("machines", "add", "--region", "r", "--gpu-type", "H100", "--count", "2", "--reservation", "res1")
 	if r.err != nil {
 		t.Fatal(r.err)

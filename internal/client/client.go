@@ -280,6 +280,12 @@ func (c *Client) CreateProject(ctx context.Context, projectID string) (*apiv1.Pr
 	return call[apiv1.Project](ctx, c, http.MethodPost, "/v1/admin/projects", nil, apiv1.CreateProjectRequest{ProjectID: projectID})
 }
 
+// CreateToken issues another token for an existing project (admin); the
+// returned Project carries it, shown this once.
+func (c *Client) CreateToken(ctx context.Context, projectID string) (*apiv1.Project, error) {
+	return call[apiv1.Project](ctx, c, http.MethodPost, "/v1/admin/projects/"+url.PathEscape(projectID)+"/tokens", nil, struct{}{})
+}
+
 // ListProjects lists projects (admin), without tokens.
 func (c *Client) ListProjects(ctx context.Context) (*apiv1.ProjectList, error) {
 	return call[apiv1.ProjectList](ctx, c, http.MethodGet, "/v1/admin/projects", nil, nil)
