@@ -115,7 +115,6 @@ type planner struct {
 	mPart  []int32
 	occ    []int32 // active node, or -1
 	claim  []int32 // pending node, or -1
-	pooled []int32 // machine indexes grouped by pool
 	pools  map[poolKey]*poolRange
 
 	// Per cluster.
@@ -142,6 +141,8 @@ type planner struct {
 	partGPM      []int     // GPUs per machine
 
 	scratch []int32
+	// Buffers reused by every partition's preemptible step.
+	free0, leaving0 []int32
 }
 
 // Compute plans what should change. It is deterministic: the same snapshot
@@ -302,12 +303,10 @@ func (p *planner) index() {
 
 	// Group each partition's machines by pool so free machines of a pool
 	// are found with a cursor instead of a scan.
+	// A partition's machines are kept in that order (on-demand first, then
+	// each reservation; snapshot order within a pool).
 	p.pools = make(map[poolKey]*poolRange, 2*np)
-	p.pooled = make([]int32, 0, nm)
-	for part, ms := range p.partMachines {
-		start := len(p.pooled)
-		p.pooled = append(p.pooled, ms...)
-		group := p.pooled[start:]
+	for part, group := range p.partMachines {
 		slices.SortStableFunc(group, func(a, b int32) int {
 			return cmpString(s.Machines[a].ReservationID, s.Machines[b].ReservationID)
 		})
@@ -765,7 +764,7 @@ func (p *planner) preemptible(part int32) {
 	// Idle reserved machines are lent before on-demand ones: on-demand
 	// requests are the more frequent, and each one that finds a free
 	// machine is a preemption avoided.
-	var free, leaving []int32
+	free, leaving := p.free0[:0], p.leaving0[:0]
 	for pass := 0; pass < 2; pass++ {
 		for _, mi := range p.partMachines[part] {
 			if (s.Machines[mi].ReservationID != "") != (pass == 0) {
@@ -779,6 +778,7 @@ func (p *planner) preemptible(part int32) {
 			}
 		}
 	}
+	p.free0, p.leaving0 = free[:0], leaving[:0] // keep the grown buffers
 	totalFair := int32(0)
 	for _, ci := range p.partClusters[part] {
 		totalFair += p.fair[ci]
@@ -835,8 +835,8 @@ func (p *planner) reason(ci int32, gpm, cooling int, totalFair int32) {
 			st.FairShareGPUs, c.GPUType, c.Region)
 	default:
 		st.Unfulfilled = domain.UnfulfilledProvisioning
-		st.Message = fmt.Sprintf("capacity found; %d of %d preemptible GPUs ready, the rest are being provisioned or wait for a drain to end",
-			p.preReady[ci], c.DesiredPreemptibleGPUs)
+		// Constant text: on a cold start every cluster is here at once.
+		st.Message = "capacity found; nodes are being provisioned or wait for a drain to end"
 	}
 }
 
