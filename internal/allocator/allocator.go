@@ -112,10 +112,10 @@ type planner struct {
 	resProject map[string]string
 
 	// Per machine.
-	mPart  []int32
-	occ    []int32 // active node, or -1
-	claim  []int32 // pending node, or -1
-	pools  map[poolKey]*poolRange
+	mPart []int32
+	occ   []int32 // active node, or -1
+	claim []int32 // pending node, or -1
+	pools map[poolKey]*poolRange
 
 	// Per cluster.
 	cPart    []int32
