@@ -57,6 +57,9 @@ with this server's URL and that token, so the CLI works at once.`,
 			if o.DrainWindow < time.Second {
 				return fmt.Errorf("--drain-window must be at least 1s; got %s", o.DrainWindow)
 			}
+			if o.Cooldown == 0 {
+				o.Cooldown = -1 // the controller reads 0 as "default"
+			}
 			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			o.AdminToken = os.Getenv("SPARECAP_ADMIN_TOKEN")
 			if cfg, _ := cmd.Flags().GetString("config"); cfg != "" {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
@@ -39,7 +38,7 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request, _ princip
 		return tx.CreateToken(ctx, domain.Token{Hash: HashToken(token), ProjectID: req.ProjectID, CreatedAt: now})
 	})
 	if errors.Is(err, domain.ErrConflict) {
-		err = fmt.Errorf("project %q already exists: %w", req.ProjectID, domain.ErrConflict)
+		err = conflict("project %q already exists", req.ProjectID)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -51,11 +50,17 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request, _ princip
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request, _ principal) {
 	ctx := r.Context()
 	id := r.PathValue("id")
+	if err := decodeEmpty(r.Body); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	token := NewToken()
 	now := s.clock.Now()
 	err := s.store.Update(ctx, func(tx store.Tx) error {
-		if _, err := tx.GetProject(ctx, id); err != nil {
-			return fmt.Errorf("project %q: %w", id, err)
+		if _, err := tx.GetProject(ctx, id); errors.Is(err, domain.ErrNotFound) {
+			return notFound("project %q not found", id)
+		} else if err != nil {
+			return err
 		}
 		return tx.CreateToken(ctx, domain.Token{Hash: HashToken(token), ProjectID: id, CreatedAt: now})
 	})
@@ -103,7 +108,7 @@ func (s *Server) createMachines(w http.ResponseWriter, r *http.Request, _ princi
 			m := domain.Machine{ID: id, Region: req.Region, GPUType: req.GPUType, GPUs: req.GPUsPerMachine, ReservationID: req.ReservationID, CreatedAt: now}
 			if err := tx.CreateMachine(ctx, m); err != nil {
 				if errors.Is(err, domain.ErrConflict) {
-					return fmt.Errorf("machine %q already exists: %w", id, err)
+					return conflict("machine %q already exists", id)
 				}
 				return err
 			}
@@ -221,8 +226,10 @@ func (s *Server) updateMachine(w http.ResponseWriter, r *http.Request, _ princip
 	var m domain.Machine
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		m, err = tx.GetMachine(ctx, id)
-		if err != nil {
-			return fmt.Errorf("machine %q: %w", id, err)
+		if errors.Is(err, domain.ErrNotFound) {
+			return notFound("machine %q not found", id)
+		} else if err != nil {
+			return err
 		}
 		m.OutOfService = *req.OutOfService
 		return tx.UpdateMachine(ctx, m)
@@ -259,7 +266,7 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request, _ pri
 		}
 		err := tx.CreateReservation(ctx, res)
 		if errors.Is(err, domain.ErrConflict) {
-			return fmt.Errorf("reservation %q already exists: %w", res.ID, err)
+			return conflict("reservation %q already exists", res.ID)
 		}
 		return err
 	})

@@ -521,3 +521,86 @@ func TestTokensAreStoredHashed(t *testing.T) {
 		t.Fatalf("token %q", tok)
 	}
 }
+
+func TestRoutingErrorsAreJSON(t *testing.T) {
+	e := newEnv(t)
+	c := e.create("p", createBody)
+	req, _ := http.NewRequest("PUT", e.srv.URL+"/v1/clusters/"+c.ClusterID, strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+e.tokens["p"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body apiv1.Error
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != 405 {
+		t.Fatalf("status %d, %v", resp.StatusCode, err)
+	}
+	if allow := resp.Header.Get("Allow"); allow != "GET, PATCH, DELETE" || body.Error.Code != "method_not_allowed" {
+		t.Fatalf("allow %q body %+v", allow, body)
+	}
+	if got := e.apiErr("p", "GET", "/v1/nothing/here", "", 404); !strings.Contains(got.Message, "no such endpoint") {
+		t.Fatalf("%+v", got)
+	}
+}
+
+func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
+	e := newEnv(t)
+	req, _ := http.NewRequest("GET", e.srv.URL+"/v1/clusters", nil)
+	req.Header.Set("Authorization", "bearer "+e.tokens["p"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+}
+
+func TestErrorMessagesReadWell(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct{ method, path, body, want string }{
+		{"POST", "/v1/admin/projects", `{"project_id":"p"}`, `project "p" already exists`},
+		{"PATCH", "/v1/admin/machines/nope", `{"out_of_service":true}`, `machine "nope" not found`},
+		{"GET", "/v1/clusters/c-missing", "", `cluster "c-missing" not found`},
+		{"POST", "/v1/admin/projects/ghost/tokens", "", `project "ghost" not found`},
+	} {
+		var out apiv1.Error
+		e.do("admin", tc.method, tc.path, tc.body, map[bool]int{true: 409, false: 404}[strings.Contains(tc.want, "exists")], &out)
+		if out.Error.Message != tc.want {
+			t.Errorf("%s %s: message %q, want %q", tc.method, tc.path, out.Error.Message, tc.want)
+		}
+	}
+	if got := e.apiErr("admin", "POST", "/v1/admin/projects/p/tokens", `{"expires":"never"}`, 400); got.Field != "expires" {
+		t.Fatalf("%+v", got)
+	}
+}
+
+func TestLastEventIDWinsOverCursor(t *testing.T) {
+	e := newEnv(t)
+	c := e.create("p", createBody)
+	e.settle()
+	var all apiv1.EventList
+	e.do("p", "GET", "/v1/clusters/"+c.ClusterID+"/events", "", 200, &all)
+	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/v1/clusters/"+c.ClusterID+"/events?watch=true&cursor=0", nil)
+	req.Header.Set("Authorization", "Bearer "+e.tokens["p"])
+	req.Header.Set("Last-Event-ID", all.Events[1].Cursor)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			if id != all.Events[2].Cursor {
+				t.Fatalf("first streamed event %s, want the one after Last-Event-ID (%s)", id, all.Events[2].Cursor)
+			}
+			return
+		}
+	}
+	t.Fatal("no event streamed")
+}

@@ -32,7 +32,7 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 	case !p.admin && project == "":
 		project = p.project
 	case !p.admin && project != p.project:
-		s.fail(w, r, fmt.Errorf("project %q: %w", project, domain.ErrNotFound))
+		s.fail(w, r, notFound("project %q not found", project))
 		return
 	}
 	if p.admin {
@@ -123,7 +123,7 @@ func (s *Server) visibleCluster(ctx context.Context, id string, p principal) (do
 		err = domain.ErrNotFound
 	}
 	if errors.Is(err, domain.ErrNotFound) {
-		return c, fmt.Errorf("cluster %q: %w", id, domain.ErrNotFound)
+		return c, notFound("cluster %q not found", id)
 	}
 	return c, err
 }
@@ -281,9 +281,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, p principal) {
 		return
 	}
 	q := r.URL.Query()
-	cursorText := q.Get("cursor")
+	// A reconnecting EventSource sends Last-Event-ID and repeats the URL it
+	// first opened, so the header takes precedence over ?cursor=.
+	cursorText := r.Header.Get("Last-Event-ID")
 	if cursorText == "" {
-		cursorText = r.Header.Get("Last-Event-ID")
+		cursorText = q.Get("cursor")
 	}
 	cursor, err := parseCursor(cursorText)
 	if err != nil {

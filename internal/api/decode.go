@@ -69,6 +69,20 @@ func decodeStrict(r io.Reader, v any) error {
 	return nil
 }
 
+// decodeEmpty accepts an empty body or an empty JSON object, for endpoints
+// that take no fields.
+func decodeEmpty(r io.Reader) error {
+	data, err := io.ReadAll(io.LimitReader(r, maxBody+1))
+	if err != nil {
+		return invalid("", "read request body: %v", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	var v struct{}
+	return decodeStrict(bytes.NewReader(data), &v)
+}
+
 var clusterNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // checkGPUs validates a GPU count: a multiple of domain.GPUStep, at least

@@ -77,16 +77,37 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/admin/reservations", s.admin(s.createReservation))
 	s.mux.Handle("GET /v1/admin/reservations", s.admin(s.listReservations))
 
-	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, apiv1.CodeNotFound, "", fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
-	})
+}
+
+// unrouted answers requests no route takes, in the API's JSON error shape:
+// 405 with an Allow header when the path exists under other methods, 404
+// otherwise.
+func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range []string{"GET", "POST", "PATCH", "DELETE"} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "", fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")))
+		return
+	}
+	writeError(w, http.StatusNotFound, apiv1.CodeNotFound, "", fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 }
 
 // ServeHTTP logs each request (never its Authorization header).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: 200}
-	s.mux.ServeHTTP(rec, r)
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.unrouted(rec, r)
+	} else {
+		s.mux.ServeHTTP(rec, r)
+	}
 	s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
 }
 
@@ -118,9 +139,10 @@ func (p principal) sees(project string) bool { return p.admin || p.project == pr
 type handler func(w http.ResponseWriter, r *http.Request, p principal)
 
 func (s *Server) authenticate(r *http.Request) (principal, error) {
-	h := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || token == "" {
+	// The scheme is case-insensitive (RFC 7235).
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return principal{}, errors.New("missing bearer token: send Authorization: Bearer <token>")
 	}
 	hash := HashToken(token)
@@ -170,12 +192,32 @@ func writeError(w http.ResponseWriter, status int, code, field, msg string) {
 	writeJSON(w, status, apiv1.Error{Error: apiv1.ErrorBody{Code: code, Message: msg, Field: field}})
 }
 
+// clientError is a 404 or 409 whose message is complete as it stands.
+type clientError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *clientError) Error() string { return e.msg }
+
+func notFound(format string, args ...any) error {
+	return &clientError{http.StatusNotFound, apiv1.CodeNotFound, fmt.Sprintf(format, args...)}
+}
+
+func conflict(format string, args ...any) error {
+	return &clientError{http.StatusConflict, apiv1.CodeConflict, fmt.Sprintf(format, args...)}
+}
+
 // fail maps an error to its response. Internal errors are logged once here
 // and answered without detail.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var bad *badRequest
 	var sf *controller.ShortfallError
+	var ce *clientError
 	switch {
+	case errors.As(err, &ce):
+		writeError(w, ce.status, ce.code, "", ce.msg)
 	case errors.As(err, &bad):
 		writeError(w, http.StatusBadRequest, apiv1.CodeInvalid, bad.field, bad.msg)
 	case errors.As(err, &sf):

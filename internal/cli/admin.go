@@ -21,7 +21,9 @@ func newCapacityCmd(s *state) *cobra.Command {
   ON_DEMAND_AVAIL    what a new ON_DEMAND standard request could get now
                      (free on-demand machines plus those reclaimable from
                      preemptible use)
-  PREEMPTIBLE_AVAIL  free machines of any pool, idle reservations included
+  PREEMPTIBLE_AVAIL  spare capacity preemptible targets share: machines of any pool
+                     (idle reservations included) not serving standard nodes and
+                     not cooling down, counting those lent out now
   RESERVED           machines bought by a project
   STD_IN_USE         serving standard nodes
   PREEMPT_IN_USE     serving preemptible nodes
@@ -130,7 +132,7 @@ func newMachinesCmd(s *state) *cobra.Command {
 		Short:   "Manage the fleet's GPU machines (admin)",
 		Long: `Manage the GPU machines of the fleet: register them, list them, and take
 them out of service. Needs the admin token.`,
-		Example: `  sparecap machines add --region us-central-2 --gpu-type H100 --count 4
+		Example: `  sparecap machines add --region us-central-8 --gpu-type H100_SXM --count 4
   sparecap machines list --state free`,
 	}
 
@@ -141,7 +143,7 @@ them out of service. Needs the admin token.`,
 		Long: `List machines with their pool (on-demand or a reservation), state, and the
 cluster and node they serve, if any.`,
 		Example: `  sparecap machines list
-  sparecap machines list --region us-central-2 --gpu-type H100 --state out_of_service`,
+  sparecap machines list --region us-central-8 --gpu-type H100_SXM --state out_of_service`,
 		Args: cobra.NoArgs,
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			list, err := c.ListMachines(cmd.Context(), filter)
@@ -162,8 +164,8 @@ cluster and node they serve, if any.`,
 		Long: `Register --count machines of --gpus-per-machine GPUs each. They join the
 on-demand pool, or the pool of a reservation with --reservation (idle
 reserved machines are still lent as preemptible capacity).`,
-		Example: `  sparecap machines add --region us-central-2 --gpu-type H100 --count 4
-  sparecap machines add --region us-central-2 --gpu-type H100 --count 2 --reservation res-1`,
+		Example: `  sparecap machines add --region us-central-8 --gpu-type H100_SXM --count 4
+  sparecap machines add --region us-central-8 --gpu-type H100_SXM --count 2 --reservation res-1`,
 		Args: cobra.NoArgs,
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			list, err := c.CreateMachines(cmd.Context(), req)
@@ -229,7 +231,7 @@ func newReservationsCmd(s *state) *cobra.Command {
 type. Machines join a reservation with 'machines add --reservation'. Idle
 reserved GPUs are lent as preemptible capacity and reclaimed when the owner
 needs them. Needs the admin token.`,
-		Example: `  sparecap reservations create --project-id team-ml --region us-central-2 --gpu-type H100
+		Example: `  sparecap reservations create --project-id team-ml --region us-central-8 --gpu-type H100_SXM
   sparecap reservations list`,
 	}
 	var req apiv1.CreateReservationRequest
@@ -238,7 +240,7 @@ needs them. Needs the admin token.`,
 		Short: "Create a reservation",
 		Long: `Create a reservation for a project. Its ID is generated unless --id is given.
 Add machines to it with 'sparecap machines add --reservation <id>'.`,
-		Example: `  sparecap reservations create --project-id team-ml --region us-central-2 --gpu-type H100 --id res-ml-1`,
+		Example: `  sparecap reservations create --project-id team-ml --region us-central-8 --gpu-type H100_SXM --id res-ml-1`,
 		Args:    cobra.NoArgs,
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			r, err := c.CreateReservation(cmd.Context(), req)

@@ -450,5 +450,5 @@ func drainMessage(n domain.Node, cause domain.DrainCause) (domain.EventReason, s
 	case domain.CauseFairShare:
 		return domain.ReasonPreemptionNotified, fmt.Sprintf("node %s is reclaimed to give another cluster its fair share of spare capacity; pods get SIGTERM, the node is removed once they exit or at the deadline", n.Name)
 	}
-	return domain.ReasonPreemptionNotified, fmt.Sprintf("node %s is reclaimed for on-demand capacity; pods get SIGTERM, the node is removed once they exit or at the deadline", n.Name)
+	return domain.ReasonPreemptionNotified, fmt.Sprintf("node %s is reclaimed: its machine is needed for standard nodes; pods get SIGTERM, the node is removed once they exit or at the deadline", n.Name)
 }

@@ -272,8 +272,12 @@ func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
 		return fmt.Errorf("list pods: %w", err)
 	}
 	now := c.clock.Now()
+	// Grace periods are whole seconds rounded down, so a pod that ignores
+	// SIGTERM is killed up to a second before the deadline: pods gone in
+	// that last second were ended by the deadline, not by themselves.
+	lastSecond := !now.Before(n.Deadline.Add(-time.Second))
 	switch {
-	case !now.Before(n.Deadline):
+	case !now.Before(n.Deadline) || (len(pods) == 0 && lastSecond):
 		for _, p := range pods {
 			if err := c.cluster.DeletePod(ctx, n.ClusterID, n.Name, p, 0); err != nil {
 				return fmt.Errorf("force-delete pod %s/%s: %w", p.Namespace, p.Name, err)

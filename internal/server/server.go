@@ -225,6 +225,12 @@ func openStore(ctx context.Context, o Options) (store.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open SQLite %s: %w", db, err)
 	}
+	// The database holds token hashes and tenants' data: owner only, like
+	// the rest of the data dir.
+	if err := os.Chmod(db, 0o600); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("restrict SQLite file %s: %w", db, err)
+	}
 	return st, nil
 }
 
