@@ -70,14 +70,7 @@ the server keeps only its hash. Give it to the tenant, who sets it with
 			if err != nil {
 				return fmt.Errorf("create project %s: %w", args[0], err)
 			}
-			if err := s.print(cmd.OutOrStdout(), p, func(tw *tabwriter.Writer) {
-				row(tw, "Project:", p.ProjectID)
-				row(tw, "Token:", p.Token)
-			}); err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.ErrOrStderr(), "Note: the token is shown only once; store it now (it cannot be retrieved later).")
-			return nil
+			return s.printToken(cmd, p)
 		}),
 	}
 	list := &cobra.Command{
@@ -111,14 +104,7 @@ one. Earlier tokens keep working. The token is shown only this once.`,
 			if err != nil {
 				return fmt.Errorf("issue token for %s: %w", args[0], err)
 			}
-			if err := s.print(cmd.OutOrStdout(), p, func(tw *tabwriter.Writer) {
-				row(tw, "Project:", p.ProjectID)
-				row(tw, "Token:", p.Token)
-			}); err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.ErrOrStderr(), "Note: the token is shown only once; store it now (it cannot be retrieved later).")
-			return nil
+			return s.printToken(cmd, p)
 		}),
 	}
 	cmd.AddCommand(create, list, token)
@@ -285,4 +271,16 @@ func (s *state) printReservations(cmd *cobra.Command, rs []apiv1.Reservation, v 
 			row(tw, r.ReservationID, r.ProjectID, r.Region, r.GPUType, r.Machines, r.GPUs, r.LentGPUs, s.age(r.CreatedAt))
 		}
 	})
+}
+
+// printToken shows a newly issued token, which the server never shows again.
+func (s *state) printToken(cmd *cobra.Command, p *apiv1.Project) error {
+	if err := s.print(cmd.OutOrStdout(), p, func(tw *tabwriter.Writer) {
+		row(tw, "Project:", p.ProjectID)
+		row(tw, "Token:", p.Token)
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.ErrOrStderr(), "Note: the token is shown only once; store it now (it cannot be retrieved later).")
+	return nil
 }

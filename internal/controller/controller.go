@@ -196,13 +196,9 @@ func (c *Controller) UpdateCluster(ctx context.Context, id string, numGPUs, pree
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	s, err := c.snapshot(ctx)
+	s, i, err := c.snapshotWith(ctx, id)
 	if err != nil {
 		return domain.Cluster{}, err
-	}
-	i := clusterIndex(s, id)
-	if i < 0 {
-		return domain.Cluster{}, domain.ErrNotFound
 	}
 	cl := s.Clusters[i]
 	if cl.Deleting {
@@ -243,13 +239,9 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	s, err := c.snapshot(ctx)
+	s, i, err := c.snapshotWith(ctx, id)
 	if err != nil {
 		return domain.Cluster{}, err
-	}
-	i := clusterIndex(s, id)
-	if i < 0 {
-		return domain.Cluster{}, domain.ErrNotFound
 	}
 	s.Clusters[i].Deleting = true
 	pl := c.plan(s, now)
@@ -277,13 +269,18 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 	return c.store.GetCluster(ctx, id)
 }
 
-func clusterIndex(s allocator.Snapshot, id string) int {
+// snapshotWith reads a snapshot and finds cluster id in it.
+func (c *Controller) snapshotWith(ctx context.Context, id string) (allocator.Snapshot, int, error) {
+	s, err := c.snapshot(ctx)
+	if err != nil {
+		return s, -1, err
+	}
 	for i := range s.Clusters {
 		if s.Clusters[i].ID == id {
-			return i
+			return s, i, nil
 		}
 	}
-	return -1
+	return s, -1, domain.ErrNotFound
 }
 
 func shortfallOf(pl allocator.Plan, id string) *allocator.Shortfall {

@@ -20,12 +20,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			c.log.Error("reconcile", "err", err)
 		}
-		wait := c.cfg.Interval
-		if !next.IsZero() {
-			if d := next.Sub(c.clock.Now()); d < wait {
-				wait = max(d, time.Millisecond)
-			}
-		}
+		wait := nextWait(next, c.clock.Now(), c.cfg.Interval)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -33,6 +28,21 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-c.clock.After(wait):
 		}
 	}
+}
+
+// nextWait is how long the loop sleeps: until next, at most interval.
+// Work already overdue (a deadline pass that failed, say because the
+// cluster's API is down) is retried after a tenth of the interval, soon
+// but without spinning.
+func nextWait(next, now time.Time, interval time.Duration) time.Duration {
+	if next.IsZero() {
+		return interval
+	}
+	d := next.Sub(now)
+	if d <= 0 {
+		return interval / 10
+	}
+	return min(d, interval)
 }
 
 // inFlight are the node states the step machine moves on.
