@@ -183,7 +183,8 @@ func TestCreateClusterShape(t *testing.T) {
 		t.Fatalf("classes %v", classes)
 	}
 	// Same name again in the same project: conflict.
-	if got := e.apiErr("p", "POST", "/v1/clusters", createBody, 409); got.Code != apiv1.CodeConflict {
+	if got := e.apiErr("p", "POST", "/v1/clusters", createBody, 409); got.Code != apiv1.CodeConflict ||
+		got.Message != fmt.Sprintf("project p already has a cluster named %q (%s)", "train", c.ClusterID) {
 		t.Fatalf("%+v", got)
 	}
 }

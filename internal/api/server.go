@@ -225,9 +225,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, controller.ErrDeleting):
 		writeError(w, http.StatusConflict, apiv1.CodeConflict, "", err.Error())
 	case errors.Is(err, domain.ErrNotFound):
-		writeError(w, http.StatusNotFound, apiv1.CodeNotFound, "", err.Error())
+		writeError(w, http.StatusNotFound, apiv1.CodeNotFound, "", strings.TrimSuffix(err.Error(), ": "+domain.ErrNotFound.Error()))
 	case errors.Is(err, domain.ErrConflict):
-		writeError(w, http.StatusConflict, apiv1.CodeConflict, "", err.Error())
+		// The code already says "conflict"; the message need not end in it.
+		writeError(w, http.StatusConflict, apiv1.CodeConflict, "", strings.TrimSuffix(err.Error(), ": "+domain.ErrConflict.Error()))
 	case errors.Is(err, context.Canceled):
 		// The client went away.
 	default:
