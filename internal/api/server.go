@@ -67,6 +67,7 @@ func (s *Server) routes() {
 	s.mux.Handle("DELETE /v1/clusters/{id}", s.auth(s.deleteCluster))
 	s.mux.Handle("GET /v1/clusters/{id}/events", s.auth(s.events))
 	s.mux.Handle("GET /v1/capacity", s.auth(s.capacity))
+	s.mux.Handle("GET /v1/stats/preemptions", s.auth(s.preemptionStats))
 
 	s.mux.Handle("POST /v1/admin/projects", s.admin(s.createProject))
 	s.mux.Handle("GET /v1/admin/projects", s.admin(s.listProjects))
