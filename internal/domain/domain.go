@@ -267,3 +267,53 @@ var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("conflict")
 )
+
+// UsageRecord is the meter's ledger entry for one node: its billable time
+// so far, with what pricing needs copied in, so invoices do not depend on
+// clusters or nodes that may be deleted later.
+type UsageRecord struct {
+	NodeID        string
+	NodeName      string
+	ClusterID     string
+	ClusterName   string
+	ProjectID     string
+	Region        string
+	GPUType       string
+	Class         ComputeClass
+	BillingType   BillingType
+	ReservationID string // of the node's machine, if any
+	GPUs          int
+	// Start is when the node became ready; End how far it is billed.
+	Start, End time.Time
+	// Final: End is the node's billing stop; the record will not change.
+	Final bool
+}
+
+// PriceKind says what a price book entry prices.
+type PriceKind string
+
+const (
+	// PriceOnDemand: per GPU-hour, by GPU type and optionally region.
+	PriceOnDemand PriceKind = "on_demand"
+	// PriceReserved: per GPU-hour for the standard nodes of a reservation.
+	PriceReserved PriceKind = "reserved"
+	// PricePreemptibleDiscount: the flat discount of preemptible capacity
+	// off the on-demand price, in percent.
+	PricePreemptibleDiscount PriceKind = "preemptible_discount"
+)
+
+// Price is an entry of the price book. Entries are never changed: a new
+// price is a new entry that takes effect from its EffectiveFrom, so past
+// usage keeps the price it had.
+type Price struct {
+	ID            string
+	Kind          PriceKind
+	Region        string // "" for every region
+	GPUType       string
+	ReservationID string
+	// Value is a decimal string: dollars per GPU-hour, or percent for
+	// the discount.
+	Value         string
+	EffectiveFrom time.Time
+	CreatedAt     time.Time
+}

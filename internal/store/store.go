@@ -49,6 +49,11 @@ type Reader interface {
 	ListNodes(ctx context.Context, f NodeFilter) ([]domain.Node, error)
 	// ListEvents returns events with Seq > f.AfterSeq in Seq order.
 	ListEvents(ctx context.Context, f EventFilter) ([]domain.Event, error)
+	// ListUsage returns usage records overlapping [f.From, f.To), ordered
+	// by Start then NodeID.
+	ListUsage(ctx context.Context, f UsageFilter) ([]domain.UsageRecord, error)
+	// ListPrices returns the whole price book, by EffectiveFrom then ID.
+	ListPrices(ctx context.Context) ([]domain.Price, error)
 }
 
 // Tx is a transaction: reads see its own writes.
@@ -73,6 +78,13 @@ type Tx interface {
 	AddEvent(ctx context.Context, e domain.Event) (domain.Event, error)
 	// PruneEvents deletes events with Timestamp before t.
 	PruneEvents(ctx context.Context, before time.Time) (int, error)
+	// PutUsage writes a node's usage record, replacing the one it had:
+	// the meter recomputes records from the lifecycle, so writing the
+	// same record twice is harmless.
+	PutUsage(ctx context.Context, u domain.UsageRecord) error
+	// CreatePrice adds a price book entry (domain.ErrConflict if the ID is
+	// taken).
+	CreatePrice(ctx context.Context, p domain.Price) error
 }
 
 // NodeFilter selects nodes. Zero values select everything.
@@ -83,6 +95,17 @@ type NodeFilter struct {
 	States []domain.NodeState
 	// IncludeRemoved selects removed nodes too (ignored when States is set).
 	IncludeRemoved bool
+	// Unmetered selects, removed or not, the nodes that became ready and
+	// have no final usage record yet: the meter's work list.
+	Unmetered bool
+}
+
+// UsageFilter selects usage records. Zero values select everything.
+type UsageFilter struct {
+	ProjectID string
+	ClusterID string
+	// From and To bound the records' [Start, End) from both sides.
+	From, To time.Time
 }
 
 // EventFilter selects events. Zero values select everything.

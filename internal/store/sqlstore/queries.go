@@ -12,6 +12,9 @@ const (
 	nodeCols = `id, cluster_id, machine_id, name, class, gpus, state, created_at, ready_at,
 		drain_started_at, deadline, drain_cause, notified, drained_at, outcome, removed_at`
 	eventCols = `seq, id, cluster_id, node_id, node_name, reason, message, ts, deadline`
+	usageCols = `node_id, node_name, cluster_id, cluster_name, project_id, region, gpu_type, class,
+		billing_type, reservation_id, gpus, start_at, end_at, final`
+	priceCols = `id, kind, region, gpu_type, reservation_id, value, effective_from, created_at`
 
 	// oldestFirst is the order of every listing but events. NULLS FIRST
 	// because the backends disagree on where NULL sorts by default and a
@@ -31,6 +34,7 @@ type queries struct {
 	getNode, listNodes, createNode, updateNode string
 	listEvents, deleteEventKey, insertEvent    string
 	pruneEvents, eventLock                     string
+	listUsage, putUsage, listPrices, createPrice string
 }
 
 func buildQueries(d Dialect) queries {
@@ -81,5 +85,16 @@ func buildQueries(d Dialect) queries {
 		// zero time.Time is.
 		pruneEvents: r(`DELETE FROM events WHERE ts IS NULL OR ts < ?`),
 		eventLock:   d.EventLock,
+
+		// listUsage is completed by ListUsage.
+		listUsage: `SELECT ` + usageCols + ` FROM usage`,
+		putUsage: r(`INSERT INTO usage (` + usageCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (node_id) DO UPDATE SET node_name = excluded.node_name, cluster_id = excluded.cluster_id,
+			cluster_name = excluded.cluster_name, project_id = excluded.project_id, region = excluded.region,
+			gpu_type = excluded.gpu_type, class = excluded.class, billing_type = excluded.billing_type,
+			reservation_id = excluded.reservation_id, gpus = excluded.gpus, start_at = excluded.start_at,
+			end_at = excluded.end_at, final = excluded.final`),
+		listPrices:  r(`SELECT ` + priceCols + ` FROM prices ORDER BY effective_from NULLS FIRST, id`),
+		createPrice: r(`INSERT INTO prices (` + priceCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 	}
 }

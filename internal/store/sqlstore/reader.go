@@ -59,6 +59,12 @@ func (s *Store) GetNode(ctx context.Context, id string) (domain.Node, error) {
 func (s *Store) ListNodes(ctx context.Context, f store.NodeFilter) ([]domain.Node, error) {
 	return s.rd().ListNodes(ctx, f)
 }
+func (s *Store) ListUsage(ctx context.Context, f store.UsageFilter) ([]domain.UsageRecord, error) {
+	return s.rd().ListUsage(ctx, f)
+}
+func (s *Store) ListPrices(ctx context.Context) ([]domain.Price, error) {
+	return s.rd().ListPrices(ctx)
+}
 func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]domain.Event, error) {
 	return s.rd().ListEvents(ctx, f)
 }
@@ -198,6 +204,8 @@ func (r reader) ListNodes(ctx context.Context, f store.NodeFilter) ([]domain.Nod
 		for _, st := range f.States {
 			args = append(args, string(st))
 		}
+	case f.Unmetered:
+		where = append(where, "ready_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM usage u WHERE u.node_id = nodes.id AND u.final)")
 	case !f.IncludeRemoved:
 		where = append(where, "state <> ?")
 		args = append(args, string(domain.NodeRemoved))
@@ -207,6 +215,48 @@ func (r reader) ListNodes(ctx context.Context, f store.NodeFilter) ([]domain.Nod
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	return list(ctx, r, scanNode, "nodes", rebind(r.s.d, q+oldestFirst), args...)
+}
+
+func (r reader) ListUsage(ctx context.Context, f store.UsageFilter) ([]domain.UsageRecord, error) {
+	var where []string
+	var args []any
+	if f.ProjectID != "" {
+		where = append(where, "project_id = ?")
+		args = append(args, f.ProjectID)
+	}
+	if f.ClusterID != "" {
+		where = append(where, "cluster_id = ?")
+		args = append(args, f.ClusterID)
+	}
+	if !f.To.IsZero() {
+		where = append(where, "start_at < ?")
+		args = append(args, r.s.timeArg(f.To))
+	}
+	if !f.From.IsZero() {
+		where = append(where, "end_at > ?")
+		args = append(args, r.s.timeArg(f.From))
+	}
+	q := r.s.q.listUsage
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	return list(ctx, r, scanUsage, "usage", rebind(r.s.d, q+" ORDER BY start_at, node_id"), args...)
+}
+
+func (r reader) ListPrices(ctx context.Context) ([]domain.Price, error) {
+	return list(ctx, r, scanPrice, "prices", r.s.q.listPrices)
+}
+
+func scanUsage(sc scanner) (u domain.UsageRecord, err error) {
+	err = sc.Scan(&u.NodeID, &u.NodeName, &u.ClusterID, &u.ClusterName, &u.ProjectID, &u.Region, &u.GPUType,
+		&u.Class, &u.BillingType, &u.ReservationID, &u.GPUs, timeCol{&u.Start}, timeCol{&u.End}, &u.Final)
+	return u, err
+}
+
+func scanPrice(sc scanner) (p domain.Price, err error) {
+	err = sc.Scan(&p.ID, &p.Kind, &p.Region, &p.GPUType, &p.ReservationID, &p.Value,
+		timeCol{&p.EffectiveFrom}, timeCol{&p.CreatedAt})
+	return p, err
 }
 
 func (r reader) ListEvents(ctx context.Context, f store.EventFilter) ([]domain.Event, error) {

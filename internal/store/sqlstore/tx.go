@@ -146,6 +146,23 @@ func (t *tx) PruneEvents(ctx context.Context, before time.Time) (int, error) {
 	return int(n), nil
 }
 
+func (t *tx) PutUsage(ctx context.Context, u domain.UsageRecord) error {
+	_, err := t.q.ExecContext(ctx, t.s.q.putUsage,
+		u.NodeID, u.NodeName, u.ClusterID, u.ClusterName, u.ProjectID, u.Region, u.GPUType,
+		string(u.Class), string(u.BillingType), u.ReservationID, u.GPUs,
+		t.s.timeArg(u.Start), t.s.timeArg(u.End), u.Final)
+	if err != nil {
+		return t.writeErr("put usage of node "+u.NodeID, err)
+	}
+	return nil
+}
+
+func (t *tx) CreatePrice(ctx context.Context, p domain.Price) error {
+	return t.create(ctx, "price "+p.ID, t.s.q.createPrice,
+		p.ID, string(p.Kind), p.Region, p.GPUType, p.ReservationID, p.Value,
+		t.s.timeArg(p.EffectiveFrom), t.s.timeArg(p.CreatedAt))
+}
+
 // readBack is t as the store returns it after writing it.
 func readBack(t time.Time) time.Time {
 	if t.IsZero() {

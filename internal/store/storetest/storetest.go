@@ -51,6 +51,9 @@ func Run(t *testing.T, newDB NewDB) {
 		{"TimeEncoding", testTimeEncoding},
 		{"NoLostUpdates", testNoLostUpdates},
 		{"EventCursorMissesNothing", testEventCursorMissesNothing},
+		{"Usage", testUsage},
+		{"UnmeteredNodes", testUnmeteredNodes},
+		{"Prices", testPrices},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1229,4 +1232,127 @@ func testReopen(t *testing.T, o Opener) {
 		t.Fatal(err)
 	}
 	wantEqual(t, "events seen by the first store", got, []domain.Event{e2, e3})
+}
+
+func usageRecord(node, cluster, project string, start, end time.Time, final bool) domain.UsageRecord {
+	return domain.UsageRecord{
+		NodeID: node, NodeName: "gpu-preemptible-dp-1", ClusterID: cluster, ClusterName: "name-" + cluster,
+		ProjectID: project, Region: "eu-1", GPUType: "H100", Class: domain.Preemptible,
+		BillingType: domain.BillingOnDemand, ReservationID: "r1", GPUs: 8, Start: start, End: end, Final: final,
+	}
+}
+
+func testUsage(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := usageRecord("n1", "c1", "p1", at(0), at(10), false)
+	b := usageRecord("n2", "c2", "p2", at(5), at(20), true)
+	c := usageRecord("n3", "c1", "p1", at(30), at(40), true)
+	update(t, s, func(tx store.Tx) error {
+		for _, u := range []domain.UsageRecord{a, b, c} {
+			if err := tx.PutUsage(ctx, u); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	all, err := s.ListUsage(ctx, store.UsageFilter{})
+	if err != nil || !reflect.DeepEqual(all, []domain.UsageRecord{a, b, c}) {
+		t.Fatalf("all usage: %v\n%+v", err, all)
+	}
+	// Rewriting a record replaces it.
+	a.End, a.Final = at(12), true
+	update(t, s, func(tx store.Tx) error { return tx.PutUsage(ctx, a) })
+	got, _ := s.ListUsage(ctx, store.UsageFilter{ProjectID: "p1"})
+	if !reflect.DeepEqual(got, []domain.UsageRecord{a, c}) {
+		t.Fatalf("p1 usage after rewrite: %+v", got)
+	}
+	got, _ = s.ListUsage(ctx, store.UsageFilter{ClusterID: "c2"})
+	if !reflect.DeepEqual(got, []domain.UsageRecord{b}) {
+		t.Fatalf("c2 usage: %+v", got)
+	}
+	// Overlap with [from, to): touching ends do not overlap.
+	got, _ = s.ListUsage(ctx, store.UsageFilter{From: at(12), To: at(30)})
+	if !reflect.DeepEqual(got, []domain.UsageRecord{b}) {
+		t.Fatalf("usage overlapping [12, 30): %+v", got)
+	}
+	got, _ = s.ListUsage(ctx, store.UsageFilter{From: at(11), To: at(31)})
+	if len(got) != 3 {
+		t.Fatalf("usage overlapping [11, 31): %+v", got)
+	}
+	// Rolled back writes leave nothing.
+	err = s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutUsage(ctx, usageRecord("n9", "c9", "p9", at(0), at(1), true)); err != nil {
+			return err
+		}
+		return errors.New("abort")
+	})
+	if err == nil {
+		t.Fatal("want the abort")
+	}
+	if got, _ := s.ListUsage(ctx, store.UsageFilter{ProjectID: "p9"}); len(got) != 0 {
+		t.Fatalf("rolled back usage kept: %+v", got)
+	}
+}
+
+func testUnmeteredNodes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateMachine(ctx, machine("m2", at(0))); err != nil {
+			return err
+		}
+		if err := tx.CreateMachine(ctx, machine("m3", at(0))); err != nil {
+			return err
+		}
+		never := node("never-ready", "c1", "m1", domain.NodeProvisioning, at(1))
+		running := node("running", "c1", "m2", domain.NodeReady, at(2))
+		running.ReadyAt = at(3)
+		gone := node("gone", "c1", "m3", domain.NodeRemoved, at(4))
+		gone.ReadyAt, gone.RemovedAt = at(5), at(9)
+		for _, n := range []domain.Node{never, running, gone} {
+			if err := tx.CreateNode(ctx, n); err != nil {
+				return err
+			}
+		}
+		return tx.PutUsage(ctx, usageRecord("gone", "c1", "p1", at(5), at(8), false))
+	})
+	ids := func() []string {
+		ns, err := s.ListNodes(ctx, store.NodeFilter{Unmetered: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, n := range ns {
+			out = append(out, n.ID)
+		}
+		return out
+	}
+	if got := ids(); !reflect.DeepEqual(got, []string{"running", "gone"}) {
+		t.Fatalf("unmetered %v, want the ready ones, removed included", got)
+	}
+	update(t, s, func(tx store.Tx) error { return tx.PutUsage(ctx, usageRecord("gone", "c1", "p1", at(5), at(9), true)) })
+	if got := ids(); !reflect.DeepEqual(got, []string{"running"}) {
+		t.Fatalf("unmetered %v after the final record", got)
+	}
+}
+
+func testPrices(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	p1 := domain.Price{ID: "pr1", Kind: domain.PriceOnDemand, GPUType: "H100", Value: "2.99", EffectiveFrom: at(0), CreatedAt: at(0)}
+	p2 := domain.Price{ID: "pr2", Kind: domain.PriceReserved, Region: "eu-1", GPUType: "H100", ReservationID: "r1", Value: "1.5", EffectiveFrom: at(10), CreatedAt: at(1)}
+	p0 := domain.Price{ID: "pr0", Kind: domain.PricePreemptibleDiscount, Value: "50", CreatedAt: at(0)}
+	update(t, s, func(tx store.Tx) error {
+		for _, p := range []domain.Price{p2, p1, p0} {
+			if err := tx.CreatePrice(ctx, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	got, err := s.ListPrices(ctx)
+	if err != nil || !reflect.DeepEqual(got, []domain.Price{p0, p1, p2}) {
+		t.Fatalf("prices: %v %+v", err, got)
+	}
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.CreatePrice(ctx, p1) })
+	wantErr(t, "duplicate price", err, domain.ErrConflict)
 }
