@@ -24,16 +24,16 @@ const (
 
 // queries are the statements of the store, rebound for the dialect once.
 type queries struct {
-	getProject, listProjects, createProject    string
-	tokenByHash, createToken                   string
-	listReservations, createReservation        string
-	getMachine, listMachines, createMachine    string
-	updateMachine                              string
-	getCluster, listClusters, listClustersOf   string
-	createCluster, updateCluster               string
-	getNode, listNodes, createNode, updateNode string
-	listEvents, deleteEventKey, insertEvent    string
-	pruneEvents, eventLock                     string
+	getProject, listProjects, createProject      string
+	tokenByHash, createToken                     string
+	listReservations, createReservation          string
+	getMachine, listMachines, createMachine      string
+	updateMachine                                string
+	getCluster, listClusters, listClustersOf     string
+	createCluster, updateCluster                 string
+	getNode, listNodes, createNode, updateNode   string
+	listEvents, deleteEventKey, insertEvent      string
+	pruneEvents, eventLock                       string
 	listUsage, putUsage, listPrices, createPrice string
 }
 
