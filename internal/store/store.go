@@ -42,6 +42,9 @@ type Reader interface {
 	// GetCluster returns a cluster unless it has been fully deleted
 	// (DeletedAt set), in which case it returns domain.ErrNotFound.
 	GetCluster(ctx context.Context, id string) (domain.Cluster, error)
+	// GetClusterRecord returns a cluster even after it was fully deleted,
+	// for the records that outlive it (usage, statistics).
+	GetClusterRecord(ctx context.Context, id string) (domain.Cluster, error)
 	// ListClusters lists clusters not fully deleted, of one project or of
 	// all projects when projectID is empty, oldest first.
 	ListClusters(ctx context.Context, projectID string) ([]domain.Cluster, error)

@@ -30,6 +30,7 @@ type queries struct {
 	getMachine, listMachines, createMachine      string
 	updateMachine                                string
 	getCluster, listClusters, listClustersOf     string
+	getClusterRecord                             string
 	createCluster, updateCluster                 string
 	getNode, listNodes, createNode, updateNode   string
 	listEvents, deleteEventKey, insertEvent      string
@@ -56,9 +57,10 @@ func buildQueries(d Dialect) queries {
 		updateMachine: r(`UPDATE machines SET region = ?, gpu_type = ?, gpus = ?, reservation_id = ?,
 			out_of_service = ?, cooldown_until = ?, created_at = ? WHERE id = ?`),
 
-		getCluster:     r(`SELECT ` + clusterCols + ` FROM clusters WHERE id = ? AND deleted_at IS NULL`),
-		listClusters:   r(`SELECT ` + clusterCols + ` FROM clusters WHERE deleted_at IS NULL` + oldestFirst),
-		listClustersOf: r(`SELECT ` + clusterCols + ` FROM clusters WHERE deleted_at IS NULL AND project_id = ?` + oldestFirst),
+		getCluster:       r(`SELECT ` + clusterCols + ` FROM clusters WHERE id = ? AND deleted_at IS NULL`),
+		getClusterRecord: r(`SELECT ` + clusterCols + ` FROM clusters WHERE id = ?`),
+		listClusters:     r(`SELECT ` + clusterCols + ` FROM clusters WHERE deleted_at IS NULL` + oldestFirst),
+		listClustersOf:   r(`SELECT ` + clusterCols + ` FROM clusters WHERE deleted_at IS NULL AND project_id = ?` + oldestFirst),
 		createCluster: r(`INSERT INTO clusters (` + clusterCols + `)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 		updateCluster: r(`UPDATE clusters SET name = ?, project_id = ?, region = ?, gpu_type = ?, type = ?,

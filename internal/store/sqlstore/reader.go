@@ -59,6 +59,9 @@ func (s *Store) GetNode(ctx context.Context, id string) (domain.Node, error) {
 func (s *Store) ListNodes(ctx context.Context, f store.NodeFilter) ([]domain.Node, error) {
 	return s.rd().ListNodes(ctx, f)
 }
+func (s *Store) GetClusterRecord(ctx context.Context, id string) (domain.Cluster, error) {
+	return s.rd().GetClusterRecord(ctx, id)
+}
 func (s *Store) ListUsage(ctx context.Context, f store.UsageFilter) ([]domain.UsageRecord, error) {
 	return s.rd().ListUsage(ctx, f)
 }
@@ -174,6 +177,10 @@ func (r reader) ListMachines(ctx context.Context) ([]domain.Machine, error) {
 
 func (r reader) GetCluster(ctx context.Context, id string) (domain.Cluster, error) {
 	return get(ctx, r, scanCluster, "cluster "+id, r.s.q.getCluster, id)
+}
+
+func (r reader) GetClusterRecord(ctx context.Context, id string) (domain.Cluster, error) {
+	return get(ctx, r, scanCluster, "cluster "+id, r.s.q.getClusterRecord, id)
 }
 
 func (r reader) ListClusters(ctx context.Context, projectID string) ([]domain.Cluster, error) {

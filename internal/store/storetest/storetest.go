@@ -379,6 +379,12 @@ func testClusterDeleted(t *testing.T, s store.Store) {
 		}
 		wantEqual(t, "clusters after delete", clusterIDs(list), []string{"c2"})
 	}
+	// Its record stays readable for what outlives it.
+	if got, err := s.GetClusterRecord(ctx, "c1"); err != nil || !got.DeletedAt.Equal(at(10)) || got.Name != c1.Name {
+		t.Fatalf("record of deleted cluster: %+v, %v", got, err)
+	}
+	_, err = s.GetClusterRecord(ctx, "nope")
+	wantErr(t, "record of missing cluster", err, domain.ErrNotFound)
 	// A deleted cluster's ID stays taken.
 	err = s.Update(ctx, func(tx store.Tx) error { return tx.CreateCluster(ctx, cluster("c1", "p1", at(20))) })
 	wantErr(t, "re-create deleted cluster ID", err, domain.ErrConflict)
