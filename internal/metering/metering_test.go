@@ -1,0 +1,207 @@
+package metering
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/billing"
+	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/controller"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/fleet"
+	"github.com/sparecap/sparecap/internal/sim"
+	"github.com/sparecap/sparecap/internal/store"
+	"github.com/sparecap/sparecap/internal/store/sqlite"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// world is a server's worth of parts over files in one directory, so a
+// crash is: drop every part, open them again.
+type world struct {
+	t     *testing.T
+	dir   string
+	clk   *clock.Fake
+	st    store.Store
+	ctrl  *controller.Controller
+	meter *Meter
+	ids   *int
+}
+
+func open(t *testing.T, dir string, clk *clock.Fake, ids *int) *world {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := sim.New(sim.Config{Clock: clk, StatePath: filepath.Join(dir, "sim.json"), Pods: []sim.PodTemplate{
+		{Name: "w", TerminationGracePeriod: 10 * time.Minute, ExitAfter: 90 * time.Second},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, dir: dir, clk: clk, st: st, ids: ids}
+	w.ctrl = controller.New(st, fl, fl, clk, controller.Config{Cooldown: -1}, nil)
+	w.ctrl.NewID = func(p string) string { *ids++; return fmt.Sprintf("%s%04d", p, *ids) }
+	w.meter = New(st, clk, nil)
+	return w
+}
+
+func (w *world) close() { w.st.Close() }
+
+// scenario plays fill, reclaim, burst end over 20 minutes, crashing at
+// the given steps (5-second steps). It returns the final usage records.
+func scenario(t *testing.T, crashAt map[int]bool) []domain.UsageRecord {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clk := clock.NewFake(t0)
+	ids := 0
+	w := open(t, dir, clk, &ids)
+	f, _ := fleet.Parse([]byte("pools: [{region: r, gpu_type: H100, machines: 3}]\nprices: {H100: \"2.99\"}"))
+	if _, err := fleet.Register(ctx, w.st, f, t0); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"a", "b"} {
+		w.st.Update(ctx, func(tx store.Tx) error { return tx.CreateProject(ctx, domain.Project{ID: p, CreatedAt: t0}) })
+	}
+	create := func(id, project string, std, pre int) {
+		_, err := w.ctrl.CreateCluster(ctx, domain.Cluster{ID: id, Name: id, ProjectID: project, Region: "r", GPUType: "H100",
+			Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, NumGPUs: std, DesiredPreemptibleGPUs: pre})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for step := 0; step < 240; step++ {
+		switch step {
+		case 0:
+			create("train", "a", 8, 16)
+		case 60:
+			create("burst", "b", 16, 0)
+		case 150:
+			if _, err := w.ctrl.DeleteCluster(ctx, "burst"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if crashAt[step] {
+			w.close()
+			w = open(t, dir, clk, &ids)
+		}
+		if _, err := w.ctrl.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if step%12 == 0 || crashAt[step-1] { // every minute, and right after a restart
+			if err := w.meter.Cut(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Step(5 * time.Second)
+	}
+	if err := w.meter.Cut(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := w.st.ListUsage(ctx, store.UsageFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.close()
+	return recs
+}
+
+func invoice(t *testing.T, recs []domain.UsageRecord) billing.Totals {
+	b, err := billing.NewBook([]domain.Price{{ID: "p", Kind: domain.PriceOnDemand, GPUType: "H100", Value: "2.99"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tot billing.Totals
+	b.Price(recs, t0, t0.Add(time.Hour), tot.Add)
+	return tot
+}
+
+// TestCrashesNeitherLoseNorDoubleCount kills every part of the server at
+// random moments of a run with reclaims; the invoice afterwards must equal
+// that of the uninterrupted run, to the exact amount.
+func TestCrashesNeitherLoseNorDoubleCount(t *testing.T) {
+	clean := scenario(t, nil)
+	want := invoice(t, clean)
+	if want.Amount.IsZero() || len(clean) < 5 {
+		t.Fatalf("the scenario billed nothing: %+v", clean)
+	}
+	var pre, std int
+	for _, r := range clean {
+		if !r.Final {
+			continue
+		}
+		if r.Class == domain.Preemptible {
+			pre++
+		} else {
+			std++
+		}
+	}
+	if pre < 2 || std < 2 {
+		t.Fatalf("scenario should end preemptible and standard nodes: %d %d", pre, std)
+	}
+	rnd := rand.New(rand.NewPCG(7, 11))
+	for run := 0; run < 4; run++ {
+		crashes := map[int]bool{}
+		for i := 0; i < 6; i++ {
+			crashes[1+rnd.IntN(238)] = true
+		}
+		got := invoice(t, scenario(t, crashes))
+		if got != want {
+			t.Fatalf("crashes at %v: invoice %+v, uninterrupted %+v", crashes, got, want)
+		}
+	}
+}
+
+// TestReclaimedNodeStopsAtNotice checks the stop points on a real run:
+// train's preemptible nodes reclaimed by the burst stop billing at T+0,
+// the burst's standard nodes when they are removed.
+func TestReclaimedNodeStopsAtNotice(t *testing.T) {
+	recs := scenario(t, nil)
+	burstAt := t0.Add(60 * 5 * time.Second)
+	for _, r := range recs {
+		switch {
+		case r.ClusterID == "train" && r.Class == domain.Preemptible && r.Final && r.Start.Before(burstAt):
+			if !r.End.Equal(burstAt) {
+				t.Errorf("reclaimed preemptible %s billed until %v, want the notice at %v", r.NodeName, r.End, burstAt)
+			}
+		case r.ClusterID == "burst":
+			if !r.Final || !r.End.After(t0.Add(150*5*time.Second)) {
+				t.Errorf("burst node %s billed until %v, want its removal after the delete", r.NodeName, r.End)
+			}
+		}
+	}
+}
+
+func TestRunningNodeShowsWhileItRuns(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	ids := 0
+	w := open(t, t.TempDir(), clk, &ids)
+	defer w.close()
+	f, _ := fleet.Parse([]byte("pools: [{region: r, gpu_type: H100, machines: 1}]"))
+	fleet.Register(ctx, w.st, f, t0)
+	w.st.Update(ctx, func(tx store.Tx) error { return tx.CreateProject(ctx, domain.Project{ID: "a", CreatedAt: t0}) })
+	if _, err := w.ctrl.CreateCluster(ctx, domain.Cluster{ID: "c", Name: "c", ProjectID: "a", Region: "r", GPUType: "H100",
+		Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, NumGPUs: 8}); err != nil {
+		t.Fatal(err)
+	}
+	var billed float64
+	w.meter.OnBilled = func(class string, s float64) { billed += s }
+	for i := 0; i < 5; i++ {
+		w.ctrl.Reconcile(ctx)
+		clk.Step(30 * time.Second)
+		w.meter.Cut(ctx)
+	}
+	recs, _ := w.st.ListUsage(ctx, store.UsageFilter{ProjectID: "a"})
+	if len(recs) != 1 || recs[0].Final || recs[0].End.Sub(recs[0].Start) < time.Minute {
+		t.Fatalf("running node's record: %+v", recs)
+	}
+	if billed == 0 {
+		t.Fatal("OnBilled never told")
+	}
+}
