@@ -88,6 +88,7 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.Float64Var(&o.Speed, "speed", 1, "run the clock N times faster than real time (demos and the simulated fleet)")
 	f.DurationVar(&o.ProvisionTime, "provision-time", 20*time.Second, "how long a simulated machine takes to join a cluster")
 	f.Int64Var(&o.SimSeed, "sim-seed", 0, "seed of the simulated pods' behaviour")
+	f.StringVar(&o.PreemptibleDiscount, "preemptible-discount", "50", "discount of preemptible capacity off the on-demand price, in percent (a change applies from now on)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd
 }

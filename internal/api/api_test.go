@@ -19,6 +19,7 @@ import (
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/fleet"
+	"github.com/sparecap/sparecap/internal/metering"
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/internal/store/sqlite"
@@ -50,11 +51,15 @@ pools:
   - {region: us-central-2, gpu_type: RTX_6000_PCI, machines: 3}
   - {region: us-central-2, gpu_type: RTX_6000_PCI, machines: 2, reserved_for: acme}
   - {region: eu-west-1, gpu_type: L40S, machines: 1}
+prices: {RTX_6000_PCI: "0.89", L40S: "1.09"}
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := fleet.Register(ctx, st, f, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.RegisterPrices(ctx, st, f, "50", clk.Now()); err != nil {
 		t.Fatal(err)
 	}
 	fl, err := sim.New(sim.Config{Clock: clk, Pods: []sim.PodTemplate{}})
@@ -64,6 +69,7 @@ pools:
 	ctrl := controller.New(st, fl, fl, clk, controller.Config{Cooldown: -1}, nil)
 	e := &env{t: t, ctx: ctx, st: st, clk: clk, ctrl: ctrl, tokens: map[string]string{"admin": adminToken}}
 	s := New(st, ctrl, clk, adminToken, nil)
+	s.Meter = metering.New(st, clk, nil)
 	s.KeepAlive = 50 * time.Millisecond
 	e.srv = httptest.NewServer(s)
 	t.Cleanup(e.srv.Close)

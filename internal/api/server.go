@@ -34,6 +34,9 @@ type Server struct {
 	mux       *http.ServeMux
 	// KeepAlive is the interval of SSE keep-alive comments.
 	KeepAlive time.Duration
+	// Meter, if set, cuts usage records before usage is read, so a bill
+	// asked for now includes the running nodes up to now.
+	Meter interface{ Cut(context.Context) error }
 }
 
 // New returns the API server. adminToken may be empty (no admin access).
@@ -68,6 +71,11 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/clusters/{id}/events", s.auth(s.events))
 	s.mux.Handle("GET /v1/capacity", s.auth(s.capacity))
 	s.mux.Handle("GET /v1/stats/preemptions", s.auth(s.preemptionStats))
+	s.mux.Handle("GET /v1/usage", s.auth(s.usage))
+	s.mux.Handle("GET /v1/invoices", s.auth(s.invoice))
+	s.mux.Handle("GET /v1/prices", s.auth(s.rates))
+	s.mux.Handle("GET /v1/admin/prices", s.admin(s.listPrices))
+	s.mux.Handle("POST /v1/admin/prices", s.admin(s.createPrice))
 
 	s.mux.Handle("POST /v1/admin/projects", s.admin(s.createProject))
 	s.mux.Handle("GET /v1/admin/projects", s.admin(s.listProjects))

@@ -76,8 +76,9 @@ func Record(n domain.Node, c domain.Cluster, m domain.Machine, now time.Time) (d
 }
 
 type step struct {
-	from  int64 // unix seconds
-	value uint64
+	from    int64 // unix seconds
+	value   uint64
+	created int64 // unix nanoseconds: of two entries from the same second the later one wins
 }
 
 type odKey struct{ region, gpu string }
@@ -95,6 +96,7 @@ type Book struct {
 func NewBook(prices []domain.Price) (*Book, error) {
 	b := &Book{onDemand: map[odKey][]step{}, reserved: map[string][]step{}}
 	for _, p := range prices {
+		created := p.CreatedAt.UnixNano()
 		from := p.EffectiveFrom.Unix()
 		if p.EffectiveFrom.IsZero() {
 			from = minSec
@@ -106,26 +108,30 @@ func NewBook(prices []domain.Price) (*Book, error) {
 				return nil, fmt.Errorf("price %s: %w", p.ID, err)
 			}
 			k := odKey{p.Region, p.GPUType}
-			b.onDemand[k] = append(b.onDemand[k], step{from, v})
+			b.onDemand[k] = append(b.onDemand[k], step{from, v, created})
 		case domain.PriceReserved:
 			v, err := ParseRate(p.Value)
 			if err != nil {
 				return nil, fmt.Errorf("price %s: %w", p.ID, err)
 			}
-			b.reserved[p.ReservationID] = append(b.reserved[p.ReservationID], step{from, v})
+			b.reserved[p.ReservationID] = append(b.reserved[p.ReservationID], step{from, v, created})
 		case domain.PricePreemptibleDiscount:
 			v, err := ParsePercent(p.Value)
 			if err != nil {
 				return nil, fmt.Errorf("price %s: %w", p.ID, err)
 			}
-			b.discount = append(b.discount, step{from, v})
+			b.discount = append(b.discount, step{from, v, created})
 		default:
 			return nil, fmt.Errorf("price %s: unknown kind %q", p.ID, p.Kind)
 		}
 	}
 	sortSteps := func(s []step) {
-		// Stable: of two entries from the same second the later one wins.
-		sort.SliceStable(s, func(i, j int) bool { return s[i].from < s[j].from })
+		sort.SliceStable(s, func(i, j int) bool {
+			if s[i].from != s[j].from {
+				return s[i].from < s[j].from
+			}
+			return s[i].created < s[j].created
+		})
 	}
 	for _, s := range b.onDemand {
 		sortSteps(s)

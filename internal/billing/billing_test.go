@@ -178,7 +178,7 @@ func TestMoneyRounding(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	for in, want := range map[string]uint64{"2.99": 2_990_000, "0.000001": 1, "10": 10_000_000} {
+	for in, want := range map[string]uint64{"2.99": 2_990_000, "0.000001": 1, "10": 10_000_000, "1.09": 1_090_000, "08.08": 8_080_000} {
 		if got, err := ParseRate(in); err != nil || got != want {
 			t.Errorf("ParseRate(%q) = %d, %v", in, got, err)
 		}
@@ -187,6 +187,9 @@ func TestParse(t *testing.T) {
 		if _, err := ParseRate(bad); err == nil {
 			t.Errorf("ParseRate(%q) accepted", bad)
 		}
+	}
+	if bp, err := ParsePercent("08.09"); err != nil || bp != 809 {
+		t.Errorf("ParsePercent(08.09) = %d %v", bp, err)
 	}
 	if bp, err := ParsePercent("12.5"); err != nil || bp != 1250 {
 		t.Errorf("ParsePercent = %d %v", bp, err)

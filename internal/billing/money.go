@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"math/bits"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -125,10 +126,9 @@ func ParseRate(s string) (uint64, error) {
 	if m == nil {
 		return 0, fmt.Errorf("price %q is not a decimal amount of dollars with at most 6 decimals, like \"2.99\"", s)
 	}
-	var whole, frac uint64
-	fmt.Sscan(m[1], &whole)
-	f := m[2] + strings.Repeat("0", 6-len(m[2]))
-	fmt.Sscan(f, &frac)
+	// Base 10 explicitly: "09" is not octal.
+	whole, _ := strconv.ParseUint(m[1], 10, 64)
+	frac, _ := strconv.ParseUint(m[2]+strings.Repeat("0", 6-len(m[2])), 10, 64)
 	return whole*MicrosPerDollar + frac, nil
 }
 
@@ -149,9 +149,8 @@ func ParsePercent(s string) (uint64, error) {
 	if m == nil {
 		return 0, fmt.Errorf("discount %q is not a percentage with at most two decimals, like \"50\"", s)
 	}
-	var whole, frac uint64
-	fmt.Sscan(m[1], &whole)
-	fmt.Sscan(m[2]+strings.Repeat("0", 2-len(m[2])), &frac)
+	whole, _ := strconv.ParseUint(m[1], 10, 64)
+	frac, _ := strconv.ParseUint(m[2]+strings.Repeat("0", 2-len(m[2])), 10, 64)
 	bp := whole*100 + frac
 	if bp > FullBP {
 		return 0, fmt.Errorf("discount %q is more than 100%%", s)

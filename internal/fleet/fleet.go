@@ -15,11 +15,13 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/sparecap/sparecap/internal/billing"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
 )
@@ -171,4 +173,56 @@ func ignoreConflict(err error) error {
 		return nil
 	}
 	return err
+}
+
+// RegisterPrices makes the price book agree with the file's on-demand
+// prices and the deployment's preemptible discount (percent), from now on:
+// a price that differs from the one in force is added as a new entry
+// effective now, so past usage keeps the price it had. Prices the file
+// does not name are left alone (the admin API may have set them).
+func RegisterPrices(ctx context.Context, st store.Store, f File, discountPercent string, now time.Time) error {
+	if _, err := billing.ParsePercent(discountPercent); err != nil {
+		return err
+	}
+	now = now.Truncate(time.Second)
+	return st.Update(ctx, func(tx store.Tx) error {
+		prices, err := tx.ListPrices(ctx)
+		if err != nil {
+			return err
+		}
+		book, err := billing.NewBook(prices)
+		if err != nil {
+			return err
+		}
+		add := func(p domain.Price) error {
+			p.ID = fmt.Sprintf("price-%s-%s-%d", p.Kind, slug(p.GPUType), now.Unix())
+			p.EffectiveFrom, p.CreatedAt = now, now
+			return ignoreConflict(tx.CreatePrice(ctx, p))
+		}
+		gpus := make([]string, 0, len(f.Prices))
+		for gpu := range f.Prices {
+			gpus = append(gpus, gpu)
+		}
+		slices.Sort(gpus)
+		for _, gpu := range gpus {
+			want, _ := billing.ParseRate(f.Prices[gpu]) // validated by Parse
+			if have, ok := book.OnDemandRate("", gpu, now.Unix()); ok && have == want {
+				continue
+			}
+			if err := add(domain.Price{Kind: domain.PriceOnDemand, GPUType: gpu, Value: f.Prices[gpu]}); err != nil {
+				return fmt.Errorf("price of %s: %w", gpu, err)
+			}
+		}
+		want, _ := billing.ParsePercent(discountPercent)
+		hasDiscount := false
+		for _, p := range prices {
+			hasDiscount = hasDiscount || p.Kind == domain.PricePreemptibleDiscount
+		}
+		if !hasDiscount || book.DiscountBP(now.Unix()) != want {
+			if err := add(domain.Price{Kind: domain.PricePreemptibleDiscount, Value: discountPercent}); err != nil {
+				return fmt.Errorf("preemptible discount: %w", err)
+			}
+		}
+		return nil
+	})
 }

@@ -100,3 +100,41 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestRegisterPricesAddsOnlyChanges(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	f, _ := Parse([]byte("pools: [{region: r, gpu_type: H100, machines: 1}]\nprices: {H100: \"2.99\", A100: \"1.79\"}"))
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := RegisterPrices(ctx, st, f, "50", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := RegisterPrices(ctx, st, f, "50", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	ps, _ := st.ListPrices(ctx)
+	if len(ps) != 3 {
+		t.Fatalf("unchanged prices were added again: %+v", ps)
+	}
+	f.Prices["H100"] = "3.19"
+	later := now.Add(48 * time.Hour)
+	if err := RegisterPrices(ctx, st, f, "40", later); err != nil {
+		t.Fatal(err)
+	}
+	ps, _ = st.ListPrices(ctx)
+	if len(ps) != 5 {
+		t.Fatalf("want a new H100 price and discount: %+v", ps)
+	}
+	for _, p := range ps[3:] {
+		if !p.EffectiveFrom.Equal(later) {
+			t.Fatalf("new entry %+v not effective from the change", p)
+		}
+	}
+	if err := RegisterPrices(ctx, st, f, "150", later); err == nil {
+		t.Fatal("a discount over 100% accepted")
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/fleet"
+	"github.com/sparecap/sparecap/internal/metering"
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/internal/store/postgres"
@@ -53,6 +54,8 @@ type Options struct {
 	// ProvisionTime and WipeTime of the simulated machines.
 	ProvisionTime time.Duration
 	WipeTime      time.Duration
+	// PreemptibleDiscount in percent (default "50").
+	PreemptibleDiscount string
 	// SimSeed varies the simulated pods' behaviour.
 	SimSeed int64
 	// SimPods overrides the simulated pods (nil: the default profiles).
@@ -66,6 +69,7 @@ type Server struct {
 	AdminToken string
 	Store      store.Store
 	Controller *controller.Controller
+	Meter      *metering.Meter
 	Sim        *sim.Fleet
 	Clock      clock.Clock
 	// Speed of the clock relative to real time.
@@ -126,6 +130,12 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if _, err := fleet.Register(ctx, st, f, clk.Now()); err != nil {
 		return fail(fmt.Errorf("register fleet: %w", err))
 	}
+	if o.PreemptibleDiscount == "" {
+		o.PreemptibleDiscount = "50"
+	}
+	if err := fleet.RegisterPrices(ctx, st, f, o.PreemptibleDiscount, clk.Now()); err != nil {
+		return fail(fmt.Errorf("register prices: %w", err))
+	}
 	s.Sim, err = sim.New(sim.Config{Clock: clk, ProvisionTime: o.ProvisionTime, WipeTime: o.WipeTime, Seed: o.SimSeed,
 		Pods: o.SimPods, StatePath: filepath.Join(o.DataDir, "sim-state.json")})
 	if err != nil {
@@ -142,7 +152,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	s.Controller = controller.New(st, s.Sim, s.Sim, clk, controller.Config{
 		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval,
 	}, o.Log)
+	s.Meter = metering.New(st, clk, o.Log)
 	handler := api.New(st, s.Controller, clk, s.AdminToken, o.Log)
+	handler.Meter = s.Meter
 
 	s.ln, err = net.Listen("tcp", o.Addr)
 	if err != nil {
@@ -161,6 +173,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	go func() {
 		errc := make(chan error, 2)
 		go func() { errc <- s.Controller.Run(runCtx) }()
+		metered := make(chan struct{})
+		go func() { s.Meter.Run(runCtx, time.Minute); close(metered) }()
 		go func() {
 			if err := s.http.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
@@ -176,6 +190,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		if e2 := <-errc; err == nil {
 			err = e2
 		}
+		<-metered
 		st.Close()
 		s.done <- err
 	}()

@@ -1,0 +1,497 @@
+package api
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/allocator"
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/billing"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// Currency of every amount.
+const Currency = "USD"
+
+const rounding = "line amounts are rounded half to even to $0.000001; totals are exact sums rounded to $0.01"
+
+// maxPeriod bounds a usage query.
+const maxPeriod = 366 * 24 * time.Hour
+
+var (
+	earliest = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	latest   = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// period reads from and to: both required, RFC 3339, from < to, at most
+// 366 days, within 2000–2100. Billing is by whole seconds, so fractions
+// are dropped.
+func period(q url.Values) (from, to time.Time, err error) {
+	get := func(name string) (time.Time, error) {
+		v := q.Get(name)
+		if v == "" {
+			return time.Time{}, invalid(name, "%s is required: a usage period has a start and an end (RFC 3339, e.g. 2026-11-01T00:00:00Z)", name)
+		}
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return time.Time{}, invalid(name, "%s %q is not an RFC 3339 time like 2026-11-01T00:00:00Z", name, v)
+		}
+		if t.Before(earliest) || !t.Before(latest) {
+			return time.Time{}, invalid(name, "%s %s is outside the years 2000 to 2099", name, v)
+		}
+		return t.UTC().Truncate(time.Second), nil
+	}
+	if from, err = get("from"); err != nil {
+		return
+	}
+	if to, err = get("to"); err != nil {
+		return
+	}
+	switch {
+	case !from.Before(to):
+		err = invalid("to", "the period is empty or reversed: to (%s) must be after from (%s)", to.Format(time.RFC3339), from.Format(time.RFC3339))
+	case to.Sub(from) > maxPeriod:
+		err = invalid("to", "the period is %d days long; ask for at most 366 days at a time", int(to.Sub(from).Hours()/24))
+	}
+	return
+}
+
+// usageScope resolves which project's usage the caller may read: a project
+// token reads its own, the admin any (or all, with no project_id).
+func (s *Server) usageScope(ctx context.Context, q url.Values, p principal) (store.UsageFilter, error) {
+	f := store.UsageFilter{ProjectID: q.Get("project_id"), ClusterID: q.Get("cluster_id")}
+	switch {
+	case !p.admin && f.ProjectID != "" && f.ProjectID != p.project:
+		return f, notFound("project %q not found", f.ProjectID)
+	case !p.admin:
+		f.ProjectID = p.project
+	case f.ProjectID != "":
+		if _, err := s.store.GetProject(ctx, f.ProjectID); errors.Is(err, domain.ErrNotFound) {
+			return f, notFound("project %q not found", f.ProjectID)
+		} else if err != nil {
+			return f, err
+		}
+	}
+	if f.ClusterID != "" {
+		c, err := s.store.GetClusterRecord(ctx, f.ClusterID)
+		if errors.Is(err, domain.ErrNotFound) || (err == nil && !p.sees(c.ProjectID)) ||
+			(err == nil && f.ProjectID != "" && c.ProjectID != f.ProjectID) {
+			return f, notFound("cluster %q not found", f.ClusterID)
+		} else if err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// usageRecords cuts fresh records (when a meter is attached) and reads
+// them with the price book.
+func (s *Server) usageRecords(ctx context.Context, f store.UsageFilter) ([]domain.UsageRecord, *billing.Book, error) {
+	if s.Meter != nil {
+		if err := s.Meter.Cut(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	recs, err := s.store.ListUsage(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := s.book(ctx)
+	return recs, b, err
+}
+
+func (s *Server) book(ctx context.Context) (*billing.Book, error) {
+	prices, err := s.store.ListPrices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return billing.NewBook(prices)
+}
+
+// priced is the result of pricing a period, grouped.
+type priced struct {
+	lines   []apiv1.UsageLine
+	total   billing.Totals
+	byClass map[string]*billing.Totals
+}
+
+// price prices records over [from, to), grouping lines by key (nil: one
+// line per node and price stretch).
+func price(b *billing.Book, recs []domain.UsageRecord, from, to time.Time, key func(*domain.UsageRecord) string) priced {
+	out := priced{byClass: map[string]*billing.Totals{}}
+	groups := map[string]int{}
+	type acc struct{ amount, onDemand billing.Money }
+	var sums []acc
+	b.Price(recs, from, to, func(l billing.Line) {
+		out.total.Add(l)
+		class := string(l.Record.Class)
+		if out.byClass[class] == nil {
+			out.byClass[class] = &billing.Totals{}
+		}
+		out.byClass[class].Add(l)
+		r := l.Record
+		line := apiv1.UsageLine{
+			ProjectID: r.ProjectID, ClusterID: r.ClusterID, ClusterName: r.ClusterName, NodeID: r.NodeID, NodeName: r.NodeName,
+			ComputeClass: class, Region: r.Region, GPUType: r.GPUType, GPUs: r.GPUs, Start: l.Start, End: l.End,
+			BilledSeconds: l.Seconds, GPUSeconds: l.Seconds * int64(r.GPUs), Priced: l.Priced,
+		}
+		if l.Priced {
+			line.RatePerGPUHour = l.EffectiveRate()
+			if od, ok := b.OnDemandRate(r.Region, r.GPUType, l.Start.Unix()); ok {
+				line.OnDemandRatePerGPUHour = billing.FormatRate(od)
+			}
+		}
+		if key == nil {
+			line.Amount, line.OnDemandAmount = l.Amount.Round(6), l.OnDemand.Round(6)
+			out.lines = append(out.lines, line)
+			return
+		}
+		k := key(r)
+		i, ok := groups[k]
+		if !ok {
+			groups[k] = len(out.lines)
+			out.lines = append(out.lines, line)
+			sums = append(sums, acc{l.Amount, l.OnDemand})
+			return
+		}
+		g := &out.lines[i]
+		sums[i].amount, sums[i].onDemand = sums[i].amount.Add(l.Amount), sums[i].onDemand.Add(l.OnDemand)
+		g.BilledSeconds += line.BilledSeconds
+		g.GPUSeconds += line.GPUSeconds
+		g.Priced = g.Priced && line.Priced
+		if line.Start.Before(g.Start) {
+			g.Start = line.Start
+		}
+		if line.End.After(g.End) {
+			g.End = line.End
+		}
+		for _, f := range []struct {
+			dst *string
+			v   string
+		}{
+			{&g.NodeID, line.NodeID}, {&g.NodeName, line.NodeName}, {&g.ClusterID, line.ClusterID},
+			{&g.ClusterName, line.ClusterName}, {&g.ComputeClass, line.ComputeClass}, {&g.Region, line.Region},
+			{&g.GPUType, line.GPUType}, {&g.RatePerGPUHour, line.RatePerGPUHour},
+			{&g.OnDemandRatePerGPUHour, line.OnDemandRatePerGPUHour}, {&g.ProjectID, line.ProjectID},
+		} {
+			if *f.dst != f.v {
+				*f.dst = ""
+			}
+		}
+		if g.GPUs != line.GPUs {
+			g.GPUs = 0
+		}
+	})
+	for i := range sums {
+		out.lines[i].Amount, out.lines[i].OnDemandAmount = sums[i].amount.Round(6), sums[i].onDemand.Round(6)
+	}
+	if key != nil {
+		slices.SortStableFunc(out.lines, func(a, b apiv1.UsageLine) int {
+			return strings.Compare(a.ClusterName+"\x00"+a.ClusterID+"\x00"+a.ComputeClass, b.ClusterName+"\x00"+b.ClusterID+"\x00"+b.ComputeClass)
+		})
+	}
+	return out
+}
+
+func totalsView(t billing.Totals) apiv1.UsageTotals {
+	return apiv1.UsageTotals{
+		GPUSeconds: t.GPUSeconds, Amount: t.Amount.Round(2), AmountExact: t.Amount.Exact(),
+		OnDemandEquivalent: t.OnDemand.Round(2), Savings: t.Savings().Round(2), UnpricedGPUSeconds: t.UnpricedGPUSeconds,
+	}
+}
+
+func byClassView(m map[string]*billing.Totals) map[string]apiv1.UsageTotals {
+	out := map[string]apiv1.UsageTotals{}
+	for _, c := range []domain.ComputeClass{domain.Standard, domain.Preemptible} {
+		t := m[string(c)]
+		if t == nil {
+			t = &billing.Totals{}
+		}
+		out[string(c)] = totalsView(*t)
+	}
+	return out
+}
+
+var groupKeys = map[string]func(*domain.UsageRecord) string{
+	"node":          nil,
+	"cluster":       func(r *domain.UsageRecord) string { return r.ClusterID + "/" + string(r.Class) },
+	"compute_class": func(r *domain.UsageRecord) string { return string(r.Class) },
+}
+
+func wantCSV(r *http.Request) (bool, error) {
+	switch f := r.URL.Query().Get("format"); f {
+	case "", "json":
+		return strings.Contains(r.Header.Get("Accept"), "text/csv"), nil
+	case "csv":
+		return true, nil
+	default:
+		return false, invalid("format", "format must be json or csv; got %q", f)
+	}
+}
+
+func (s *Server) usage(w http.ResponseWriter, r *http.Request, p principal) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	from, to, err := period(q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	groupBy := q.Get("group_by")
+	if groupBy == "" {
+		groupBy = "node"
+	}
+	key, ok := groupKeys[groupBy]
+	if !ok {
+		s.fail(w, r, invalid("group_by", "group_by must be node, cluster or compute_class; got %q", groupBy))
+		return
+	}
+	csvOut, err := wantCSV(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f, err := s.usageScope(ctx, q, p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f.From, f.To = from, to
+	recs, b, err := s.usageRecords(ctx, f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	pr := price(b, recs, from, to, key)
+	out := apiv1.Usage{Currency: Currency, From: from, To: to, GroupBy: groupBy, LineItems: pr.lines,
+		Totals: totalsView(pr.total), ByClass: byClassView(pr.byClass), Rounding: rounding}
+	if out.LineItems == nil {
+		out.LineItems = []apiv1.UsageLine{}
+	}
+	if csvOut {
+		writeUsageCSV(w, fmt.Sprintf("usage-%s-%s.csv", from.Format("20060102T150405Z"), to.Format("20060102T150405Z")), out.LineItems, out.Totals)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func writeUsageCSV(w http.ResponseWriter, name string, lines []apiv1.UsageLine, total apiv1.UsageTotals) {
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"project_id", "cluster_id", "cluster_name", "node_id", "node_name", "compute_class", "region", "gpu_type",
+		"gpus", "start", "end", "billed_seconds", "gpu_seconds", "rate_per_gpu_hour", "on_demand_rate_per_gpu_hour",
+		"amount_usd", "on_demand_amount_usd"})
+	for _, l := range lines {
+		cw.Write([]string{l.ProjectID, l.ClusterID, l.ClusterName, l.NodeID, l.NodeName, l.ComputeClass, l.Region, l.GPUType,
+			strconv.Itoa(l.GPUs), l.Start.Format(time.RFC3339), l.End.Format(time.RFC3339), strconv.FormatInt(l.BilledSeconds, 10),
+			strconv.FormatInt(l.GPUSeconds, 10), l.RatePerGPUHour, l.OnDemandRatePerGPUHour, l.Amount, l.OnDemandAmount})
+	}
+	cw.Write([]string{"TOTAL", "", "", "", "", "", "", "", "", "", "", "", strconv.FormatInt(total.GPUSeconds, 10), "", "",
+		total.Amount, total.OnDemandEquivalent})
+	cw.Write([]string{"SAVINGS", "", "", "", "", "", "", "", "", "", "", "", "", "", "", total.Savings, ""})
+	cw.Flush()
+}
+
+// invoice serves GET /v1/invoices: one project's usage for a month (or a
+// from/to period) by cluster and compute class.
+func (s *Server) invoice(w http.ResponseWriter, r *http.Request, p principal) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	var from, to time.Time
+	var err error
+	if m := q.Get("month"); m != "" {
+		if q.Get("from") != "" || q.Get("to") != "" {
+			s.fail(w, r, invalid("month", "give either month or from and to, not both"))
+			return
+		}
+		start, perr := time.Parse("2006-01", m)
+		if perr != nil || start.Before(earliest) || !start.Before(latest) {
+			s.fail(w, r, invalid("month", "month %q is not a month like 2026-11 between 2000 and 2099", m))
+			return
+		}
+		from, to = start, start.AddDate(0, 1, 0)
+	} else if from, to, err = period(q); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if p.admin && q.Get("project_id") == "" {
+		s.fail(w, r, invalid("project_id", "project_id is required with the admin token: an invoice is a project's"))
+		return
+	}
+	if q.Get("cluster_id") != "" {
+		s.fail(w, r, invalid("cluster_id", "an invoice covers the whole project; use /v1/usage?cluster_id= for one cluster"))
+		return
+	}
+	csvOut, err := wantCSV(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f, err := s.usageScope(ctx, q, p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f.From, f.To = from, to
+	recs, b, err := s.usageRecords(ctx, f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	pr := price(b, recs, from, to, groupKeys["cluster"])
+	now := s.clock.Now()
+	inv := apiv1.Invoice{ProjectID: f.ProjectID, Currency: Currency, From: from, To: to, Lines: pr.lines,
+		ByClass: byClassView(pr.byClass), Total: totalsView(pr.total), GeneratedAt: now,
+		PreemptibleDiscount: percent(b.DiscountBP(now.Unix()))}
+	if inv.Lines == nil {
+		inv.Lines = []apiv1.UsageLine{}
+	}
+	if csvOut {
+		writeUsageCSV(w, fmt.Sprintf("invoice-%s-%s.csv", f.ProjectID, from.Format("2006-01-02")), inv.Lines, inv.Total)
+		return
+	}
+	writeJSON(w, http.StatusOK, inv)
+}
+
+func percent(bp uint64) string {
+	if bp%100 == 0 {
+		return strconv.FormatUint(bp/100, 10)
+	}
+	return fmt.Sprintf("%d.%02d", bp/100, bp%100)
+}
+
+// rates serves GET /v1/prices: what each region and GPU type of the fleet
+// costs per GPU-hour now, on demand and preemptible.
+func (s *Server) rates(w http.ResponseWriter, r *http.Request, _ principal) {
+	ctx := r.Context()
+	b, err := s.book(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	snap, err := s.store.Snapshot(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	now := s.clock.Now().Unix()
+	disc := b.DiscountBP(now)
+	out := apiv1.Rates{Currency: Currency, PreemptibleDiscountPercent: percent(disc), Rates: []apiv1.Rate{}}
+	for _, a := range allocator.Available(allocator.Snapshot(snap), s.clock.Now(), allocator.Config{}) {
+		rate := apiv1.Rate{Region: a.Region, GPUType: a.GPUType}
+		if od, ok := b.OnDemandRate(a.Region, a.GPUType, now); ok {
+			rate.OnDemand = billing.FormatRate(od)
+			rate.Preemptible = billing.Line{RateMicros: od, FactorBP: billing.FullBP - disc}.EffectiveRate()
+		}
+		out.Rates = append(out.Rates, rate)
+	}
+	slices.SortFunc(out.Rates, func(a, b apiv1.Rate) int {
+		return strings.Compare(a.Region+"/"+a.GPUType, b.Region+"/"+b.GPUType)
+	})
+	writeJSON(w, http.StatusOK, out)
+}
+
+func priceView(p domain.Price) apiv1.PriceEntry {
+	return apiv1.PriceEntry{ID: p.ID, Kind: string(p.Kind), Region: p.Region, GPUType: p.GPUType, ReservationID: p.ReservationID,
+		Value: p.Value, EffectiveFrom: p.EffectiveFrom, CreatedAt: p.CreatedAt}
+}
+
+func (s *Server) listPrices(w http.ResponseWriter, r *http.Request, _ principal) {
+	ps, err := s.store.ListPrices(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := apiv1.PriceBook{Prices: make([]apiv1.PriceEntry, 0, len(ps))}
+	for _, p := range ps {
+		out.Prices = append(out.Prices, priceView(p))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// CheckPrice validates a price book entry.
+func CheckPrice(p domain.Price) error {
+	switch p.Kind {
+	case domain.PriceOnDemand:
+		if p.GPUType == "" {
+			return invalid("gpu_type", "an on_demand price needs gpu_type")
+		}
+		if p.ReservationID != "" {
+			return invalid("reservation_id", "an on_demand price has no reservation_id")
+		}
+		if _, err := billing.ParseRate(p.Value); err != nil {
+			return invalid("value", "%v", err)
+		}
+	case domain.PriceReserved:
+		if p.ReservationID == "" {
+			return invalid("reservation_id", "a reserved price needs reservation_id")
+		}
+		if _, err := billing.ParseRate(p.Value); err != nil {
+			return invalid("value", "%v", err)
+		}
+	case domain.PricePreemptibleDiscount:
+		if p.Region != "" || p.GPUType != "" || p.ReservationID != "" {
+			return invalid("kind", "the preemptible discount is the same for everyone: no region, gpu_type or reservation_id")
+		}
+		if _, err := billing.ParsePercent(p.Value); err != nil {
+			return invalid("value", "%v", err)
+		}
+	default:
+		return invalid("kind", "kind must be on_demand, reserved or preemptible_discount; got %q", p.Kind)
+	}
+	return nil
+}
+
+func (s *Server) createPrice(w http.ResponseWriter, r *http.Request, _ principal) {
+	ctx := r.Context()
+	var req apiv1.CreatePriceRequest
+	if err := decodeStrict(r.Body, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	now := s.clock.Now()
+	p := domain.Price{ID: s.ctrl.NewID("price-"), Kind: domain.PriceKind(req.Kind), Region: req.Region, GPUType: req.GPUType,
+		ReservationID: req.ReservationID, Value: req.Value, EffectiveFrom: now.Truncate(time.Second), CreatedAt: now}
+	if req.EffectiveFrom != nil {
+		if req.EffectiveFrom.Before(now.Add(-time.Second)) {
+			s.fail(w, r, invalid("effective_from", "effective_from %s is in the past: a price change never reprices usage already metered", req.EffectiveFrom.Format(time.RFC3339)))
+			return
+		}
+		p.EffectiveFrom = req.EffectiveFrom.UTC().Truncate(time.Second)
+	}
+	if err := CheckPrice(p); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		if p.Kind != domain.PriceReserved {
+			return tx.CreatePrice(ctx, p)
+		}
+		rs, err := tx.ListReservations(ctx)
+		if err != nil {
+			return err
+		}
+		for _, res := range rs {
+			if res.ID == p.ReservationID {
+				p.Region, p.GPUType = res.Region, res.GPUType
+				return tx.CreatePrice(ctx, p)
+			}
+		}
+		return invalid("reservation_id", "unknown reservation %q", p.ReservationID)
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, priceView(p))
+}
