@@ -1,8 +1,108 @@
 package api
 
-import "net/http"
+import (
+	"net/http"
+	"time"
 
-// preemptionStats serves GET /v1/stats/preemptions.
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/stats"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+const (
+	// defaultStatsWindow is the window of GET /v1/stats/preemptions when
+	// from is not given: the last 7 days up to to.
+	defaultStatsWindow = 7 * 24 * time.Hour
+	// maxStatsWindow bounds the window so one request cannot ask for
+	// arbitrarily long history.
+	maxStatsWindow = 366 * 24 * time.Hour
+)
+
+// preemptionStats serves GET /v1/stats/preemptions: interruption statistics
+// of preemptible nodes per region and GPU type over [from, to) (see package
+// stats for the definitions).
+//
+// Any authenticated caller may read them, project tokens included: they are
+// fleet-wide aggregates per region and GPU type, like GET /v1/capacity, and
+// name no project, cluster or node.
 func (s *Server) preemptionStats(w http.ResponseWriter, r *http.Request, p principal) {
-	writeError(w, http.StatusNotImplemented, "unimplemented", "", "preemption statistics are not built yet")
+	ctx := r.Context()
+	q := r.URL.Query()
+	now := s.clock.Now()
+	from, to, err := statsWindow(q.Get("from"), q.Get("to"), now)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	machines, err := s.store.ListMachines(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	region, gpuType := q.Get("region"), q.Get("gpu_type")
+	regions, types := map[string]bool{}, map[string]bool{}
+	selected := machines[:0:0]
+	for _, m := range machines {
+		regions[m.Region], types[m.GPUType] = true, true
+		if (region == "" || m.Region == region) && (gpuType == "" || m.GPUType == gpuType) {
+			selected = append(selected, m)
+		}
+	}
+	// A name the fleet does not have is more likely a typo than a question
+	// whose answer is "nothing"; a known region without that GPU type
+	// answers with an empty list.
+	if region != "" && !regions[region] {
+		s.fail(w, r, invalid("region", "unknown region %q; the fleet has %s", region, list(regions)))
+		return
+	}
+	if gpuType != "" && !types[gpuType] {
+		s.fail(w, r, invalid("gpu_type", "unknown gpu_type %q; the fleet has %s", gpuType, list(types)))
+		return
+	}
+	nodes, err := s.store.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	preemptible := nodes[:0]
+	for _, n := range nodes {
+		if n.Class == domain.Preemptible {
+			preemptible = append(preemptible, n)
+		}
+	}
+	writeJSON(w, http.StatusOK, apiv1.PreemptionStatsList{
+		From: from.UTC(), To: to.UTC(),
+		Stats: stats.Preemptions(preemptible, selected, from, to, now),
+	})
+}
+
+// statsWindow parses ?from= and ?to= (RFC 3339). to defaults to now and
+// from to 7 days before to. The window must not be empty or reversed, nor
+// longer than 366 days.
+func statsWindow(fromText, toText string, now time.Time) (from, to time.Time, err error) {
+	to = now
+	if toText != "" {
+		if to, err = time.Parse(time.RFC3339, toText); err != nil {
+			return from, to, invalid("to", "to must be an RFC 3339 time such as 2026-11-30T12:00:00Z; got %q", toText)
+		}
+	}
+	from = to.Add(-defaultStatsWindow)
+	if fromText != "" {
+		if from, err = time.Parse(time.RFC3339, fromText); err != nil {
+			return from, to, invalid("from", "from must be an RFC 3339 time such as 2026-11-23T12:00:00Z; got %q", fromText)
+		}
+	}
+	// Name the parameter the caller gave: with only from given, to is now.
+	field := "to"
+	if toText == "" {
+		field = "from"
+	}
+	switch {
+	case !from.Before(to):
+		return from, to, invalid(field, "the window is empty or reversed: from (%s) must be before to (%s)", from.UTC().Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano))
+	case to.Sub(from) > maxStatsWindow:
+		return from, to, invalid(field, "the window from %s to %s is longer than 366 days; ask for a shorter one", from.UTC().Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano))
+	}
+	return from, to, nil
 }

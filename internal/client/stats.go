@@ -1,0 +1,31 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+)
+
+// PreemptionStats returns interruption statistics of preemptible nodes per
+// region and GPU type over the window [from, to). A zero from or to is left
+// to the server (to: now; from: 7 days before to); empty region and gpuType
+// do not filter. Any token may call it.
+func (c *Client) PreemptionStats(ctx context.Context, from, to time.Time, region, gpuType string) (*apiv1.PreemptionStatsList, error) {
+	q := url.Values{}
+	if !from.IsZero() {
+		q.Set("from", from.UTC().Format(time.RFC3339Nano))
+	}
+	if !to.IsZero() {
+		q.Set("to", to.UTC().Format(time.RFC3339Nano))
+	}
+	if region != "" {
+		q.Set("region", region)
+	}
+	if gpuType != "" {
+		q.Set("gpu_type", gpuType)
+	}
+	return call[apiv1.PreemptionStatsList](ctx, c, http.MethodGet, "/v1/stats/preemptions", q, nil)
+}
