@@ -60,7 +60,9 @@ type Controller struct {
 	// NewID makes identifiers; tests replace it for stable IDs.
 	NewID func(prefix string) string
 	// Observer, if set, is told about each step the controller takes; the
-	// demo narrates from it and metrics count with it.
+	// demo narrates from it and metrics count with it. It is called one
+	// observation at a time, with the plan lock held: it must be quick and
+	// must not call the controller. Observers combines several.
 	Observer func(Observation)
 
 	mu        sync.Mutex // serializes plan + commit
@@ -71,13 +73,71 @@ type Controller struct {
 	moved     atomic.Int64 // node transitions so far
 }
 
-// Observation is a step the controller took on a node.
+// Observation is a step the controller took on a node. Kind says which:
+// a lifecycle event it recorded (KindEvent: Reason and Message are set), or
+// one of the reclaim steps that metrics time (Reason is empty). Each is
+// reported once, after the transaction that recorded it committed.
 type Observation struct {
 	Time    time.Time
+	Kind    ObservationKind
 	Cluster string
 	Node    string
 	Reason  domain.EventReason
 	Message string
+
+	// Set on the reclaim steps (KindDrainStarted, KindNoticeDelivered,
+	// KindDrainFinished): the node's class and GPUs, why it is drained, T+0
+	// and its deadline.
+	Class          domain.ComputeClass
+	GPUs           int
+	Cause          domain.DrainCause
+	DrainStartedAt time.Time
+	Deadline       time.Time
+	// Outcome of a finished drain (KindDrainFinished); Time is then when
+	// the node was drained (its DrainedAt).
+	Outcome domain.DrainOutcome
+}
+
+// ObservationKind says what an Observation reports.
+type ObservationKind string
+
+const (
+	// KindEvent: a lifecycle event was recorded.
+	KindEvent ObservationKind = "event"
+	// KindDrainStarted: a drain was committed (T+0): the node is draining
+	// with its deadline. A reclaimed node that never became ready is removed
+	// without a drain and is not reported.
+	KindDrainStarted ObservationKind = "drain_started"
+	// KindNoticeDelivered: every T+0 action (cordon, taint, annotate,
+	// Kubernetes Event, SIGTERM) was delivered and Notified was stored, at
+	// Time. Not reported when the deadline passed before the notice got
+	// through.
+	KindNoticeDelivered ObservationKind = "notice_delivered"
+	// KindDrainFinished: the node left draining for removing, at Time, with
+	// Outcome early or deadline.
+	KindDrainFinished ObservationKind = "drain_finished"
+)
+
+// Observers returns an Observer that calls each non-nil f in turn, so
+// several consumers (a narrator, metrics) can share Controller.Observer.
+func Observers(fs ...func(Observation)) func(Observation) {
+	var live []func(Observation)
+	for _, f := range fs {
+		if f != nil {
+			live = append(live, f)
+		}
+	}
+	return func(o Observation) {
+		for _, f := range live {
+			f(o)
+		}
+	}
+}
+
+// drainObservation describes a reclaim step of node n.
+func drainObservation(kind ObservationKind, n domain.Node, at time.Time) Observation {
+	return Observation{Time: at, Kind: kind, Cluster: n.ClusterID, Node: n.Name, Class: n.Class, GPUs: n.GPUs,
+		Cause: n.DrainCause, DrainStartedAt: n.DrainStartedAt, Deadline: n.Deadline, Outcome: n.Outcome}
 }
 
 // New returns a controller.
@@ -334,7 +394,7 @@ func (c *Controller) commit(ctx context.Context, pl allocator.Plan, now time.Tim
 				return err
 			}
 			events++
-			obs = append(obs, Observation{Time: now, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message})
+			obs = append(obs, Observation{Time: now, Kind: KindEvent, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message})
 			return nil
 		}
 
@@ -362,6 +422,7 @@ func (c *Controller) commit(ctx context.Context, pl allocator.Plan, now time.Tim
 				if err := addEvent(domain.Event{ClusterID: n.ClusterID, NodeID: n.ID, NodeName: n.Name, Reason: reason, Message: msg, Deadline: r.Deadline}); err != nil {
 					return err
 				}
+				obs = append(obs, drainObservation(KindDrainStarted, n, now))
 			}
 			if err := tx.UpdateNode(ctx, n); err != nil {
 				return fmt.Errorf("reclaim node %s: %w", r.NodeID, err)
@@ -434,6 +495,17 @@ func (c *Controller) observe(obs []Observation) {
 	for _, o := range obs {
 		c.Observer(o)
 	}
+}
+
+// observeLocked reports observations made outside the plan lock, taking
+// it so that Observer calls stay serialized.
+func (c *Controller) observeLocked(obs ...Observation) {
+	if c.Observer == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observe(obs)
 }
 
 func drainMessage(n domain.Node, cause domain.DrainCause) (domain.EventReason, string) {

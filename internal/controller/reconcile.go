@@ -185,7 +185,7 @@ func (c *Controller) transition(ctx context.Context, id string, from domain.Node
 			if _, err := tx.AddEvent(ctx, e); err != nil {
 				return err
 			}
-			obs = append(obs, Observation{Time: now, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message})
+			obs = append(obs, Observation{Time: now, Kind: KindEvent, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message})
 		}
 		return nil
 	})
@@ -269,13 +269,15 @@ func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
 			return err
 		}
 		var err error
-		n, err = c.transition(ctx, n.ID, domain.NodeDraining, func(_ store.Tx, n *domain.Node, _ time.Time) ([]domain.Event, error) {
-			n.Notified = true
+		var notifiedAt time.Time
+		n, err = c.transition(ctx, n.ID, domain.NodeDraining, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+			n.Notified, notifiedAt = true, now
 			return nil, nil
 		})
 		if err != nil {
 			return ignoreStale(err)
 		}
+		c.observeLocked(drainObservation(KindNoticeDelivered, n, notifiedAt))
 	}
 	pods, err := c.cluster.ListPods(ctx, n.ClusterID, n.Name)
 	if err != nil {
@@ -310,6 +312,7 @@ func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
 	if err != nil {
 		return ignoreStale(err)
 	}
+	c.observeLocked(drainObservation(KindDrainFinished, n, n.DrainedAt))
 	return c.stepRemove(ctx, n)
 }
 
