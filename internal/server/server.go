@@ -22,6 +22,7 @@ import (
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/fleet"
 	"github.com/sparecap/sparecap/internal/metering"
+	"github.com/sparecap/sparecap/internal/metrics"
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/internal/store/postgres"
@@ -70,6 +71,7 @@ type Server struct {
 	Store      store.Store
 	Controller *controller.Controller
 	Meter      *metering.Meter
+	Metrics    *metrics.Metrics
 	Sim        *sim.Fleet
 	Clock      clock.Clock
 	// Speed of the clock relative to real time.
@@ -152,9 +154,15 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	s.Controller = controller.New(st, s.Sim, s.Sim, clk, controller.Config{
 		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval,
 	}, o.Log)
+	s.Metrics = metrics.New(st)
+	s.Controller.Observer = s.Metrics.Observe
 	s.Meter = metering.New(st, clk, o.Log)
-	handler := api.New(st, s.Controller, clk, s.AdminToken, o.Log)
-	handler.Meter = s.Meter
+	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
+	apiHandler := api.New(st, s.Controller, clk, s.AdminToken, o.Log)
+	apiHandler.Meter = s.Meter
+	handler := http.NewServeMux()
+	handler.Handle("GET /metrics", s.Metrics.Handler())
+	handler.Handle("/", s.Metrics.Middleware(apiHandler))
 
 	s.ln, err = net.Listen("tcp", o.Addr)
 	if err != nil {

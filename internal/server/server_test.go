@@ -1,0 +1,73 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/client"
+)
+
+// TestServesEverything starts the whole process on loopback and checks
+// that every part is wired: the API, usage with the meter, and /metrics.
+func TestServesEverything(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	srv, err := Start(ctx, Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: "adm", Speed: 100,
+		ConfigPath: filepath.Join(dir, "cli.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := client.New(srv.URL, "adm")
+	p, err := c.CreateProject(ctx, "team")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := client.New(srv.URL, p.Token)
+	cl, err := tc.CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "a", Region: "us-central-2", GPUType: "RTX_6000_PCI", NumGPUs: 8, NumPreemptibleGPUs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := tc.GetCluster(ctx, cl.ClusterID)
+		if err == nil && got.Status == "Ready" && got.AllocatedPreemptibleGPUs == 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster not ready: %+v %v", got, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // 30 simulated seconds of usage
+	now := srv.Clock.Now()
+	u, err := tc.Usage(ctx, client.UsageQuery{From: now.Add(-time.Hour), To: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(u.LineItems) != 2 || u.Totals.GPUSeconds == 0 || u.ByClass["preemptible"].Savings == "0.00" && u.ByClass["preemptible"].GPUSeconds > 3600 {
+		t.Fatalf("usage %+v", u)
+	}
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`sparecap_cluster_desired_preemptible_gpus{cluster_id="` + cl.ClusterID + `",project_id="team"} 8`,
+		`sparecap_nodes{class="preemptible",state="ready"} 1`,
+		`sparecap_http_request_duration_seconds_count{code="201",method="POST",route="/v1/clusters"} 1`,
+		`sparecap_billed_gpu_seconds_total{class="standard"}`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
