@@ -136,6 +136,8 @@ func (d *demo) play(ctx context.Context) error {
 	}
 	c, _ = research.GetCluster(ctx, c.ClusterID)
 	d.say("training is Ready: allocated %d of %d preemptible GPUs; nodes: %s", c.AllocatedPreemptibleGPUs, c.DesiredPreemptibleGPUs, nodeList(c))
+	d.say("training runs for 10 minutes...")
+	d.sleep(ctx, 10*time.Minute)
 
 	d.heading("Tenant burst-co needs 24 on-demand GPUs: the free machine is not enough, so both preemptible nodes are reclaimed")
 	b, err := burstCo.CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "burst", Region: "us-central-2", GPUType: "RTX_6000_PCI",
@@ -161,9 +163,43 @@ func (d *demo) play(ctx context.Context) error {
 	time.Sleep(200 * time.Millisecond) // let the last events print
 	c, _ = research.GetCluster(ctx, c.ClusterID)
 	d.say("training: allocated %d of %d preemptible GPUs again; nodes: %s", c.AllocatedPreemptibleGPUs, c.DesiredPreemptibleGPUs, nodeList(c))
+	d.say("training runs for another 5 minutes...")
+	d.sleep(ctx, 5*time.Minute)
+
+	d.heading("The bill: training's usage priced to the second, preemptible at half price")
+	if err := d.bill(ctx, research); err != nil {
+		return err
+	}
 
 	d.heading("Done")
 	fmt.Fprintf(d.out, "Run it yourself: `sparecap server` in one terminal, then `sparecap capacity`, `sparecap clusters create ...`,\n`sparecap events --cluster <id> --follow`. See README.md.\n")
+	return nil
+}
+
+// bill prints the tenant's usage since the demo started, as the tenant
+// sees it through the API.
+func (d *demo) bill(ctx context.Context, c *client.Client) error {
+	from := d.start.Truncate(time.Second)
+	to := d.srv.Clock.Now().Truncate(time.Second).Add(time.Second)
+	u, err := c.Usage(ctx, client.UsageQuery{From: from, To: to})
+	if err != nil {
+		return fmt.Errorf("usage: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	tw := tabwriter.NewWriter(d.out, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tCLASS\tBILLED\tRATE/GPU-H\tAMOUNT\tON-DEMAND")
+	for _, l := range u.LineItems {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t$%s\t$%s\t$%s\n", l.NodeName, l.ComputeClass, time.Duration(l.BilledSeconds)*time.Second,
+			l.RatePerGPUHour, l.Amount, l.OnDemandAmount)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	pre, std := u.ByClass["preemptible"], u.ByClass["standard"]
+	fmt.Fprintf(d.out, "\nstandard     $%s\npreemptible  $%s  (on demand it would have been $%s)\n", std.Amount, pre.Amount, pre.OnDemandEquivalent)
+	fmt.Fprintf(d.out, "total        $%s %s; on-demand equivalent $%s; saved $%s\n", u.Totals.Amount, u.Currency, u.Totals.OnDemandEquivalent, u.Totals.Savings)
+	fmt.Fprintf(d.out, "Reclaimed preemptible nodes stop billing at the notice (T+0): the drain window is not billed.\n")
 	return nil
 }
 
@@ -247,6 +283,14 @@ func (d *demo) watchPods(ctx context.Context) {
 			return
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// sleep waits d of simulated time.
+func (d *demo) sleep(ctx context.Context, dur time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-d.srv.Clock.After(dur):
 	}
 }
 
