@@ -3,6 +3,7 @@ package billing
 import (
 	"fmt"
 	"math/big"
+	"runtime"
 	"testing"
 	"time"
 
@@ -281,6 +282,9 @@ func BenchmarkInvoice(b *testing.B) {
 	bk := book(b, od("H100", "2.99", time.Time{}), od("H100", "3.19", t0.Add(10*24*time.Hour)),
 		domain.Price{ID: "d", Kind: domain.PricePreemptibleDiscount, Value: "50"},
 		od("A100", "1.79", time.Time{}))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
 	recs := make([]domain.UsageRecord, n)
 	for i := range recs {
 		start := t0.Add(time.Duration(i%(30*24*60)) * time.Minute)
@@ -294,6 +298,8 @@ func BenchmarkInvoice(b *testing.B) {
 		r.NodeID = fmt.Sprint(i)
 		recs[i] = r
 	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -303,4 +309,6 @@ func BenchmarkInvoice(b *testing.B) {
 			b.Fatal("nothing priced")
 		}
 	}
+	// The records themselves, as a usage query holds them in memory.
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/1e6, "input-MB")
 }
