@@ -93,20 +93,29 @@ func (s *Server) usageScope(ctx context.Context, q url.Values, p principal) (sto
 	return f, nil
 }
 
-// usageRecords cuts fresh records (when a meter is attached) and reads
-// them with the price book.
-func (s *Server) usageRecords(ctx context.Context, f store.UsageFilter) ([]domain.UsageRecord, *billing.Book, error) {
+// pricedUsage is what usage and invoices share: it resolves whose usage
+// the caller may read, cuts fresh records (when a meter is attached) and
+// prices them over [from, to).
+func (s *Server) pricedUsage(ctx context.Context, q url.Values, p principal, from, to time.Time, key func(*domain.UsageRecord) string) (priced, store.UsageFilter, *billing.Book, error) {
+	f, err := s.usageScope(ctx, q, p)
+	if err != nil {
+		return priced{}, f, nil, err
+	}
+	f.From, f.To = from, to
 	if s.Meter != nil {
 		if err := s.Meter.Cut(ctx); err != nil {
-			return nil, nil, err
+			return priced{}, f, nil, err
 		}
 	}
 	recs, err := s.store.ListUsage(ctx, f)
 	if err != nil {
-		return nil, nil, err
+		return priced{}, f, nil, err
 	}
 	b, err := s.book(ctx)
-	return recs, b, err
+	if err != nil {
+		return priced{}, f, nil, err
+	}
+	return price(b, recs, from, to, key), f, b, nil
 }
 
 func (s *Server) book(ctx context.Context) (*billing.Book, error) {
@@ -260,18 +269,11 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, p principal) {
 		s.fail(w, r, err)
 		return
 	}
-	f, err := s.usageScope(ctx, q, p)
+	pr, _, _, err := s.pricedUsage(ctx, q, p, from, to, key)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	f.From, f.To = from, to
-	recs, b, err := s.usageRecords(ctx, f)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	pr := price(b, recs, from, to, key)
 	out := apiv1.Usage{Currency: Currency, From: from, To: to, GroupBy: groupBy, LineItems: pr.lines,
 		Totals: totalsView(pr.total), ByClass: byClassView(pr.byClass), Rounding: rounding}
 	if out.LineItems == nil {
@@ -337,18 +339,11 @@ func (s *Server) invoice(w http.ResponseWriter, r *http.Request, p principal) {
 		s.fail(w, r, err)
 		return
 	}
-	f, err := s.usageScope(ctx, q, p)
+	pr, f, b, err := s.pricedUsage(ctx, q, p, from, to, groupKeys["cluster"])
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	f.From, f.To = from, to
-	recs, b, err := s.usageRecords(ctx, f)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	pr := price(b, recs, from, to, groupKeys["cluster"])
 	now := s.clock.Now()
 	inv := apiv1.Invoice{ProjectID: f.ProjectID, Currency: Currency, From: from, To: to, Lines: pr.lines,
 		ByClass: byClassView(pr.byClass), Total: totalsView(pr.total), GeneratedAt: now,
