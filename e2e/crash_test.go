@@ -458,7 +458,19 @@ func testCrashRecovery(t *testing.T, dir, db string) {
 	}
 	checkMachines(t, srv2, admin, "at the end")
 
-	srv2.stop(t)
+	// ---- 7. billing across the crashes ----
+	br := &billingRun{
+		cfg: cfg, srv: srv2, anchor: srv2.anchor(t),
+		runFrom: anchor.Anchor().Virtual.Add(-time.Minute).Truncate(time.Second),
+		tenants: []billingTenant{
+			{project: projA.ProjectID, token: projA.Token, clusters: []string{aID}},
+			{project: projB.ProjectID, token: projB.Token, clusters: []string{bID}},
+		},
+		firstID: aID, burstID: bID, startedAt: killedAt,
+	}
+	last := br.run(t)
+
+	last.stop(t)
 	t.Logf("crash scenario took %s", time.Since(testStart).Round(time.Millisecond))
 }
 
