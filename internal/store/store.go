@@ -83,7 +83,9 @@ type Tx interface {
 	PruneEvents(ctx context.Context, before time.Time) (int, error)
 	// PutUsage writes a node's usage record, replacing the one it had:
 	// the meter recomputes records from the lifecycle, so writing the
-	// same record twice is harmless.
+	// same record twice is harmless. A final record is never replaced, and
+	// a running one only by a final one or one reaching further, so a cut
+	// computed from an older read cannot shorten a bill.
 	PutUsage(ctx context.Context, u domain.UsageRecord) error
 	// CreatePrice adds a price book entry (domain.ErrConflict if the ID is
 	// taken).

@@ -95,7 +95,8 @@ func buildQueries(d Dialect) queries {
 			cluster_name = excluded.cluster_name, project_id = excluded.project_id, region = excluded.region,
 			gpu_type = excluded.gpu_type, class = excluded.class, billing_type = excluded.billing_type,
 			reservation_id = excluded.reservation_id, gpus = excluded.gpus, start_at = excluded.start_at,
-			end_at = excluded.end_at, final = excluded.final`),
+			end_at = excluded.end_at, final = excluded.final
+			WHERE NOT usage.final AND (excluded.final OR excluded.end_at >= usage.end_at)`),
 		listPrices:  r(`SELECT ` + priceCols + ` FROM prices ORDER BY effective_from NULLS FIRST, id`),
 		createPrice: r(`INSERT INTO prices (` + priceCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 	}

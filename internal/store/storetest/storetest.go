@@ -1285,6 +1285,25 @@ func testUsage(t *testing.T, s store.Store) {
 	if len(got) != 3 {
 		t.Fatalf("usage overlapping [11, 31): %+v", got)
 	}
+	// A stale cut never shortens a bill: an older, shorter running record
+	// does not replace a longer one, and nothing replaces a final record.
+	update(t, s, func(tx store.Tx) error { return tx.PutUsage(ctx, usageRecord("n4", "c1", "p1", at(0), at(30), false)) })
+	update(t, s, func(tx store.Tx) error { return tx.PutUsage(ctx, usageRecord("n4", "c1", "p1", at(0), at(20), false)) })
+	if got, _ := s.ListUsage(ctx, store.UsageFilter{From: at(25), To: at(26)}); len(got) != 1 || !got[0].End.Equal(at(30)) {
+		t.Fatalf("shorter running record replaced a longer one: %+v", got)
+	}
+	// A final record may end earlier (the stop point is known now).
+	update(t, s, func(tx store.Tx) error { return tx.PutUsage(ctx, usageRecord("n4", "c1", "p1", at(0), at(25), true)) })
+	update(t, s, func(tx store.Tx) error { return tx.PutUsage(ctx, usageRecord("n4", "c1", "p1", at(0), at(40), false)) })
+	got, _ = s.ListUsage(ctx, store.UsageFilter{From: at(24), To: at(26)})
+	if len(got) != 1 || !got[0].End.Equal(at(25)) || !got[0].Final {
+		t.Fatalf("final record replaced: %+v", got)
+	}
+	update(t, s, func(tx store.Tx) error { return tx.PutUsage(ctx, usageRecord("n4", "c1", "p1", at(0), at(40), true)) })
+	if got, _ = s.ListUsage(ctx, store.UsageFilter{From: at(24), To: at(26)}); !got[0].End.Equal(at(25)) {
+		t.Fatalf("final record replaced by another final one: %+v", got)
+	}
+
 	// Rolled back writes leave nothing.
 	err = s.Update(ctx, func(tx store.Tx) error {
 		if err := tx.PutUsage(ctx, usageRecord("n9", "c9", "p9", at(0), at(1), true)); err != nil {
