@@ -455,14 +455,23 @@ func (s *Server) createPrice(w http.ResponseWriter, r *http.Request, _ principal
 		return
 	}
 	now := s.clock.Now()
+	// Usage is metered to the whole second before now, so the earliest a
+	// price may take effect is the next whole second.
+	ceil := func(t time.Time) time.Time {
+		if u := t.Truncate(time.Second); u.Equal(t) {
+			return u
+		} else {
+			return u.Add(time.Second)
+		}
+	}
 	p := domain.Price{ID: s.ctrl.NewID("price-"), Kind: domain.PriceKind(req.Kind), Region: req.Region, GPUType: req.GPUType,
-		ReservationID: req.ReservationID, Value: req.Value, EffectiveFrom: now.Truncate(time.Second), CreatedAt: now}
+		ReservationID: req.ReservationID, Value: req.Value, EffectiveFrom: ceil(now), CreatedAt: now}
 	if req.EffectiveFrom != nil {
-		if req.EffectiveFrom.Before(now.Add(-time.Second)) {
+		if req.EffectiveFrom.Before(now) {
 			s.fail(w, r, invalid("effective_from", "effective_from %s is in the past: a price change never reprices usage already metered", req.EffectiveFrom.Format(time.RFC3339)))
 			return
 		}
-		p.EffectiveFrom = req.EffectiveFrom.UTC().Truncate(time.Second)
+		p.EffectiveFrom = ceil(req.EffectiveFrom.UTC())
 	}
 	if err := CheckPrice(p); err != nil {
 		s.fail(w, r, err)

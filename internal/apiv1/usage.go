@@ -52,8 +52,7 @@ type Usage struct {
 	LineItems []UsageLine            `json:"line_items"`
 	Totals    UsageTotals            `json:"totals"`
 	ByClass   map[string]UsageTotals `json:"totals_by_compute_class"`
-	// MeteredUntil: usage records are cut at least every minute; usage of
-	// running nodes is counted up to their last cut.
+	// Rounding states the rounding rules of the amounts.
 	Rounding string `json:"rounding"`
 }
 

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
@@ -192,7 +193,15 @@ type Line struct {
 
 // EffectiveRate is the rate actually charged per GPU-hour, exact.
 func (l Line) EffectiveRate() string {
-	return Money{lo: l.RateMicros * l.FactorBP * 3600}.Exact()
+	s := Money{lo: l.RateMicros * l.FactorBP * 3600}.Exact()
+	// Like FormatRate: at least two decimals ("1.90", "3.00", "0.445").
+	switch i := strings.IndexByte(s, '.'); {
+	case i < 0:
+		s += ".00"
+	case len(s)-i == 2:
+		s += "0"
+	}
+	return s
 }
 
 // Price prices the records over [from, to) and calls emit for each line,

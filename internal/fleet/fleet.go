@@ -175,11 +175,12 @@ func ignoreConflict(err error) error {
 	return err
 }
 
-// RegisterPrices makes the price book agree with the file's on-demand
-// prices and the deployment's preemptible discount (percent), from now on:
-// a price that differs from the one in force is added as a new entry
-// effective now, so past usage keeps the price it had. Prices the file
-// does not name are left alone (the admin API may have set them).
+// RegisterPrices records the file's on-demand prices and the deployment's
+// preemptible discount (percent) in the price book, effective now, when
+// they differ from what the file and flag said last time. Comparing with
+// the last value the file set — not with the price in force — keeps a
+// restart from undoing a price the admin API set since. Past usage keeps
+// the price it had either way.
 func RegisterPrices(ctx context.Context, st store.Store, f File, discountPercent string, now time.Time) error {
 	if _, err := billing.ParsePercent(discountPercent); err != nil {
 		return err
@@ -190,12 +191,16 @@ func RegisterPrices(ctx context.Context, st store.Store, f File, discountPercent
 		if err != nil {
 			return err
 		}
-		book, err := billing.NewBook(prices)
-		if err != nil {
-			return err
+		// The last value each source key was given, prices being in
+		// effective order.
+		last := map[string]string{}
+		for _, p := range prices {
+			if k, ok := sourceKey(p.ID); ok {
+				last[k] = p.Value
+			}
 		}
-		add := func(p domain.Price) error {
-			p.ID = fmt.Sprintf("price-%s-%s-%d", p.Kind, slug(p.GPUType), now.Unix())
+		add := func(key string, p domain.Price) error {
+			p.ID = fmt.Sprintf("%s@%d", key, now.Unix())
 			p.EffectiveFrom, p.CreatedAt = now, now
 			return ignoreConflict(tx.CreatePrice(ctx, p))
 		}
@@ -205,24 +210,38 @@ func RegisterPrices(ctx context.Context, st store.Store, f File, discountPercent
 		}
 		slices.Sort(gpus)
 		for _, gpu := range gpus {
-			want, _ := billing.ParseRate(f.Prices[gpu]) // validated by Parse
-			if have, ok := book.OnDemandRate("", gpu, now.Unix()); ok && have == want {
+			key := "fleet-on-demand-" + gpu
+			if v, ok := last[key]; ok && sameRate(v, f.Prices[gpu]) {
 				continue
 			}
-			if err := add(domain.Price{Kind: domain.PriceOnDemand, GPUType: gpu, Value: f.Prices[gpu]}); err != nil {
+			if err := add(key, domain.Price{Kind: domain.PriceOnDemand, GPUType: gpu, Value: f.Prices[gpu]}); err != nil {
 				return fmt.Errorf("price of %s: %w", gpu, err)
 			}
 		}
-		want, _ := billing.ParsePercent(discountPercent)
-		hasDiscount := false
-		for _, p := range prices {
-			hasDiscount = hasDiscount || p.Kind == domain.PricePreemptibleDiscount
-		}
-		if !hasDiscount || book.DiscountBP(now.Unix()) != want {
-			if err := add(domain.Price{Kind: domain.PricePreemptibleDiscount, Value: discountPercent}); err != nil {
+		const key = "flag-preemptible-discount"
+		if v, ok := last[key]; !ok || !samePercent(v, discountPercent) {
+			if err := add(key, domain.Price{Kind: domain.PricePreemptibleDiscount, Value: discountPercent}); err != nil {
 				return fmt.Errorf("preemptible discount: %w", err)
 			}
 		}
 		return nil
 	})
+}
+
+// sourceKey is the part of a price ID RegisterPrices wrote before "@".
+func sourceKey(id string) (string, bool) {
+	k, _, ok := strings.Cut(id, "@")
+	return k, ok && (strings.HasPrefix(k, "fleet-") || strings.HasPrefix(k, "flag-"))
+}
+
+func sameRate(a, b string) bool {
+	x, err1 := billing.ParseRate(a)
+	y, err2 := billing.ParseRate(b)
+	return err1 == nil && err2 == nil && x == y
+}
+
+func samePercent(a, b string) bool {
+	x, err1 := billing.ParsePercent(a)
+	y, err2 := billing.ParsePercent(b)
+	return err1 == nil && err2 == nil && x == y
 }

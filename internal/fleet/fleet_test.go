@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/internal/store/sqlite"
 )
 
@@ -136,5 +138,15 @@ func TestRegisterPricesAddsOnlyChanges(t *testing.T) {
 	}
 	if err := RegisterPrices(ctx, st, f, "150", later); err == nil {
 		t.Fatal("a discount over 100% accepted")
+	}
+	// A price the admin set since is not undone by a restart with the
+	// same file.
+	admin := domain.Price{ID: "price-admin", Kind: domain.PriceOnDemand, GPUType: "H100", Value: "4.00", EffectiveFrom: later.Add(time.Hour), CreatedAt: later.Add(time.Hour)}
+	st.Update(ctx, func(tx store.Tx) error { return tx.CreatePrice(ctx, admin) })
+	if err := RegisterPrices(ctx, st, f, "40", later.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if ps, _ = st.ListPrices(ctx); len(ps) != 6 {
+		t.Fatalf("a restart undid the admin's price: %+v", ps)
 	}
 }

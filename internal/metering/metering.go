@@ -27,7 +27,10 @@ type Meter struct {
 	// compute class (for metrics). Seconds metered before this process
 	// started are not reported again.
 	OnBilled func(class string, gpuSeconds float64)
-	last     map[string]time.Time // node → End of its last record, this process
+	// last is each running node's End as last written: from the store at
+	// the first Cut, then from this process's cuts.
+	last   map[string]time.Time
+	loaded bool
 }
 
 // New returns a meter.
@@ -42,6 +45,16 @@ func New(st store.Store, clk clock.Clock, log *slog.Logger) *Meter {
 // transaction.
 func (m *Meter) Cut(ctx context.Context) error {
 	now := m.clock.Now()
+	if !m.loaded {
+		open, err := m.store.ListUsage(ctx, store.UsageFilter{Open: true})
+		if err != nil {
+			return fmt.Errorf("meter: read open records: %w", err)
+		}
+		for _, r := range open {
+			m.last[r.NodeID] = r.End
+		}
+		m.loaded = true
+	}
 	nodes, err := m.store.ListNodes(ctx, store.NodeFilter{Unmetered: true})
 	if err != nil {
 		return fmt.Errorf("meter: list nodes: %w", err)
@@ -83,8 +96,12 @@ func (m *Meter) Cut(ctx context.Context) error {
 		return fmt.Errorf("meter: write usage: %w", err)
 	}
 	for _, r := range recs {
-		if prev, ok := m.last[r.NodeID]; ok && m.OnBilled != nil && r.End.After(prev) {
-			m.OnBilled(string(r.Class), r.End.Sub(prev).Seconds()*float64(r.GPUs))
+		prev, ok := m.last[r.NodeID]
+		if !ok {
+			prev = r.Start // never metered before: all of it is new
+		}
+		if m.OnBilled != nil && r.End.After(prev) {
+			m.OnBilled(string(r.Class), float64(r.End.Unix()-prev.Unix())*float64(r.GPUs))
 		}
 		if r.Final {
 			delete(m.last, r.NodeID)

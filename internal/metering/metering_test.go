@@ -201,7 +201,17 @@ func TestRunningNodeShowsWhileItRuns(t *testing.T) {
 	if len(recs) != 1 || recs[0].Final || recs[0].End.Sub(recs[0].Start) < time.Minute {
 		t.Fatalf("running node's record: %+v", recs)
 	}
-	if billed == 0 {
-		t.Fatal("OnBilled never told")
+	// Every metered GPU-second is reported once, from the node's start.
+	if want := recs[0].End.Sub(recs[0].Start).Seconds() * 8; billed != want {
+		t.Fatalf("reported %v GPU-seconds, metered %v", billed, want)
+	}
+	// A restarted meter picks up where the record ends: nothing again.
+	m2 := New(w.st, clk, nil)
+	var again float64
+	m2.OnBilled = func(class string, s float64) { again += s }
+	clk.Step(10 * time.Second)
+	m2.Cut(ctx)
+	if again != 80 {
+		t.Fatalf("after a restart, reported %v GPU-seconds for 10 s of 8 GPUs", again)
 	}
 }

@@ -111,6 +111,8 @@ type UsageFilter struct {
 	ClusterID string
 	// From and To bound the records' [Start, End) from both sides.
 	From, To time.Time
+	// Open selects only records not final yet (running nodes).
+	Open bool
 }
 
 // EventFilter selects events. Zero values select everything.

@@ -243,6 +243,9 @@ func (r reader) ListUsage(ctx context.Context, f store.UsageFilter) ([]domain.Us
 		where = append(where, "end_at > ?")
 		args = append(args, r.s.timeArg(f.From))
 	}
+	if f.Open {
+		where = append(where, "NOT final")
+	}
 	q := r.s.q.listUsage
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")

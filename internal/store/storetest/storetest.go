@@ -1265,12 +1265,18 @@ func testUsage(t *testing.T, s store.Store) {
 	if err != nil || !reflect.DeepEqual(all, []domain.UsageRecord{a, b, c}) {
 		t.Fatalf("all usage: %v\n%+v", err, all)
 	}
+	if open, _ := s.ListUsage(ctx, store.UsageFilter{Open: true}); !reflect.DeepEqual(open, []domain.UsageRecord{a}) {
+		t.Fatalf("open usage: %+v", open)
+	}
 	// Rewriting a record replaces it.
 	a.End, a.Final = at(12), true
 	update(t, s, func(tx store.Tx) error { return tx.PutUsage(ctx, a) })
 	got, _ := s.ListUsage(ctx, store.UsageFilter{ProjectID: "p1"})
 	if !reflect.DeepEqual(got, []domain.UsageRecord{a, c}) {
 		t.Fatalf("p1 usage after rewrite: %+v", got)
+	}
+	if open, _ := s.ListUsage(ctx, store.UsageFilter{Open: true}); len(open) != 0 {
+		t.Fatalf("open records after the rewrite: %+v", open)
 	}
 	got, _ = s.ListUsage(ctx, store.UsageFilter{ClusterID: "c2"})
 	if !reflect.DeepEqual(got, []domain.UsageRecord{b}) {
