@@ -208,8 +208,11 @@ demand and preemptible (a flat discount off on-demand, the same for everyone).`,
 		}),
 	}
 	book := &cobra.Command{
-		Use:     "book",
-		Short:   "List the whole price book, past and future entries (admin)",
+		Use:   "book",
+		Short: "List the whole price book, past and future entries (admin)",
+		Long: `List every entry of the price book in the order they take effect: on-demand
+prices, reserved prices and the preemptible discount, including past ones
+(usage before a change keeps the price it had) and future ones.`,
 		Example: `  sparecap prices book`,
 		Args:    cobra.NoArgs,
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
