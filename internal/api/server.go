@@ -37,6 +37,22 @@ type Server struct {
 	// Meter, if set, cuts usage records before usage is read, so a bill
 	// asked for now includes the running nodes up to now.
 	Meter interface{ Cut(context.Context) error }
+	// Sessions, if set, lets a browser signed in to the console call the
+	// API with its session cookie instead of a bearer header (see
+	// SessionCookie).
+	Sessions Sessions
+}
+
+// SessionCookie names the console's session cookie.
+const SessionCookie = "sparecap_session"
+
+// CSRFHeader carries the session's CSRF token on requests that change
+// something; a cookie alone never authorises a change.
+const CSRFHeader = "X-CSRF-Token"
+
+// Sessions resolves a console session to the token it signed in with.
+type Sessions interface {
+	Lookup(id string) (token, csrf string, ok bool)
 }
 
 // New returns the API server. adminToken may be empty (no admin access).
@@ -151,6 +167,13 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 	// The scheme is case-insensitive (RFC 7235).
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	token = strings.TrimSpace(token)
+	if r.Header.Get("Authorization") == "" && s.Sessions != nil {
+		var err error
+		if token, err = s.sessionToken(r); err != nil {
+			return principal{}, err
+		}
+		scheme, ok = "Bearer", token != ""
+	}
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return principal{}, errors.New("missing bearer token: send Authorization: Bearer <token>")
 	}
@@ -166,6 +189,29 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 		return principal{}, err
 	}
 	return principal{project: t.ProjectID}, nil
+}
+
+// sessionToken returns the token of the request's console session, if it
+// has one. Requests that change something must also carry the session's
+// CSRF token in CSRFHeader: the cookie goes along with any request the
+// browser makes, the header only with the console's own.
+func (s *Server) sessionToken(r *http.Request) (string, error) {
+	c, err := r.Cookie(SessionCookie)
+	if err != nil {
+		return "", nil
+	}
+	token, csrf, ok := s.Sessions.Lookup(c.Value)
+	if !ok {
+		return "", errors.New("the console session has expired; sign in again")
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		if got := r.Header.Get(CSRFHeader); subtle.ConstantTimeCompare([]byte(got), []byte(csrf)) != 1 {
+			return "", errors.New("missing or wrong " + CSRFHeader + " header for a session-authenticated change")
+		}
+	}
+	return token, nil
 }
 
 func (s *Server) auth(h handler) http.Handler {

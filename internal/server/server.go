@@ -19,6 +19,7 @@ import (
 	"github.com/sparecap/sparecap/internal/api"
 	"github.com/sparecap/sparecap/internal/client"
 	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/console"
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/fleet"
 	"github.com/sparecap/sparecap/internal/metering"
@@ -160,9 +161,14 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
 	apiHandler := api.New(st, s.Controller, clk, s.AdminToken, o.Log)
 	apiHandler.Meter = s.Meter
+	sessions := console.NewSessions()
+	apiHandler.Sessions = sessions
+	instrumented := s.Metrics.Middleware(apiHandler)
 	handler := http.NewServeMux()
 	handler.Handle("GET /metrics", s.Metrics.Handler())
-	handler.Handle("/", s.Metrics.Middleware(apiHandler))
+	handler.Handle("/console/", console.New(instrumented, sessions, clk, o.Log))
+	handler.Handle("GET /{$}", http.RedirectHandler("/console/", http.StatusFound))
+	handler.Handle("/", instrumented)
 
 	s.ln, err = net.Listen("tcp", o.Addr)
 	if err != nil {

@@ -1,0 +1,328 @@
+package console_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/api"
+	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/console"
+	"github.com/sparecap/sparecap/internal/controller"
+	"github.com/sparecap/sparecap/internal/fleet"
+	"github.com/sparecap/sparecap/internal/sim"
+	"github.com/sparecap/sparecap/internal/store"
+	"github.com/sparecap/sparecap/internal/store/sqlite"
+)
+
+// env is the console in front of a real API on a simulated fleet.
+type env struct {
+	t      *testing.T
+	srv    *httptest.Server
+	ctrl   *controller.Controller
+	clk    *clock.Fake
+	tokens map[string]string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	f, _ := fleet.Parse([]byte("pools: [{region: us-central-2, gpu_type: RTX_6000_PCI, machines: 3}]\nprices: {RTX_6000_PCI: \"0.89\"}"))
+	fleet.Register(ctx, st, f, clk.Now())
+	fleet.RegisterPrices(ctx, st, f, "50", clk.Now())
+	fl, _ := sim.New(sim.Config{Clock: clk, Pods: []sim.PodTemplate{}})
+	ctrl := controller.New(st, fl, fl, clk, controller.Config{Cooldown: -1}, nil)
+	a := api.New(st, ctrl, clk, "adm", nil)
+	sessions := console.NewSessions()
+	a.Sessions = sessions
+	mux := http.NewServeMux()
+	mux.Handle("/console/", console.New(a, sessions, clk, nil))
+	mux.Handle("/", a)
+	e := &env{t: t, srv: httptest.NewServer(mux), ctrl: ctrl, clk: clk, tokens: map[string]string{"admin": "adm"}}
+	t.Cleanup(e.srv.Close)
+	for _, p := range []string{"p", "q"} {
+		var tok string
+		st.Update(ctx, func(tx store.Tx) error { return nil })
+		body := e.apiAs("adm", "POST", "/v1/admin/projects", `{"project_id":"`+p+`"}`, 201)
+		tok = regexp.MustCompile(`"token": "([^"]+)"`).FindStringSubmatch(body)[1]
+		e.tokens[p] = tok
+	}
+	return e
+}
+
+func (e *env) apiAs(token, method, path, body string, want int) string {
+	e.t.Helper()
+	req, _ := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		e.t.Fatalf("%s %s: %d, want %d: %s", method, path, resp.StatusCode, want, b)
+	}
+	return string(b)
+}
+
+// browser is a cookie-keeping client that does not follow redirects.
+type browser struct {
+	t  *testing.T
+	e  *env
+	hc *http.Client
+}
+
+func (e *env) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: e.t, e: e, hc: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+func (b *browser) get(path string) (int, string, http.Header) {
+	b.t.Helper()
+	resp, err := b.hc.Get(b.e.srv.URL + path)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), resp.Header
+}
+
+func (b *browser) post(path string, form url.Values) (int, string, http.Header) {
+	b.t.Helper()
+	resp, err := b.hc.PostForm(b.e.srv.URL+path, form)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), resp.Header
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func csrfOf(t *testing.T, page string) string {
+	t.Helper()
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no csrf field in page:\n%s", page)
+	}
+	return m[1]
+}
+
+func (b *browser) signIn(token string) string {
+	b.t.Helper()
+	_, page, _ := b.get("/console/login")
+	status, _, h := b.post("/console/login", url.Values{"csrf": {csrfOf(b.t, page)}, "token": {token}, "next": {"/console/"}})
+	if status != http.StatusSeeOther || h.Get("Location") != "/console/" {
+		b.t.Fatalf("sign in: %d %s", status, h.Get("Location"))
+	}
+	_, home, _ := b.get("/console/")
+	return csrfOf(b.t, home)
+}
+
+func TestSignInSetsSecureCookieAndSignOutClearsIt(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	// Not signed in: pages send you to the sign-in page.
+	if status, _, h := b.get("/console/usage"); status != http.StatusFound || !strings.HasPrefix(h.Get("Location"), "/console/login") {
+		t.Fatalf("%d %s", status, h.Get("Location"))
+	}
+	_, page, _ := b.get("/console/login")
+	status, _, h := b.post("/console/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {e.tokens["p"]}})
+	if status != http.StatusSeeOther {
+		t.Fatalf("status %d", status)
+	}
+	var session *http.Cookie
+	for _, c := range (&http.Response{Header: h}).Cookies() {
+		if c.Name == api.SessionCookie {
+			session = c
+		}
+	}
+	if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode || strings.Contains(session.Value, e.tokens["p"]) {
+		t.Fatalf("session cookie %+v", session)
+	}
+	if strings.Contains(h.Get("Location"), e.tokens["p"]) {
+		t.Fatal("token in a URL")
+	}
+	_, home, _ := b.get("/console/")
+	csrf := csrfOf(t, home)
+	if strings.Contains(home, e.tokens["p"]) {
+		t.Fatal("the page shows the token")
+	}
+	if status, _, _ := b.post("/console/logout", url.Values{"csrf": {csrf}}); status != http.StatusSeeOther {
+		t.Fatalf("sign out %d", status)
+	}
+	if status, _, _ := b.get("/console/"); status != http.StatusFound {
+		t.Fatalf("still signed in after sign out: %d", status)
+	}
+}
+
+func TestSignInRefusesBadTokenAndForgedForm(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	_, page, _ := b.get("/console/login")
+	if status, body, _ := b.post("/console/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {"nope"}}); status != http.StatusUnauthorized || !strings.Contains(body, "not valid") {
+		t.Fatalf("%d", status)
+	}
+	// A form posted without the login cookie's value (another site's form).
+	other := e.browser()
+	if status, _, _ := other.post("/console/login", url.Values{"csrf": {"guess"}, "token": {e.tokens["p"]}}); status != http.StatusForbidden {
+		t.Fatalf("forged sign-in: %d", status)
+	}
+}
+
+func TestCreateThroughTheFormWithFieldErrors(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	csrf := b.signIn(e.tokens["p"])
+	_, page, _ := b.get("/console/clusters/new")
+	for _, want := range []string{`us-central-2/RTX_6000_PCI`, `data-odprice="0.89"`, `data-preprice="0.445"`, `role="switch"`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("create page lacks %q", want)
+		}
+	}
+	form := url.Values{"csrf": {csrf}, "cluster_name": {"train"}, "region_gpu": {"us-central-2/RTX_6000_PCI"},
+		"cluster_type": {"KUBERNETES"}, "billing_type": {"ON_DEMAND"}, "num_gpus": {"12"}, "preemptible": {"on"}, "num_preemptible_gpus": {"16"}}
+	status, body, _ := b.post("/console/clusters", form)
+	if status != http.StatusBadRequest || !strings.Contains(body, `id="err-num_gpus"`) || !strings.Contains(body, "multiple of 8") {
+		t.Fatalf("validation error not next to its field: %d\n%s", status, body)
+	}
+	if !strings.Contains(body, `value="train"`) {
+		t.Fatal("the form lost what was typed")
+	}
+	// Output is escaped.
+	form.Set("cluster_name", `<script>alert(1)</script>`)
+	form.Set("num_gpus", "8")
+	_, body, _ = b.post("/console/clusters", form)
+	if strings.Contains(body, "<script>alert(1)</script>") || !strings.Contains(body, `id="err-cluster_name"`) {
+		t.Fatal("unescaped or unreported bad name")
+	}
+	form.Set("cluster_name", "train")
+	status, _, h := b.post("/console/clusters", form)
+	if status != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/console/clusters/c-") {
+		t.Fatalf("create: %d %s", status, h.Get("Location"))
+	}
+	status, page, _ = b.get(h.Get("Location"))
+	if status != 200 || !strings.Contains(page, "gpu-preemptible-dp-") || !strings.Contains(page, `id="timeline"`) {
+		t.Fatalf("cluster page %d", status)
+	}
+	// A form without the CSRF token changes nothing.
+	form.Set("csrf", "forged")
+	form.Set("cluster_name", "other")
+	if status, _, _ := b.post("/console/clusters", form); status != http.StatusForbidden {
+		t.Fatalf("forged form: %d", status)
+	}
+}
+
+func TestAnotherProjectsClusterIsNotReachable(t *testing.T) {
+	e := newEnv(t)
+	body := e.apiAs(e.tokens["p"], "POST", "/v1/clusters", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8}`, 201)
+	id := regexp.MustCompile(`"cluster_id": "([^"]+)"`).FindStringSubmatch(body)[1]
+	b := e.browser()
+	csrf := b.signIn(e.tokens["q"])
+	for _, path := range []string{"/console/clusters/" + id, "/console/clusters/" + id + "/scale"} {
+		if status, _, _ := b.get(path); status != http.StatusNotFound {
+			t.Fatalf("%s: %d", path, status)
+		}
+	}
+	// Deleting another project's cluster fails; it does not pretend.
+	if status, _, _ := b.post("/console/clusters/"+id+"/delete", url.Values{"csrf": {csrf}}); status != http.StatusNotFound {
+		t.Fatalf("delete of another project's cluster: %d", status)
+	}
+	if body := e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200); strings.Contains(body, "Deleting") {
+		t.Fatal("q deleted p's cluster")
+	}
+	_, list, _ := b.get("/console/")
+	if strings.Contains(list, id) {
+		t.Fatal("q's list shows p's cluster")
+	}
+}
+
+func TestAPISessionCookieNeedsCSRFForChanges(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	csrf := b.signIn(e.tokens["p"])
+	if status, _, _ := b.get("/v1/clusters"); status != 200 {
+		t.Fatalf("GET with the session cookie: %d", status)
+	}
+	req, _ := http.NewRequest("POST", e.srv.URL+"/v1/clusters", strings.NewReader(`{"cluster_name":"x","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8}`))
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("cookie POST without CSRF header: %d", resp.StatusCode)
+	}
+	req, _ = http.NewRequest("POST", e.srv.URL+"/v1/clusters", strings.NewReader(`{"cluster_name":"x","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8}`))
+	req.Header.Set(api.CSRFHeader, csrf)
+	resp, err = b.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("cookie POST with CSRF header: %d", resp.StatusCode)
+	}
+}
+
+func TestScaleUsageAndFleetPages(t *testing.T) {
+	e := newEnv(t)
+	body := e.apiAs(e.tokens["p"], "POST", "/v1/clusters", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8,"num_preemptible_gpus":8}`, 201)
+	id := regexp.MustCompile(`"cluster_id": "([^"]+)"`).FindStringSubmatch(body)[1]
+	for i := 0; i < 10; i++ {
+		e.ctrl.Reconcile(context.Background())
+		e.clk.Step(10 * time.Second)
+	}
+	b := e.browser()
+	csrf := b.signIn(e.tokens["p"])
+	status, page, _ := b.get("/console/clusters/" + id + "/scale")
+	if status != 200 || !strings.Contains(page, "On demand") || !strings.Contains(page, "Preemptible") || !strings.Contains(page, `data-preprice="0.445"`) {
+		t.Fatalf("scale page %d", status)
+	}
+	status, page, _ = b.post("/console/clusters/"+id+"/scale", url.Values{"csrf": {csrf}, "num_gpus": {"8"}, "num_preemptible_gpus": {"-8"}})
+	if status != http.StatusBadRequest || !strings.Contains(page, `id="err-num_preemptible_gpus"`) {
+		t.Fatalf("scale validation %d", status)
+	}
+	if status, _, _ := b.post("/console/clusters/"+id+"/scale", url.Values{"csrf": {csrf}, "num_gpus": {"8"}, "num_preemptible_gpus": {"16"}}); status != http.StatusSeeOther {
+		t.Fatalf("scale %d", status)
+	}
+	if !strings.Contains(e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200), `"desired_preemptible_gpus": 16`) {
+		t.Fatal("scale not applied")
+	}
+	status, page, _ = b.get("/console/usage")
+	if status != 200 || !strings.Contains(page, `id="usage-chart"`) || !strings.Contains(page, "chart.umd.min.js") || !strings.Contains(page, "format=csv") {
+		t.Fatalf("usage page %d", status)
+	}
+	if status, _, _ := b.get("/console/fleet"); status != http.StatusForbidden {
+		t.Fatalf("fleet page for a project: %d", status)
+	}
+	admin := e.browser()
+	admin.signIn("adm")
+	status, page, _ = admin.get("/console/fleet")
+	if status != 200 || !strings.Contains(page, "us-central-2") || !strings.Contains(page, "Preemptions") {
+		t.Fatalf("fleet page %d", status)
+	}
+	if status, _, h := admin.get("/console/static/chart.umd.min.js"); status != 200 || !strings.Contains(h.Get("Content-Type"), "javascript") {
+		t.Fatalf("chart library %d %s", status, h.Get("Content-Type"))
+	}
+	if _, _, h := admin.get("/console/"); !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'self'") || h.Get("X-Frame-Options") != "DENY" {
+		t.Fatal("security headers missing")
+	}
+}

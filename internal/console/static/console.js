@@ -1,0 +1,216 @@
+// sparecap console: local times, deadline countdowns, the create and scale
+// pages' capacity and price hints, the live event timeline and the usage
+// chart. Everything it shows comes from the page or from the /v1 API with
+// the session cookie; it never builds HTML from data (textContent only).
+"use strict";
+
+function localTime(el) {
+  const d = new Date(el.getAttribute("datetime"));
+  if (isNaN(d)) return;
+  el.title = d.toISOString();
+  el.textContent = d.toLocaleString();
+}
+
+function countdown(el) {
+  const d = new Date(el.getAttribute("datetime"));
+  if (isNaN(d)) return;
+  const left = Math.max(0, Math.round((d - Date.now()) / 1000));
+  const m = Math.floor(left / 60), s = left % 60;
+  el.title = d.toLocaleString();
+  el.textContent = left === 0 ? "now" : "in " + m + ":" + String(s).padStart(2, "0");
+}
+
+function age(el) {
+  const d = new Date(el.getAttribute("datetime"));
+  if (isNaN(d)) return;
+  const s = Math.max(0, Math.round((Date.now() - d) / 1000));
+  el.title = d.toLocaleString();
+  el.textContent = s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m" : Math.floor(s / 3600) + "h" + Math.floor((s % 3600) / 60) + "m";
+}
+
+function refreshTimes(root) {
+  root.querySelectorAll("time:not([data-countdown]):not([data-age])").forEach(localTime);
+  root.querySelectorAll("time[data-countdown]").forEach(countdown);
+  root.querySelectorAll("time[data-age]").forEach(age);
+  root.querySelectorAll("[data-w]").forEach((el) => { el.style.width = el.dataset.w + "%"; });
+}
+
+function csrf() {
+  const el = document.querySelector('input[name="csrf"]');
+  return el ? el.value : "";
+}
+
+function money(n) { return "$" + n.toFixed(2); }
+
+// Create page: capacity and hourly price of the choice.
+function createPage() {
+  const form = document.getElementById("create-form");
+  if (!form) return;
+  const sel = document.getElementById("region_gpu");
+  const std = document.getElementById("num_gpus");
+  const pre = document.getElementById("num_preemptible_gpus");
+  const sw = document.getElementById("preemptible");
+  const cap = document.getElementById("capacity-now");
+  const price = document.getElementById("price-now");
+  function update() {
+    const o = sel.options[sel.selectedIndex];
+    if (!o) return;
+    pre.disabled = !sw.checked;
+    cap.textContent = "Available now: " + o.dataset.od + " GPUs on demand, " + o.dataset.pre + " GPUs preemptible.";
+    const odp = parseFloat(o.dataset.odprice), prp = parseFloat(o.dataset.preprice);
+    const s = parseInt(std.value || "0", 10), p = sw.checked ? parseInt(pre.value || "0", 10) : 0;
+    if (isNaN(odp)) { price.textContent = "No price is set for this GPU type."; return; }
+    price.textContent = "Standard " + s + " × $" + o.dataset.odprice + " = " + money(s * odp) + "/h" +
+      (sw.checked ? " · preemptible up to " + p + " × $" + o.dataset.preprice + " = " + money(p * prp) + "/h (half price)" : "");
+  }
+  [sel, std, pre, sw].forEach((el) => el.addEventListener("input", update));
+  update();
+}
+
+// Scale page: what the change costs per hour.
+function scalePage() {
+  const box = document.getElementById("scale-capacity");
+  const out = document.getElementById("scale-cost");
+  if (!box || !out) return;
+  const std = document.getElementById("num_gpus"), pre = document.getElementById("num_preemptible_gpus");
+  function update() {
+    const odp = parseFloat(box.dataset.odprice), prp = parseFloat(box.dataset.preprice);
+    if (isNaN(odp)) { out.textContent = ""; return; }
+    const ds = parseInt(std.value || "0", 10) - parseInt(box.dataset.std, 10);
+    const dp = parseInt(pre.value || "0", 10) - parseInt(box.dataset.desired, 10);
+    const delta = ds * odp + dp * prp;
+    out.textContent = "This change: " + (delta >= 0 ? "+" : "−") + money(Math.abs(delta)) + " per hour" +
+      (dp > 0 ? " (preemptible at most, once the target is filled)" : "");
+  }
+  [std, pre].forEach((el) => el.addEventListener("input", update));
+  update();
+}
+
+// Cluster page: the live timeline (Server-Sent Events from the API) and
+// the node table, refreshed from the API on every event.
+function clusterPage() {
+  const tl = document.getElementById("timeline");
+  if (!tl) return;
+  const id = tl.dataset.cluster;
+  const live = document.getElementById("live");
+  let cursor = tl.dataset.cursor || "0";
+  let es;
+  function connect() {
+    es = new EventSource("/v1/clusters/" + encodeURIComponent(id) + "/events?watch=true&cursor=" + encodeURIComponent(cursor));
+    es.addEventListener("open", () => { live.textContent = "live"; live.classList.remove("off"); });
+    es.addEventListener("error", () => { live.textContent = "reconnecting…"; live.classList.add("off"); });
+    es.addEventListener("node_lifecycle_event", (msg) => {
+      const e = JSON.parse(msg.data);
+      cursor = e.cursor;
+      addEvent(e);
+      refreshCluster();
+    });
+  }
+  function addEvent(e) {
+    const li = document.createElement("li");
+    li.className = "ev ev-" + e.reason + " new";
+    const t = document.createElement("time");
+    t.setAttribute("datetime", e.timestamp);
+    li.append(t, " ");
+    const r = document.createElement("strong");
+    r.textContent = e.reason;
+    li.append(r, " ");
+    if (e.node_name) {
+      const c = document.createElement("code");
+      c.textContent = e.node_name;
+      li.append(c, " ");
+    }
+    li.append(e.message);
+    if (e.deadline) {
+      const span = document.createElement("span");
+      span.className = "deadline";
+      const d = document.createElement("time");
+      d.setAttribute("datetime", e.deadline);
+      d.dataset.countdown = "";
+      span.append(" deadline ", d);
+      li.append(" ", span);
+    }
+    tl.prepend(li);
+    refreshTimes(li);
+  }
+  async function refreshCluster() {
+    const resp = await fetch("/v1/clusters/" + encodeURIComponent(id), { credentials: "same-origin" });
+    if (!resp.ok) return;
+    const c = await resp.json();
+    document.getElementById("cluster-status").textContent = c.status;
+    document.getElementById("cluster-status").className = "status status-" + c.status;
+    document.getElementById("allocated").textContent = c.allocated_preemptible_gpus;
+    document.getElementById("desired").textContent = c.desired_preemptible_gpus;
+    const bar = document.getElementById("alloc-bar");
+    bar.dataset.w = c.desired_preemptible_gpus > 0 ? Math.min(100, Math.floor(c.allocated_preemptible_gpus * 100 / c.desired_preemptible_gpus)) : 0;
+    document.getElementById("unfulfilled").textContent = c.target_unfulfilled ? c.target_unfulfilled.reason + ": " + c.target_unfulfilled.message : "";
+    const body = document.querySelector("#nodes tbody");
+    body.replaceChildren(...c.gpu_worker_nodes.map((n) => {
+      const tr = document.createElement("tr");
+      tr.dataset.node = n.node_id;
+      const cell = (v) => { const td = document.createElement("td"); if (v instanceof Node) td.append(v); else td.textContent = v; tr.append(td); };
+      cell(n.node_name);
+      const cls = document.createElement("span");
+      cls.className = "class class-" + n.compute_class;
+      cls.textContent = n.compute_class;
+      cell(cls);
+      cell(n.status);
+      cell(String(n.num_gpus));
+      const a = document.createElement("time");
+      a.setAttribute("datetime", n.created_at);
+      a.dataset.age = "";
+      cell(a);
+      if (n.deadline) {
+        const d = document.createElement("time");
+        d.setAttribute("datetime", n.deadline);
+        d.dataset.countdown = "";
+        cell(d);
+      } else cell("–");
+      return tr;
+    }));
+    refreshTimes(document);
+  }
+  connect();
+  window.addEventListener("beforeunload", () => es && es.close());
+}
+
+// Usage page: cost per day by compute class and the on-demand equivalent.
+function usagePage() {
+  const data = document.getElementById("usage-data");
+  const canvas = document.getElementById("usage-chart");
+  if (!data || !canvas || !window.Chart) return;
+  const lines = JSON.parse(data.textContent) || [];
+  const days = [...new Set(lines.map((l) => l.start.slice(0, 10)))].sort();
+  const series = (cls, field) => days.map((d) => lines.filter((l) => l.start.startsWith(d) && l.compute_class === cls)
+    .reduce((s, l) => s + parseFloat(l[field]), 0));
+  const od = days.map((d, i) => series("standard", "on_demand_amount")[i] + series("preemptible", "on_demand_amount")[i]);
+  new window.Chart(canvas, {
+    type: "bar",
+    data: {
+      labels: days,
+      datasets: [
+        { label: "standard", data: series("standard", "amount"), backgroundColor: "#1f6feb", stack: "cost" },
+        { label: "preemptible", data: series("preemptible", "amount"), backgroundColor: "#c2410c", stack: "cost" },
+        { label: "on-demand equivalent", data: od, type: "line", borderColor: "#5d6d7e", backgroundColor: "#5d6d7e", borderDash: [6, 4] },
+      ],
+    },
+    options: { animation: false, responsive: true, scales: { y: { stacked: true, title: { display: true, text: "USD" } }, x: { stacked: true } } },
+  });
+}
+
+function confirmForms() {
+  document.querySelectorAll("form[data-confirm]").forEach((f) => f.addEventListener("submit", (ev) => {
+    if (!window.confirm(f.dataset.confirm)) ev.preventDefault();
+  }));
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  refreshTimes(document);
+  setInterval(() => refreshTimes(document), 1000);
+  createPage();
+  scalePage();
+  clusterPage();
+  usagePage();
+  confirmForms();
+  void csrf;
+});
