@@ -193,3 +193,32 @@ func TestPrices(t *testing.T) {
 }
 
 func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+func TestUsageByDay(t *testing.T) {
+	e, _, start := usageWorld(t)
+	e.clk.Step(24 * time.Hour) // the cluster runs into a second day
+	end := e.clk.Now()
+	var daily, whole apiv1.Usage
+	e.do("p", "GET", "/v1/usage"+q(start, end, "group_by", "day"), "", 200, &daily)
+	e.do("p", "GET", "/v1/usage"+q(start, end), "", 200, &whole)
+	if daily.Totals != whole.Totals {
+		t.Fatalf("daily totals %+v, whole %+v", daily.Totals, whole.Totals)
+	}
+	days := map[string]int64{}
+	for _, l := range daily.LineItems {
+		if l.NodeID != "" || l.End.Sub(l.Start) > 24*time.Hour {
+			t.Fatalf("day line %+v", l)
+		}
+		days[l.Start.Format("2006-01-02")] += l.GPUSeconds
+	}
+	if len(days) != 2 {
+		t.Fatalf("days %v", days)
+	}
+	var sum int64
+	for _, v := range days {
+		sum += v
+	}
+	if sum != whole.Totals.GPUSeconds {
+		t.Fatalf("days add up to %d GPU-seconds, the period has %d", sum, whole.Totals.GPUSeconds)
+	}
+}
