@@ -150,6 +150,16 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("%+v", got)
 	}
 	e.do("p", "GET", "/v1/clusters", "", 200, nil)
+	var who apiv1.WhoAmI
+	e.do("p", "GET", "/v1/whoami", "", 200, &who)
+	if who.Admin || who.ProjectID != "p" {
+		t.Fatalf("whoami %+v", who)
+	}
+	var adm apiv1.WhoAmI
+	e.do("admin", "GET", "/v1/whoami", "", 200, &adm)
+	if !adm.Admin || adm.ProjectID != "" {
+		t.Fatalf("admin whoami %+v", adm)
+	}
 	e.do("", "GET", "/healthz", "", 200, nil)
 	e.do("", "GET", "/readyz", "", 200, nil)
 	e.apiErr("p", "GET", "/v1/nope", "", 404)

@@ -86,6 +86,9 @@ func (s *Server) routes() {
 	s.mux.Handle("DELETE /v1/clusters/{id}", s.auth(s.deleteCluster))
 	s.mux.Handle("GET /v1/clusters/{id}/events", s.auth(s.events))
 	s.mux.Handle("GET /v1/capacity", s.auth(s.capacity))
+	s.mux.Handle("GET /v1/whoami", s.auth(func(w http.ResponseWriter, r *http.Request, p principal) {
+		writeJSON(w, http.StatusOK, apiv1.WhoAmI{Admin: p.admin, ProjectID: p.project})
+	}))
 	s.mux.Handle("GET /v1/stats/preemptions", s.auth(s.preemptionStats))
 	s.mux.Handle("GET /v1/usage", s.auth(s.usage))
 	s.mux.Handle("GET /v1/invoices", s.auth(s.invoice))

@@ -112,6 +112,12 @@ type CapacityList struct {
 	Capacity []Capacity `json:"capacity"`
 }
 
+// WhoAmI is the body of GET /v1/whoami: what the caller's token is.
+type WhoAmI struct {
+	Admin     bool   `json:"admin"`
+	ProjectID string `json:"project_id,omitempty"`
+}
+
 // CreateProjectRequest is the body of POST /v1/admin/projects.
 type CreateProjectRequest struct {
 	ProjectID string `json:"project_id"`

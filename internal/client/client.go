@@ -286,6 +286,11 @@ func (c *Client) CreateToken(ctx context.Context, projectID string) (*apiv1.Proj
 	return call[apiv1.Project](ctx, c, http.MethodPost, "/v1/admin/projects/"+url.PathEscape(projectID)+"/tokens", nil, struct{}{})
 }
 
+// WhoAmI tells whether the token is the admin's or which project's.
+func (c *Client) WhoAmI(ctx context.Context) (*apiv1.WhoAmI, error) {
+	return call[apiv1.WhoAmI](ctx, c, http.MethodGet, "/v1/whoami", nil, nil)
+}
+
 // ListProjects lists projects (admin), without tokens.
 func (c *Client) ListProjects(ctx context.Context) (*apiv1.ProjectList, error) {
 	return call[apiv1.ProjectList](ctx, c, http.MethodGet, "/v1/admin/projects", nil, nil)

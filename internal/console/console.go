@@ -243,45 +243,15 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		fail("Enter a project or admin token.")
 		return
 	}
-	ac := c.client(token)
-	ctx := r.Context()
-	admin := true
-	if _, err := ac.ListProjects(ctx); err != nil {
-		admin = false
-		if client.IsUnauthorized(err) && !isForbidden(err) {
-			fail("That token is not valid.")
-			return
-		}
+	who, err := c.client(token).WhoAmI(r.Context())
+	if err != nil {
+		fail("That token is not valid.")
+		return
 	}
-	project := ""
-	if !admin {
-		// A project token: the project is whatever its clusters say, or
-		// what the server answers for a cluster list.
-		if _, err := ac.ListClusters(ctx, client.ListClustersOptions{}); err != nil {
-			fail("That token is not valid.")
-			return
-		}
-		project = projectOf(ctx, ac)
-	}
-	id, _ := c.sessions.create(token, admin, project)
+	id, _ := c.sessions.create(token, who.Admin, who.ProjectID)
 	c.setCookie(w, r, api.SessionCookie, id, int(SessionTTL.Seconds()))
 	c.setCookie(w, r, loginCookie, "", -1)
 	http.Redirect(w, r, next, http.StatusSeeOther)
-}
-
-func isForbidden(err error) bool {
-	var ae *client.APIError
-	return errors.As(err, &ae) && ae.Status == http.StatusForbidden
-}
-
-// projectOf finds the project of a project token from its usage scope: a
-// usage query answers for the caller's own project.
-func projectOf(ctx context.Context, api *client.Client) string {
-	cs, err := api.ListClusters(ctx, client.ListClustersOptions{})
-	if err == nil && len(cs.Clusters) > 0 {
-		return cs.Clusters[0].ProjectID
-	}
-	return ""
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session, _ *client.Client) {

@@ -162,6 +162,9 @@ func TestSignInSetsSecureCookieAndSignOutClearsIt(t *testing.T) {
 	}
 	_, home, _ := b.get("/console/")
 	csrf := csrfOf(t, home)
+	if !strings.Contains(home, "project p") {
+		t.Fatal("the header does not say which project is signed in")
+	}
 	if strings.Contains(home, e.tokens["p"]) {
 		t.Fatal("the page shows the token")
 	}

@@ -121,7 +121,7 @@ function clusterPage() {
       li.append(c, " ");
     }
     li.append(e.message);
-    if (e.deadline) {
+    if (e.deadline && (e.reason === "PreemptionNotified" || e.reason === "ScaledDown")) {
       const span = document.createElement("span");
       span.className = "deadline";
       const d = document.createElement("time");
