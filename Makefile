@@ -31,6 +31,7 @@ vet:
 # tests; it fails loudly rather than letting those tests be skipped.
 services:
 	@scripts/ensure-postgres.sh
+	@scripts/ensure-chromium.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/allocator/
