@@ -44,6 +44,9 @@ type Console struct {
 	log      *slog.Logger
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
+	// Speed of the server's clock relative to real time (1 unless the
+	// server runs with --speed).
+	Speed float64
 }
 
 // New returns the console over the API handler.
@@ -140,9 +143,14 @@ type view struct {
 	Project string
 	CSRF    string
 	Nav     string
-	Flash   string
-	Error   string
-	Data    any
+	// ServerNow and Speed let the page count deadlines down on the
+	// server's clock, which runs Speed times faster than real time in
+	// demos.
+	ServerNow string
+	Speed     float64
+	Flash     string
+	Error     string
+	Data      any
 }
 
 type handler func(w http.ResponseWriter, r *http.Request, s *session, api *client.Client)
@@ -176,6 +184,7 @@ func (c *Console) render(w http.ResponseWriter, status int, page string, v view,
 	if s != nil {
 		v.Admin, v.Project, v.CSRF = s.admin, s.project, s.csrf
 	}
+	v.ServerNow, v.Speed = c.clock.Now().UTC().Format(time.RFC3339Nano), max(c.Speed, 1)
 	var buf bytes.Buffer
 	if err := c.pages[page].Execute(&buf, v); err != nil {
 		c.log.Error("render console page", "page", page, "err", err)

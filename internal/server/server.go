@@ -166,7 +166,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	instrumented := s.Metrics.Middleware(apiHandler)
 	handler := http.NewServeMux()
 	handler.Handle("GET /metrics", s.Metrics.Handler())
-	handler.Handle("/console/", console.New(instrumented, sessions, clk, o.Log))
+	con := console.New(instrumented, sessions, clk, o.Log)
+	con.Speed = s.Speed
+	handler.Handle("/console/", con)
 	handler.Handle("GET /{$}", http.RedirectHandler("/console/", http.StatusFound))
 	handler.Handle("/", instrumented)
 

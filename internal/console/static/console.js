@@ -4,6 +4,13 @@
 // the session cookie; it never builds HTML from data (textContent only).
 "use strict";
 
+// The server's clock, which runs `speed` times faster than real time in
+// demos: every countdown and age is measured against it, not the browser's.
+const loadedAt = Date.now();
+const serverAtLoad = Date.parse(document.body ? document.body.dataset.serverNow : "") || loadedAt;
+const speed = parseFloat(document.body ? document.body.dataset.speed : "1") || 1;
+function serverNow() { return serverAtLoad + (Date.now() - loadedAt) * speed; }
+
 function localTime(el) {
   const d = new Date(el.getAttribute("datetime"));
   if (isNaN(d)) return;
@@ -14,7 +21,7 @@ function localTime(el) {
 function countdown(el) {
   const d = new Date(el.getAttribute("datetime"));
   if (isNaN(d)) return;
-  const left = Math.max(0, Math.round((d - Date.now()) / 1000));
+  const left = Math.max(0, Math.round((d - serverNow()) / 1000));
   const m = Math.floor(left / 60), s = left % 60;
   el.title = d.toLocaleString();
   el.textContent = left === 0 ? "now" : "in " + m + ":" + String(s).padStart(2, "0");
@@ -23,7 +30,7 @@ function countdown(el) {
 function age(el) {
   const d = new Date(el.getAttribute("datetime"));
   if (isNaN(d)) return;
-  const s = Math.max(0, Math.round((Date.now() - d) / 1000));
+  const s = Math.max(0, Math.round((serverNow() - d) / 1000));
   el.title = d.toLocaleString();
   el.textContent = s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m" : Math.floor(s / 3600) + "h" + Math.floor((s % 3600) / 60) + "m";
 }
@@ -171,6 +178,9 @@ function clusterPage() {
     refreshTimes(document);
   }
   connect();
+  // Some changes come without an event (a machine finishing its wipe
+  // takes the removed node off the list): refresh every few seconds too.
+  setInterval(refreshCluster, 3000);
   window.addEventListener("beforeunload", () => es && es.close());
 }
 
@@ -184,6 +194,7 @@ function usagePage() {
   const series = (cls, field) => days.map((d) => lines.filter((l) => l.start.startsWith(d) && l.compute_class === cls)
     .reduce((s, l) => s + parseFloat(l[field]), 0));
   const od = days.map((d, i) => series("standard", "on_demand_amount")[i] + series("preemptible", "on_demand_amount")[i]);
+  window.Chart.defaults.font.family = getComputedStyle(document.body).fontFamily;
   new window.Chart(canvas, {
     type: "bar",
     data: {
