@@ -28,7 +28,8 @@ vet:
 	$(GO) vet ./...
 
 # services makes sure PostgreSQL is up for the conformance and end-to-end
-# tests; it fails loudly rather than letting those tests be skipped.
+# tests, and Debian's chromium is installed for the browser tests; it
+# fails loudly rather than letting those tests be skipped.
 services:
 	@scripts/ensure-postgres.sh
 	@scripts/ensure-chromium.sh

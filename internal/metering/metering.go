@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/billing"
@@ -31,6 +32,8 @@ type Meter struct {
 	// the first Cut, then from this process's cuts.
 	last   map[string]time.Time
 	loaded bool
+	// mu serializes cuts: the background loop and usage queries both cut.
+	mu sync.Mutex
 }
 
 // New returns a meter.
@@ -44,6 +47,8 @@ func New(st store.Store, clk clock.Clock, log *slog.Logger) *Meter {
 // Cut writes the current usage record of every node not yet final, in one
 // transaction.
 func (m *Meter) Cut(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	now := m.clock.Now()
 	if !m.loaded {
 		open, err := m.store.ListUsage(ctx, store.UsageFilter{Open: true})

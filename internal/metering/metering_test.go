@@ -215,3 +215,32 @@ func TestRunningNodeShowsWhileItRuns(t *testing.T) {
 		t.Fatalf("after a restart, reported %v GPU-seconds for 10 s of 8 GPUs", again)
 	}
 }
+
+// TestConcurrentCuts: the background loop and usage queries cut at the
+// same time; run with -race.
+func TestConcurrentCuts(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	ids := 0
+	w := open(t, t.TempDir(), clk, &ids)
+	defer w.close()
+	f, _ := fleet.Parse([]byte("pools: [{region: r, gpu_type: H100, machines: 2}]"))
+	fleet.Register(ctx, w.st, f, t0)
+	w.st.Update(ctx, func(tx store.Tx) error { return tx.CreateProject(ctx, domain.Project{ID: "a", CreatedAt: t0}) })
+	w.ctrl.CreateCluster(ctx, domain.Cluster{ID: "c", Name: "c", ProjectID: "a", Region: "r", GPUType: "H100",
+		Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, NumGPUs: 16})
+	for i := 0; i < 6; i++ {
+		w.ctrl.Reconcile(ctx)
+		clk.Step(10 * time.Second)
+	}
+	w.meter.OnBilled = func(string, float64) {}
+	done := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		go func() { done <- w.meter.Cut(ctx) }()
+	}
+	for i := 0; i < 4; i++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
