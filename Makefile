@@ -35,7 +35,7 @@ services:
 	@scripts/ensure-chromium.sh
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/allocator/
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/allocator/ ./internal/billing/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeCreate -fuzztime 30s ./internal/api/
