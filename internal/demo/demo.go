@@ -172,7 +172,7 @@ func (d *demo) play(ctx context.Context) error {
 	}
 
 	d.heading("Done")
-	fmt.Fprintf(d.out, "Run it yourself: `sparecap server` in one terminal, then `sparecap capacity`, `sparecap clusters create ...`,\n`sparecap events --cluster <id> --follow`. See README.md.\n")
+	fmt.Fprintf(d.out, "Run it yourself: `sparecap server` in one terminal, then `sparecap capacity`, `sparecap clusters create ...`,\n`sparecap events --cluster <id> --follow`, `sparecap usage`, or the web console at http://127.0.0.1:8407/console/.\nSee README.md.\n")
 	return nil
 }
 
