@@ -354,6 +354,19 @@ func TestDeleteCluster(t *testing.T) {
 	e.apiErr("p", "PATCH", "/v1/clusters/"+c.ClusterID, `{"num_gpus":16}`, 409)
 	e.settle()
 	e.apiErr("p", "GET", "/v1/clusters/"+c.ClusterID, "", 404)
+	// Its events stay readable by its project, and only by it.
+	var evs apiv1.EventList
+	e.do("p", "GET", "/v1/clusters/"+c.ClusterID+"/events", "", 200, &evs)
+	removed := 0
+	for _, ev := range evs.Events {
+		if ev.Reason == "NodeRemoved" {
+			removed++
+		}
+	}
+	if removed != 3 {
+		t.Fatalf("events of the deleted cluster: %+v", evs.Events)
+	}
+	e.apiErr("q", "GET", "/v1/clusters/"+c.ClusterID+"/events", "", 404)
 }
 
 func TestEventsPaging(t *testing.T) {

@@ -275,7 +275,13 @@ func parseCursor(v string) (int64, error) {
 
 func (s *Server) events(w http.ResponseWriter, r *http.Request, p principal) {
 	ctx := r.Context()
-	c, err := s.visibleCluster(ctx, r.PathValue("id"), p)
+	// Events outlive their cluster (they are kept 72 hours), so a deleted
+	// cluster's history stays readable by its project.
+	id := r.PathValue("id")
+	c, err := s.store.GetClusterRecord(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) || (err == nil && !p.sees(c.ProjectID)) {
+		err = notFound("cluster %q not found", id)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
