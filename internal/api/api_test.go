@@ -161,6 +161,14 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("admin whoami %+v", adm)
 	}
 	e.do("", "GET", "/healthz", "", 200, nil)
+	resp, err := http.Get(e.srv.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get(TimeHeader); got != e.clk.Now().Format(time.RFC3339Nano) {
+		t.Fatalf("%s = %q, want the server's clock %s", TimeHeader, got, e.clk.Now())
+	}
 	e.do("", "GET", "/readyz", "", 200, nil)
 	e.apiErr("p", "GET", "/v1/nope", "", 404)
 }

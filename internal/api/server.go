@@ -43,6 +43,9 @@ type Server struct {
 	Sessions Sessions
 }
 
+// TimeHeader carries the server's clock on every response.
+const TimeHeader = "Sparecap-Time"
+
 // SessionCookie names the console's session cookie.
 const SessionCookie = "sparecap_session"
 
@@ -130,6 +133,9 @@ func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
 // ServeHTTP logs each request (never its Authorization header).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// The server's clock may run faster than real time (--speed): clients
+	// measure ages and countdowns against this, not their own clock.
+	w.Header().Set(TimeHeader, s.clock.Now().UTC().Format(time.RFC3339Nano))
 	rec := &statusRecorder{ResponseWriter: w, status: 200}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.unrouted(rec, r)

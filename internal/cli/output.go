@@ -84,7 +84,7 @@ func (s *state) age(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return shortDuration(s.clock.Now().Sub(t))
+	return shortDuration(s.now().Sub(t))
 }
 
 func shortDuration(d time.Duration) string {
@@ -112,7 +112,7 @@ func (s *state) deadline(d *time.Time) string {
 		return "-"
 	}
 	out := d.UTC().Format(time.RFC3339)
-	if left := d.Sub(s.clock.Now()); left > 0 {
+	if left := d.Sub(s.now()); left > 0 {
 		out += " (in " + left.Round(time.Second).String() + ")"
 	} else {
 		out += " (passed)"

@@ -41,6 +41,21 @@ func defaultEnv() env {
 type state struct {
 	env
 	url, token, configPath, output string
+	// last is the command's API client, whose responses carry the server's
+	// clock.
+	last *client.Client
+}
+
+// now is the server's time when a response has told it, else the CLI's
+// clock. A server run with --speed keeps a simulated clock; ages and
+// countdowns are only right against it.
+func (s *state) now() time.Time {
+	if s.last != nil {
+		if t, ok := s.last.ServerTime(); ok {
+			return t
+		}
+	}
+	return s.clock.Now()
 }
 
 // NewRoot returns the sparecap root command with every API command, plus
@@ -159,7 +174,9 @@ func (s *state) client(cmd *cobra.Command) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.New(url, token, client.WithUserAgent("sparecap-cli")), nil
+	c := client.New(url, token, client.WithUserAgent("sparecap-cli"))
+	s.last = c
+	return c, nil
 }
 
 // run adapts a command body to cobra: it builds the client and adds a hint

@@ -65,7 +65,11 @@ project, or one with --project-id.`,
 					return err
 				}
 			default:
-				now := s.clock.Now().UTC().Truncate(time.Second)
+				// "Now" is the server's: learn it before asking.
+				if _, err := c.WhoAmI(cmd.Context()); err != nil {
+					return fmt.Errorf("usage: %w", err)
+				}
+				now := s.now().UTC().Truncate(time.Second)
 				q.From = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 				q.To = now.Add(time.Second)
 				if from != "" {
@@ -156,7 +160,10 @@ A project token reads its own invoice; the admin names the project.`,
 		PersistentPreRunE: allowCSV(s),
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			if month == "" {
-				month = s.clock.Now().UTC().Format("2006-01")
+				if _, err := c.WhoAmI(cmd.Context()); err != nil {
+					return fmt.Errorf("invoice: %w", err)
+				}
+				month = s.now().UTC().Format("2006-01")
 			} else if _, _, err := monthPeriod(month); err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package cli
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,18 +20,28 @@ func usageFixture() apiv1.Usage {
 	}
 }
 
+// whoami answers like a server whose (simulated) clock reads at.
+func whoami(f *fakeAPI, at string) {
+	f.mux.HandleFunc("GET /v1/whoami", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Sparecap-Time", at)
+		writeJSON(w, 200, apiv1.WhoAmI{ProjectID: "p"})
+	})
+}
+
 func TestUsageCommand(t *testing.T) {
 	f := newFakeAPI(t)
 	f.handle("GET /v1/usage", 200, usageFixture())
+	whoami(f, "2030-05-17T10:00:00Z")
 	r := f.run("usage", "--cluster", "c1", "--group-by", "compute_class")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
 	mustContain(t, "usage table", r.stdout, "gpu-preemptible-dp-2", "1.495", "12m", "USD 2.39", "USD 4.78", "preemptible")
 	got, _ := url.ParseQuery(f.only("GET", "/v1/usage")[0].Query)
-	// The default period is this month up to now (the test clock's now).
+	// The default period is this month up to now, on the server's clock
+	// (which runs ahead of the CLI's when the server runs with --speed).
 	if got.Get("cluster_id") != "c1" || got.Get("group_by") != "compute_class" ||
-		got.Get("from") != "2025-03-01T00:00:00Z" || got.Get("to") == "" {
+		got.Get("from") != "2030-05-01T00:00:00Z" || !strings.HasPrefix(got.Get("to"), "2030-05-17T10:00") {
 		t.Fatalf("query %v", got)
 	}
 	r = f.run("usage", "--month", "2026-10")
@@ -52,6 +63,7 @@ func TestUsageCommand(t *testing.T) {
 
 func TestUsageCSV(t *testing.T) {
 	f := newFakeAPI(t)
+	whoami(f, "2030-05-17T10:00:00Z")
 	f.mux.HandleFunc("GET /v1/usage", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("format") != "csv" {
 			t.Errorf("format %q", r.URL.Query().Get("format"))

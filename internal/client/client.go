@@ -11,8 +11,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
+	"time"
 )
 
 // maxErrorBody bounds how much of an error response is read: enough for any
@@ -25,6 +27,23 @@ type Client struct {
 	token     string
 	http      *http.Client
 	userAgent string
+
+	mu         sync.Mutex
+	serverTime time.Time // from the last response's Sparecap-Time header
+	receivedAt time.Time // wall time it arrived
+}
+
+// ServerTime is the server's clock as of the last response (its
+// Sparecap-Time header) plus the wall time since; ok is false before any
+// response carried it. A server run with --speed keeps a simulated clock,
+// and ages and countdowns are only right against it.
+func (c *Client) ServerTime() (t time.Time, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.serverTime.IsZero() {
+		return time.Time{}, false
+	}
+	return c.serverTime.Add(time.Since(c.receivedAt)), true
 }
 
 // Option configures a Client.
@@ -149,6 +168,11 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	if err != nil {
 		// A *url.Error already names the method and URL.
 		return nil, err
+	}
+	if t, err := time.Parse(time.RFC3339Nano, resp.Header.Get("Sparecap-Time")); err == nil {
+		c.mu.Lock()
+		c.serverTime, c.receivedAt = t, time.Now()
+		c.mu.Unlock()
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()

@@ -342,3 +342,23 @@ func TestBadJSONResponse(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+func TestServerTime(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Sparecap-Time", "2030-01-02T03:04:05Z")
+		w.Write([]byte(`{"status":"ok"}`))
+	}))
+	defer srv.Close()
+	c := New(srv.URL, "tok")
+	if _, ok := c.ServerTime(); ok {
+		t.Fatal("server time known before any response")
+	}
+	if err := c.Healthz(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := c.ServerTime()
+	want := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	if !ok || got.Before(want) || got.Sub(want) > time.Second {
+		t.Fatalf("server time %v, want about %v", got, want)
+	}
+}
