@@ -161,6 +161,11 @@ const (
 	ReasonTargetUnfulfilled  EventReason = "TargetUnfulfilled"
 	ReasonTargetFulfilled    EventReason = "TargetFulfilled"
 	ReasonClusterDeleting    EventReason = "ClusterDeleting"
+	// ReasonProvisionFailed / ReasonDeprovisionFailed: the machine
+	// provider (an operator's exec hook, say) failed; the step is retried
+	// with backoff and the error is kept on the node (Node.LastError).
+	ReasonProvisionFailed   EventReason = "ProvisionFailed"
+	ReasonDeprovisionFailed EventReason = "DeprovisionFailed"
 )
 
 // Project is a tenant.
@@ -223,6 +228,10 @@ type Cluster struct {
 	NodeSeq   int64
 	CreatedAt time.Time
 	DeletedAt time.Time
+	// KubeAttachedAt is when an operator attached the cluster's Kubernetes
+	// API (a kubeconfig, kept sealed by the store and never returned);
+	// zero: the cluster runs on the simulated driver.
+	KubeAttachedAt time.Time
 }
 
 // Node is a machine serving a cluster in one compute class.
@@ -246,6 +255,10 @@ type Node struct {
 	DrainedAt time.Time
 	Outcome   DrainOutcome
 	RemovedAt time.Time
+	// LastError is the last failure of a step on this node (a provision
+	// hook that failed, a cluster API that did not answer); empty once the
+	// step succeeds.
+	LastError string
 }
 
 // Event is a node lifecycle event.
