@@ -32,6 +32,9 @@ type Config struct {
 	// Interval between reconciles when nothing wakes the loop earlier, in
 	// clock time (default 1s).
 	Interval time.Duration
+	// Workers is how many node steps run at once (default 64). Steps wait
+	// on their cluster's API, so this bounds concurrent API calls, not CPU.
+	Workers int
 }
 
 func (c *Config) defaults() {
@@ -46,6 +49,9 @@ func (c *Config) defaults() {
 	}
 	if c.Interval <= 0 {
 		c.Interval = time.Second
+	}
+	if c.Workers <= 0 {
+		c.Workers = 64
 	}
 }
 
@@ -71,6 +77,12 @@ type Controller struct {
 	changed   chan struct{}
 	lastPrune time.Time
 	moved     atomic.Int64 // node transitions so far
+
+	workers chan struct{}  // a token per node step running
+	steps   sync.WaitGroup // node steps running
+	busyMu  sync.Mutex
+	busy    map[string]bool // nodes whose step is running
+	backoff backoff
 }
 
 // Observation is a step the controller took on a node. Kind says which:
@@ -151,6 +163,8 @@ func New(st store.Store, cd driver.ClusterDriver, mp driver.MachineProvider, clk
 		NewID:   RandomID,
 		kick:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
+		workers: make(chan struct{}, cfg.Workers),
+		busy:    map[string]bool{},
 	}
 }
 

@@ -245,8 +245,15 @@ func TestReclaimT0ActionsAndEarlyRelease(t *testing.T) {
 	if v.Annotations[domain.AnnotationDeadline] != deadline.Format(time.RFC3339) {
 		t.Fatalf("annotation %q", v.Annotations[domain.AnnotationDeadline])
 	}
-	if len(v.Events) != 1 || v.Events[0].Type != "Warning" || v.Events[0].Reason != "PreemptionNotified" {
+	if ev := nodeEvents(v); len(ev) != 1 || ev[0].Type != "Warning" || ev[0].Reason != "PreemptionNotified" {
 		t.Fatalf("k8s events %+v", v.Events)
+	}
+	// One Event on each pod too, so the tenant sees it in the pod's
+	// namespace.
+	for _, p := range v.Pods {
+		if ev := podEvents(v, p.Namespace+"/"+p.Name); len(ev) != 1 || ev[0].Reason != "PreemptionNotified" || ev[0].Type != "Warning" {
+			t.Fatalf("events on pod %s: %+v", p.Name, ev)
+		}
 	}
 	for _, p := range v.Pods {
 		if p.State != sim.PodTerminating || !p.SIGTERMAt.Equal(tNotice) || p.Grace != 5*time.Minute {
@@ -345,8 +352,13 @@ func TestRestartMidDrainKeepsDeadline(t *testing.T) {
 			t.Fatalf("pod %s re-signalled at %v", p.Name, p.SIGTERMAt)
 		}
 	}
-	if len(v.Events) != 1 || v.Events[0].Count != 1 {
-		t.Fatalf("notice repeated after restart: %+v", v.Events)
+	for _, e := range v.Events {
+		if e.Count != 1 {
+			t.Fatalf("notice repeated after restart: %+v", v.Events)
+		}
+	}
+	if len(nodeEvents(v)) != 1 {
+		t.Fatalf("node events after restart: %+v", v.Events)
 	}
 	h.advance(5*time.Minute - 141*time.Second)
 	if n, _ := h.st.GetNode(h.ctx, pre.ID); n.State != domain.NodeDraining {
@@ -404,7 +416,7 @@ func TestScaleDownAndReplenish(t *testing.T) {
 	}
 	h.reconcile()
 	v, _ := h.sim.Node("a", draining[0].Name)
-	if len(v.Events) != 1 || v.Events[0].Type != "Normal" {
+	if ev := nodeEvents(v); len(ev) != 1 || ev[0].Type != "Normal" {
 		t.Fatalf("a tenant's own scale-down is a Normal event: %+v", v.Events)
 	}
 	h.advance(40 * time.Second)
@@ -519,4 +531,18 @@ func TestDeadlineHoldsWhenTheNoticeKeepsFailing(t *testing.T) {
 	if n.Outcome != domain.OutcomeDeadline || n.DrainedAt.After(n.Deadline) {
 		t.Fatalf("%+v", n)
 	}
+}
+
+// nodeEvents are the Kubernetes Events about the node itself.
+func nodeEvents(v sim.NodeView) []sim.EventView { return podEvents(v, "") }
+
+// podEvents are those about one pod ("namespace/name").
+func podEvents(v sim.NodeView, pod string) []sim.EventView {
+	var out []sim.EventView
+	for _, e := range v.Events {
+		if e.Pod == pod {
+			out = append(out, e)
+		}
+	}
+	return out
 }

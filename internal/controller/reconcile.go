@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sparecap/sparecap/internal/allocator"
 	"github.com/sparecap/sparecap/internal/domain"
@@ -13,10 +17,13 @@ import (
 )
 
 // Run reconciles until ctx ends: after each pass it sleeps until the
-// earliest drain deadline, the end of a cooldown, a Kick, or Interval.
+// earliest drain deadline, the end of a cooldown or a retry, a Kick, or
+// Interval. Node steps run in the background (see pass), so a cluster
+// whose API is slow or down never holds up another cluster's drains.
 func (c *Controller) Run(ctx context.Context) error {
+	defer c.steps.Wait()
 	for {
-		next, err := c.Reconcile(ctx)
+		next, err := c.pass(ctx, false)
 		if err != nil && ctx.Err() == nil {
 			c.log.Error("reconcile", "err", err)
 		}
@@ -48,29 +55,93 @@ func nextWait(next, now time.Time, interval time.Duration) time.Duration {
 // inFlight are the node states the step machine moves on.
 var inFlight = []domain.NodeState{domain.NodePending, domain.NodeProvisioning, domain.NodeDraining, domain.NodeRemoving}
 
-// Reconcile runs one pass: plan and commit what changed, then step every
-// node in flight, finish deleted clusters and prune old events. It returns
-// the earliest time something is due (a drain deadline or a cooldown end),
-// or zero.
+// Reconcile runs one pass and waits for every node step it started: plan
+// and commit what changed, step every node in flight (concurrently, up to
+// Config.Workers at a time), finish deleted clusters and prune old events.
+// It returns the earliest time something is due (a drain deadline, a
+// cooldown end, a retry), or zero.
 func (c *Controller) Reconcile(ctx context.Context) (time.Time, error) {
+	return c.pass(ctx, true)
+}
+
+// pass is Reconcile; with wait false it returns without waiting for the
+// node steps it started. A node whose step is still running from an
+// earlier pass is left to it, and a step that finishes kicks the loop, so
+// the next pass sees what it changed.
+func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 	pl, err := c.replan(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
 	next := pl.NextWake
+	earlier := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
 	moved := c.moved.Load()
 	nodes, err := c.store.ListNodes(ctx, store.NodeFilter{States: inFlight})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("list nodes in flight: %w", err)
 	}
-	var errs []error
+	var (
+		errMu sync.Mutex
+		errs  []error
+		wg    sync.WaitGroup
+	)
+	now := c.clock.Now()
 	for _, n := range nodes {
-		if err := c.step(ctx, n); err != nil {
-			errs = append(errs, err)
+		if n.State == domain.NodeDraining {
+			earlier(n.Deadline)
 		}
-		if n.State == domain.NodeDraining && (next.IsZero() || n.Deadline.Before(next)) {
-			next = n.Deadline
+		if at := c.backoff.retryAt(n, now); now.Before(at) {
+			earlier(at)
+			continue
 		}
+		if !c.claim(n.ID) {
+			continue
+		}
+		wg.Add(1)
+		c.steps.Add(1)
+		go func() {
+			defer c.steps.Done()
+			defer wg.Done()
+			defer c.release(n.ID)
+			select {
+			case c.workers <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			err := c.step(ctx, n)
+			<-c.workers
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				c.backoff.fail(n.ID, c.clock.Now())
+				c.noteError(ctx, n, err)
+			} else {
+				c.backoff.ok(n.ID)
+				c.clearError(ctx, n)
+			}
+			if wait {
+				if err != nil {
+					errMu.Lock()
+					errs = append(errs, err)
+					errMu.Unlock()
+				}
+				return
+			}
+			// Background step: report through the log and let the loop
+			// see what changed (or plan the retry) at once.
+			if err != nil {
+				c.log.Warn("node step failed; retrying with backoff", "err", err)
+			}
+			c.Kick()
+		}()
+	}
+	if wait {
+		wg.Wait()
 	}
 	if err := c.finishDeletions(ctx); err != nil {
 		errs = append(errs, err)
@@ -81,8 +152,8 @@ func (c *Controller) Reconcile(ctx context.Context) (time.Time, error) {
 		pl, err := c.replan(ctx)
 		if err != nil {
 			errs = append(errs, err)
-		} else if !pl.NextWake.IsZero() && (next.IsZero() || pl.NextWake.Before(next)) {
-			next = pl.NextWake
+		} else {
+			earlier(pl.NextWake)
 		}
 	}
 	if now := c.clock.Now(); now.Sub(c.lastPrune) >= time.Minute {
@@ -244,12 +315,15 @@ func (c *Controller) stepProvision(ctx context.Context, n domain.Node) error {
 	spec := c.spec(n)
 	done, err := c.machines.Prepare(ctx, m, spec)
 	if err != nil {
-		return fmt.Errorf("prepare machine %s: %w", m.ID, err)
+		return &providerError{domain.ReasonProvisionFailed, fmt.Errorf("prepare machine %s: %w", m.ID, err)}
 	}
 	if !done {
 		return nil
 	}
 	if err := c.cluster.AddNode(ctx, spec); err != nil {
+		if errors.Is(err, driver.ErrNotReady) {
+			return nil // joined but not Ready: poll again
+		}
 		return fmt.Errorf("add node: %w", err)
 	}
 	_, err = c.transition(ctx, n.ID, domain.NodeProvisioning, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
@@ -290,10 +364,15 @@ func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
 	lastSecond := !now.Before(n.Deadline.Add(-time.Second))
 	switch {
 	case !now.Before(n.Deadline) || (len(pods) == 0 && lastSecond):
-		for _, p := range pods {
-			if err := c.cluster.DeletePod(ctx, n.ClusterID, n.Name, p, 0); err != nil {
-				return fmt.Errorf("force-delete pod %s/%s: %w", p.Namespace, p.Name, err)
+		if !n.Notified {
+			// The notice never got through (the cluster's API was down):
+			// the tenant still gets the Events saying why the node went.
+			if err := c.postEvents(ctx, n, pods); err != nil {
+				return err
 			}
+		}
+		if err := c.deletePods(ctx, n, pods, func(driver.Pod) bool { return true }, 0); err != nil {
+			return fmt.Errorf("force-delete pods: %w", err)
 		}
 		n, err = c.transition(ctx, n.ID, domain.NodeDraining, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
 			n.State, n.DrainedAt, n.Outcome = domain.NodeRemoving, now, domain.OutcomeDeadline
@@ -306,6 +385,9 @@ func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
 			return []domain.Event{{Reason: domain.ReasonNodeDrained, Deadline: n.Deadline,
 				Message: fmt.Sprintf("all pods on %s exited %s after the notice, %s before the deadline", n.Name, now.Sub(n.DrainStartedAt).Round(time.Second), max(left, 0))}}, nil
 		})
+	case n.Notified && !slices.ContainsFunc(pods, isWorkload):
+		// Only DaemonSet pods are left: their turn for SIGTERM.
+		return c.deletePods(ctx, n, pods, isRunningDaemon, graceLeft(n.Deadline, now))
 	default:
 		return nil
 	}
@@ -316,46 +398,119 @@ func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
 	return c.stepRemove(ctx, n)
 }
 
-// notice applies the T+0 actions. Each is idempotent, and pods already
-// terminating keep the grace they were given, so repeating the notice
-// after a crash changes nothing already done.
+// notice applies the T+0 actions: cordon, taint, annotate the deadline
+// (before any SIGTERM, so a pod can read it), the Event on the node, then
+// SIGTERM to every workload pod at once, then an Event on each of those
+// pods. DaemonSet pods are stopped later, once the workload is gone.
+// Each call is idempotent and pods already terminating keep the grace
+// they were given, so repeating the notice after a crash changes nothing
+// already done. A node whose object is gone from its cluster has nothing
+// left to notify.
 func (c *Controller) notice(ctx context.Context, n domain.Node) error {
+	err := c.mark(ctx, n)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pods, err := c.cluster.ListPods(ctx, n.ClusterID, n.Name)
+	if err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	if err := c.deletePods(ctx, n, pods, isRunningWorkload, graceLeft(n.Deadline, c.clock.Now())); err != nil {
+		return err
+	}
+	return c.postPodEvents(ctx, n, pods)
+}
+
+func (c *Controller) mark(ctx context.Context, n domain.Node) error {
 	if err := c.cluster.Cordon(ctx, n.ClusterID, n.Name); err != nil {
 		return fmt.Errorf("cordon: %w", err)
 	}
 	if err := c.cluster.Taint(ctx, n.ClusterID, n.Name, driver.Taint{Key: domain.TaintPreempted, Value: string(n.DrainCause), Effect: "NoSchedule"}); err != nil {
 		return fmt.Errorf("taint: %w", err)
 	}
-	deadline := n.Deadline.UTC().Format(time.RFC3339)
-	if err := c.cluster.Annotate(ctx, n.ClusterID, n.Name, domain.AnnotationDeadline, deadline); err != nil {
+	if err := c.cluster.Annotate(ctx, n.ClusterID, n.Name, domain.AnnotationDeadline, n.Deadline.UTC().Format(time.RFC3339)); err != nil {
 		return fmt.Errorf("annotate: %w", err)
 	}
+	return c.postNodeEvent(ctx, n)
+}
+
+// clusterEvent is the Kubernetes Event of a drain.
+func clusterEvent(n domain.Node) driver.NodeEvent {
 	reason, msg := drainMessage(n, n.DrainCause)
 	typ := "Warning"
 	if n.DrainCause.TenantInitiated() {
 		typ = "Normal"
 	}
-	if err := c.cluster.PostEvent(ctx, n.ClusterID, n.Name, driver.NodeEvent{Type: typ, Reason: string(reason), Message: msg + "; deadline " + deadline}); err != nil {
+	return driver.NodeEvent{Type: typ, Reason: string(reason), Message: msg + "; deadline " + n.Deadline.UTC().Format(time.RFC3339)}
+}
+
+func (c *Controller) postNodeEvent(ctx context.Context, n domain.Node) error {
+	if err := c.cluster.PostEvent(ctx, n.ClusterID, n.Name, clusterEvent(n)); err != nil {
 		return fmt.Errorf("post event: %w", err)
-	}
-	pods, err := c.cluster.ListPods(ctx, n.ClusterID, n.Name)
-	if err != nil {
-		return fmt.Errorf("list pods: %w", err)
-	}
-	left := max(n.Deadline.Sub(c.clock.Now()), 0)
-	for _, p := range pods {
-		if p.Terminating {
-			continue
-		}
-		// Kubernetes grace periods are whole seconds; rounding down keeps
-		// the pod's end at or before the deadline.
-		grace := min(p.TerminationGracePeriod, left).Truncate(time.Second)
-		if err := c.cluster.DeletePod(ctx, n.ClusterID, n.Name, p, grace); err != nil {
-			return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
-		}
 	}
 	return nil
 }
+
+// postEvents posts the node's Event and one on each pod; a node already
+// gone from its cluster takes none.
+func (c *Controller) postEvents(ctx context.Context, n domain.Node, pods []driver.Pod) error {
+	if err := c.postNodeEvent(ctx, n); err != nil && !errors.Is(err, domain.ErrNotFound) {
+		return err
+	}
+	return c.postPodEvents(ctx, n, pods)
+}
+
+// podCalls bounds the concurrent calls for one node's pods.
+const podCalls = 16
+
+func (c *Controller) postPodEvents(ctx context.Context, n domain.Node, pods []driver.Pod) error {
+	e := clusterEvent(n)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(podCalls)
+	for _, p := range pods {
+		g.Go(func() error {
+			err := c.cluster.PostPodEvent(gctx, n.ClusterID, n.Name, p, e)
+			if err != nil && !errors.Is(err, domain.ErrNotFound) {
+				return fmt.Errorf("post event on pod %s/%s: %w", p.Namespace, p.Name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// deletePods deletes the pods that match with grace min(their own, grace)
+// (grace 0: force), all at once.
+func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []driver.Pod, match func(driver.Pod) bool, grace time.Duration) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(podCalls)
+	for _, p := range pods {
+		if !match(p) {
+			continue
+		}
+		g.Go(func() error {
+			if err := c.cluster.DeletePod(gctx, n.ClusterID, n.Name, p, min(p.TerminationGracePeriod, grace).Truncate(time.Second)); err != nil {
+				return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// graceLeft is the grace a pod may have now: the time to the deadline in
+// whole seconds rounded down (Kubernetes grace periods are whole seconds),
+// so the pod's end is at or before the deadline.
+func graceLeft(deadline, now time.Time) time.Duration {
+	return max(deadline.Sub(now), 0).Truncate(time.Second)
+}
+
+func isWorkload(p driver.Pod) bool        { return !p.DaemonSet }
+func isRunningWorkload(p driver.Pod) bool { return !p.DaemonSet && !p.Terminating }
+func isRunningDaemon(p driver.Pod) bool   { return p.DaemonSet && !p.Terminating }
 
 // stepRemove deletes the node object, wipes the machine, and hands the
 // machine to whoever waits for it.
@@ -379,7 +534,7 @@ func (c *Controller) stepRemove(ctx context.Context, n domain.Node) error {
 	}
 	done, err := c.machines.Wipe(ctx, m, n.Name)
 	if err != nil {
-		return fmt.Errorf("wipe machine %s: %w", m.ID, err)
+		return &providerError{domain.ReasonDeprovisionFailed, fmt.Errorf("wipe machine %s: %w", m.ID, err)}
 	}
 	if !done {
 		return nil

@@ -10,6 +10,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
@@ -48,11 +49,26 @@ type Pod struct {
 	TerminationGracePeriod time.Duration
 	// Terminating: deletion was requested (SIGTERM sent).
 	Terminating bool
+	// UID, where the cluster has one, makes deletions precise: a pod
+	// recreated under the same name is not deleted in its place.
+	UID string
+	// DaemonSet: the pod belongs to a DaemonSet. Such pods (log shippers,
+	// device plugins) are stopped last, once the workload pods are gone.
+	DaemonSet bool
 }
 
+// ErrNotReady is returned (wrapped) by AddNode while the node has not
+// reported Ready: the caller polls again later. It is not a failure.
+var ErrNotReady = errors.New("node is not Ready yet")
+
 // ClusterDriver is what the controller does to a cluster's Kubernetes.
+//
+// Calls on a node the cluster does not have return an error wrapping
+// domain.ErrNotFound, except DeletePod and DeleteNode, for which a missing
+// object is success.
 type ClusterDriver interface {
-	// AddNode registers the node with its labels and reports it Ready.
+	// AddNode registers or adopts the node with its labels and returns nil
+	// once it is Ready, or an error wrapping ErrNotReady before that.
 	AddNode(ctx context.Context, spec NodeSpec) error
 	// Cordon marks the node unschedulable.
 	Cordon(ctx context.Context, clusterID, nodeName string) error
@@ -62,6 +78,10 @@ type ClusterDriver interface {
 	Annotate(ctx context.Context, clusterID, nodeName, key, value string) error
 	// PostEvent posts a Kubernetes Event about the node.
 	PostEvent(ctx context.Context, clusterID, nodeName string, e NodeEvent) error
+	// PostPodEvent posts a Kubernetes Event about a pod on the node, in the
+	// pod's namespace, so the tenant sees it beside their workload. Posting
+	// the same event again leaves one.
+	PostPodEvent(ctx context.Context, clusterID, nodeName string, pod Pod, e NodeEvent) error
 	// ListPods lists the pods on the node that have not exited.
 	ListPods(ctx context.Context, clusterID, nodeName string) ([]Pod, error)
 	// DeletePod deletes a pod with the grace period (0 forces deletion).

@@ -52,6 +52,8 @@ type PodTemplate struct {
 	// Negative (NeverExits): it ignores SIGTERM and is killed when its grace
 	// period ends.
 	ExitAfter time.Duration
+	// DaemonSet: the pod belongs to a DaemonSet.
+	DaemonSet bool
 }
 
 // Config configures a Fleet. Only Clock is required.
@@ -206,9 +208,32 @@ func (f *Fleet) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 			Name:                   t.Name,
 			TerminationGracePeriod: t.TerminationGracePeriod,
 			ExitAfter:              t.ExitAfter,
+			DaemonSet:              t.DaemonSet,
 		})
 	}
 	f.st.nodes[k] = n
+	return f.finish(true)
+}
+
+// AddPod starts a pod on the node, as its kubelet would once the scheduler
+// placed it there. Tests use it; a pod of that name already there is an
+// error.
+func (f *Fleet) AddPod(clusterID, nodeName string, t PodTemplate) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, err := f.lookup("add pod to", clusterID, nodeName)
+	if err != nil {
+		return err
+	}
+	t.Namespace = cmp.Or(t.Namespace, "default")
+	if t.Name == "" || t.TerminationGracePeriod < 0 {
+		return fmt.Errorf("sim: add pod %s/%s: needs a name and a grace period >= 0", t.Namespace, t.Name)
+	}
+	if slices.ContainsFunc(n.Pods, func(p *pod) bool { return p.Namespace == t.Namespace && p.Name == t.Name }) {
+		return fmt.Errorf("sim: add pod %s/%s: already on node %s", t.Namespace, t.Name, nodeName)
+	}
+	n.Pods = append(n.Pods, &pod{Namespace: t.Namespace, Name: t.Name, TerminationGracePeriod: t.TerminationGracePeriod,
+		ExitAfter: t.ExitAfter, DaemonSet: t.DaemonSet})
 	return f.finish(true)
 }
 
@@ -289,6 +314,16 @@ func (f *Fleet) Annotate(ctx context.Context, clusterID, nodeName, key, value st
 // node already has bumps that event's count and last-seen time instead of
 // adding another, so a repeated call after a crash leaves one event.
 func (f *Fleet) PostEvent(ctx context.Context, clusterID, nodeName string, e driver.NodeEvent) error {
+	return f.postEvent(ctx, clusterID, nodeName, "", e)
+}
+
+// PostPodEvent posts an event about a pod on the node, aggregated like
+// PostEvent. The pod need not exist any more (it may have exited since).
+func (f *Fleet) PostPodEvent(ctx context.Context, clusterID, nodeName string, p driver.Pod, e driver.NodeEvent) error {
+	return f.postEvent(ctx, clusterID, nodeName, cmp.Or(p.Namespace, "default")+"/"+p.Name, e)
+}
+
+func (f *Fleet) postEvent(ctx context.Context, clusterID, nodeName, podKey string, e driver.NodeEvent) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -300,7 +335,7 @@ func (f *Fleet) PostEvent(ctx context.Context, clusterID, nodeName string, e dri
 	}
 	now := f.clock.Now()
 	for _, have := range n.Events {
-		if have.Type == e.Type && have.Reason == e.Reason && have.Message == e.Message {
+		if have.Pod == podKey && have.Type == e.Type && have.Reason == e.Reason && have.Message == e.Message {
 			have.Count++
 			have.LastAt = now
 			if i, ok := slices.BinarySearchFunc(f.st.Events, have.Seq, func(ev *event, seq int64) int {
@@ -316,6 +351,7 @@ func (f *Fleet) PostEvent(ctx context.Context, clusterID, nodeName string, e dri
 		Seq:       f.st.EventSeq,
 		ClusterID: clusterID,
 		NodeName:  nodeName,
+		Pod:       podKey,
 		Type:      e.Type,
 		Reason:    e.Reason,
 		Message:   e.Message,
@@ -352,6 +388,7 @@ func (f *Fleet) ListPods(ctx context.Context, clusterID, nodeName string) ([]dri
 				Name:                   p.Name,
 				TerminationGracePeriod: p.TerminationGracePeriod,
 				Terminating:            !p.SIGTERMAt.IsZero(),
+				DaemonSet:              p.DaemonSet,
 			})
 		}
 	}

@@ -51,11 +51,14 @@ type EventView struct {
 	Seq       int64
 	ClusterID string
 	NodeName  string
-	Type      string
-	Reason    string
-	Message   string
-	FirstAt   time.Time
-	LastAt    time.Time
+	// Pod is "namespace/name" for an event about a pod, empty for one
+	// about the node.
+	Pod     string
+	Type    string
+	Reason  string
+	Message string
+	FirstAt time.Time
+	LastAt  time.Time
 	// Count is how many times it was posted (identical posts aggregate).
 	Count int
 }
@@ -235,6 +238,7 @@ func (e *event) view() EventView {
 		Seq:       e.Seq,
 		ClusterID: e.ClusterID,
 		NodeName:  e.NodeName,
+		Pod:       e.Pod,
 		Type:      e.Type,
 		Reason:    e.Reason,
 		Message:   e.Message,

@@ -47,15 +47,17 @@ type node struct {
 }
 
 type event struct {
-	Seq       int64     `json:"seq"`
-	ClusterID string    `json:"clusterID"`
-	NodeName  string    `json:"nodeName"`
-	Type      string    `json:"type"`
-	Reason    string    `json:"reason"`
-	Message   string    `json:"message"`
-	FirstAt   time.Time `json:"firstAt"`
-	LastAt    time.Time `json:"lastAt"`
-	Count     int       `json:"count"`
+	Seq       int64  `json:"seq"`
+	ClusterID string `json:"clusterID"`
+	NodeName  string `json:"nodeName"`
+	// Pod is "namespace/name" for an event about a pod on the node.
+	Pod     string    `json:"pod,omitempty"`
+	Type    string    `json:"type"`
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+	FirstAt time.Time `json:"firstAt"`
+	LastAt  time.Time `json:"lastAt"`
+	Count   int       `json:"count"`
 }
 
 type pod struct {
@@ -63,6 +65,7 @@ type pod struct {
 	Name                   string        `json:"name"`
 	TerminationGracePeriod time.Duration `json:"terminationGracePeriod"`
 	ExitAfter              time.Duration `json:"exitAfter"`
+	DaemonSet              bool          `json:"daemonSet,omitempty"`
 	// SIGTERMAt is when deletion was first requested; zero while running.
 	SIGTERMAt time.Time `json:"sigtermAt,omitzero"`
 	// Grace is the grace period in force, measured from SIGTERMAt.

@@ -1,0 +1,158 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// Retry delays after a failed node step: doubling from retryBase to
+// retryMax, each drawn at random between half and all of it, so the steps
+// of many nodes on one cluster whose API went away do not come back in
+// lockstep.
+const (
+	retryBase = 250 * time.Millisecond
+	retryMax  = 5 * time.Second
+)
+
+// backoff remembers failed node steps (in memory: after a restart every
+// node is tried at once).
+type backoff struct {
+	mu    sync.Mutex
+	nodes map[string]retry
+}
+
+type retry struct {
+	fails    int
+	failedAt time.Time
+	at       time.Time
+}
+
+// retryAt is when node n's step may run again. A retry planned before a
+// drain's deadline never waits past it: the deadline step is not delayed
+// by failures of the notice.
+func (b *backoff) retryAt(n domain.Node, now time.Time) time.Time {
+	b.mu.Lock()
+	r, ok := b.nodes[n.ID]
+	b.mu.Unlock()
+	if !ok {
+		return time.Time{}
+	}
+	if n.State == domain.NodeDraining && r.failedAt.Before(n.Deadline) && r.at.After(n.Deadline) {
+		return n.Deadline
+	}
+	return r.at
+}
+
+func (b *backoff) fail(id string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.nodes == nil {
+		b.nodes = map[string]retry{}
+	}
+	r := b.nodes[id]
+	r.fails++
+	d := retryBase << min(r.fails-1, 10)
+	d = min(d, retryMax)
+	d = d/2 + rand.N(d/2+1)
+	r.failedAt, r.at = now, now.Add(d)
+	b.nodes[id] = r
+}
+
+func (b *backoff) ok(id string) {
+	b.mu.Lock()
+	delete(b.nodes, id)
+	b.mu.Unlock()
+}
+
+// claim marks node id as being stepped; false if a step already runs.
+func (c *Controller) claim(id string) bool {
+	c.busyMu.Lock()
+	defer c.busyMu.Unlock()
+	if c.busy[id] {
+		return false
+	}
+	c.busy[id] = true
+	return true
+}
+
+func (c *Controller) release(id string) {
+	c.busyMu.Lock()
+	delete(c.busy, id)
+	c.busyMu.Unlock()
+}
+
+// providerError is a failure of the machine provider (an operator's hook,
+// say): it is recorded as a lifecycle event as well as on the node.
+type providerError struct {
+	reason domain.EventReason
+	err    error
+}
+
+func (e *providerError) Error() string { return e.err.Error() }
+func (e *providerError) Unwrap() error { return e.err }
+
+// noteError keeps a failed step's error on the node (Node.LastError) and,
+// for machine provider failures, records a lifecycle event, so operators
+// and tenants see why a node is stuck. Nothing is written while the error
+// stays the same.
+func (c *Controller) noteError(ctx context.Context, n domain.Node, stepErr error) {
+	var reason domain.EventReason
+	if pe := (*providerError)(nil); errors.As(stepErr, &pe) {
+		reason = pe.reason
+	}
+	c.setLastError(ctx, n, stepErr.Error(), reason)
+}
+
+// clearError forgets the node's last error once a step succeeded.
+func (c *Controller) clearError(ctx context.Context, n domain.Node) {
+	if n.LastError != "" {
+		c.setLastError(ctx, n, "", "")
+	}
+}
+
+func (c *Controller) setLastError(ctx context.Context, n domain.Node, msg string, reason domain.EventReason) {
+	if n.LastError == msg {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var obs []Observation
+	err := c.store.Update(ctx, func(tx store.Tx) error {
+		obs = obs[:0]
+		cur, err := tx.GetNode(ctx, n.ID)
+		if err != nil || cur.LastError == msg {
+			return err
+		}
+		cur.LastError = msg
+		if err := tx.UpdateNode(ctx, cur); err != nil {
+			return err
+		}
+		if reason == "" {
+			return nil
+		}
+		now := c.clock.Now()
+		e := domain.Event{ID: c.NewID("ev-"), ClusterID: cur.ClusterID, NodeID: cur.ID, NodeName: cur.Name,
+			Reason: reason, Message: msg, Timestamp: now}
+		if _, err := tx.AddEvent(ctx, e); err != nil {
+			return err
+		}
+		obs = append(obs, Observation{Time: now, Kind: KindEvent, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message})
+		return nil
+	})
+	if err != nil {
+		if !errors.Is(err, domain.ErrNotFound) {
+			c.log.Error("record node error", "node", n.Name, "cluster", n.ClusterID, "err", err)
+		}
+		return
+	}
+	c.observe(obs)
+	if len(obs) > 0 {
+		c.notify()
+	}
+}
