@@ -1,0 +1,132 @@
+package kubeenv
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+const module = "github.com/sparecap/sparecap"
+
+// hint is appended to every "binary missing" error: the integration tests
+// never skip, so the error has to say how to get what they need.
+const hint = "run `make test` or scripts/ensure-kube.sh"
+
+// APIServerPath returns the kube-apiserver binary the tests run:
+// $SPARECAP_KUBE_APISERVER if set, else the cached build at the path
+// scripts/kube-apiserver-path.sh prints (the two must agree, so the naming
+// below mirrors that script exactly).
+func APIServerPath() (string, error) {
+	if p := os.Getenv("SPARECAP_KUBE_APISERVER"); p != "" {
+		return checkExecutable(p)
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	cache, err := cacheDir()
+	if err != nil {
+		return "", err
+	}
+	tools := filepath.Join(root, "tools", "kube-apiserver")
+	version, err := pinnedVersion(filepath.Join(tools, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	sum, err := os.ReadFile(filepath.Join(tools, "go.sum"))
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256(sum)
+	return checkExecutable(filepath.Join(cache, "kube-apiserver-"+version+"-"+hex.EncodeToString(h[:])[:12]))
+}
+
+// etcdPath finds etcd ($SPARECAP_ETCD, else $PATH; Debian's etcd-server
+// package installs /usr/bin/etcd).
+func etcdPath() (string, error) {
+	if p := os.Getenv("SPARECAP_ETCD"); p != "" {
+		return checkExecutable(p)
+	}
+	p, err := exec.LookPath("etcd")
+	if err != nil {
+		return "", fmt.Errorf("etcd not found in $PATH; %s", hint)
+	}
+	return p, nil
+}
+
+func checkExecutable(p string) (string, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("%w; %s", err, hint)
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("%s is not an executable file; %s", p, hint)
+	}
+	return p, nil
+}
+
+// cacheDir mirrors ${SPARECAP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sparecap}.
+func cacheDir() (string, error) {
+	if d := os.Getenv("SPARECAP_CACHE"); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "sparecap"), nil
+	}
+	home := os.Getenv("HOME")
+	if home == "" {
+		return "", errors.New("kubeenv: none of $SPARECAP_CACHE, $XDG_CACHE_HOME, $HOME is set")
+	}
+	return filepath.Join(home, ".cache", "sparecap"), nil
+}
+
+// repoRoot walks up from the working directory (a package directory under
+// `go test`) to the go.mod of the main module, skipping nested modules such
+// as tools/kube-apiserver.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePath(data) == module {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("kubeenv: no go.mod of module %s above the working directory; set $SPARECAP_KUBE_APISERVER", module)
+		}
+		dir = parent
+	}
+}
+
+func modulePath(gomod []byte) string {
+	for line := range strings.Lines(string(gomod)) {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`)
+		}
+	}
+	return ""
+}
+
+// pinnedVersion reads `require k8s.io/kubernetes vX` like the script's awk.
+func pinnedVersion(gomod string) (string, error) {
+	data, err := os.ReadFile(gomod)
+	if err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) >= 3 && f[0] == "require" && f[1] == "k8s.io/kubernetes" {
+			return f[2], nil
+		}
+	}
+	return "", fmt.Errorf("kubeenv: %s has no `require k8s.io/kubernetes` line", gomod)
+}

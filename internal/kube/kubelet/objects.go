@@ -1,0 +1,176 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// RegisterNode does what a kubelet joining the cluster does: it creates the
+// Node (unless it exists; labels are then left alone) and reports it Ready
+// with some capacity.
+func RegisterNode(ctx context.Context, c kubernetes.Interface, name string, labels map[string]string) error {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("kubelet: registering node %s: %w", name, err)
+	}
+	return setReady(ctx, c, name, corev1.ConditionTrue)
+}
+
+// MarkReady sets the node's Ready condition to True, refreshing its
+// heartbeat.
+func MarkReady(ctx context.Context, c kubernetes.Interface, name string) error {
+	return setReady(ctx, c, name, corev1.ConditionTrue)
+}
+
+// MarkNotReady sets the node's Ready condition to False, as the node
+// lifecycle controller would for a kubelet that stopped reporting.
+func MarkNotReady(ctx context.Context, c kubernetes.Interface, name string) error {
+	return setReady(ctx, c, name, corev1.ConditionFalse)
+}
+
+func setReady(ctx context.Context, c kubernetes.Interface, name string, status corev1.ConditionStatus) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: status, LastHeartbeatTime: now, LastTransitionTime: now}
+		if status == corev1.ConditionTrue {
+			cond.Reason, cond.Message = "KubeletReady", "kubelet is posting ready status"
+		} else {
+			cond.Reason, cond.Message = "KubeletNotReady", "marked not ready by the test"
+		}
+		found := false
+		for i, old := range node.Status.Conditions {
+			if old.Type == corev1.NodeReady {
+				if old.Status == status {
+					cond.LastTransitionTime = old.LastTransitionTime
+				}
+				node.Status.Conditions[i], found = cond, true
+			}
+		}
+		if !found {
+			node.Status.Conditions = append(node.Status.Conditions, cond)
+		}
+		if node.Status.Capacity == nil {
+			node.Status.Capacity = corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("4"),
+				corev1.ResourceMemory: resource.MustParse("16Gi"),
+				corev1.ResourcePods:   resource.MustParse("110"),
+			}
+			node.Status.Allocatable = node.Status.Capacity.DeepCopy()
+		}
+		_, err = c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("kubelet: setting node %s Ready=%s: %w", name, status, err)
+	}
+	return nil
+}
+
+// PodOption changes a pod CreatePods is about to create.
+type PodOption func(*corev1.Pod)
+
+// WithLabels adds labels to the pods.
+func WithLabels(labels map[string]string) PodOption {
+	return func(p *corev1.Pod) {
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		for k, v := range labels {
+			p.Labels[k] = v
+		}
+	}
+}
+
+// CreatePods creates namespace if missing and n pods in it, bound to
+// nodeName (as the scheduler would have bound them) with the given
+// terminationGracePeriodSeconds. Names are generated from the node's name.
+// Nothing runs their container; see Config.RunPods.
+func CreatePods(ctx context.Context, c kubernetes.Interface, namespace, nodeName string, n int, grace int64, opts ...PodOption) ([]*corev1.Pod, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("kubelet: creating namespace %s: %w", namespace, err)
+	}
+	pods := make([]*corev1.Pod, 0, n)
+	for range n {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: nodeName + "-", Namespace: namespace},
+			Spec: corev1.PodSpec{
+				NodeName:                      nodeName,
+				TerminationGracePeriodSeconds: new(grace),
+				Containers:                    []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10"}},
+			},
+		}
+		for _, o := range opts {
+			o(pod)
+		}
+		created, err := c.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			return pods, fmt.Errorf("kubelet: creating pod on %s: %w", nodeName, err)
+		}
+		pods = append(pods, created)
+	}
+	return pods, nil
+}
+
+// goRun reports a bound Pending pod Running and Ready (Config.RunPods).
+func (k *Kubelet) goRun(pod *corev1.Pod) {
+	k.mu.Lock()
+	seen := k.started[pod.UID]
+	k.started[pod.UID] = true
+	k.mu.Unlock()
+	if seen {
+		return
+	}
+	k.wg.Go(func() {
+		for {
+			err := k.run(pod)
+			if err == nil || apierrors.IsNotFound(err) {
+				return
+			}
+			select {
+			case <-k.ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			if apierrors.IsConflict(err) {
+				fresh, err := k.c.CoreV1().Pods(pod.Namespace).Get(k.ctx, pod.Name, metav1.GetOptions{})
+				if err != nil || fresh.UID != pod.UID || fresh.Status.Phase != corev1.PodPending || fresh.DeletionTimestamp != nil {
+					return // gone, replaced or moved on: nothing to start
+				}
+				pod = fresh
+			}
+		}
+	})
+}
+
+func (k *Kubelet) run(pod *corev1.Pod) error {
+	p := pod.DeepCopy()
+	now := metav1.Now()
+	p.Status.Phase = corev1.PodRunning
+	p.Status.StartTime = &now
+	p.Status.Conditions = nil
+	for _, t := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	}
+	p.Status.ContainerStatuses = nil
+	for _, c := range p.Spec.Containers {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, Ready: true, Started: new(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+		})
+	}
+	_, err := k.c.CoreV1().Pods(p.Namespace).UpdateStatus(k.ctx, p, metav1.UpdateOptions{})
+	return err
+}
