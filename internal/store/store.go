@@ -48,6 +48,12 @@ type Reader interface {
 	// ListClusters lists clusters not fully deleted, of one project or of
 	// all projects when projectID is empty, oldest first.
 	ListClusters(ctx context.Context, projectID string) ([]domain.Cluster, error)
+	// GetKubeconfig returns the sealed kubeconfig attached to a cluster
+	// (see Tx.SetKubeconfig), or nil, nil when none is attached;
+	// domain.ErrNotFound if the cluster does not exist or is fully
+	// deleted. It is the only read that returns the sealed bytes: they
+	// are never part of a domain.Cluster.
+	GetKubeconfig(ctx context.Context, clusterID string) ([]byte, error)
 	GetNode(ctx context.Context, id string) (domain.Node, error)
 	ListNodes(ctx context.Context, f NodeFilter) ([]domain.Node, error)
 	// ListEvents returns events with Seq > f.AfterSeq in Seq order.
@@ -72,9 +78,22 @@ type Tx interface {
 	CreateCluster(ctx context.Context, c domain.Cluster) error
 	CreateNode(ctx context.Context, n domain.Node) error
 	// Update* write every field of the row; domain.ErrNotFound if absent.
+	// The exception is Cluster.KubeAttachedAt, which CreateCluster and
+	// UpdateCluster neither write nor clear: only SetKubeconfig changes
+	// it, together with the kubeconfig, so the two always agree. An
+	// UpdateCluster that sets DeletedAt drops the cluster's kubeconfig
+	// (and zeroes KubeAttachedAt): credentials do not outlive a cluster.
 	UpdateMachine(ctx context.Context, m domain.Machine) error
 	UpdateCluster(ctx context.Context, c domain.Cluster) error
 	UpdateNode(ctx context.Context, n domain.Node) error
+	// SetKubeconfig attaches sealed (a kubeconfig sealed by package
+	// secret; the store keeps it as given) to a cluster and sets its
+	// KubeAttachedAt to at, replacing any kubeconfig it had. A nil or
+	// empty sealed detaches: the kubeconfig is removed and
+	// KubeAttachedAt zeroed (detaching a cluster with none attached is
+	// not an error). domain.ErrNotFound if the cluster does not exist or
+	// is fully deleted; attaching with a zero at is an error.
+	SetKubeconfig(ctx context.Context, clusterID string, sealed []byte, at time.Time) error
 	// AddEvent stores e and returns it with its Seq. Events are
 	// de-duplicated by (ClusterID, NodeID, Reason): an event with the same
 	// key replaces the earlier one and gets a new Seq.

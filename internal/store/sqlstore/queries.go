@@ -6,11 +6,15 @@ const (
 	tokenCols       = `hash, project_id, created_at`
 	reservationCols = `id, project_id, region, gpu_type, created_at`
 	machineCols     = `id, region, gpu_type, gpus, reservation_id, out_of_service, cooldown_until, created_at`
-	clusterCols     = `id, name, project_id, region, gpu_type, type, billing_type, num_gpus,
+	// clusterWriteCols are the columns CreateCluster writes; clusterCols
+	// adds kube_attached_at, which only SetKubeconfig writes. The sealed
+	// kubeconfig is never among the columns read into a domain.Cluster.
+	clusterWriteCols = `id, name, project_id, region, gpu_type, type, billing_type, num_gpus,
 		desired_preemptible_gpus, weight, status, unfulfilled, unfulfilled_message, deleting,
 		node_seq, created_at, deleted_at`
-	nodeCols = `id, cluster_id, machine_id, name, class, gpus, state, created_at, ready_at,
-		drain_started_at, deadline, drain_cause, notified, drained_at, outcome, removed_at`
+	clusterCols = clusterWriteCols + `, kube_attached_at`
+	nodeCols    = `id, cluster_id, machine_id, name, class, gpus, state, created_at, ready_at,
+		drain_started_at, deadline, drain_cause, notified, drained_at, outcome, removed_at, last_error`
 	eventCols = `seq, id, cluster_id, node_id, node_name, reason, message, ts, deadline`
 	usageCols = `node_id, node_name, cluster_id, cluster_name, project_id, region, gpu_type, class,
 		billing_type, reservation_id, gpus, start_at, end_at, final`
@@ -32,6 +36,7 @@ type queries struct {
 	getCluster, listClusters, listClustersOf     string
 	getClusterRecord                             string
 	createCluster, updateCluster                 string
+	getKubeconfig, setKubeconfig, dropKubeconfig string
 	getNode, listNodes, createNode, updateNode   string
 	listEvents, deleteEventKey, insertEvent      string
 	pruneEvents, eventLock                       string
@@ -61,22 +66,27 @@ func buildQueries(d Dialect) queries {
 		getClusterRecord: r(`SELECT ` + clusterCols + ` FROM clusters WHERE id = ?`),
 		listClusters:     r(`SELECT ` + clusterCols + ` FROM clusters WHERE deleted_at IS NULL` + oldestFirst),
 		listClustersOf:   r(`SELECT ` + clusterCols + ` FROM clusters WHERE deleted_at IS NULL AND project_id = ?` + oldestFirst),
-		createCluster: r(`INSERT INTO clusters (` + clusterCols + `)
+		createCluster: r(`INSERT INTO clusters (` + clusterWriteCols + `)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 		updateCluster: r(`UPDATE clusters SET name = ?, project_id = ?, region = ?, gpu_type = ?, type = ?,
 			billing_type = ?, num_gpus = ?, desired_preemptible_gpus = ?, weight = ?, status = ?,
 			unfulfilled = ?, unfulfilled_message = ?, deleting = ?, node_seq = ?, created_at = ?,
 			deleted_at = ? WHERE id = ?`),
+		getKubeconfig: r(`SELECT kubeconfig FROM clusters WHERE id = ? AND deleted_at IS NULL`),
+		setKubeconfig: r(`UPDATE clusters SET kubeconfig = ?, kube_attached_at = ? WHERE id = ? AND deleted_at IS NULL`),
+		// dropKubeconfig runs when a cluster is fully deleted: its
+		// credentials do not outlive it.
+		dropKubeconfig: r(`UPDATE clusters SET kubeconfig = NULL, kube_attached_at = NULL WHERE id = ?`),
 
 		getNode: r(`SELECT ` + nodeCols + ` FROM nodes WHERE id = ?`),
 		// listNodes is completed by ListNodes with the filter's WHERE
 		// clause and oldestFirst, then rebound.
 		listNodes: `SELECT ` + nodeCols + ` FROM nodes`,
 		createNode: r(`INSERT INTO nodes (` + nodeCols + `)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 		updateNode: r(`UPDATE nodes SET cluster_id = ?, machine_id = ?, name = ?, class = ?, gpus = ?,
 			state = ?, created_at = ?, ready_at = ?, drain_started_at = ?, deadline = ?, drain_cause = ?,
-			notified = ?, drained_at = ?, outcome = ?, removed_at = ? WHERE id = ?`),
+			notified = ?, drained_at = ?, outcome = ?, removed_at = ?, last_error = ? WHERE id = ?`),
 
 		// listEvents is completed like listNodes.
 		listEvents:     `SELECT ` + eventCols + ` FROM events WHERE seq > ?`,

@@ -50,6 +50,9 @@ func (s *Store) ListMachines(ctx context.Context) ([]domain.Machine, error) {
 func (s *Store) GetCluster(ctx context.Context, id string) (domain.Cluster, error) {
 	return s.rd().GetCluster(ctx, id)
 }
+func (s *Store) GetKubeconfig(ctx context.Context, clusterID string) ([]byte, error) {
+	return s.rd().GetKubeconfig(ctx, clusterID)
+}
 func (s *Store) ListClusters(ctx context.Context, projectID string) ([]domain.Cluster, error) {
 	return s.rd().ListClusters(ctx, projectID)
 }
@@ -99,14 +102,15 @@ func scanMachine(sc scanner) (m domain.Machine, err error) {
 func scanCluster(sc scanner) (c domain.Cluster, err error) {
 	err = sc.Scan(&c.ID, &c.Name, &c.ProjectID, &c.Region, &c.GPUType, &c.Type, &c.BillingType,
 		&c.NumGPUs, &c.DesiredPreemptibleGPUs, &c.Weight, &c.Status, &c.Unfulfilled,
-		&c.UnfulfilledMessage, &c.Deleting, &c.NodeSeq, timeCol{&c.CreatedAt}, timeCol{&c.DeletedAt})
+		&c.UnfulfilledMessage, &c.Deleting, &c.NodeSeq, timeCol{&c.CreatedAt}, timeCol{&c.DeletedAt},
+		timeCol{&c.KubeAttachedAt})
 	return c, err
 }
 
 func scanNode(sc scanner) (n domain.Node, err error) {
 	err = sc.Scan(&n.ID, &n.ClusterID, &n.MachineID, &n.Name, &n.Class, &n.GPUs, &n.State,
 		timeCol{&n.CreatedAt}, timeCol{&n.ReadyAt}, timeCol{&n.DrainStartedAt}, timeCol{&n.Deadline},
-		&n.DrainCause, &n.Notified, timeCol{&n.DrainedAt}, &n.Outcome, timeCol{&n.RemovedAt})
+		&n.DrainCause, &n.Notified, timeCol{&n.DrainedAt}, &n.Outcome, timeCol{&n.RemovedAt}, &n.LastError)
 	return n, err
 }
 
@@ -181,6 +185,16 @@ func (r reader) GetCluster(ctx context.Context, id string) (domain.Cluster, erro
 
 func (r reader) GetClusterRecord(ctx context.Context, id string) (domain.Cluster, error) {
 	return get(ctx, r, scanCluster, "cluster "+id, r.s.q.getClusterRecord, id)
+}
+
+func (r reader) GetKubeconfig(ctx context.Context, clusterID string) ([]byte, error) {
+	// The sealed bytes are a credential: keep them out of error messages.
+	scan := func(sc scanner) (b []byte, err error) { return b, sc.Scan(&b) }
+	b, err := get(ctx, r, scan, "kubeconfig of cluster "+clusterID, r.s.q.getKubeconfig, clusterID)
+	if len(b) == 0 {
+		b = nil // NULL: none attached
+	}
+	return b, err
 }
 
 func (r reader) ListClusters(ctx context.Context, projectID string) ([]domain.Cluster, error) {

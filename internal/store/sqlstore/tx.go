@@ -87,11 +87,28 @@ func (t *tx) CreateCluster(ctx context.Context, c domain.Cluster) error {
 }
 
 func (t *tx) UpdateCluster(ctx context.Context, c domain.Cluster) error {
-	return t.update(ctx, "cluster "+c.ID, t.s.q.updateCluster,
+	err := t.update(ctx, "cluster "+c.ID, t.s.q.updateCluster,
 		c.Name, c.ProjectID, c.Region, c.GPUType, string(c.Type), string(c.BillingType),
 		c.NumGPUs, c.DesiredPreemptibleGPUs, c.Weight, string(c.Status), string(c.Unfulfilled),
 		c.UnfulfilledMessage, c.Deleting, c.NodeSeq, t.s.timeArg(c.CreatedAt), t.s.timeArg(c.DeletedAt),
 		c.ID)
+	if err != nil || c.DeletedAt.IsZero() {
+		return err
+	}
+	if _, err := t.q.ExecContext(ctx, t.s.q.dropKubeconfig, c.ID); err != nil {
+		return fmt.Errorf("%s: update cluster %s: drop kubeconfig: %w", t.s.d.Name, c.ID, err)
+	}
+	return nil
+}
+
+func (t *tx) SetKubeconfig(ctx context.Context, clusterID string, sealed []byte, at time.Time) error {
+	if len(sealed) == 0 {
+		return t.update(ctx, "kubeconfig of cluster "+clusterID, t.s.q.setKubeconfig, nil, nil, clusterID)
+	}
+	if at.IsZero() {
+		return fmt.Errorf("set kubeconfig of cluster %s: the attach time is zero", clusterID)
+	}
+	return t.update(ctx, "kubeconfig of cluster "+clusterID, t.s.q.setKubeconfig, sealed, t.s.timeArg(at), clusterID)
 }
 
 func (t *tx) CreateNode(ctx context.Context, n domain.Node) error {
@@ -99,7 +116,7 @@ func (t *tx) CreateNode(ctx context.Context, n domain.Node) error {
 		n.ID, n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
 		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
 		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
-		string(n.Outcome), t.s.timeArg(n.RemovedAt))
+		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError)
 }
 
 func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
@@ -107,7 +124,7 @@ func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
 		n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
 		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
 		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
-		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.ID)
+		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError, n.ID)
 }
 
 func (t *tx) AddEvent(ctx context.Context, e domain.Event) (domain.Event, error) {

@@ -3,6 +3,8 @@
 package storetest
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -54,6 +56,9 @@ func Run(t *testing.T, newDB NewDB) {
 		{"Usage", testUsage},
 		{"UnmeteredNodes", testUnmeteredNodes},
 		{"Prices", testPrices},
+		{"Kubeconfig", testKubeconfig},
+		{"KubeconfigDroppedWithCluster", testKubeconfigDroppedWithCluster},
+		{"NodeLastError", testNodeLastError},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -908,18 +913,31 @@ func full() (domain.Project, domain.Token, domain.Reservation, domain.Machine, d
 		DesiredPreemptibleGPUs: 1 << 40, Weight: 3, Status: domain.StatusDegraded,
 		Unfulfilled: domain.UnfulfilledCoolingDown, UnfulfilledMessage: "cooling down until 10:00 — ünïcode ✓",
 		Deleting: true, NodeSeq: 1<<62 + 1, CreatedAt: at(6), DeletedAt: time.Time{},
+		// KubeAttachedAt is written by SetKubeconfig only: see attachFull.
 	}
 	n := domain.Node{
 		ID: "node-1", ClusterID: c.ID, MachineID: m.ID, Name: domain.NodeName(domain.Preemptible, 42),
 		Class: domain.Preemptible, GPUs: 8, State: domain.NodeRemoved, CreatedAt: at(7), ReadyAt: at(8),
 		DrainStartedAt: at(9), Deadline: at(14), DrainCause: domain.CauseFairShare, Notified: true,
 		DrainedAt: at(12), Outcome: domain.OutcomeEarly, RemovedAt: at(13),
+		LastError: "provision hook: exit status 1: \"no route to host\" — ünïcode ✓",
 	}
 	e := domain.Event{
 		ID: "ev-1", ClusterID: c.ID, NodeID: n.ID, NodeName: n.Name, Reason: domain.ReasonPreemptionNotified,
 		Message: "node will be removed at 09:40 'quoted' \"double\"", Timestamp: at(9), Deadline: at(14),
 	}
 	return p, tok, r, m, c, n, e
+}
+
+// fullKubeconfig is the sealed kubeconfig attachFull attaches: any bytes,
+// NUL and invalid UTF-8 included.
+var fullKubeconfig = append([]byte{1, 0, 0xff, 0xfe}, bytes.Repeat([]byte("sealed\x00"), 1000)...)
+
+// attachFull attaches fullKubeconfig to c in tx and sets c.KubeAttachedAt
+// as the store will return it.
+func attachFull(ctx context.Context, tx store.Tx, c *domain.Cluster) error {
+	c.KubeAttachedAt = at(15)
+	return tx.SetKubeconfig(ctx, c.ID, fullKubeconfig, c.KubeAttachedAt)
 }
 
 func testRoundTrip(t *testing.T, s store.Store) {
@@ -930,6 +948,7 @@ func testRoundTrip(t *testing.T, s store.Store) {
 		for _, err := range []error{
 			tx.CreateProject(ctx, p), tx.CreateToken(ctx, tok), tx.CreateReservation(ctx, r),
 			tx.CreateMachine(ctx, m), tx.CreateCluster(ctx, c), tx.CreateNode(ctx, n),
+			attachFull(ctx, tx, &c),
 		} {
 			if err != nil {
 				return err
@@ -957,6 +976,9 @@ func testRoundTrip(t *testing.T, s store.Store) {
 		return errors.Join(tx.UpdateMachine(ctx, m2), tx.UpdateCluster(ctx, c2), tx.UpdateNode(ctx, n2))
 	})
 	checkFull(t, s, p, tok, r, m2, c2, n2, e)
+	if k, err := s.GetKubeconfig(ctx, c.ID); err != nil || !bytes.Equal(k, fullKubeconfig) {
+		t.Fatalf("kubeconfig after UpdateCluster: %d bytes, %v", len(k), err)
+	}
 	update(t, s, func(tx store.Tx) error {
 		return errors.Join(tx.UpdateMachine(ctx, m), tx.UpdateCluster(ctx, c), tx.UpdateNode(ctx, n))
 	})
@@ -1202,6 +1224,9 @@ func testReopen(t *testing.T, o Opener) {
 			tx.CreateMachine(ctx, m), tx.CreateCluster(ctx, c), tx.CreateNode(ctx, n)); err != nil {
 			return err
 		}
+		if err := attachFull(ctx, tx, &c); err != nil {
+			return err
+		}
 		var err error
 		e, err = tx.AddEvent(ctx, e)
 		return err
@@ -1215,6 +1240,9 @@ func testReopen(t *testing.T, o Opener) {
 
 	s = open(t, o)
 	checkFull(t, s, p, tok, r, m, c, n, e)
+	if k, err := s.GetKubeconfig(ctx, c.ID); err != nil || !bytes.Equal(k, fullKubeconfig) {
+		t.Fatalf("kubeconfig after reopen: %d bytes, %v", len(k), err)
+	}
 	// Seqs keep increasing across restarts: readers' cursors stay valid.
 	e2, e3 := e, e
 	e2.ID, e2.Reason = "ev-2", domain.ReasonNodeDrained
@@ -1386,4 +1414,215 @@ func testPrices(t *testing.T, s store.Store) {
 	}
 	err = s.Update(ctx, func(tx store.Tx) error { return tx.CreatePrice(ctx, p1) })
 	wantErr(t, "duplicate price", err, domain.ErrConflict)
+}
+
+// kubeconfigOf returns the cluster's sealed kubeconfig and KubeAttachedAt,
+// failing the test on an error.
+func kubeconfigOf(t *testing.T, r store.Reader, id string) ([]byte, time.Time) {
+	t.Helper()
+	k, err := r.GetKubeconfig(t.Context(), id)
+	if err != nil {
+		t.Fatalf("get kubeconfig of %s: %v", id, err)
+	}
+	c, err := r.GetCluster(t.Context(), id)
+	if err != nil {
+		t.Fatalf("get cluster %s: %v", id, err)
+	}
+	return k, c.KubeAttachedAt
+}
+
+func testKubeconfig(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	c1, err := s.GetCluster(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = s.GetKubeconfig(ctx, "nope")
+	wantErr(t, "kubeconfig of a missing cluster", err, domain.ErrNotFound)
+	wantErr(t, "attach to a missing cluster", s.Update(ctx, func(tx store.Tx) error {
+		return tx.SetKubeconfig(ctx, "nope", []byte("k"), at(1))
+	}), domain.ErrNotFound)
+	wantErr(t, "detach from a missing cluster", s.Update(ctx, func(tx store.Tx) error {
+		return tx.SetKubeconfig(ctx, "nope", nil, time.Time{})
+	}), domain.ErrNotFound)
+
+	if k, when := kubeconfigOf(t, s, "c1"); k != nil || !when.IsZero() {
+		t.Fatalf("new cluster: kubeconfig %q attached at %v, want none", k, when)
+	}
+
+	// Attach: the bytes come back as given; the time as every time does
+	// (UTC, microseconds).
+	sealed := append([]byte{0, 1, 0xff}, bytes.Repeat([]byte{0x80, 'k'}, 40000)...)
+	when := at(5).Add(789 * time.Nanosecond).In(time.FixedZone("UTC+5", 5*3600))
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.SetKubeconfig(ctx, "c1", sealed, when); err != nil {
+			return err
+		}
+		// The transaction reads its own write.
+		if k, err := tx.GetKubeconfig(ctx, "c1"); err != nil || !bytes.Equal(k, sealed) {
+			return fmt.Errorf("own kubeconfig: %d bytes, %v", len(k), err)
+		}
+		if c, err := tx.GetCluster(ctx, "c1"); err != nil || !c.KubeAttachedAt.Equal(at(5)) {
+			return fmt.Errorf("own attach time: %+v, %v", c, err)
+		}
+		return nil
+	})
+	k, attached := kubeconfigOf(t, s, "c1")
+	if !bytes.Equal(k, sealed) {
+		t.Fatalf("kubeconfig read back: %d bytes, want the %d written", len(k), len(sealed))
+	}
+	want := c1
+	want.KubeAttachedAt = at(5)
+	wantEqual(t, "attach time", attached, at(5))
+	got, _ := s.GetCluster(ctx, "c1")
+	wantEqual(t, "attached cluster (nothing else changed)", got, want)
+	list, _ := s.ListClusters(ctx, "p1")
+	wantEqual(t, "listed attached cluster", list, []domain.Cluster{want})
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "snapshot of attached cluster", snap.Clusters, []domain.Cluster{want})
+	k[0] = 42 // the caller owns what it got
+	if again, _ := s.GetKubeconfig(ctx, "c1"); !bytes.Equal(again, sealed) {
+		t.Fatal("GetKubeconfig returned the store's own buffer")
+	}
+
+	// UpdateCluster neither writes nor clears the attachment, whatever
+	// KubeAttachedAt the value carries.
+	for _, v := range []time.Time{{}, at(99)} {
+		c := want
+		c.NodeSeq++
+		want.NodeSeq++
+		c.KubeAttachedAt = v
+		update(t, s, func(tx store.Tx) error { return tx.UpdateCluster(ctx, c) })
+		got, _ := s.GetCluster(ctx, "c1")
+		wantEqual(t, fmt.Sprintf("cluster after UpdateCluster with KubeAttachedAt %v", v), got, want)
+		if k, _ := s.GetKubeconfig(ctx, "c1"); !bytes.Equal(k, sealed) {
+			t.Fatal("UpdateCluster changed the kubeconfig")
+		}
+	}
+	// Neither does CreateCluster write it.
+	c2 := cluster("c2", "p1", at(1))
+	c2.KubeAttachedAt = at(3)
+	update(t, s, func(tx store.Tx) error { return tx.CreateCluster(ctx, c2) })
+	if k, when := kubeconfigOf(t, s, "c2"); k != nil || !when.IsZero() {
+		t.Fatalf("CreateCluster with KubeAttachedAt set: kubeconfig %q attached at %v, want none", k, when)
+	}
+
+	// A rolled-back attach or detach changes nothing.
+	boom := errors.New("boom")
+	for _, other := range [][]byte{[]byte("other"), nil} {
+		err = s.Update(ctx, func(tx store.Tx) error {
+			if err := tx.SetKubeconfig(ctx, "c1", other, at(7)); err != nil {
+				return err
+			}
+			return boom
+		})
+		wantErr(t, "rolled-back SetKubeconfig", err, boom)
+		if k, when := kubeconfigOf(t, s, "c1"); !bytes.Equal(k, sealed) || !when.Equal(at(5)) {
+			t.Fatalf("after a rolled-back SetKubeconfig(%q): kubeconfig %d bytes attached at %v", other, len(k), when)
+		}
+	}
+
+	// Attaching without a time is refused: the time is what says a
+	// kubeconfig is attached.
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.SetKubeconfig(ctx, "c1", []byte("x"), time.Time{}) }); err == nil {
+		t.Fatal("attach with a zero time succeeded")
+	}
+
+	// Replace.
+	update(t, s, func(tx store.Tx) error { return tx.SetKubeconfig(ctx, "c1", []byte("second"), at(6)) })
+	if k, when := kubeconfigOf(t, s, "c1"); string(k) != "second" || !when.Equal(at(6)) {
+		t.Fatalf("replaced: kubeconfig %q attached at %v", k, when)
+	}
+
+	// Detach, with nil or empty; detaching again is fine. The time passed
+	// with a detach is ignored.
+	for _, empty := range [][]byte{nil, {}, nil} {
+		update(t, s, func(tx store.Tx) error { return tx.SetKubeconfig(ctx, "c1", empty, at(8)) })
+		if k, when := kubeconfigOf(t, s, "c1"); k != nil || !when.IsZero() {
+			t.Fatalf("detached (%#v): kubeconfig %q attached at %v, want none", empty, k, when)
+		}
+	}
+	want.KubeAttachedAt = time.Time{}
+	got, _ = s.GetCluster(ctx, "c1")
+	wantEqual(t, "detached cluster", got, want)
+
+	// A cluster being deleted (not yet gone) can still be attached: its
+	// nodes are drained through its Kubernetes API.
+	want.Deleting = true
+	update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.UpdateCluster(ctx, want), tx.SetKubeconfig(ctx, "c1", []byte("draining"), at(9)))
+	})
+	if k, when := kubeconfigOf(t, s, "c1"); string(k) != "draining" || !when.Equal(at(9)) {
+		t.Fatalf("deleting cluster: kubeconfig %q attached at %v", k, when)
+	}
+}
+
+// testKubeconfigDroppedWithCluster: a fully deleted cluster keeps no
+// kubeconfig and cannot get one.
+func testKubeconfigDroppedWithCluster(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.CreateCluster(ctx, cluster("c2", "p1", at(1))),
+			tx.SetKubeconfig(ctx, "c1", []byte("one"), at(2)), tx.SetKubeconfig(ctx, "c2", []byte("two"), at(3)))
+	})
+	c1, _ := s.GetCluster(ctx, "c1")
+	c1.Deleting, c1.DeletedAt = true, at(10)
+	update(t, s, func(tx store.Tx) error { return tx.UpdateCluster(ctx, c1) })
+
+	_, err := s.GetKubeconfig(ctx, "c1")
+	wantErr(t, "kubeconfig of a deleted cluster", err, domain.ErrNotFound)
+	rec, err := s.GetClusterRecord(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.KubeAttachedAt.IsZero() {
+		t.Fatalf("deleted cluster's record still attached at %v", rec.KubeAttachedAt)
+	}
+	wantErr(t, "attach to a deleted cluster", s.Update(ctx, func(tx store.Tx) error {
+		return tx.SetKubeconfig(ctx, "c1", []byte("again"), at(11))
+	}), domain.ErrNotFound)
+	// Another cluster keeps its own.
+	if k, when := kubeconfigOf(t, s, "c2"); string(k) != "two" || !when.Equal(at(3)) {
+		t.Fatalf("other cluster: kubeconfig %q attached at %v", k, when)
+	}
+}
+
+func testNodeLastError(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	a := node("a", "c1", "m1", domain.NodeProvisioning, at(1))
+	a.LastError = "provision hook exited 1: ssh: connect to host 10.0.0.7 port 22: Connection refused\nretrying"
+	b := node("b", "c1", "m1", domain.NodePending, at(2))
+	update(t, s, func(tx store.Tx) error { return errors.Join(tx.CreateNode(ctx, a), tx.CreateNode(ctx, b)) })
+	got, err := s.GetNode(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "node created with an error", got, a)
+	list, err := s.ListNodes(ctx, store.NodeFilter{ClusterID: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "listed nodes", list, []domain.Node{a, b})
+
+	// The step succeeds: the error is cleared; another node gets one.
+	a.LastError, a.State, a.ReadyAt = "", domain.NodeReady, at(3)
+	b.LastError = "cluster API https://10.0.0.1:6443 did not answer: context deadline exceeded"
+	update(t, s, func(tx store.Tx) error { return errors.Join(tx.UpdateNode(ctx, a), tx.UpdateNode(ctx, b)) })
+	list, err = s.ListNodes(ctx, store.NodeFilter{ClusterID: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "listed nodes after update", list, []domain.Node{a, b})
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "snapshot nodes", snap.Nodes, []domain.Node{a, b})
 }
