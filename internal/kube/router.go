@@ -1,0 +1,228 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
+)
+
+// Loader returns a cluster's kubeconfig, or nil when none is attached.
+type Loader func(ctx context.Context, clusterID string) ([]byte, error)
+
+// Router is the ClusterDriver of the whole fleet: each call goes to the
+// driver of its cluster's API server when the cluster has a kubeconfig
+// attached, and to the fallback (the simulated driver) otherwise. A
+// cluster's driver is built on first use and kept until Reload.
+type Router struct {
+	load     Loader
+	fallback driver.ClusterDriver
+	opts     Options
+
+	mu       sync.Mutex
+	clusters map[string]*Cluster // nil value: not attached, use fallback
+}
+
+// NewRouter returns a router. Options.OnPodsGone may be set later with
+// SetOnPodsGone, before the first call.
+func NewRouter(load Loader, fallback driver.ClusterDriver, opts Options) *Router {
+	opts.defaults()
+	return &Router{load: load, fallback: fallback, opts: opts, clusters: map[string]*Cluster{}}
+}
+
+// SetOnPodsGone sets the callback the pod watches call when a node's
+// last workload pod is gone (the controller's Kick).
+func (r *Router) SetOnPodsGone(f func()) {
+	r.mu.Lock()
+	r.opts.OnPodsGone = f
+	r.mu.Unlock()
+}
+
+// Reload forgets the cluster's driver, so the next call reads its
+// kubeconfig again (after an attach or detach).
+func (r *Router) Reload(clusterID string) {
+	r.mu.Lock()
+	c, ok := r.clusters[clusterID]
+	delete(r.clusters, clusterID)
+	r.mu.Unlock()
+	if ok && c != nil {
+		c.Close()
+	}
+}
+
+// Close stops every cluster's pod watch.
+func (r *Router) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, c := range r.clusters {
+		if c != nil {
+			c.Close()
+		}
+		delete(r.clusters, id)
+	}
+}
+
+// Attached returns the driver of an attached cluster, nil for one that
+// runs on the fallback.
+func (r *Router) Attached(ctx context.Context, clusterID string) (*Cluster, error) {
+	r.mu.Lock()
+	c, ok := r.clusters[clusterID]
+	r.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	kc, err := r.load(ctx, clusterID)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig of cluster %s: %w", clusterID, err)
+	}
+	if kc != nil {
+		rc, err := RESTConfig(kc)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", clusterID, err)
+		}
+		r.mu.Lock()
+		opts := r.opts
+		r.mu.Unlock()
+		if c, err = NewCluster(clusterID, rc, opts); err != nil {
+			return nil, err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if have, ok := r.clusters[clusterID]; ok {
+		// Another call built it first: keep that one.
+		if c != nil {
+			c.Close()
+		}
+		return have, nil
+	}
+	r.clusters[clusterID] = c
+	return c, nil
+}
+
+func (r *Router) driver(ctx context.Context, clusterID string) (driver.ClusterDriver, error) {
+	c, err := r.Attached(ctx, clusterID)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return r.fallback, nil
+	}
+	return c, nil
+}
+
+func (r *Router) AddNode(ctx context.Context, spec driver.NodeSpec) error {
+	d, err := r.driver(ctx, spec.ClusterID)
+	if err != nil {
+		return err
+	}
+	return d.AddNode(ctx, spec)
+}
+
+func (r *Router) Cordon(ctx context.Context, clusterID, nodeName string) error {
+	d, err := r.driver(ctx, clusterID)
+	if err != nil {
+		return err
+	}
+	return d.Cordon(ctx, clusterID, nodeName)
+}
+
+func (r *Router) Taint(ctx context.Context, clusterID, nodeName string, t driver.Taint) error {
+	d, err := r.driver(ctx, clusterID)
+	if err != nil {
+		return err
+	}
+	return d.Taint(ctx, clusterID, nodeName, t)
+}
+
+func (r *Router) Annotate(ctx context.Context, clusterID, nodeName, key, value string) error {
+	d, err := r.driver(ctx, clusterID)
+	if err != nil {
+		return err
+	}
+	return d.Annotate(ctx, clusterID, nodeName, key, value)
+}
+
+func (r *Router) PostEvent(ctx context.Context, clusterID, nodeName string, e driver.NodeEvent) error {
+	d, err := r.driver(ctx, clusterID)
+	if err != nil {
+		return err
+	}
+	return d.PostEvent(ctx, clusterID, nodeName, e)
+}
+
+func (r *Router) PostPodEvent(ctx context.Context, clusterID, nodeName string, p driver.Pod, e driver.NodeEvent) error {
+	d, err := r.driver(ctx, clusterID)
+	if err != nil {
+		return err
+	}
+	return d.PostPodEvent(ctx, clusterID, nodeName, p, e)
+}
+
+func (r *Router) ListPods(ctx context.Context, clusterID, nodeName string) ([]driver.Pod, error) {
+	d, err := r.driver(ctx, clusterID)
+	if err != nil {
+		return nil, err
+	}
+	return d.ListPods(ctx, clusterID, nodeName)
+}
+
+func (r *Router) DeletePod(ctx context.Context, clusterID, nodeName string, p driver.Pod, grace time.Duration) error {
+	d, err := r.driver(ctx, clusterID)
+	if err != nil {
+		return err
+	}
+	return d.DeletePod(ctx, clusterID, nodeName, p, grace)
+}
+
+func (r *Router) DeleteNode(ctx context.Context, clusterID, nodeName string) error {
+	d, err := r.driver(ctx, clusterID)
+	if err != nil {
+		return err
+	}
+	return d.DeleteNode(ctx, clusterID, nodeName)
+}
+
+var _ driver.ClusterDriver = (*Router)(nil)
+
+// Registrar is the "register" machine provider: there is no machine to
+// boot, and for an attached cluster it stands in for the kubelet joining
+// by creating the Node object and marking it Ready. Clusters without a
+// kubeconfig use the fallback provider (the simulation). It is for tests
+// and for clusters whose nodes join by other means.
+type Registrar struct {
+	router   *Router
+	fallback driver.MachineProvider
+}
+
+// NewRegistrar returns the register provider.
+func NewRegistrar(r *Router, fallback driver.MachineProvider) *Registrar {
+	return &Registrar{router: r, fallback: fallback}
+}
+
+// Prepare registers the node, Ready, in an attached cluster.
+func (g *Registrar) Prepare(ctx context.Context, m domain.Machine, spec driver.NodeSpec) (bool, error) {
+	c, err := g.router.Attached(ctx, spec.ClusterID)
+	if err != nil {
+		return false, err
+	}
+	if c == nil {
+		return g.fallback.Prepare(ctx, m, spec)
+	}
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	if err := RegisterNode(ctx, c.client, spec.NodeName, nil); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// Wipe has nothing to do: the node object was deleted by the drain.
+func (g *Registrar) Wipe(ctx context.Context, m domain.Machine, nodeName string) (bool, error) {
+	return true, ctx.Err()
+}
+
+var _ driver.MachineProvider = (*Registrar)(nil)
