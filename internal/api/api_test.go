@@ -39,6 +39,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvOpts(t, Options{})
+}
+
+// newEnvOpts is newEnv with the server's Options set before it serves.
+func newEnvOpts(t *testing.T, opts Options) *env {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db"))
 	if err != nil {
@@ -71,6 +77,7 @@ prices: {RTX_6000_PCI: "0.89", L40S: "1.09"}
 	s := New(st, ctrl, clk, adminToken, nil)
 	s.Meter = metering.New(st, clk, nil)
 	s.KeepAlive = 50 * time.Millisecond
+	s.Options = opts
 	e.srv = httptest.NewServer(s)
 	t.Cleanup(e.srv.Close)
 	for _, p := range []string{"p", "q"} {

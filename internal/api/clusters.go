@@ -24,6 +24,19 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 		s.fail(w, r, err)
 		return
 	}
+	// A kubeconfig is checked and sealed before anything is created: a
+	// bad one creates nothing.
+	var sealed []byte
+	if req.Kubeconfig != "" {
+		if !p.admin {
+			s.fail(w, r, errNoKubeAccess("attach"))
+			return
+		}
+		if sealed, err = s.sealKubeconfig(req.Kubeconfig); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	project := req.ProjectID
 	switch {
 	case p.admin && project == "":
@@ -62,6 +75,20 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if sealed != nil {
+		// The controller commits the cluster on its own; the kubeconfig
+		// follows in a second transaction.
+		if err := s.setKubeconfig(ctx, c.ID, sealed); err != nil {
+			s.log.Error("attach kubeconfig to a new cluster", "cluster", c.ID, "err", err)
+			writeError(w, http.StatusInternalServerError, apiv1.CodeInternal, "kubeconfig",
+				fmt.Sprintf("cluster %s was created but its kubeconfig could not be stored; attach it again (PUT /v1/admin/clusters/%s/kubeconfig)", c.ID, c.ID))
+			return
+		}
+		if c, err = s.store.GetCluster(ctx, c.ID); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
 	s.writeCluster(w, r, http.StatusCreated, c)
 }
@@ -143,7 +170,7 @@ func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, status int
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, status, clusterView(c, nodes))
+	writeJSON(w, status, clusterView(c, nodes, s.apiAddressRedactor(r.Context(), c)))
 }
 
 func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, p principal) {
@@ -172,7 +199,7 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, p principa
 	}
 	out := apiv1.ClusterList{Clusters: make([]apiv1.Cluster, 0, len(cs))}
 	for _, c := range cs {
-		out.Clusters = append(out.Clusters, clusterView(c, byCluster[c.ID]))
+		out.Clusters = append(out.Clusters, clusterView(c, byCluster[c.ID], s.apiAddressRedactor(ctx, c)))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -217,12 +244,15 @@ func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request, p princip
 	s.writeCluster(w, r, http.StatusAccepted, c)
 }
 
-func clusterView(c domain.Cluster, nodes []domain.Node) apiv1.Cluster {
+// clusterView is the API's view of a cluster; redact masks the cluster's
+// API server address in the nodes' errors.
+func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) string) apiv1.Cluster {
 	v := apiv1.Cluster{
 		ClusterID: c.ID, ClusterName: c.Name, ProjectID: c.ProjectID, Region: c.Region, GPUType: c.GPUType,
 		ClusterType: string(c.Type), BillingType: string(c.BillingType), Status: string(c.Status),
 		NumGPUs: c.NumGPUs, DesiredPreemptibleGPUs: c.DesiredPreemptibleGPUs, CreatedAt: c.CreatedAt,
 		GPUWorkerNodes: make([]apiv1.Node, 0, len(nodes)),
+		Kubernetes:     apiv1.KubernetesStatus{Attached: !c.KubeAttachedAt.IsZero(), AttachedAt: timePtr(c.KubeAttachedAt)},
 	}
 	for _, n := range nodes {
 		if n.State == domain.NodeRemoved {
@@ -232,7 +262,7 @@ func clusterView(c domain.Cluster, nodes []domain.Node) apiv1.Cluster {
 			v.AllocatedPreemptibleGPUs += n.GPUs
 		}
 		nv := apiv1.Node{NodeID: n.ID, NodeName: n.Name, ComputeClass: string(n.Class), Status: string(n.State),
-			NumGPUs: n.GPUs, CreatedAt: n.CreatedAt, ReadyAt: timePtr(n.ReadyAt)}
+			NumGPUs: n.GPUs, CreatedAt: n.CreatedAt, ReadyAt: timePtr(n.ReadyAt), LastError: redact(n.LastError)}
 		if n.State == domain.NodeDraining {
 			nv.Deadline = timePtr(n.Deadline)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/secret"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -41,6 +42,21 @@ type Server struct {
 	// API with its session cookie instead of a bearer header (see
 	// SessionCookie).
 	Sessions Sessions
+	// Options are set after New, before the server handles requests
+	// (their fields are promoted: s.Sealer = …, or s.Options = …).
+	Options
+}
+
+// Options are the optional parts of a Server.
+type Options struct {
+	// Sealer seals the kubeconfigs operators attach to clusters. Without
+	// it attaching is refused (503); detaching still works.
+	Sealer *secret.Sealer
+	// OnKubeconfig, if set, is called with a cluster's ID after a
+	// kubeconfig was attached to it or detached from it (committed), so
+	// that the driver layer reloads that cluster's client. It is called
+	// synchronously from the request and must not block for long.
+	OnKubeconfig func(clusterID string)
 }
 
 // TimeHeader carries the server's clock on every response.
@@ -88,6 +104,8 @@ func (s *Server) routes() {
 	s.mux.Handle("PATCH /v1/clusters/{id}", s.auth(s.updateCluster))
 	s.mux.Handle("DELETE /v1/clusters/{id}", s.auth(s.deleteCluster))
 	s.mux.Handle("GET /v1/clusters/{id}/events", s.auth(s.events))
+	s.mux.Handle("PUT /v1/admin/clusters/{id}/kubeconfig", s.kubeAdmin(s.attachKubeconfig))
+	s.mux.Handle("DELETE /v1/admin/clusters/{id}/kubeconfig", s.kubeAdmin(s.detachKubeconfig))
 	s.mux.Handle("GET /v1/capacity", s.auth(s.capacity))
 	s.mux.Handle("GET /v1/whoami", s.auth(func(w http.ResponseWriter, r *http.Request, p principal) {
 		writeJSON(w, http.StatusOK, apiv1.WhoAmI{Admin: p.admin, ProjectID: p.project})
@@ -115,7 +133,7 @@ func (s *Server) routes() {
 // otherwise.
 func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
 	var allowed []string
-	for _, m := range []string{"GET", "POST", "PATCH", "DELETE"} {
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		if _, pattern := s.mux.Handler(probe); pattern != "" {

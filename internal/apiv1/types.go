@@ -16,6 +16,19 @@ type CreateClusterRequest struct {
 	// ProjectID is required for admin tokens and optional (must match) for
 	// project tokens.
 	ProjectID string `json:"project_id,omitempty"`
+	// Kubeconfig, the YAML text of a kubeconfig, attaches the cluster's
+	// Kubernetes API at creation (see AttachKubeconfigRequest). Only the
+	// admin token may set it.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+}
+
+// AttachKubeconfigRequest is the body of PUT
+// /v1/admin/clusters/{id}/kubeconfig. Kubeconfig is the YAML text of a
+// kubeconfig whose current context reaches the cluster's API server, with
+// its credentials embedded (kubectl config view --minify --flatten --raw).
+// It is stored sealed and never returned.
+type AttachKubeconfigRequest struct {
+	Kubeconfig string `json:"kubeconfig"`
 }
 
 // UpdateClusterRequest is the body of PATCH /v1/clusters/{id}. Omitted
@@ -42,6 +55,17 @@ type Cluster struct {
 	TargetUnfulfilled *Unfulfilled `json:"target_unfulfilled,omitempty"`
 	GPUWorkerNodes    []Node       `json:"gpu_worker_nodes"`
 	CreatedAt         time.Time    `json:"created_at"`
+	// Kubernetes says whether the cluster's Kubernetes API is attached.
+	Kubernetes KubernetesStatus `json:"kubernetes"`
+}
+
+// KubernetesStatus tells whether an operator attached the cluster's
+// Kubernetes API (a kubeconfig). The kubeconfig itself and the API
+// server's address are never returned.
+type KubernetesStatus struct {
+	Attached bool `json:"attached"`
+	// AttachedAt is when the current kubeconfig was attached.
+	AttachedAt *time.Time `json:"attached_at,omitempty"`
 }
 
 // Unfulfilled says why allocated < desired.
@@ -60,6 +84,10 @@ type Node struct {
 	CreatedAt    time.Time  `json:"created_at"`
 	ReadyAt      *time.Time `json:"ready_at,omitempty"`
 	Deadline     *time.Time `json:"deadline,omitempty"`
+	// LastError is the last failure of a step on the node (a provision
+	// hook, a call to the cluster's API), until the step succeeds. The
+	// API server's address is masked in it.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // ClusterList is the body of GET /v1/clusters.
@@ -217,5 +245,8 @@ const (
 	CodeNoCapacity   = "insufficient_capacity"
 	CodeUnauthorized = "unauthenticated"
 	CodeForbidden    = "permission_denied"
-	CodeInternal     = "internal"
+	// CodeUnavailable: the server is not set up for the request (503), for
+	// example attaching a kubeconfig without a secret key to seal it.
+	CodeUnavailable = "unavailable"
+	CodeInternal    = "internal"
 )
