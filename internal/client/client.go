@@ -279,6 +279,25 @@ func (c *Client) DeleteCluster(ctx context.Context, id string) (*apiv1.Cluster, 
 	return call[apiv1.Cluster](ctx, c, http.MethodDelete, clusterPath(id), nil, nil)
 }
 
+// AttachKubeconfig attaches a cluster's Kubernetes API (admin): kubeconfig
+// is the YAML of a kubeconfig with its credentials embedded. The server
+// checks it without contacting the cluster and stores it sealed; it is
+// never returned. It replaces any kubeconfig attached before.
+func (c *Client) AttachKubeconfig(ctx context.Context, id string, kubeconfig []byte) (*apiv1.Cluster, error) {
+	return call[apiv1.Cluster](ctx, c, http.MethodPut, kubeconfigPath(id), nil,
+		apiv1.AttachKubeconfigRequest{Kubeconfig: string(kubeconfig)})
+}
+
+// DetachKubeconfig removes a cluster's kubeconfig (admin); detaching a
+// cluster with none attached is not an error.
+func (c *Client) DetachKubeconfig(ctx context.Context, id string) (*apiv1.Cluster, error) {
+	return call[apiv1.Cluster](ctx, c, http.MethodDelete, kubeconfigPath(id), nil, nil)
+}
+
+func kubeconfigPath(id string) string {
+	return "/v1/admin/clusters/" + url.PathEscape(id) + "/kubeconfig"
+}
+
 // ListEvents returns the node lifecycle events of a cluster after cursor
 // (empty: from the oldest kept), at most limit of them (0: the server's
 // default). Pass the result's NextCursor to get the following ones.

@@ -62,8 +62,9 @@ func (f *fakeServer) last() recorded {
 	return f.reqs[len(f.reqs)-1]
 }
 
-func intp(i int) *int    { return &i }
-func boolp(b bool) *bool { return &b }
+func intp(i int) *int              { return &i }
+func boolp(b bool) *bool           { return &b }
+func timep(t time.Time) *time.Time { return &t }
 
 func TestEndpoints(t *testing.T) {
 	ctx := context.Background()
@@ -129,6 +130,22 @@ func TestEndpoints(t *testing.T) {
 			call:   func(c *Client) (any, error) { return c.DeleteCluster(ctx, "c1") },
 			method: "DELETE", path: "/v1/clusters/c1",
 			wantValue: &apiv1.Cluster{ClusterID: "c1", Status: "Deleting"},
+		},
+		{
+			name: "attach kubeconfig", status: 200, body: `{"cluster_id":"c1","kubernetes":{"attached":true,"attached_at":"2025-03-04T10:00:00Z"}}`,
+			call: func(c *Client) (any, error) {
+				return c.AttachKubeconfig(ctx, "c/1", []byte("apiVersion: v1\nkind: Config\n"))
+			},
+			method: "PUT", path: "/v1/admin/clusters/c%2F1/kubeconfig",
+			wantBody: map[string]any{"kubeconfig": "apiVersion: v1\nkind: Config\n"},
+			wantValue: &apiv1.Cluster{ClusterID: "c1", Kubernetes: apiv1.KubernetesStatus{Attached: true,
+				AttachedAt: timep(time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC))}},
+		},
+		{
+			name: "detach kubeconfig", status: 200, body: `{"cluster_id":"c1","kubernetes":{"attached":false}}`,
+			call:   func(c *Client) (any, error) { return c.DetachKubeconfig(ctx, "c1") },
+			method: "DELETE", path: "/v1/admin/clusters/c1/kubeconfig",
+			wantValue: &apiv1.Cluster{ClusterID: "c1"},
 		},
 		{
 			name: "list events", status: 200, body: `{"node_lifecycle_events":[{"event_id":"e1","reason":"NodeAdded"}],"next_cursor":"9"}`,
