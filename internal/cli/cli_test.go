@@ -208,8 +208,8 @@ func TestListTables(t *testing.T) {
 		wants []string
 	}{
 		{[]string{"clusters", "list", "--project-id", "p1"}, []string{
-			"ID   NAME         PROJECT   REGION         GPU_TYPE   STATUS   GPUS   PREEMPTIBLE   AGE",
-			"c1   my-cluster   p1        us-central-2   H100       Ready    8      8/16          1h30m"}},
+			"ID   NAME         PROJECT   REGION         GPU_TYPE   STATUS   GPUS   PREEMPTIBLE   KUBERNETES   AGE",
+			"c1   my-cluster   p1        us-central-2   H100       Ready    8      8/16          -            1h30m"}},
 		{[]string{"capacity"}, []string{
 			"REGION         GPU_TYPE   TOTAL   ON_DEMAND_AVAIL   PREEMPTIBLE_AVAIL   RESERVED   STD_IN_USE   PREEMPT_IN_USE   OUT_OF_SERVICE",
 			"us-central-2   H100       128     32                48                  64         40           24               8"}},

@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,7 +29,8 @@ update call returns, never preempted) and a target of preemptible GPUs
 (num_preemptible_gpus, at half price, filled as spare capacity appears and
 reclaimed with a 5-minute drain). GPU counts are multiples of 8.`,
 		Example: `  sparecap clusters list
-  sparecap clusters get <cluster-id>`,
+  sparecap clusters get <cluster-id>
+  sparecap clusters attach <cluster-id> --kubeconfig cluster.kubeconfig`,
 	}
 	cmd.AddCommand(
 		newClustersCreateCmd(s),
@@ -33,15 +38,18 @@ reclaimed with a 5-minute drain). GPU counts are multiples of 8.`,
 		newClustersGetCmd(s),
 		newClustersListCmd(s),
 		newClustersDeleteCmd(s),
+		newClustersAttachCmd(s),
+		newClustersDetachCmd(s),
 	)
 	return cmd
 }
 
 func newClustersCreateCmd(s *state) *cobra.Command {
 	var (
-		req     apiv1.CreateClusterRequest
-		wait    bool
-		timeout time.Duration
+		req        apiv1.CreateClusterRequest
+		kubeconfig string
+		wait       bool
+		timeout    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "create",
@@ -53,12 +61,25 @@ changed even when it cannot be met yet.
 
 With --wait the command polls until the cluster is Ready and prints progress
 on stderr. --project-id is needed with an admin token; a project token
-implies its project.`,
+implies its project.
+
+With the admin token, --kubeconfig attaches the cluster's Kubernetes API at
+creation, as "clusters attach" does; a kubeconfig the server refuses creates
+nothing.`,
 		Example: `  sparecap clusters create --name my-cluster --region us-central-2 \
     --gpu-type RTX_6000_PCI --cluster-type KUBERNETES --num-gpus 8 \
-    --billing-type ON_DEMAND --num-preemptible-gpus 8 --project-id my-project --wait`,
+    --billing-type ON_DEMAND --num-preemptible-gpus 8 --project-id my-project --wait
+  sparecap clusters create --name prod --region us-central-2 --gpu-type RTX_6000_PCI \
+    --num-gpus 8 --project-id my-project --kubeconfig prod.kubeconfig`,
 		Args: cobra.NoArgs,
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
+			if cmd.Flags().Changed("kubeconfig") {
+				text, err := readKubeconfig(cmd, kubeconfig)
+				if err != nil {
+					return err
+				}
+				req.Kubeconfig = string(text)
+			}
 			cl, err := c.CreateCluster(cmd.Context(), req)
 			if err != nil {
 				return fmt.Errorf("create cluster: %w", err)
@@ -81,6 +102,7 @@ implies its project.`,
 	f.StringVar(&req.BillingType, "billing-type", "ON_DEMAND", "billing of standard nodes: ON_DEMAND or RESERVED")
 	f.IntVar(&req.NumPreemptibleGPUs, "num-preemptible-gpus", 0, "target of preemptible GPUs, a multiple of 8")
 	f.StringVar(&req.ProjectID, "project-id", "", "project to create the cluster in (needed with an admin token)")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster's Kubernetes API to attach (admin token; - reads stdin)")
 	f.BoolVar(&wait, "wait", false, "wait until the cluster is Ready")
 	f.DurationVar(&timeout, "timeout", defaultWaitTimeout, "how long --wait waits")
 	for _, name := range []string{"name", "region", "gpu-type", "num-gpus"} {
@@ -175,10 +197,11 @@ the admin token sees all (narrow with --project-id).`,
 				return fmt.Errorf("list clusters: %w", err)
 			}
 			return s.print(cmd.OutOrStdout(), list, func(tw *tabwriter.Writer) {
-				row(tw, "ID", "NAME", "PROJECT", "REGION", "GPU_TYPE", "STATUS", "GPUS", "PREEMPTIBLE", "AGE")
+				row(tw, "ID", "NAME", "PROJECT", "REGION", "GPU_TYPE", "STATUS", "GPUS", "PREEMPTIBLE", "KUBERNETES", "AGE")
 				for _, cl := range list.Clusters {
 					row(tw, cl.ClusterID, cl.ClusterName, cl.ProjectID, cl.Region, cl.GPUType, cl.Status, cl.NumGPUs,
-						fmt.Sprintf("%d/%d", cl.AllocatedPreemptibleGPUs, cl.DesiredPreemptibleGPUs), s.age(cl.CreatedAt))
+						fmt.Sprintf("%d/%d", cl.AllocatedPreemptibleGPUs, cl.DesiredPreemptibleGPUs),
+						kubernetesColumn(cl.Kubernetes), s.age(cl.CreatedAt))
 				}
 			})
 		}),
@@ -240,6 +263,7 @@ func (s *state) printCluster(cmd *cobra.Command, cl *apiv1.Cluster) error {
 		row(tw, "Region:", cl.Region)
 		row(tw, "GPU type:", cl.GPUType)
 		row(tw, "Type:", cl.ClusterType+", "+cl.BillingType)
+		row(tw, "Kubernetes:", s.kubernetesStatus(cl.Kubernetes))
 		row(tw, "Status:", cl.Status)
 		row(tw, "Standard GPUs:", fmt.Sprintf("%d (%d/%d nodes ready)", cl.NumGPUs, std.ready, std.expected))
 		pre := fmt.Sprintf("%d allocated / %d desired", cl.AllocatedPreemptibleGPUs, cl.DesiredPreemptibleGPUs)
@@ -263,15 +287,126 @@ func (s *state) printCluster(cmd *cobra.Command, cl *apiv1.Cluster) error {
 	})
 }
 
+// nodesTable lists nodes, with a LAST ERROR column when any node has one.
 func (s *state) nodesTable(tw *tabwriter.Writer, nodes []apiv1.Node) {
-	row(tw, "NAME", "CLASS", "STATUS", "GPUS", "AGE", "DEADLINE")
+	withErrors := slices.ContainsFunc(nodes, func(n apiv1.Node) bool { return n.LastError != "" })
+	header := []any{"NAME", "CLASS", "STATUS", "GPUS", "AGE", "DEADLINE"}
+	if withErrors {
+		header = append(header, "LAST ERROR")
+	}
+	row(tw, header...)
 	for _, n := range nodes {
 		name := n.NodeName
 		if name == "" {
 			name = n.NodeID
 		}
-		row(tw, name, n.ComputeClass, n.Status, n.NumGPUs, s.age(n.CreatedAt), s.deadline(n.Deadline))
+		cols := []any{name, n.ComputeClass, n.Status, n.NumGPUs, s.age(n.CreatedAt), s.deadline(n.Deadline)}
+		if withErrors {
+			cols = append(cols, orDash(oneLine(n.LastError)))
+		}
+		row(tw, cols...)
 	}
+}
+
+// oneLine keeps an error on its table row: line breaks and tabs become
+// spaces.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// kubernetesStatus describes whether the cluster's Kubernetes API is
+// attached, for the cluster table.
+func (s *state) kubernetesStatus(k apiv1.KubernetesStatus) string {
+	switch {
+	case !k.Attached:
+		return "not attached"
+	case k.AttachedAt == nil:
+		return "attached"
+	}
+	return "attached " + s.timeAndAge(*k.AttachedAt)
+}
+
+func kubernetesColumn(k apiv1.KubernetesStatus) string {
+	if k.Attached {
+		return "attached"
+	}
+	return "-"
+}
+
+func newClustersAttachCmd(s *state) *cobra.Command {
+	var kubeconfig string
+	cmd := &cobra.Command{
+		Use:   "attach <cluster-id> --kubeconfig FILE",
+		Short: "Attach a cluster's Kubernetes API (admin)",
+		Long: `Attach a cluster's Kubernetes API: give sparecap a kubeconfig whose current
+context reaches the cluster's API server, with its certificates and token
+embedded rather than named as files ("kubectl config view --minify --flatten
+--raw" writes one). The server checks that it parses and names a server,
+without contacting the cluster, then stores it sealed; it is never shown
+again, by any command or API call. Attaching again replaces it. Needs the
+admin token. --kubeconfig - reads the kubeconfig from stdin.`,
+		Example: `  kubectl config view --minify --flatten --raw > prod.kubeconfig
+  sparecap clusters attach <cluster-id> --kubeconfig prod.kubeconfig`,
+		Args: cobra.ExactArgs(1),
+		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
+			text, err := readKubeconfig(cmd, kubeconfig)
+			if err != nil {
+				return err
+			}
+			cl, err := c.AttachKubeconfig(cmd.Context(), args[0], text)
+			if err != nil {
+				return fmt.Errorf("attach kubeconfig to cluster %s: %w", args[0], err)
+			}
+			return s.printCluster(cmd, cl)
+		}),
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (required; - reads stdin)")
+	_ = cmd.MarkFlagRequired("kubeconfig")
+	return cmd
+}
+
+func newClustersDetachCmd(s *state) *cobra.Command {
+	return &cobra.Command{
+		Use:   "detach <cluster-id>",
+		Short: "Detach a cluster's Kubernetes API (admin)",
+		Long: `Detach a cluster's Kubernetes API: the stored kubeconfig is deleted. Needs
+the admin token. Detaching a cluster with none attached changes nothing.`,
+		Example: `  sparecap clusters detach <cluster-id>`,
+		Args:    cobra.ExactArgs(1),
+		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
+			cl, err := c.DetachKubeconfig(cmd.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("detach kubeconfig from cluster %s: %w", args[0], err)
+			}
+			return s.printCluster(cmd, cl)
+		}),
+	}
+}
+
+// readKubeconfig reads the kubeconfig file named by --kubeconfig ("-":
+// stdin) before anything is sent.
+func readKubeconfig(cmd *cobra.Command, path string) ([]byte, error) {
+	var (
+		text []byte
+		err  error
+		what = "kubeconfig file " + path
+	)
+	switch path {
+	case "":
+		return nil, errors.New("--kubeconfig needs a file name (or - for stdin)")
+	case "-":
+		text, err = io.ReadAll(cmd.InOrStdin())
+		what = "kubeconfig from stdin"
+	default:
+		text, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read kubeconfig: %w", err)
+	}
+	if len(bytes.TrimSpace(text)) == 0 {
+		return nil, fmt.Errorf("%s is empty", what)
+	}
+	return text, nil
 }
 
 // nodeCount is the standard nodes of a cluster, ready and expected.

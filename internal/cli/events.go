@@ -35,7 +35,9 @@ after which it is removed whatever its pods are doing.`,
 		Short: "List a cluster's nodes",
 		Long: `List a cluster's GPU worker nodes: name, compute class (standard or
 preemptible), status, GPUs, age, and for draining nodes the drain deadline
-(RFC 3339) and the time left.`,
+(RFC 3339) and the time left. When a step failed on a node (its machine's
+provisioning, a call to the cluster's Kubernetes API) a LAST ERROR column
+shows the error until the step succeeds; sparecap keeps retrying.`,
 		Example: `  sparecap nodes list --cluster <cluster-id>
   sparecap nodes list --cluster <cluster-id> -o json`,
 		Args: cobra.NoArgs,
