@@ -67,28 +67,25 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 			return
 		}
 	}
+	var attach []func(store.Tx, string) error
+	if sealed != nil {
+		// In the cluster's own transaction: the controller never sees
+		// it without its kubeconfig, so no node goes to the simulation.
+		attach = append(attach, func(tx store.Tx, id string) error {
+			return tx.SetKubeconfig(ctx, id, sealed, s.clock.Now())
+		})
+	}
 	c, err := s.ctrl.CreateCluster(ctx, domain.Cluster{
 		Name: req.ClusterName, ProjectID: project, Region: req.Region, GPUType: req.GPUType,
 		Type: domain.ClusterType(req.ClusterType), BillingType: domain.BillingType(req.BillingType),
 		NumGPUs: req.NumGPUs, DesiredPreemptibleGPUs: req.NumPreemptibleGPUs, Weight: 1,
-	})
+	}, attach...)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if sealed != nil {
-		// The controller commits the cluster on its own; the kubeconfig
-		// follows in a second transaction.
-		if err := s.setKubeconfig(ctx, c.ID, sealed); err != nil {
-			s.log.Error("attach kubeconfig to a new cluster", "cluster", c.ID, "err", err)
-			writeError(w, http.StatusInternalServerError, apiv1.CodeInternal, "kubeconfig",
-				fmt.Sprintf("cluster %s was created but its kubeconfig could not be stored; attach it again (PUT /v1/admin/clusters/%s/kubeconfig)", c.ID, c.ID))
-			return
-		}
-		if c, err = s.store.GetCluster(ctx, c.ID); err != nil {
-			s.fail(w, r, err)
-			return
-		}
+	if sealed != nil && s.OnKubeconfig != nil {
+		s.OnKubeconfig(c.ID)
 	}
 	s.writeCluster(w, r, http.StatusCreated, c)
 }

@@ -226,7 +226,9 @@ func (c *Controller) plan(s allocator.Snapshot, now time.Time) allocator.Plan {
 // CreateCluster creates a cluster if its standard capacity can be found,
 // and commits the plan that provides it. It returns *ShortfallError
 // otherwise, having changed nothing. The caller validates the request.
-func (c *Controller) CreateCluster(ctx context.Context, cl domain.Cluster) (domain.Cluster, error) {
+// also, if set, writes more in the same transaction (the cluster's
+// kubeconfig, so no node is ever provisioned before it is attached).
+func (c *Controller) CreateCluster(ctx context.Context, cl domain.Cluster, also ...func(tx store.Tx, id string) error) (domain.Cluster, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
@@ -253,7 +255,15 @@ func (c *Controller) CreateCluster(ctx context.Context, cl domain.Cluster) (doma
 		return domain.Cluster{}, &ShortfallError{*sf}
 	}
 	err = c.commit(ctx, pl, now, func(tx store.Tx) error {
-		return tx.CreateCluster(ctx, cl)
+		if err := tx.CreateCluster(ctx, cl); err != nil {
+			return err
+		}
+		for _, f := range also {
+			if err := f(tx, cl.ID); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return domain.Cluster{}, fmt.Errorf("create cluster %s: %w", cl.ID, err)

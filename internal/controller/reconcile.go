@@ -421,7 +421,7 @@ func (c *Controller) notice(ctx context.Context, n domain.Node) error {
 	if err := c.deletePods(ctx, n, pods, isRunningWorkload, graceLeft(n.Deadline, c.clock.Now())); err != nil {
 		return err
 	}
-	return c.postPodEvents(ctx, n, pods)
+	return c.postPodEvents(ctx, n, slices.DeleteFunc(pods, func(p driver.Pod) bool { return p.DaemonSet }))
 }
 
 func (c *Controller) mark(ctx context.Context, n domain.Node) error {
