@@ -16,6 +16,8 @@ import (
 	"github.com/sparecap/sparecap/internal/cli"
 	"github.com/sparecap/sparecap/internal/client"
 	"github.com/sparecap/sparecap/internal/demo"
+	"github.com/sparecap/sparecap/internal/driver"
+	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/server"
 )
 
@@ -30,6 +32,7 @@ func main() {
 
 func serverCmd() *cobra.Command {
 	var o server.Options
+	var nodeLabels, nodeTaints, preemptibleTaints []string
 	var logLevel string
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -59,6 +62,9 @@ with this server's URL and that token, so the CLI works at once.`,
 			}
 			if o.Cooldown == 0 {
 				o.Cooldown = -1 // the controller reads 0 as "default"
+			}
+			if err := kubeFlags(&o, nodeLabels, nodeTaints, preemptibleTaints); err != nil {
+				return err
 			}
 			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			o.AdminToken = os.Getenv("SPARECAP_ADMIN_TOKEN")
@@ -90,7 +96,70 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.Int64Var(&o.SimSeed, "sim-seed", 0, "seed of the simulated pods' behaviour")
 	f.StringVar(&o.PreemptibleDiscount, "preemptible-discount", "50", "discount of preemptible capacity off the on-demand price, in percent (a change applies from now on)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&o.MachineProvider, "machine-provider", "sim", "how machines are prepared: sim (simulated), register (nothing boots; attached clusters get their Node objects created Ready) or exec (run --provision-hook)")
+	f.StringVar(&o.ProvisionHook, "provision-hook", "", "program run as HOOK provision|deprovision MACHINE CLUSTER NODE with a JSON document on stdin (--machine-provider exec; see docs/kubernetes.md)")
+	f.StringArrayVar(&o.ProvisionHookArgs, "provision-hook-arg", nil, "argument passed to the hook before the action (repeatable)")
+	f.DurationVar(&o.ProvisionHookTimeout, "provision-hook-timeout", 10*time.Minute, "how long one run of the hook may take before it is killed")
+	f.Float32Var(&o.Kube.QPS, "kube-qps", kube.DefaultQPS, "client-side rate limit of calls to each attached cluster's API server, per second")
+	f.IntVar(&o.Kube.Burst, "kube-burst", kube.DefaultBurst, "burst above --kube-qps allowed to each attached cluster's API server")
+	f.DurationVar(&o.Kube.Timeout, "kube-timeout", kube.DefaultTimeout, "timeout of each call to a cluster's API server")
+	f.StringArrayVar(&nodeLabels, "node-label", nil, "KEY=VALUE label added to every node in attached clusters (repeatable)")
+	f.StringArrayVar(&nodeTaints, "node-taint", nil, "KEY[=VALUE]:EFFECT taint added to every node in attached clusters (repeatable)")
+	f.StringArrayVar(&preemptibleTaints, "preemptible-taint", nil, "KEY[=VALUE]:EFFECT taint added to preemptible nodes only, so pods must tolerate it to land there (repeatable)")
+	f.IntVar(&o.Workers, "workers", 64, "node steps (provisioning, drains) run at once")
 	return cmd
+}
+
+// kubeFlags checks the Kubernetes and machine provider flags into o.
+func kubeFlags(o *server.Options, labels, taints, preemptible []string) error {
+	switch o.MachineProvider {
+	case "sim", "register":
+		if o.ProvisionHook != "" {
+			return fmt.Errorf("--provision-hook needs --machine-provider exec")
+		}
+	case "exec":
+		if o.ProvisionHook == "" {
+			return fmt.Errorf("--machine-provider exec needs --provision-hook")
+		}
+	default:
+		return fmt.Errorf("--machine-provider must be sim, register or exec; got %q", o.MachineProvider)
+	}
+	if o.ProvisionHookTimeout <= 0 {
+		return fmt.Errorf("--provision-hook-timeout must be positive; got %s", o.ProvisionHookTimeout)
+	}
+	if o.Kube.QPS <= 0 || o.Kube.Burst < 1 {
+		return fmt.Errorf("--kube-qps and --kube-burst must be positive")
+	}
+	if o.Kube.Timeout < time.Second {
+		return fmt.Errorf("--kube-timeout must be at least 1s; got %s", o.Kube.Timeout)
+	}
+	if o.Workers < 1 {
+		return fmt.Errorf("--workers must be at least 1; got %d", o.Workers)
+	}
+	for _, l := range labels {
+		k, v, err := kube.ParseLabel(l)
+		if err != nil {
+			return fmt.Errorf("--node-label: %w", err)
+		}
+		if o.Kube.NodeLabels == nil {
+			o.Kube.NodeLabels = map[string]string{}
+		}
+		o.Kube.NodeLabels[k] = v
+	}
+	for _, set := range []struct {
+		flag string
+		in   []string
+		out  *[]driver.Taint
+	}{{"--node-taint", taints, &o.Kube.NodeTaints}, {"--preemptible-taint", preemptible, &o.Kube.PreemptibleTaints}} {
+		for _, s := range set.in {
+			t, err := kube.ParseTaint(s)
+			if err != nil {
+				return fmt.Errorf("%s: %w", set.flag, err)
+			}
+			*set.out = append(*set.out, t)
+		}
+	}
+	return nil
 }
 
 func dataDir(o server.Options) string {

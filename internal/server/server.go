@@ -21,9 +21,13 @@ import (
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/console"
 	"github.com/sparecap/sparecap/internal/controller"
+	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/fleet"
+	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/metering"
 	"github.com/sparecap/sparecap/internal/metrics"
+	"github.com/sparecap/sparecap/internal/provider/exechook"
+	"github.com/sparecap/sparecap/internal/secret"
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/internal/store/postgres"
@@ -62,6 +66,20 @@ type Options struct {
 	SimSeed int64
 	// SimPods overrides the simulated pods (nil: the default profiles).
 	SimPods []sim.PodTemplate
+	// MachineProvider: "sim" (default: simulated machines), "register"
+	// (nothing to boot; attached clusters get their Node objects created
+	// and marked Ready) or "exec" (ProvisionHook is run for every machine).
+	MachineProvider string
+	// ProvisionHook and its arguments, and how long one run may take
+	// (MachineProvider "exec").
+	ProvisionHook        string
+	ProvisionHookArgs    []string
+	ProvisionHookTimeout time.Duration
+	// Kube configures the drivers of attached clusters (rate limits, call
+	// timeout, labels and taints for nodes).
+	Kube kube.Options
+	// Workers bounds the node steps running at once (controller.Config).
+	Workers int
 	Log     *slog.Logger
 }
 
@@ -74,7 +92,10 @@ type Server struct {
 	Meter      *metering.Meter
 	Metrics    *metrics.Metrics
 	Sim        *sim.Fleet
-	Clock      clock.Clock
+	// Kube routes each cluster's calls to its attached API server or to
+	// the simulation.
+	Kube  *kube.Router
+	Clock clock.Clock
 	// Speed of the clock relative to real time.
 	Speed float64
 	Fleet fleet.File
@@ -152,15 +173,40 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		// Poll about 10 times a wall second whatever the speed.
 		interval = time.Duration(float64(100*time.Millisecond) * o.Speed)
 	}
-	s.Controller = controller.New(st, s.Sim, s.Sim, clk, controller.Config{
-		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval,
+	// Kubeconfigs are sealed with a key kept in the data dir, apart from
+	// the database (which may be a shared PostgreSQL).
+	sealer, err := secret.LoadOrCreateKey(filepath.Join(o.DataDir, "secret.key"))
+	if err != nil {
+		return fail(err)
+	}
+	kopts := o.Kube
+	kopts.Log = o.Log
+	s.Kube = kube.NewRouter(func(ctx context.Context, id string) ([]byte, error) {
+		sealed, err := st.GetKubeconfig(ctx, id)
+		if err != nil || sealed == nil {
+			return nil, err
+		}
+		return sealer.Open(sealed)
+	}, s.Sim, kopts)
+	machines, closeMachines, err := machineProvider(o, s)
+	if err != nil {
+		return fail(err)
+	}
+	s.Controller = controller.New(st, s.Kube, machines, clk, controller.Config{
+		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval, Workers: o.Workers,
 	}, o.Log)
+	s.Kube.SetOnPodsGone(s.Controller.Kick)
 	s.Metrics = metrics.New(st)
 	s.Controller.Observer = s.Metrics.Observe
 	s.Meter = metering.New(st, clk, o.Log)
 	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
 	apiHandler := api.New(st, s.Controller, clk, s.AdminToken, o.Log)
 	apiHandler.Meter = s.Meter
+	apiHandler.Sealer = sealer
+	apiHandler.OnKubeconfig = func(id string) {
+		s.Kube.Reload(id)
+		s.Controller.Kick()
+	}
 	sessions := console.NewSessions()
 	apiHandler.Sessions = sessions
 	instrumented := s.Metrics.Middleware(apiHandler)
@@ -207,11 +253,35 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			err = e2
 		}
 		<-metered
+		closeMachines()
+		s.Kube.Close()
 		st.Close()
 		s.done <- err
 	}()
 	o.Log.Info("sparecap server started", "url", s.URL, "data_dir", o.DataDir, "speed", max(o.Speed, 1), "machines", countMachines(f))
 	return s, nil
+}
+
+// machineProvider builds the provider Options.MachineProvider names, and
+// what stops it.
+func machineProvider(o Options, s *Server) (driver.MachineProvider, func(), error) {
+	switch o.MachineProvider {
+	case "", "sim":
+		return s.Sim, func() {}, nil
+	case "register":
+		return kube.NewRegistrar(s.Kube, s.Sim), func() {}, nil
+	case "exec":
+		if o.ProvisionHook == "" {
+			return nil, nil, errors.New("the exec machine provider needs a provision hook (--provision-hook)")
+		}
+		p, err := exechook.New(exechook.Config{Program: o.ProvisionHook, Args: o.ProvisionHookArgs,
+			Timeout: o.ProvisionHookTimeout, Log: o.Log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return p, func() { p.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("unknown machine provider %q (want sim, register or exec)", o.MachineProvider)
 }
 
 func countMachines(f fleet.File) int {
