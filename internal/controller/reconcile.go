@@ -371,7 +371,7 @@ func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
 				return err
 			}
 		}
-		if err := c.deletePods(ctx, n, pods, func(driver.Pod) bool { return true }, 0); err != nil {
+		if err := c.deletePods(ctx, n, pods, func(driver.Pod) bool { return true }, func() time.Duration { return 0 }); err != nil {
 			return fmt.Errorf("force-delete pods: %w", err)
 		}
 		n, err = c.transition(ctx, n.ID, domain.NodeDraining, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
@@ -387,7 +387,7 @@ func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
 		})
 	case n.Notified && !slices.ContainsFunc(pods, isWorkload):
 		// Only DaemonSet pods are left: their turn for SIGTERM.
-		return c.deletePods(ctx, n, pods, isRunningDaemon, graceLeft(n.Deadline, now))
+		return c.deletePods(ctx, n, pods, isRunningDaemon, c.graceLeft(n))
 	default:
 		return nil
 	}
@@ -418,7 +418,7 @@ func (c *Controller) notice(ctx context.Context, n domain.Node) error {
 	if err != nil {
 		return fmt.Errorf("list pods: %w", err)
 	}
-	if err := c.deletePods(ctx, n, pods, isRunningWorkload, graceLeft(n.Deadline, c.clock.Now())); err != nil {
+	if err := c.deletePods(ctx, n, pods, isRunningWorkload, c.graceLeft(n)); err != nil {
 		return err
 	}
 	return c.postPodEvents(ctx, n, slices.DeleteFunc(pods, func(p driver.Pod) bool { return p.DaemonSet }))
@@ -482,9 +482,11 @@ func (c *Controller) postPodEvents(ctx context.Context, n domain.Node, pods []dr
 	return g.Wait()
 }
 
-// deletePods deletes the pods that match with grace min(their own, grace)
-// (grace 0: force), all at once.
-func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []driver.Pod, match func(driver.Pod) bool, grace time.Duration) error {
+// deletePods deletes the pods that match with grace min(their own,
+// limit()) (0: force), all at once. limit is read just before each call,
+// so time spent waiting for a turn never stretches a pod past the
+// deadline.
+func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []driver.Pod, match func(driver.Pod) bool, limit func() time.Duration) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(podCalls)
 	for _, p := range pods {
@@ -492,7 +494,7 @@ func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []drive
 			continue
 		}
 		g.Go(func() error {
-			if err := c.cluster.DeletePod(gctx, n.ClusterID, n.Name, p, min(p.TerminationGracePeriod, grace).Truncate(time.Second)); err != nil {
+			if err := c.cluster.DeletePod(gctx, n.ClusterID, n.Name, p, min(p.TerminationGracePeriod, limit()).Truncate(time.Second)); err != nil {
 				return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
 			}
 			return nil
@@ -501,11 +503,11 @@ func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []drive
 	return g.Wait()
 }
 
-// graceLeft is the grace a pod may have now: the time to the deadline in
-// whole seconds rounded down (Kubernetes grace periods are whole seconds),
-// so the pod's end is at or before the deadline.
-func graceLeft(deadline, now time.Time) time.Duration {
-	return max(deadline.Sub(now), 0).Truncate(time.Second)
+// graceLeft is the grace a pod of node n may have now: the time to the
+// deadline in whole seconds rounded down (Kubernetes grace periods are
+// whole seconds), so the pod's end is at or before the deadline.
+func (c *Controller) graceLeft(n domain.Node) func() time.Duration {
+	return func() time.Duration { return max(n.Deadline.Sub(c.clock.Now()), 0).Truncate(time.Second) }
 }
 
 func isWorkload(p driver.Pod) bool        { return !p.DaemonSet }
