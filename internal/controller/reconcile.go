@@ -399,13 +399,14 @@ func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
 }
 
 // notice applies the T+0 actions: cordon, taint, annotate the deadline
-// (before any SIGTERM, so a pod can read it), the Event on the node, then
-// SIGTERM to every workload pod at once, then an Event on each of those
-// pods. DaemonSet pods are stopped later, once the workload is gone.
-// Each call is idempotent and pods already terminating keep the grace
-// they were given, so repeating the notice after a crash changes nothing
-// already done. A node whose object is gone from its cluster has nothing
-// left to notify.
+// (before any SIGTERM, so a pod can read it), SIGTERM to every workload
+// pod at once, then the Event on the node and one on each of those pods
+// (after the SIGTERMs: when fifty nodes are reclaimed at once, Events
+// must not delay anyone's notice). DaemonSet pods are stopped later, once
+// the workload is gone. Each call is idempotent and pods already
+// terminating keep the grace they were given, so repeating the notice
+// after a crash changes nothing already done. A node whose object is gone
+// from its cluster has nothing left to notify.
 func (c *Controller) notice(ctx context.Context, n domain.Node) error {
 	err := c.mark(ctx, n)
 	if errors.Is(err, domain.ErrNotFound) {
@@ -421,7 +422,7 @@ func (c *Controller) notice(ctx context.Context, n domain.Node) error {
 	if err := c.deletePods(ctx, n, pods, isRunningWorkload, c.graceLeft(n)); err != nil {
 		return err
 	}
-	return c.postPodEvents(ctx, n, slices.DeleteFunc(pods, func(p driver.Pod) bool { return p.DaemonSet }))
+	return c.postEvents(ctx, n, slices.DeleteFunc(pods, func(p driver.Pod) bool { return p.DaemonSet }))
 }
 
 func (c *Controller) mark(ctx context.Context, n domain.Node) error {
@@ -434,7 +435,7 @@ func (c *Controller) mark(ctx context.Context, n domain.Node) error {
 	if err := c.cluster.Annotate(ctx, n.ClusterID, n.Name, domain.AnnotationDeadline, n.Deadline.UTC().Format(time.RFC3339)); err != nil {
 		return fmt.Errorf("annotate: %w", err)
 	}
-	return c.postNodeEvent(ctx, n)
+	return nil
 }
 
 // clusterEvent is the Kubernetes Event of a drain.
