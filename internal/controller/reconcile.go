@@ -426,13 +426,21 @@ func (c *Controller) notice(ctx context.Context, n domain.Node) error {
 }
 
 func (c *Controller) mark(ctx context.Context, n domain.Node) error {
+	taint := driver.Taint{Key: domain.TaintPreempted, Value: string(n.DrainCause), Effect: "NoSchedule"}
+	deadline := n.Deadline.UTC().Format(time.RFC3339)
+	if m, ok := c.cluster.(driver.Marker); ok {
+		if err := m.MarkDraining(ctx, n.ClusterID, n.Name, taint, map[string]string{domain.AnnotationDeadline: deadline}); err != nil {
+			return fmt.Errorf("cordon, taint and annotate: %w", err)
+		}
+		return nil
+	}
 	if err := c.cluster.Cordon(ctx, n.ClusterID, n.Name); err != nil {
 		return fmt.Errorf("cordon: %w", err)
 	}
-	if err := c.cluster.Taint(ctx, n.ClusterID, n.Name, driver.Taint{Key: domain.TaintPreempted, Value: string(n.DrainCause), Effect: "NoSchedule"}); err != nil {
+	if err := c.cluster.Taint(ctx, n.ClusterID, n.Name, taint); err != nil {
 		return fmt.Errorf("taint: %w", err)
 	}
-	if err := c.cluster.Annotate(ctx, n.ClusterID, n.Name, domain.AnnotationDeadline, n.Deadline.UTC().Format(time.RFC3339)); err != nil {
+	if err := c.cluster.Annotate(ctx, n.ClusterID, n.Name, domain.AnnotationDeadline, deadline); err != nil {
 		return fmt.Errorf("annotate: %w", err)
 	}
 	return nil

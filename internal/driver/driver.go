@@ -92,6 +92,16 @@ type ClusterDriver interface {
 	DeleteNode(ctx context.Context, clusterID, nodeName string) error
 }
 
+// Marker is implemented by drivers that can apply the T+0 marks of a
+// drain in one write: cordon, the taint and the annotations. The
+// controller uses it when the driver has it (fewer calls before the
+// SIGTERMs of a mass reclaim), and Cordon, Taint and Annotate otherwise.
+// The result is the same. A missing node is an error wrapping
+// domain.ErrNotFound.
+type Marker interface {
+	MarkDraining(ctx context.Context, clusterID, nodeName string, t Taint, annotations map[string]string) error
+}
+
 // MachineProvider prepares machines for clusters and wipes them afterwards.
 // Both calls are polled: they start the work on the first call and report
 // done=true once it has finished.

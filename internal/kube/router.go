@@ -146,6 +146,32 @@ func (r *Router) Annotate(ctx context.Context, clusterID, nodeName, key, value s
 	return d.Annotate(ctx, clusterID, nodeName, key, value)
 }
 
+// MarkDraining marks the node in one write where its driver can, and
+// with Cordon, Taint and Annotate otherwise.
+func (r *Router) MarkDraining(ctx context.Context, clusterID, nodeName string, t driver.Taint, annotations map[string]string) error {
+	d, err := r.driver(ctx, clusterID)
+	if err != nil {
+		return err
+	}
+	if m, ok := d.(driver.Marker); ok {
+		return m.MarkDraining(ctx, clusterID, nodeName, t, annotations)
+	}
+	if err := d.Cordon(ctx, clusterID, nodeName); err != nil {
+		return err
+	}
+	if err := d.Taint(ctx, clusterID, nodeName, t); err != nil {
+		return err
+	}
+	for k, v := range annotations {
+		if err := d.Annotate(ctx, clusterID, nodeName, k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var _ driver.Marker = (*Router)(nil)
+
 func (r *Router) PostEvent(ctx context.Context, clusterID, nodeName string, e driver.NodeEvent) error {
 	d, err := r.driver(ctx, clusterID)
 	if err != nil {

@@ -232,6 +232,9 @@ func (e *Env) setupClient() {
 		// 5 QPS) would measure the client, not the code under test.
 		QPS:   1000,
 		Burst: 2000,
+		// Protobuf, as kubelets and controllers speak to the API server.
+		ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf",
+			AcceptContentTypes: "application/vnd.kubernetes.protobuf,application/json"},
 	}
 	e.client = kubernetes.NewForConfigOrDie(e.cfg)
 	rt, err := rest.TransportFor(e.cfg)
