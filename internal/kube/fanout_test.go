@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/drain"
 
@@ -210,6 +211,65 @@ func (s fanOut) kubectlDrain(tb testing.TB) notices {
 	return collect(tb, kl, cordons, t0, names, pods, 10*time.Second)
 }
 
+// floor is what the API server itself allows: a bare client cordons every
+// node and deletes every pod at once (48 calls in flight, as sparecap's
+// driver), with no controller, store or Events. It is the lower bound
+// sparecap's numbers are compared with.
+func (s fanOut) floor(tb testing.TB) notices {
+	reset(tb)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kl, err := kubelet.Start(ctx, env.Client(), kubelet.Config{ExitAfter: s.podExit})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer kl.Stop()
+	var names []string
+	for i := range s.nodes {
+		name := fmt.Sprintf("floor-%03d", i)
+		if err := kubelet.RegisterNode(ctx, env.Client(), name, nil); err != nil {
+			tb.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	pods := s.createPods(tb, "bench-floor", names)
+	rc := env.RESTConfig()
+	rc.QPS, rc.Burst = s.qps, s.burst
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cordons := watchCordons(tb, ctx)
+	slots := make(chan struct{}, kube.DefaultInFlight)
+	var wg sync.WaitGroup
+	call := func(f func() error) {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := f(); err != nil {
+				tb.Error(err)
+			}
+		})
+	}
+	t0 := time.Now()
+	for _, n := range names {
+		call(func() error {
+			_, err := client.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+			return err
+		})
+	}
+	grace := int64(30)
+	for _, n := range names {
+		for _, p := range pods[n] {
+			call(func() error {
+				return client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+			})
+		}
+	}
+	wg.Wait()
+	return collect(tb, kl, cordons, t0, names, pods, 10*time.Second)
+}
+
 // createPods starts s.pods pods on each node, with 30 s of grace (more
 // than the checkpoint takes).
 func (s fanOut) createPods(tb testing.TB, namespace string, nodes []string) map[string][]*corev1.Pod {
@@ -230,7 +290,7 @@ func (s fanOut) createPods(tb testing.TB, namespace string, nodes []string) map[
 // by BenchmarkNoticeFanOut.)
 func TestNoticeFanOut(t *testing.T) {
 	s := fanOut{nodes: 3, pods: 3, checkpoint: 500 * time.Millisecond, qps: kube.DefaultQPS, burst: kube.DefaultBurst, drainWorkers: 2}
-	for name, run := range map[string]func(testing.TB) notices{"sparecap": s.sparecap, "kubectl drain": s.kubectlDrain} {
+	for name, run := range map[string]func(testing.TB) notices{"sparecap": s.sparecap, "kubectl drain": s.kubectlDrain, "floor": s.floor} {
 		n := run(t)
 		if len(n.pods) != s.nodes*s.pods || len(n.nodes) != s.nodes {
 			t.Fatalf("%s: %d pods, %d nodes noticed", name, len(n.pods), len(n.nodes))
@@ -249,15 +309,18 @@ func BenchmarkNoticeFanOut(b *testing.B) {
 	for range b.N {
 		ours := s.sparecap(b)
 		theirs := s.kubectlDrain(b)
+		bare := s.floor(b)
 		b.ReportMetric(ours.all().Seconds(), "sparecap-all-s")
 		b.ReportMetric(ours.quantile(0.99).Seconds(), "sparecap-p99-s")
 		b.ReportMetric(theirs.all().Seconds(), "drain-all-s")
 		b.ReportMetric(theirs.quantile(0.99).Seconds(), "drain-p99-s")
 		b.ReportMetric(theirs.all().Seconds()/ours.all().Seconds(), "ratio")
-		b.Logf("%d nodes × %d pods, checkpoint %s, QPS %g burst %d: sparecap all notices out in %s (p50 %s, p99 %s, cordons by %s); kubectl drain ×%d workers in %s (p50 %s, p99 %s); %.1f× faster",
+		b.ReportMetric(bare.all().Seconds(), "floor-all-s")
+		b.Logf("%d nodes × %d pods, checkpoint %s, QPS %g burst %d: sparecap all notices out in %s (p50 %s, p99 %s, cordons by %s); kubectl drain ×%d workers in %s (p50 %s, p99 %s); %.1f× faster; a bare client deleting everything at once: %s (p50 %s, p99 %s)",
 			s.nodes, s.pods, s.checkpoint, s.qps, s.burst,
 			ours.all().Round(time.Millisecond), ours.quantile(0.5).Round(time.Millisecond), ours.quantile(0.99).Round(time.Millisecond), ours.nodes[len(ours.nodes)-1].Round(time.Millisecond),
 			s.drainWorkers, theirs.all().Round(time.Millisecond), theirs.quantile(0.5).Round(time.Millisecond), theirs.quantile(0.99).Round(time.Millisecond),
-			theirs.all().Seconds()/ours.all().Seconds())
+			theirs.all().Seconds()/ours.all().Seconds(),
+			bare.all().Round(time.Millisecond), bare.quantile(0.5).Round(time.Millisecond), bare.quantile(0.99).Round(time.Millisecond))
 	}
 }
