@@ -3,7 +3,7 @@
 #   make test   - the whole test suite (what CI runs through .ci/run)
 GO ?= go
 
-.PHONY: all build demo test check vet fmt-check services bench fuzz
+.PHONY: all build demo test check vet fmt-check services bench bench-kube fuzz
 
 all: build
 
@@ -28,14 +28,23 @@ vet:
 	$(GO) vet ./...
 
 # services makes sure PostgreSQL is up for the conformance and end-to-end
-# tests, and Debian's chromium is installed for the browser tests; it
-# fails loudly rather than letting those tests be skipped.
+# tests, Debian's chromium is installed for the browser tests, and etcd and
+# a kube-apiserver (built once, cached outside the checkout) are there for
+# the Kubernetes integration tests; it fails loudly rather than letting
+# those tests be skipped.
 services:
 	@scripts/ensure-postgres.sh
 	@scripts/ensure-chromium.sh
+	@scripts/ensure-kube.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/allocator/ ./internal/billing/
+
+# bench-kube runs the Kubernetes benchmarks against a real API server (about
+# two minutes): notice fan-out against kubectl's drain, and the capacity
+# hand-over. See docs/perf.md.
+bench-kube: services
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/kube/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeCreate -fuzztime 30s ./internal/api/
