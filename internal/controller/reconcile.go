@@ -103,7 +103,13 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 		}
 		wg.Add(1)
 		c.steps.Add(1)
-		go func() {
+		run := func(f func()) { go f() }
+		if wait && c.cfg.Workers == 1 {
+			// One worker and a caller that waits: step in order, on this
+			// goroutine, so a test's sequence of driver calls repeats.
+			run = func(f func()) { f() }
+		}
+		run(func() {
 			defer c.steps.Done()
 			defer wg.Done()
 			defer c.release(n.ID)
@@ -138,7 +144,7 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 				c.log.Warn("node step failed; retrying with backoff", "err", err)
 			}
 			c.Kick()
-		}()
+		})
 	}
 	if wait {
 		wg.Wait()
