@@ -3,12 +3,10 @@ package kube_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/kube"
@@ -44,7 +42,7 @@ func handOver(tb testing.TB, nodes, podsPerNode int, checkpoint time.Duration) t
 		}
 		return nil
 	})
-	ready := watchReady(tb, ctx, string(domain.Standard))
+	ready := watchNodes(tb, ctx, domain.LabelComputeClass+"="+string(domain.Standard), kube.Ready)
 	standard := 8 * nodes
 	t0 := time.Now()
 	f.update("c-k", &standard, nil)
@@ -67,35 +65,6 @@ func handOver(tb testing.TB, nodes, podsPerNode int, checkpoint time.Duration) t
 		}
 	}
 	return last.Sub(t0)
-}
-
-// watchReady records when each node with the compute class label first
-// shows Ready.
-func watchReady(tb testing.TB, ctx context.Context, class string) func() map[string]time.Time {
-	tb.Helper()
-	w, err := env.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: domain.LabelComputeClass + "=" + class})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var mu sync.Mutex
-	seen := map[string]time.Time{}
-	go func() {
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok && kube.Ready(n) {
-				mu.Lock()
-				if _, ok := seen[n.Name]; !ok {
-					seen[n.Name] = time.Now()
-				}
-				mu.Unlock()
-			}
-		}
-	}()
-	tb.Cleanup(w.Stop)
-	return func() map[string]time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return copyTimes(seen)
-	}
 }
 
 // TestHandOver runs the hand-over small: the standard nodes come as soon

@@ -1,0 +1,132 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/client"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/kube"
+	"github.com/sparecap/sparecap/internal/server"
+)
+
+// TestServerAttach runs the whole server with the register provider: a
+// cluster created with a kubeconfig gets its nodes in that API server at
+// once; a cluster attached later gets its next nodes there (the driver is
+// reloaded); the API never shows the kubeconfig or the server's address.
+func TestServerAttach(t *testing.T) {
+	reset(t)
+	ctx := context.Background()
+	srv, err := server.Start(ctx, server.Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), AdminToken: "adm",
+		MachineProvider: "register", ProvisionTime: -1, WipeTime: -1, Kube: kube.Options{NodeLabels: map[string]string{"example.com/pool": "spare"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := client.New(srv.URL, "adm")
+	if _, err := c.CreateProject(ctx, "team"); err != nil {
+		t.Fatal(err)
+	}
+	req := apiv1.CreateClusterRequest{ProjectID: "team", ClusterName: "attached", Region: "us-central-2", GPUType: "RTX_6000_PCI",
+		ClusterType: "KUBERNETES", BillingType: "ON_DEMAND", NumGPUs: 8, NumPreemptibleGPUs: 8, Kubeconfig: string(env.Kubeconfig())}
+	a, err := c.CreateCluster(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Kubernetes.Attached {
+		t.Fatalf("created with a kubeconfig but %+v", a.Kubernetes)
+	}
+	wantNodes(t, map[string]string{"gpu-dp-1": "standard", "gpu-preemptible-dp-2": "preemptible"})
+
+	// The API shows that it is attached, never the kubeconfig or where it
+	// points.
+	resp, err := http.NewRequest(http.MethodGet, srv.URL+"/v1/clusters/"+a.ClusterID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Header.Set("Authorization", "Bearer adm")
+	r, err := http.DefaultClient.Do(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	host := env.RESTConfig().Host
+	if !strings.Contains(strings.ReplaceAll(string(body), " ", ""), `"attached":true`) || strings.Contains(string(body), strings.TrimPrefix(host, "https://")) || strings.Contains(string(body), "certificate-authority") {
+		t.Fatalf("cluster JSON: %s", body)
+	}
+
+	// Delete it: its nodes leave the API server.
+	if _, err := c.DeleteCluster(ctx, a.ClusterID); err != nil {
+		t.Fatal(err)
+	}
+	wantNodes(t, map[string]string{})
+
+	// A cluster on the simulation, attached later: its next node is real.
+	req.ClusterName, req.Kubeconfig, req.NumPreemptibleGPUs = "later", "", 0
+	b, err := c.CreateCluster(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, c, b.ClusterID, 1)
+	wantNodes(t, map[string]string{}) // simulated
+	if _, err := c.AttachKubeconfig(ctx, b.ClusterID, env.Kubeconfig()); err != nil {
+		t.Fatal(err)
+	}
+	eight := 8
+	if _, err := c.UpdateCluster(ctx, b.ClusterID, apiv1.UpdateClusterRequest{NumPreemptibleGPUs: &eight}); err != nil {
+		t.Fatal(err)
+	}
+	wantNodes(t, map[string]string{"gpu-preemptible-dp-2": "preemptible"})
+}
+
+// wantNodes waits until the API server has exactly these nodes (name to
+// compute class), each Ready and with the operator's label.
+func wantNodes(t *testing.T, want map[string]string) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() error {
+		nodes, err := env.Client().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		got := map[string]string{}
+		for _, n := range nodes.Items {
+			if !kube.Ready(&n) || n.Labels["example.com/pool"] != "spare" {
+				return fmt.Errorf("node %s: ready %v, labels %v", n.Name, kube.Ready(&n), n.Labels)
+			}
+			got[n.Name] = n.Labels[domain.LabelComputeClass]
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("nodes %v, want %v", got, want)
+		}
+		return nil
+	})
+}
+
+func waitReady(t *testing.T, c *client.Client, id string, nodes int) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() error {
+		cl, err := c.GetCluster(context.Background(), id)
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range cl.GPUWorkerNodes {
+			if n.ReadyAt != nil {
+				ready++
+			}
+		}
+		if ready != nodes {
+			return fmt.Errorf("%d of %d nodes ready: %+v", ready, nodes, cl.GPUWorkerNodes)
+		}
+		return nil
+	})
+}
