@@ -125,6 +125,38 @@ func TestCLIErrors(t *testing.T) {
 	srv.stop(t)
 }
 
+// TestServerFlagErrors: the server refuses bad Kubernetes and machine
+// provider flags at once, naming the flag, and creates nothing.
+func TestServerFlagErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--machine-provider", "exec"}, "--machine-provider exec needs --provision-hook"},
+		{[]string{"--provision-hook", "/bin/true"}, "--provision-hook needs --machine-provider exec"},
+		{[]string{"--machine-provider", "cloud"}, "--machine-provider must be sim, register or exec"},
+		{[]string{"--machine-provider", "exec", "--provision-hook", "/nonexistent/hook"}, "/nonexistent/hook"},
+		{[]string{"--node-taint", "gpu"}, `--node-taint: taint "gpu": want KEY[=VALUE]:EFFECT`},
+		{[]string{"--preemptible-taint", "gpu:Sometimes"}, "effect must be NoSchedule, PreferNoSchedule or NoExecute"},
+		{[]string{"--node-label", "bad key=x"}, `--node-label: label "bad key=x"`},
+		{[]string{"--kube-timeout", "10ms"}, "--kube-timeout must be at least 1s"},
+		{[]string{"--kube-qps", "0"}, "--kube-qps and --kube-burst must be positive"},
+		{[]string{"--workers", "0"}, "--workers must be at least 1"},
+	} {
+		dir := filepath.Join(t.TempDir(), "data")
+		args := append([]string{"server", "--addr", "127.0.0.1:0", "--data-dir", dir}, tc.args...)
+		r := cliEnv(t, []string{"SPARECAP_CONFIG=" + filepath.Join(t.TempDir(), "cli.yaml")}, args...)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("want a non-zero exit and %q: %s", tc.want, r)
+		}
+		// Refused before anything was opened: no data directory.
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("%v: the refused server created %s", tc.args, dir)
+		}
+	}
+}
+
 // TestDemo runs `sparecap demo` to completion.
 func TestDemo(t *testing.T) {
 	t.Parallel()

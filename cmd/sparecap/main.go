@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -120,6 +121,9 @@ func kubeFlags(o *server.Options, labels, taints, preemptible []string) error {
 	case "exec":
 		if o.ProvisionHook == "" {
 			return fmt.Errorf("--machine-provider exec needs --provision-hook")
+		}
+		if _, err := exec.LookPath(o.ProvisionHook); err != nil {
+			return fmt.Errorf("--provision-hook: %w", err)
 		}
 	default:
 		return fmt.Errorf("--machine-provider must be sim, register or exec; got %q", o.MachineProvider)
