@@ -377,7 +377,7 @@ func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
 				return err
 			}
 		}
-		if err := c.deletePods(ctx, n, pods, func(driver.Pod) bool { return true }, func() time.Duration { return 0 }); err != nil {
+		if err := c.deletePods(ctx, n, pods, func(driver.Pod) bool { return true }, time.Time{}); err != nil {
 			return fmt.Errorf("force-delete pods: %w", err)
 		}
 		n, err = c.transition(ctx, n.ID, domain.NodeDraining, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
@@ -393,7 +393,7 @@ func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
 		})
 	case n.Notified && !slices.ContainsFunc(pods, isWorkload):
 		// Only DaemonSet pods are left: their turn for SIGTERM.
-		return c.deletePods(ctx, n, pods, isRunningDaemon, c.graceLeft(n))
+		return c.deletePods(ctx, n, pods, isRunningDaemon, n.Deadline)
 	default:
 		return nil
 	}
@@ -425,7 +425,7 @@ func (c *Controller) notice(ctx context.Context, n domain.Node) error {
 	if err != nil {
 		return fmt.Errorf("list pods: %w", err)
 	}
-	if err := c.deletePods(ctx, n, pods, isRunningWorkload, c.graceLeft(n)); err != nil {
+	if err := c.deletePods(ctx, n, pods, isRunningWorkload, n.Deadline); err != nil {
 		return err
 	}
 	return c.postEvents(ctx, n, slices.DeleteFunc(pods, func(p driver.Pod) bool { return p.DaemonSet }))
@@ -497,11 +497,14 @@ func (c *Controller) postPodEvents(ctx context.Context, n domain.Node, pods []dr
 	return g.Wait()
 }
 
-// deletePods deletes the pods that match with grace min(their own,
-// limit()) (0: force), all at once. limit is read just before each call,
-// so time spent waiting for a turn never stretches a pod past the
-// deadline.
-func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []driver.Pod, match func(driver.Pod) bool, limit func() time.Duration) error {
+// deletePods deletes the pods that match, all at once, each to be gone by
+// by (zero: force): grace driver.GraceBy, which Kubernetes counts in whole
+// seconds, rounded down so the pod's end is at or before the deadline.
+// Drivers that can read the clock at the moment they act do so
+// (driver.DeadlineDeleter), so time spent waiting for a turn never
+// stretches a pod past the deadline.
+func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []driver.Pod, match func(driver.Pod) bool, by time.Time) error {
+	dd, bounded := c.cluster.(driver.DeadlineDeleter)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(podCalls)
 	for _, p := range pods {
@@ -509,20 +512,19 @@ func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []drive
 			continue
 		}
 		g.Go(func() error {
-			if err := c.cluster.DeletePod(gctx, n.ClusterID, n.Name, p, min(p.TerminationGracePeriod, limit()).Truncate(time.Second)); err != nil {
+			var err error
+			if bounded {
+				err = dd.DeletePodBy(gctx, n.ClusterID, n.Name, p, by)
+			} else {
+				err = c.cluster.DeletePod(gctx, n.ClusterID, n.Name, p, driver.GraceBy(p, by, c.clock.Now()))
+			}
+			if err != nil {
 				return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
 			}
 			return nil
 		})
 	}
 	return g.Wait()
-}
-
-// graceLeft is the grace a pod of node n may have now: the time to the
-// deadline in whole seconds rounded down (Kubernetes grace periods are
-// whole seconds), so the pod's end is at or before the deadline.
-func (c *Controller) graceLeft(n domain.Node) func() time.Duration {
-	return func() time.Duration { return max(n.Deadline.Sub(c.clock.Now()), 0).Truncate(time.Second) }
 }
 
 func isWorkload(p driver.Pod) bool        { return !p.DaemonSet }

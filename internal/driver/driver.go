@@ -102,6 +102,22 @@ type Marker interface {
 	MarkDraining(ctx context.Context, clusterID, nodeName string, t Taint, annotations map[string]string) error
 }
 
+// DeadlineDeleter is implemented by drivers that bound a pod's grace by a
+// deadline at the moment they delete it: grace = GraceBy(pod, by, now).
+// The controller prefers it, so time spent waiting for a turn (a lock, a
+// rate limiter, a slot) never stretches a pod past its drain's deadline.
+// A zero or past by forces the deletion.
+type DeadlineDeleter interface {
+	DeletePodBy(ctx context.Context, clusterID, nodeName string, pod Pod, by time.Time) error
+}
+
+// GraceBy is the grace a pod may have at now to be gone by by: its own
+// terminationGracePeriod, cut to the time left, in whole seconds rounded
+// down (as Kubernetes counts them), never negative.
+func GraceBy(p Pod, by, now time.Time) time.Duration {
+	return max(min(p.TerminationGracePeriod, by.Sub(now)), 0).Truncate(time.Second)
+}
+
 // MachineProvider prepares machines for clusters and wipes them afterwards.
 // Both calls are polled: they start the work on the first call and report
 // done=true once it has finished.

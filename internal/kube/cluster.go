@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
 )
@@ -74,6 +75,8 @@ type Options struct {
 	NodeLabels        map[string]string
 	NodeTaints        []driver.Taint
 	PreemptibleTaints []driver.Taint
+	// Clock is what deadlines are measured on (default: the real clock).
+	Clock clock.Clock
 	// OnPodsGone is called when the last workload pod on a node goes
 	// (from the pod watch), so a draining node is released at once.
 	OnPodsGone func()
@@ -95,6 +98,9 @@ func (o *Options) defaults() {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 }
 
@@ -567,17 +573,29 @@ func (c *Cluster) ListPods(ctx context.Context, clusterID, nodeName string) ([]d
 // DeletePod deletes the pod with the grace period (whole seconds); the
 // UID precondition keeps a pod recreated under the same name safe.
 func (c *Cluster) DeletePod(ctx context.Context, clusterID, nodeName string, p driver.Pod, grace time.Duration) error {
+	return c.deletePod(ctx, clusterID, p, func() time.Duration { return grace })
+}
+
+// DeletePodBy deletes the pod so that it is gone by by, reading the clock
+// once it has its slot, just before the call.
+func (c *Cluster) DeletePodBy(ctx context.Context, clusterID, nodeName string, p driver.Pod, by time.Time) error {
+	return c.deletePod(ctx, clusterID, p, func() time.Duration { return driver.GraceBy(p, by, c.opts.Clock.Now()) })
+}
+
+var _ driver.DeadlineDeleter = (*Cluster)(nil)
+
+func (c *Cluster) deletePod(ctx context.Context, clusterID string, p driver.Pod, grace func() time.Duration) error {
 	if err := c.check(clusterID); err != nil {
 		return err
 	}
-	secs := int64(max(grace, 0) / time.Second)
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	secs := int64(max(grace(), 0) / time.Second)
 	opts := metav1.DeleteOptions{GracePeriodSeconds: &secs}
 	if p.UID != "" {
 		uid := types.UID(p.UID)
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}
 	}
-	ctx, cancel := c.call(ctx)
-	defer cancel()
 	err := c.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, opts)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone, or replaced by another pod of that name

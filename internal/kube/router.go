@@ -204,6 +204,21 @@ func (r *Router) DeletePod(ctx context.Context, clusterID, nodeName string, p dr
 	return d.DeletePod(ctx, clusterID, nodeName, p, grace)
 }
 
+// DeletePodBy deletes the pod so that it is gone by by, in the driver
+// where it can, else with the grace left now.
+func (r *Router) DeletePodBy(ctx context.Context, clusterID, nodeName string, p driver.Pod, by time.Time) error {
+	d, err := r.driver(ctx, clusterID)
+	if err != nil {
+		return err
+	}
+	if dd, ok := d.(driver.DeadlineDeleter); ok {
+		return dd.DeletePodBy(ctx, clusterID, nodeName, p, by)
+	}
+	return d.DeletePod(ctx, clusterID, nodeName, p, driver.GraceBy(p, by, r.opts.Clock.Now()))
+}
+
+var _ driver.DeadlineDeleter = (*Router)(nil)
+
 func (r *Router) DeleteNode(ctx context.Context, clusterID, nodeName string) error {
 	d, err := r.driver(ctx, clusterID)
 	if err != nil {

@@ -180,7 +180,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return fail(err)
 	}
 	kopts := o.Kube
-	kopts.Log = o.Log
+	kopts.Log, kopts.Clock = o.Log, clk
 	s.Kube = kube.NewRouter(func(ctx context.Context, id string) ([]byte, error) {
 		sealed, err := st.GetKubeconfig(ctx, id)
 		if err != nil || sealed == nil {

@@ -419,6 +419,32 @@ func (f *Fleet) DeletePod(ctx context.Context, clusterID, nodeName string, dp dr
 	return f.finish(n.Pods[i].delete(f.clock.Now(), grace))
 }
 
+// DeletePodBy deletes the pod so that it is gone by by: grace
+// driver.GraceBy(pod, by, now) with the pod's own grace period and the
+// clock read under the fleet's lock, so waiting for the lock cannot
+// stretch it.
+func (f *Fleet) DeletePodBy(ctx context.Context, clusterID, nodeName string, dp driver.Pod, by time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.st.nodes[nodeKey{clusterID, nodeName}]
+	if !ok {
+		return f.finish(false)
+	}
+	ns := cmp.Or(dp.Namespace, "default")
+	i := slices.IndexFunc(n.Pods, func(p *pod) bool { return p.Namespace == ns && p.Name == dp.Name })
+	if i < 0 {
+		return f.finish(false)
+	}
+	now := f.clock.Now()
+	grace := driver.GraceBy(driver.Pod{TerminationGracePeriod: n.Pods[i].TerminationGracePeriod}, by, now)
+	return f.finish(n.Pods[i].delete(now, grace))
+}
+
+var _ driver.DeadlineDeleter = (*Fleet)(nil)
+
 // DeleteNode removes the node and its pods. A missing node is not an error.
 func (f *Fleet) DeleteNode(ctx context.Context, clusterID, nodeName string) error {
 	if err := ctx.Err(); err != nil {

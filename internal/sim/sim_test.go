@@ -636,3 +636,33 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatal("want 8 nodes")
 	}
 }
+
+// TestDeletePodBy: the grace is the pod's own, cut to the time left to
+// the deadline on the fleet's clock, in whole seconds; no deadline forces.
+func TestDeletePodBy(t *testing.T) {
+	pods := []PodTemplate{
+		{Namespace: "ml", Name: "long", TerminationGracePeriod: 10 * time.Minute, ExitAfter: NeverExits},
+		{Namespace: "ml", Name: "short", TerminationGracePeriod: 30 * time.Second, ExitAfter: NeverExits},
+		{Namespace: "ml", Name: "forced", TerminationGracePeriod: 30 * time.Second, ExitAfter: NeverExits},
+	}
+	f, _ := newFleet(t, Config{Pods: pods})
+	mustAdd(t, f, "n1")
+	by := t0.Add(90*time.Second + 500*time.Millisecond)
+	for _, name := range []string{"long", "short"} {
+		// The pod's own grace period counts, not the caller's copy.
+		if err := f.DeletePodBy(ctx, cluster, "n1", driver.Pod{Namespace: "ml", Name: name}, by); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.DeletePodBy(ctx, cluster, "n1", driver.Pod{Namespace: "ml", Name: "forced"}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]time.Duration{"long": 90 * time.Second, "short": 30 * time.Second} {
+		if v := podView(t, f, "n1", name); v.State != PodTerminating || v.Grace != want {
+			t.Errorf("%s: %+v, want terminating with grace %s", name, v, want)
+		}
+	}
+	if v := podView(t, f, "n1", "forced"); v.State != PodGone || v.End != PodForceDeleted {
+		t.Errorf("forced: %+v", v)
+	}
+}
