@@ -402,21 +402,7 @@ func (f *Fleet) ListPods(ctx context.Context, clusterID, nodeName string) ([]dri
 // it at once. Deleting a pod that is gone, or on a missing node, is not an
 // error.
 func (f *Fleet) DeletePod(ctx context.Context, clusterID, nodeName string, dp driver.Pod, grace time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n, ok := f.st.nodes[nodeKey{clusterID, nodeName}]
-	if !ok {
-		return f.finish(false)
-	}
-	ns := cmp.Or(dp.Namespace, "default")
-	i := slices.IndexFunc(n.Pods, func(p *pod) bool { return p.Namespace == ns && p.Name == dp.Name })
-	if i < 0 {
-		return f.finish(false)
-	}
-	return f.finish(n.Pods[i].delete(f.clock.Now(), grace))
+	return f.deletePod(ctx, clusterID, nodeName, dp, func(*pod, time.Time) time.Duration { return grace })
 }
 
 // DeletePodBy deletes the pod so that it is gone by by: grace
@@ -424,6 +410,14 @@ func (f *Fleet) DeletePod(ctx context.Context, clusterID, nodeName string, dp dr
 // clock read under the fleet's lock, so waiting for the lock cannot
 // stretch it.
 func (f *Fleet) DeletePodBy(ctx context.Context, clusterID, nodeName string, dp driver.Pod, by time.Time) error {
+	return f.deletePod(ctx, clusterID, nodeName, dp, func(p *pod, now time.Time) time.Duration {
+		return driver.GraceBy(driver.Pod{TerminationGracePeriod: p.TerminationGracePeriod}, by, now)
+	})
+}
+
+var _ driver.DeadlineDeleter = (*Fleet)(nil)
+
+func (f *Fleet) deletePod(ctx context.Context, clusterID, nodeName string, dp driver.Pod, grace func(*pod, time.Time) time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -439,11 +433,8 @@ func (f *Fleet) DeletePodBy(ctx context.Context, clusterID, nodeName string, dp 
 		return f.finish(false)
 	}
 	now := f.clock.Now()
-	grace := driver.GraceBy(driver.Pod{TerminationGracePeriod: n.Pods[i].TerminationGracePeriod}, by, now)
-	return f.finish(n.Pods[i].delete(now, grace))
+	return f.finish(n.Pods[i].delete(now, grace(n.Pods[i], now)))
 }
-
-var _ driver.DeadlineDeleter = (*Fleet)(nil)
 
 // DeleteNode removes the node and its pods. A missing node is not an error.
 func (f *Fleet) DeleteNode(ctx context.Context, clusterID, nodeName string) error {
