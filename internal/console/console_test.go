@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -18,6 +19,7 @@ import (
 	"github.com/sparecap/sparecap/internal/console"
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/fleet"
+	"github.com/sparecap/sparecap/internal/secret"
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/internal/store/sqlite"
@@ -47,6 +49,9 @@ func newEnv(t *testing.T) *env {
 	fl, _ := sim.New(sim.Config{Clock: clk, Pods: []sim.PodTemplate{}})
 	ctrl := controller.New(st, fl, fl, clk, controller.Config{Cooldown: -1}, nil)
 	a := api.New(st, ctrl, clk, "adm", nil)
+	if a.Sealer, err = secret.NewSealer(make([]byte, 32)); err != nil {
+		t.Fatal(err)
+	}
 	sessions := console.NewSessions()
 	a.Sessions = sessions
 	mux := http.NewServeMux()
@@ -224,6 +229,20 @@ func TestCreateThroughTheFormWithFieldErrors(t *testing.T) {
 	status, page, _ = b.get(h.Get("Location"))
 	if status != 200 || !strings.Contains(page, "gpu-preemptible-dp-") || !strings.Contains(page, `id="timeline"`) {
 		t.Fatalf("cluster page %d", status)
+	}
+	if !strings.Contains(page, `Kubernetes: <span id="kube">simulated</span>`) {
+		t.Fatal("the cluster page does not say its Kubernetes is simulated")
+	}
+	// Once an operator attaches a kubeconfig, the page says so (and shows
+	// nothing of it).
+	kc := "apiVersion: v1\nkind: Config\nclusters: [{name: k, cluster: {server: \"https://k8s.example:6443\"}}]\n" +
+		"users: [{name: u, user: {token: secret-token}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\ncurrent-context: c\n"
+	id := strings.TrimPrefix(h.Get("Location"), "/console/clusters/")
+	req, _ := json.Marshal(map[string]string{"kubeconfig": kc})
+	e.apiAs("adm", "PUT", "/v1/admin/clusters/"+id+"/kubeconfig", string(req), 200)
+	_, page, _ = b.get(h.Get("Location"))
+	if !strings.Contains(page, `Kubernetes: <span id="kube">attached</span>`) || strings.Contains(page, "k8s.example") || strings.Contains(page, "secret-token") {
+		t.Fatal("the cluster page does not say its Kubernetes is attached, or shows the kubeconfig")
 	}
 	// A form without the CSRF token changes nothing.
 	form.Set("csrf", "forged")

@@ -161,7 +161,15 @@ function clusterPage() {
       cls.className = "class class-" + n.compute_class;
       cls.textContent = n.compute_class;
       cell(cls);
-      cell(n.status);
+      const st = document.createElement("span");
+      st.textContent = n.status;
+      if (n.last_error) {
+        const err = document.createElement("small");
+        err.className = "reason";
+        err.textContent = n.last_error;
+        st.append(document.createElement("br"), err);
+      }
+      cell(st);
       cell(String(n.num_gpus));
       const a = document.createElement("time");
       a.setAttribute("datetime", n.created_at);
