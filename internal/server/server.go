@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/sparecap/sparecap/internal/api"
 	"github.com/sparecap/sparecap/internal/client"
 	"github.com/sparecap/sparecap/internal/clock"
@@ -181,6 +183,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	kopts := o.Kube
 	kopts.Log, kopts.Clock = o.Log, clk
+	// client-go logs through klog (a watch that lost its API server, say):
+	// send that to the server's log rather than bare to stderr.
+	klog.SetSlogLogger(o.Log.With("component", "client-go"))
 	s.Kube = kube.NewRouter(func(ctx context.Context, id string) ([]byte, error) {
 		sealed, err := st.GetKubeconfig(ctx, id)
 		if err != nil || sealed == nil {
