@@ -139,6 +139,10 @@ type Cluster struct {
 		n    int
 		idle chan struct{} // closed while n == 0
 	}
+	// draining are the nodes being drained (their pods were listed or
+	// they were cordoned, until they are deleted): only their pods'
+	// exits wake the controller, not every pod deletion in the cluster.
+	draining sync.Map // node name -> struct{}
 }
 
 const byNode = "node"
@@ -227,6 +231,9 @@ func exited(p *corev1.Pod) bool {
 // podGone tells the controller when a node has no workload pods left.
 func (c *Cluster) podGone(node string) {
 	if node == "" || c.opts.OnPodsGone == nil {
+		return
+	}
+	if _, ok := c.draining.Load(node); !ok {
 		return
 	}
 	objs, err := c.pods.GetIndexer().ByIndex(byNode, node)
@@ -418,6 +425,7 @@ func (c *Cluster) patchNode(ctx context.Context, clusterID, name, what string, p
 
 // Cordon sets spec.unschedulable.
 func (c *Cluster) Cordon(ctx context.Context, clusterID, nodeName string) error {
+	c.draining.Store(nodeName, struct{}{})
 	return c.patchNode(ctx, clusterID, nodeName, "cordon", map[string]any{"spec": map[string]any{"unschedulable": true}})
 }
 
@@ -450,6 +458,7 @@ func (c *Cluster) MarkDraining(ctx context.Context, clusterID, nodeName string, 
 	if err := c.check(clusterID); err != nil {
 		return err
 	}
+	c.draining.Store(nodeName, struct{}{})
 	ctx, done := c.call(ctx)
 	defer done()
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
@@ -536,6 +545,9 @@ func (c *Cluster) ListPods(ctx context.Context, clusterID, nodeName string) ([]d
 	if err := c.check(clusterID); err != nil {
 		return nil, err
 	}
+	// The controller lists the pods of draining nodes only (also after a
+	// restart, when it does not cordon again).
+	c.draining.Store(nodeName, struct{}{})
 	if !c.pods.HasSynced() {
 		ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout) // no API call: no slot
 		defer cancel()
@@ -611,7 +623,8 @@ func (c *Cluster) DeleteNode(ctx context.Context, clusterID, nodeName string) er
 	ctx, cancel := c.call(ctx)
 	defer cancel()
 	err := c.client.CoreV1().Nodes().Delete(ctx, nodeName, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
+	if err == nil || apierrors.IsNotFound(err) {
+		c.draining.Delete(nodeName)
 		return nil
 	}
 	return err

@@ -1,0 +1,62 @@
+package kube_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sparecap/sparecap/internal/kube"
+	"github.com/sparecap/sparecap/internal/kube/kubelet"
+)
+
+// TestPodsGoneWakesTheController: the pod watch calls OnPodsGone when the
+// last workload pod of a draining node goes (the early release does not
+// wait for a poll), and not for pods of nodes that are not draining.
+func TestPodsGoneWakesTheController(t *testing.T) {
+	reset(t)
+	ctx := context.Background()
+	var kicks atomic.Int64
+	c, err := kube.NewCluster("c-kick", env.RESTConfig(), kube.Options{OnPodsGone: func() { kicks.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, n := range []string{"busy", "draining"} {
+		if err := kubelet.RegisterNode(ctx, env.Client(), n, nil); err != nil {
+			t.Fatal(err)
+		}
+		startPod(t, n, "tenant-a", "pod-on-"+n, 30*time.Second, -1, false)
+	}
+	startPod(t, "draining", "kube-system", "logs", 30*time.Second, -1, true)
+	eventually(t, 10*time.Second, func() error {
+		pods, err := c.ListPods(ctx, "c-kick", "draining") // the controller lists draining nodes only
+		if err != nil || len(pods) != 2 {
+			return errors.New("pods not seen yet")
+		}
+		return nil
+	})
+	zero := int64(0)
+	del := func(ns, name string) {
+		t.Helper()
+		if err := env.Client().CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del("tenant-a", "pod-on-busy")
+	time.Sleep(time.Second) // the watch has delivered it
+	if n := kicks.Load(); n != 0 {
+		t.Fatalf("%d wake-ups for a pod of a node that is not draining", n)
+	}
+	// Only the DaemonSet pod is left: the controller is woken to stop it.
+	del("tenant-a", "pod-on-draining")
+	eventually(t, 10*time.Second, func() error {
+		if kicks.Load() == 0 {
+			return errors.New("not woken when the last workload pod went")
+		}
+		return nil
+	})
+}
