@@ -70,6 +70,10 @@ type Controller struct {
 	// observation at a time, with the plan lock held: it must be quick and
 	// must not call the controller. Observers combines several.
 	Observer func(Observation)
+	// OnClusterGone, if set, is called once a deleted cluster's last node
+	// is removed and the cluster is gone (the server stops that cluster's
+	// Kubernetes watch).
+	OnClusterGone func(clusterID string)
 
 	mu        sync.Mutex // serializes plan + commit
 	kick      chan struct{}

@@ -489,6 +489,8 @@ func TestCreateRefusedChangesNothing(t *testing.T) {
 func TestDeleteDrainsStandardNodesToo(t *testing.T) {
 	h := newHarness(t, quickPods, 2)
 	fillPreemptible(h)
+	var gone []string
+	h.c.OnClusterGone = func(id string) { gone = append(gone, id) }
 	if _, err := h.c.DeleteCluster(h.ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -506,6 +508,10 @@ func TestDeleteDrainsStandardNodesToo(t *testing.T) {
 	snap, _ := h.st.Snapshot(h.ctx)
 	if len(snap.Nodes) != 0 {
 		t.Fatalf("machines not freed: %+v", snap.Nodes)
+	}
+	// Told once, so the cluster's Kubernetes watch can be stopped.
+	if len(gone) != 1 || gone[0] != "a" {
+		t.Fatalf("OnClusterGone calls %v, want [a]", gone)
 	}
 }
 

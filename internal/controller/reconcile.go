@@ -613,6 +613,7 @@ func (c *Controller) finishDeletions(ctx context.Context) error {
 			continue
 		}
 		c.mu.Lock()
+		gone := false
 		err := c.store.Update(ctx, func(tx store.Tx) error {
 			nodes, err := tx.ListNodes(ctx, store.NodeFilter{ClusterID: cl.ID})
 			if err != nil || len(nodes) > 0 {
@@ -622,12 +623,15 @@ func (c *Controller) finishDeletions(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			cur.DeletedAt = c.clock.Now()
+			cur.DeletedAt, gone = c.clock.Now(), true
 			return tx.UpdateCluster(ctx, cur)
 		})
 		c.mu.Unlock()
 		if err != nil {
 			return fmt.Errorf("finish deleting cluster %s: %w", cl.ID, err)
+		}
+		if gone && c.OnClusterGone != nil {
+			c.OnClusterGone(cl.ID)
 		}
 	}
 	return nil

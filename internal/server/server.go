@@ -201,6 +201,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval, Workers: o.Workers,
 	}, o.Log)
 	s.Kube.SetOnPodsGone(s.Controller.Kick)
+	s.Controller.OnClusterGone = s.Kube.Reload
 	s.Metrics = metrics.New(st)
 	s.Controller.Observer = s.Metrics.Observe
 	s.Meter = metering.New(st, clk, o.Log)
