@@ -69,11 +69,11 @@ func (f *flaky) Prepare(ctx context.Context, m domain.Machine, s driver.NodeSpec
 	}
 	return f.MachineProvider.Prepare(ctx, m, s)
 }
-func (f *flaky) Wipe(ctx context.Context, m domain.Machine, n string) (bool, error) {
+func (f *flaky) Wipe(ctx context.Context, m domain.Machine, c, n string) (bool, error) {
 	if err := f.check(); err != nil {
 		return false, err
 	}
-	return f.MachineProvider.Wipe(ctx, m, n)
+	return f.MachineProvider.Wipe(ctx, m, c, n)
 }
 
 // TestDrainsEndByDeadlineDespiteCrashes runs random workloads through

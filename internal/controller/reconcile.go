@@ -551,7 +551,7 @@ func (c *Controller) stepRemove(ctx context.Context, n domain.Node) error {
 	if err != nil {
 		return fmt.Errorf("machine %s: %w", n.MachineID, err)
 	}
-	done, err := c.machines.Wipe(ctx, m, n.Name)
+	done, err := c.machines.Wipe(ctx, m, n.ClusterID, n.Name)
 	if err != nil {
 		return &providerError{domain.ReasonDeprovisionFailed, fmt.Errorf("wipe machine %s: %w", m.ID, err)}
 	}

@@ -123,5 +123,5 @@ func GraceBy(p Pod, by, now time.Time) time.Duration {
 // done=true once it has finished.
 type MachineProvider interface {
 	Prepare(ctx context.Context, m domain.Machine, spec NodeSpec) (done bool, err error)
-	Wipe(ctx context.Context, m domain.Machine, nodeName string) (done bool, err error)
+	Wipe(ctx context.Context, m domain.Machine, clusterID, nodeName string) (done bool, err error)
 }

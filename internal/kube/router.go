@@ -262,7 +262,7 @@ func (g *Registrar) Prepare(ctx context.Context, m domain.Machine, spec driver.N
 }
 
 // Wipe has nothing to do: the node object was deleted by the drain.
-func (g *Registrar) Wipe(ctx context.Context, m domain.Machine, nodeName string) (bool, error) {
+func (g *Registrar) Wipe(ctx context.Context, m domain.Machine, clusterID, nodeName string) (bool, error) {
 	return true, ctx.Err()
 }
 

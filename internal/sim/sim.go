@@ -480,7 +480,7 @@ func (f *Fleet) Prepare(ctx context.Context, m domain.Machine, spec driver.NodeS
 
 // Wipe starts wiping the machine after the node on its first call and
 // reports done once WipeTime has passed since.
-func (f *Fleet) Wipe(ctx context.Context, m domain.Machine, nodeName string) (bool, error) {
+func (f *Fleet) Wipe(ctx context.Context, m domain.Machine, clusterID, nodeName string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -494,10 +494,7 @@ func (f *Fleet) Wipe(ctx context.Context, m domain.Machine, nodeName string) (bo
 	if ok && mc.Job == jobWipe && mc.NodeName == nodeName {
 		return !now.Before(mc.StartedAt.Add(f.wipe)), f.finish(false)
 	}
-	next := &machine{ID: m.ID, Job: jobWipe, NodeName: nodeName, StartedAt: now}
-	if ok && mc.NodeName == nodeName {
-		next.ClusterID = mc.ClusterID
-	}
+	next := &machine{ID: m.ID, Job: jobWipe, ClusterID: clusterID, NodeName: nodeName, StartedAt: now}
 	f.st.machines[m.ID] = next
 	return f.wipe <= 0, f.finish(true)
 }

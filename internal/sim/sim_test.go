@@ -112,7 +112,7 @@ func TestPrepareTakesProvisionTime(t *testing.T) {
 	wipeStart := fc.Now()
 	wipe := func(want bool) {
 		t.Helper()
-		done, err := f.Wipe(ctx, m, "n1")
+		done, err := f.Wipe(ctx, m, cluster, "n1")
 		if err != nil || done != want {
 			t.Fatalf("Wipe at +%v = %v, %v; want %v", fc.Now().Sub(wipeStart), done, err, want)
 		}
@@ -148,7 +148,7 @@ func TestCustomDurations(t *testing.T) {
 	if done, _ := f.Prepare(ctx, m, spec("n1")); !done {
 		t.Fatal("not done after ProvisionTime")
 	}
-	if done, _ := f.Wipe(ctx, m, "n1"); !done {
+	if done, _ := f.Wipe(ctx, m, cluster, "n1"); !done {
 		t.Fatal("negative WipeTime: want done at once")
 	}
 }
@@ -481,7 +481,7 @@ func TestPersistence(t *testing.T) {
 		t.Fatal(err)
 	}
 	fc.Step(10 * time.Second)
-	if _, err := f.Wipe(ctx, domain.Machine{ID: "m-b"}, "gpu-preemptible-dp-0"); err != nil {
+	if _, err := f.Wipe(ctx, domain.Machine{ID: "m-b"}, "", "gpu-preemptible-dp-0"); err != nil {
 		t.Fatal(err)
 	}
 	draining := []string{"gpu-preemptible-dp-1", "gpu-preemptible-dp-2", "gpu-preemptible-dp-3"}

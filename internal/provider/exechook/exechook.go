@@ -14,18 +14,14 @@
 //
 //	PROGRAM [ARGS...] deprovision <machine-id> <cluster-id> <node-name>
 //
-// where ARGS are Config.Args. The cluster ID of a deprovision is
-// best-effort: the controller does not pass it to Wipe, so it is the
-// cluster of the last provision of that machine for the same node made by
-// this sparecap process, and empty when there was none (after a restart,
-// say). Hooks must not depend on it; the machine ID and node name are
-// always set.
+// where ARGS are Config.Args. The cluster ID of a deprovision is the
+// cluster the node belonged to.
 //
 // The environment is sparecap's own, then Config.Env, then
 //
 //	SPARECAP_ACTION       provision or deprovision
 //	SPARECAP_MACHINE_ID   the machine ID
-//	SPARECAP_CLUSTER_ID   the cluster ID (may be empty on deprovision)
+//	SPARECAP_CLUSTER_ID   the cluster ID
 //	SPARECAP_NODE_NAME    the Kubernetes node name
 //
 // where a later entry overrides an earlier one of the same name, so
@@ -43,8 +39,7 @@
 //	}
 //
 // reservation_id is empty for the on-demand pool. A deprovision carries
-// only node.name (class, gpus and labels are omitted) and a possibly empty
-// cluster_id. Hooks should ignore keys they do not know: more may be added.
+// only node.name (class, gpus and labels are omitted) and cluster_id. Hooks should ignore keys they do not know: more may be added.
 //
 // # Result
 //
@@ -161,15 +156,10 @@ type Provider struct {
 	closed bool
 	// jobs holds each machine's running or unreported hook run.
 	jobs map[string]*job
-	// last is each machine's last provision, for the cluster ID of the
-	// deprovision that follows it.
-	last map[string]placement
 }
 
 type key struct {
-	action, node string
-	// cluster is empty for deprovision: Wipe is not told the cluster.
-	cluster string
+	action, node, cluster string
 }
 
 type job struct {
@@ -177,8 +167,6 @@ type job struct {
 	finished bool
 	err      error
 }
-
-type placement struct{ node, cluster string }
 
 // New checks that the program exists and is executable and returns a
 // Provider for it. Close it to stop running hooks.
@@ -210,7 +198,6 @@ func New(cfg Config) (*Provider, error) {
 		ctx:     ctx,
 		cancel:  cancel,
 		jobs:    map[string]*job{},
-		last:    map[string]placement{},
 	}, nil
 }
 
@@ -226,9 +213,9 @@ func (p *Provider) Prepare(ctx context.Context, m domain.Machine, spec driver.No
 }
 
 // Wipe runs the deprovision hook for the node; see the package comment.
-func (p *Provider) Wipe(ctx context.Context, m domain.Machine, nodeName string) (bool, error) {
-	req := request{Action: ActionDeprovision, Machine: machineOf(m), Node: node{Name: nodeName}}
-	return p.poll(ctx, m.ID, key{action: ActionDeprovision, node: nodeName}, req)
+func (p *Provider) Wipe(ctx context.Context, m domain.Machine, clusterID, nodeName string) (bool, error) {
+	req := request{Action: ActionDeprovision, Machine: machineOf(m), ClusterID: clusterID, Node: node{Name: nodeName}}
+	return p.poll(ctx, m.ID, key{action: ActionDeprovision, node: nodeName, cluster: clusterID}, req)
 }
 
 // poll reports the result of the machine's run for k, or starts one with
@@ -251,7 +238,6 @@ func (p *Provider) poll(ctx context.Context, machineID string, k key, req reques
 			return false, nil
 		case j.key == k:
 			delete(p.jobs, machineID)
-			p.reported(machineID, k, j.err)
 			return j.err == nil, j.err
 		case !j.finished:
 			// Another hook is busy on this machine; ours starts after it.
@@ -259,15 +245,6 @@ func (p *Provider) poll(ctx context.Context, machineID string, k key, req reques
 		}
 		// A finished run for another key nobody collected: the controller
 		// has moved on, so it is dropped below.
-	}
-	if k.action == ActionDeprovision {
-		if pl, ok := p.last[machineID]; ok && pl.node == k.node {
-			req.ClusterID = pl.cluster
-		}
-	} else {
-		// Recorded at the start, not on success: a failed provision may
-		// still leave something for the deprovision to clean up.
-		p.last[machineID] = placement{k.node, k.cluster}
 	}
 	j := &job{key: k}
 	p.jobs[machineID] = j
@@ -280,13 +257,6 @@ func (p *Provider) poll(ctx context.Context, machineID string, k key, req reques
 		p.mu.Unlock()
 	}()
 	return false, nil
-}
-
-// reported forgets the machine's placement once it is wiped.
-func (p *Provider) reported(machineID string, k key, err error) {
-	if err == nil && k.action == ActionDeprovision && p.last[machineID].node == k.node {
-		delete(p.last, machineID)
-	}
 }
 
 // Close kills running hooks, waits for them to exit and makes later calls

@@ -94,7 +94,7 @@ func prepare(p *Provider, m domain.Machine, spec driver.NodeSpec) func() (bool, 
 }
 
 func wipe(p *Provider, m domain.Machine, node string) func() (bool, error) {
-	return func() (bool, error) { return p.Wipe(context.Background(), m, node) }
+	return func() (bool, error) { return p.Wipe(context.Background(), m, "c-4", node) }
 }
 
 func exists(path string) bool {
@@ -243,30 +243,18 @@ func TestDeprovisionInput(t *testing.T) {
 		t.Errorf("args:\n%s\nwant:\n%s", a, want)
 	}
 
-	// Once wiped the placement is forgotten, and a machine never
-	// provisioned here has none: the cluster ID is empty.
-	for _, m := range []domain.Machine{testMachine, {ID: "m-2"}} {
-		if err := until(wipe(p, m, testSpec.NodeName)); err != nil {
-			t.Fatal(err)
-		}
-		if c := stdin()["cluster_id"]; c != "" {
-			t.Errorf("%s: cluster_id = %v; want empty", m.ID, c)
-		}
-		if a, want := args(), "[deprovision]\n["+m.ID+"]\n[]\n["+testSpec.NodeName+"]\n"; a != want {
-			t.Errorf("args:\n%s\nwant:\n%s", a, want)
-		}
-	}
-
-	// A wipe for another node than the provisioned one is not told the
-	// provision's cluster.
-	if err := until(prepare(p, testMachine, testSpec)); err != nil {
+	// The cluster comes from the caller, not from memory: a machine never
+	// provisioned by this process (after a restart, say) is told it too.
+	if err := until(func() (bool, error) {
+		return p.Wipe(context.Background(), domain.Machine{ID: "m-2"}, "c-9", "gpu-dp-7")
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := until(wipe(p, testMachine, "gpu-dp-99")); err != nil {
-		t.Fatal(err)
+	if c := stdin()["cluster_id"]; c != "c-9" {
+		t.Errorf("cluster_id = %v; want c-9", c)
 	}
-	if c := stdin()["cluster_id"]; c != "" {
-		t.Errorf("other node: cluster_id = %v; want empty", c)
+	if a, want := args(), "[deprovision]\n[m-2]\n[c-9]\n[gpu-dp-7]\n"; a != want {
+		t.Errorf("args:\n%s\nwant:\n%s", a, want)
 	}
 }
 
@@ -389,7 +377,7 @@ func TestClose(t *testing.T) {
 	if _, err := p.Prepare(context.Background(), testMachine, testSpec); !errors.Is(err, ErrClosed) {
 		t.Errorf("Prepare after Close: %v, want ErrClosed", err)
 	}
-	if _, err := p.Wipe(context.Background(), testMachine, "n"); !errors.Is(err, ErrClosed) {
+	if _, err := p.Wipe(context.Background(), testMachine, "c-4", "n"); !errors.Is(err, ErrClosed) {
 		t.Errorf("Wipe after Close: %v, want ErrClosed", err)
 	}
 	if err := p.Close(); err != nil {
@@ -448,7 +436,7 @@ echo '{}'
 	if err == nil || !strings.Contains(err.Error(), "first attempt fails") {
 		t.Fatalf("first run: %v", err)
 	}
-	if done, err := p.Wipe(context.Background(), testMachine, "n"); done || err != nil {
+	if done, err := p.Wipe(context.Background(), testMachine, "c-4", "n"); done || err != nil {
 		t.Fatalf("call after failure = %v, %v; want a new run", done, err)
 	}
 	if err := until(wipe(p, testMachine, "n")); err != nil {
@@ -491,7 +479,7 @@ func TestOneHookPerMachine(t *testing.T) {
 	eventually(t, "provision starts", func() bool { return exists(provisions) })
 	// The wipe waits for the running provision.
 	for range 5 {
-		if done, err := p.Wipe(context.Background(), testMachine, testSpec.NodeName); done || err != nil {
+		if done, err := p.Wipe(context.Background(), testMachine, "c-4", testSpec.NodeName); done || err != nil {
 			t.Fatalf("Wipe = %v, %v", done, err)
 		}
 	}
@@ -500,7 +488,7 @@ func TestOneHookPerMachine(t *testing.T) {
 	}
 	// Another machine is not held up.
 	other := domain.Machine{ID: "m-2"}
-	if _, err := p.Wipe(context.Background(), other, "x"); err != nil {
+	if _, err := p.Wipe(context.Background(), other, "c-4", "x"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "other machine's hook starts", func() bool { return exists(filepath.Join(dir, "runs.deprovision.m-2")) })
@@ -540,7 +528,7 @@ echo '{}'
 				errs <- err
 				return
 			}
-			if err := until(wipe(p, m, spec.NodeName)); err != nil {
+			if err := until(func() (bool, error) { return p.Wipe(context.Background(), m, spec.ClusterID, spec.NodeName) }); err != nil {
 				errs <- err
 			}
 		})
@@ -553,7 +541,7 @@ echo '{}'
 	for i := range machines {
 		cluster := fmt.Sprintf("c-%d\n", i%3)
 		for _, action := range []string{"provision", "deprovision"} {
-			// Each ran once, and the wipe learnt the cluster.
+			// Each ran once, and the wipe was told the cluster.
 			if got := readFile(t, filepath.Join(dir, fmt.Sprintf("runs.%s.m-%d", action, i))); got != cluster {
 				t.Errorf("m-%d %s runs: %q, want %q", i, action, got, cluster)
 			}
