@@ -80,7 +80,8 @@ type Options struct {
 	// OnPodsGone is called when the last workload pod on a node goes
 	// (from the pod watch), so a draining node is released at once.
 	OnPodsGone func()
-	Log        *slog.Logger
+	// Log gets a line when a cluster's driver starts or stops.
+	Log *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -124,6 +125,7 @@ func RESTConfig(kubeconfig []byte) (*rest.Config, error) {
 // Cluster is the driver of one cluster's API server.
 type Cluster struct {
 	id     string
+	host   string // the API server
 	client kubernetes.Interface
 	opts   Options
 	pods   cache.SharedIndexInformer
@@ -163,7 +165,7 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", id, err)
 	}
-	c := &Cluster{id: id, client: client, opts: opts, stop: make(chan struct{}),
+	c := &Cluster{id: id, host: rc.Host, client: client, opts: opts, stop: make(chan struct{}),
 		slots: make(chan struct{}, opts.InFlight), eventSlots: make(chan struct{}, min(eventSlots, opts.InFlight))}
 	c.urgent.idle = make(chan struct{})
 	close(c.urgent.idle)

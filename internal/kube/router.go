@@ -50,6 +50,7 @@ func (r *Router) Reload(clusterID string) {
 	r.mu.Unlock()
 	if ok && c != nil {
 		c.Close()
+		r.opts.Log.Info("stopped the Kubernetes driver of a cluster", "cluster", clusterID)
 	}
 }
 
@@ -100,6 +101,9 @@ func (r *Router) Attached(ctx context.Context, clusterID string) (*Cluster, erro
 		return have, nil
 	}
 	r.clusters[clusterID] = c
+	if c != nil {
+		r.opts.Log.Info("started the Kubernetes driver of a cluster", "cluster", clusterID, "server", c.host)
+	}
 	return c, nil
 }
 
