@@ -433,23 +433,8 @@ func (c *Controller) notice(ctx context.Context, n domain.Node) error {
 
 func (c *Controller) mark(ctx context.Context, n domain.Node) error {
 	taint := driver.Taint{Key: domain.TaintPreempted, Value: string(n.DrainCause), Effect: "NoSchedule"}
-	deadline := n.Deadline.UTC().Format(time.RFC3339)
-	if m, ok := c.cluster.(driver.Marker); ok {
-		if err := m.MarkDraining(ctx, n.ClusterID, n.Name, taint, map[string]string{domain.AnnotationDeadline: deadline}); err != nil {
-			return fmt.Errorf("cordon, taint and annotate: %w", err)
-		}
-		return nil
-	}
-	if err := c.cluster.Cordon(ctx, n.ClusterID, n.Name); err != nil {
-		return fmt.Errorf("cordon: %w", err)
-	}
-	if err := c.cluster.Taint(ctx, n.ClusterID, n.Name, taint); err != nil {
-		return fmt.Errorf("taint: %w", err)
-	}
-	if err := c.cluster.Annotate(ctx, n.ClusterID, n.Name, domain.AnnotationDeadline, deadline); err != nil {
-		return fmt.Errorf("annotate: %w", err)
-	}
-	return nil
+	return driver.MarkDraining(ctx, c.cluster, n.ClusterID, n.Name, taint,
+		map[string]string{domain.AnnotationDeadline: n.Deadline.UTC().Format(time.RFC3339)})
 }
 
 // clusterEvent is the Kubernetes Event of a drain.
@@ -504,7 +489,6 @@ func (c *Controller) postPodEvents(ctx context.Context, n domain.Node, pods []dr
 // (driver.DeadlineDeleter), so time spent waiting for a turn never
 // stretches a pod past the deadline.
 func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []driver.Pod, match func(driver.Pod) bool, by time.Time) error {
-	dd, bounded := c.cluster.(driver.DeadlineDeleter)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(podCalls)
 	for _, p := range pods {
@@ -512,13 +496,7 @@ func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []drive
 			continue
 		}
 		g.Go(func() error {
-			var err error
-			if bounded {
-				err = dd.DeletePodBy(gctx, n.ClusterID, n.Name, p, by)
-			} else {
-				err = c.cluster.DeletePod(gctx, n.ClusterID, n.Name, p, driver.GraceBy(p, by, c.clock.Now()))
-			}
-			if err != nil {
+			if err := driver.DeletePodBy(gctx, c.cluster, n.ClusterID, n.Name, p, by, c.clock.Now); err != nil {
 				return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
 			}
 			return nil

@@ -11,6 +11,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
@@ -109,6 +110,36 @@ type Marker interface {
 // A zero or past by forces the deletion.
 type DeadlineDeleter interface {
 	DeletePodBy(ctx context.Context, clusterID, nodeName string, pod Pod, by time.Time) error
+}
+
+// MarkDraining applies the T+0 marks with d: in one write when d is a
+// Marker, else with Cordon, Taint and Annotate (in that order).
+func MarkDraining(ctx context.Context, d ClusterDriver, clusterID, nodeName string, t Taint, annotations map[string]string) error {
+	if m, ok := d.(Marker); ok {
+		return m.MarkDraining(ctx, clusterID, nodeName, t, annotations)
+	}
+	if err := d.Cordon(ctx, clusterID, nodeName); err != nil {
+		return fmt.Errorf("cordon: %w", err)
+	}
+	if err := d.Taint(ctx, clusterID, nodeName, t); err != nil {
+		return fmt.Errorf("taint: %w", err)
+	}
+	for k, v := range annotations {
+		if err := d.Annotate(ctx, clusterID, nodeName, k, v); err != nil {
+			return fmt.Errorf("annotate: %w", err)
+		}
+	}
+	return nil
+}
+
+// DeletePodBy deletes the pod with d so that it is gone by by: with the
+// driver's own DeletePodBy when it is a DeadlineDeleter, else with the
+// grace left at now().
+func DeletePodBy(ctx context.Context, d ClusterDriver, clusterID, nodeName string, p Pod, by time.Time, now func() time.Time) error {
+	if dd, ok := d.(DeadlineDeleter); ok {
+		return dd.DeletePodBy(ctx, clusterID, nodeName, p, by)
+	}
+	return d.DeletePod(ctx, clusterID, nodeName, p, GraceBy(p, by, now()))
 }
 
 // GraceBy is the grace a pod may have at now to be gone by by: its own

@@ -157,21 +157,7 @@ func (r *Router) MarkDraining(ctx context.Context, clusterID, nodeName string, t
 	if err != nil {
 		return err
 	}
-	if m, ok := d.(driver.Marker); ok {
-		return m.MarkDraining(ctx, clusterID, nodeName, t, annotations)
-	}
-	if err := d.Cordon(ctx, clusterID, nodeName); err != nil {
-		return err
-	}
-	if err := d.Taint(ctx, clusterID, nodeName, t); err != nil {
-		return err
-	}
-	for k, v := range annotations {
-		if err := d.Annotate(ctx, clusterID, nodeName, k, v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return driver.MarkDraining(ctx, d, clusterID, nodeName, t, annotations)
 }
 
 var _ driver.Marker = (*Router)(nil)
@@ -215,10 +201,7 @@ func (r *Router) DeletePodBy(ctx context.Context, clusterID, nodeName string, p 
 	if err != nil {
 		return err
 	}
-	if dd, ok := d.(driver.DeadlineDeleter); ok {
-		return dd.DeletePodBy(ctx, clusterID, nodeName, p, by)
-	}
-	return d.DeletePod(ctx, clusterID, nodeName, p, driver.GraceBy(p, by, r.opts.Clock.Now()))
+	return driver.DeletePodBy(ctx, d, clusterID, nodeName, p, by, r.opts.Clock.Now)
 }
 
 var _ driver.DeadlineDeleter = (*Router)(nil)

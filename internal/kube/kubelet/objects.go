@@ -7,75 +7,29 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
+
+	"github.com/sparecap/sparecap/internal/kube"
 )
 
 // RegisterNode does what a kubelet joining the cluster does: it creates the
-// Node (unless it exists; labels are then left alone) and reports it Ready
-// with some capacity.
+// Node (unless it exists; labels are then left alone) and reports it Ready.
+// It is kube.RegisterNode, which the register provider uses too.
 func RegisterNode(ctx context.Context, c kubernetes.Interface, name string, labels map[string]string) error {
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-	if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("kubelet: registering node %s: %w", name, err)
-	}
-	return setReady(ctx, c, name, corev1.ConditionTrue)
+	return kube.RegisterNode(ctx, c, name, labels)
 }
 
 // MarkReady sets the node's Ready condition to True, refreshing its
 // heartbeat.
 func MarkReady(ctx context.Context, c kubernetes.Interface, name string) error {
-	return setReady(ctx, c, name, corev1.ConditionTrue)
+	return kube.SetReady(ctx, c, name, corev1.ConditionTrue)
 }
 
 // MarkNotReady sets the node's Ready condition to False, as the node
 // lifecycle controller would for a kubelet that stopped reporting.
 func MarkNotReady(ctx context.Context, c kubernetes.Interface, name string) error {
-	return setReady(ctx, c, name, corev1.ConditionFalse)
-}
-
-func setReady(ctx context.Context, c kubernetes.Interface, name string, status corev1.ConditionStatus) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		now := metav1.Now()
-		cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: status, LastHeartbeatTime: now, LastTransitionTime: now}
-		if status == corev1.ConditionTrue {
-			cond.Reason, cond.Message = "KubeletReady", "kubelet is posting ready status"
-		} else {
-			cond.Reason, cond.Message = "KubeletNotReady", "marked not ready by the test"
-		}
-		found := false
-		for i, old := range node.Status.Conditions {
-			if old.Type == corev1.NodeReady {
-				if old.Status == status {
-					cond.LastTransitionTime = old.LastTransitionTime
-				}
-				node.Status.Conditions[i], found = cond, true
-			}
-		}
-		if !found {
-			node.Status.Conditions = append(node.Status.Conditions, cond)
-		}
-		if node.Status.Capacity == nil {
-			node.Status.Capacity = corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse("4"),
-				corev1.ResourceMemory: resource.MustParse("16Gi"),
-				corev1.ResourcePods:   resource.MustParse("110"),
-			}
-			node.Status.Allocatable = node.Status.Capacity.DeepCopy()
-		}
-		_, err = c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("kubelet: setting node %s Ready=%s: %w", name, status, err)
-	}
-	return nil
+	return kube.SetReady(ctx, c, name, corev1.ConditionFalse)
 }
 
 // PodOption changes a pod CreatePods is about to create.
