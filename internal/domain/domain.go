@@ -100,6 +100,9 @@ type DrainOutcome string
 const (
 	OutcomeEarly    DrainOutcome = "early"    // all pods exited before the deadline
 	OutcomeDeadline DrainOutcome = "deadline" // removed at the deadline
+	// OutcomeLost: the node was lost without a drain: its Node object was
+	// deleted by someone else, or it stayed NotReady too long.
+	OutcomeLost DrainOutcome = "lost"
 )
 
 // MachineState is derived from the machine's active node (if any).
@@ -166,6 +169,18 @@ const (
 	// with backoff and the error is kept on the node (Node.LastError).
 	ReasonProvisionFailed   EventReason = "ProvisionFailed"
 	ReasonDeprovisionFailed EventReason = "DeprovisionFailed"
+	// ReasonNodeLost: a ready node's Node object was deleted by someone
+	// else, or it was NotReady longer than the lost-after time; billing
+	// stops then and the machine is taken back.
+	ReasonNodeLost EventReason = "NodeLost"
+	// ReasonRegistrationFailed: a machine's node did not register Ready
+	// within the registration timeout; the machine goes back (out of
+	// service after repeated failures) and the node is replaced.
+	ReasonRegistrationFailed EventReason = "RegistrationFailed"
+	// ReasonCleanupFinished: the Node object and leftover pods of a node
+	// whose machine was already taken back were deleted from the cluster
+	// once its API answered.
+	ReasonCleanupFinished EventReason = "CleanupFinished"
 )
 
 // Project is a tenant.
@@ -204,6 +219,11 @@ type Machine struct {
 	// preemptible before this time (zero: no cooldown).
 	CooldownUntil time.Time
 	CreatedAt     time.Time
+	// Failures counts its nodes' consecutive registration failures (reset
+	// when one registers); past a limit the controller takes the machine
+	// out of service and says why in OutOfServiceReason.
+	Failures           int
+	OutOfServiceReason string
 }
 
 // Cluster is a tenant's Kubernetes cluster.
@@ -259,6 +279,15 @@ type Node struct {
 	// hook that failed, a cluster API that did not answer); empty once the
 	// step succeeds.
 	LastError string
+	// CleanupPending: the machine was taken back (at the deadline, or the
+	// node was lost) but the node's objects in the tenant's cluster (its
+	// Node object, pods left on it) are not deleted yet. Cleanup retries in
+	// the background until the cluster's API answers or the cluster is
+	// detached or deleted; it never holds the machine.
+	CleanupPending bool
+	// ProvisioningAt is when the node started provisioning (the
+	// registration timeout counts from it).
+	ProvisioningAt time.Time
 }
 
 // Event is a node lifecycle event.

@@ -122,6 +122,10 @@ type NodeFilter struct {
 	// Unmetered selects, removed or not, the nodes that became ready and
 	// have no final usage record yet: the meter's work list.
 	Unmetered bool
+	// CleanupPending selects only nodes whose objects in the tenant's
+	// cluster are still to be deleted (with IncludeRemoved, removed ones
+	// too: the cleanup work list).
+	CleanupPending bool
 }
 
 // UsageFilter selects usage records. Zero values select everything.

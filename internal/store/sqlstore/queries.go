@@ -5,7 +5,8 @@ const (
 	projectCols     = `id, created_at`
 	tokenCols       = `hash, project_id, created_at`
 	reservationCols = `id, project_id, region, gpu_type, created_at`
-	machineCols     = `id, region, gpu_type, gpus, reservation_id, out_of_service, cooldown_until, created_at`
+	machineCols     = `id, region, gpu_type, gpus, reservation_id, out_of_service, cooldown_until, created_at,
+		failures, out_of_service_reason`
 	// clusterWriteCols are the columns CreateCluster writes; clusterCols
 	// adds kube_attached_at, which only SetKubeconfig writes. The sealed
 	// kubeconfig is never among the columns read into a domain.Cluster.
@@ -14,7 +15,8 @@ const (
 		node_seq, created_at, deleted_at`
 	clusterCols = clusterWriteCols + `, kube_attached_at`
 	nodeCols    = `id, cluster_id, machine_id, name, class, gpus, state, created_at, ready_at,
-		drain_started_at, deadline, drain_cause, notified, drained_at, outcome, removed_at, last_error`
+		drain_started_at, deadline, drain_cause, notified, drained_at, outcome, removed_at, last_error,
+		cleanup_pending, provisioning_at`
 	eventCols = `seq, id, cluster_id, node_id, node_name, reason, message, ts, deadline`
 	usageCols = `node_id, node_name, cluster_id, cluster_name, project_id, region, gpu_type, class,
 		billing_type, reservation_id, gpus, start_at, end_at, final`
@@ -58,9 +60,10 @@ func buildQueries(d Dialect) queries {
 
 		getMachine:    r(`SELECT ` + machineCols + ` FROM machines WHERE id = ?`),
 		listMachines:  r(`SELECT ` + machineCols + ` FROM machines` + oldestFirst),
-		createMachine: r(`INSERT INTO machines (` + machineCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+		createMachine: r(`INSERT INTO machines (` + machineCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 		updateMachine: r(`UPDATE machines SET region = ?, gpu_type = ?, gpus = ?, reservation_id = ?,
-			out_of_service = ?, cooldown_until = ?, created_at = ? WHERE id = ?`),
+			out_of_service = ?, cooldown_until = ?, created_at = ?, failures = ?, out_of_service_reason = ?
+			WHERE id = ?`),
 
 		getCluster:       r(`SELECT ` + clusterCols + ` FROM clusters WHERE id = ? AND deleted_at IS NULL`),
 		getClusterRecord: r(`SELECT ` + clusterCols + ` FROM clusters WHERE id = ?`),
@@ -83,10 +86,11 @@ func buildQueries(d Dialect) queries {
 		// clause and oldestFirst, then rebound.
 		listNodes: `SELECT ` + nodeCols + ` FROM nodes`,
 		createNode: r(`INSERT INTO nodes (` + nodeCols + `)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 		updateNode: r(`UPDATE nodes SET cluster_id = ?, machine_id = ?, name = ?, class = ?, gpus = ?,
 			state = ?, created_at = ?, ready_at = ?, drain_started_at = ?, deadline = ?, drain_cause = ?,
-			notified = ?, drained_at = ?, outcome = ?, removed_at = ?, last_error = ? WHERE id = ?`),
+			notified = ?, drained_at = ?, outcome = ?, removed_at = ?, last_error = ?,
+			cleanup_pending = ?, provisioning_at = ? WHERE id = ?`),
 
 		// listEvents is completed like listNodes.
 		listEvents:     `SELECT ` + eventCols + ` FROM events WHERE seq > ?`,

@@ -95,7 +95,7 @@ func scanReservation(sc scanner) (r domain.Reservation, err error) {
 
 func scanMachine(sc scanner) (m domain.Machine, err error) {
 	err = sc.Scan(&m.ID, &m.Region, &m.GPUType, &m.GPUs, &m.ReservationID, &m.OutOfService,
-		timeCol{&m.CooldownUntil}, timeCol{&m.CreatedAt})
+		timeCol{&m.CooldownUntil}, timeCol{&m.CreatedAt}, &m.Failures, &m.OutOfServiceReason)
 	return m, err
 }
 
@@ -110,7 +110,8 @@ func scanCluster(sc scanner) (c domain.Cluster, err error) {
 func scanNode(sc scanner) (n domain.Node, err error) {
 	err = sc.Scan(&n.ID, &n.ClusterID, &n.MachineID, &n.Name, &n.Class, &n.GPUs, &n.State,
 		timeCol{&n.CreatedAt}, timeCol{&n.ReadyAt}, timeCol{&n.DrainStartedAt}, timeCol{&n.Deadline},
-		&n.DrainCause, &n.Notified, timeCol{&n.DrainedAt}, &n.Outcome, timeCol{&n.RemovedAt}, &n.LastError)
+		&n.DrainCause, &n.Notified, timeCol{&n.DrainedAt}, &n.Outcome, timeCol{&n.RemovedAt}, &n.LastError,
+		&n.CleanupPending, timeCol{&n.ProvisioningAt})
 	return n, err
 }
 
@@ -218,6 +219,11 @@ func (r reader) ListNodes(ctx context.Context, f store.NodeFilter) ([]domain.Nod
 	if f.MachineID != "" {
 		where = append(where, "machine_id = ?")
 		args = append(args, f.MachineID)
+	}
+	if f.CleanupPending {
+		// The same expression as the partial index nodes_cleanup, so both
+		// backends use it.
+		where = append(where, "cleanup_pending = TRUE")
 	}
 	switch {
 	case len(f.States) > 0:

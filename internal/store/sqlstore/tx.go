@@ -70,13 +70,13 @@ func (t *tx) CreateReservation(ctx context.Context, r domain.Reservation) error 
 func (t *tx) CreateMachine(ctx context.Context, m domain.Machine) error {
 	return t.create(ctx, "machine "+m.ID, t.s.q.createMachine,
 		m.ID, m.Region, m.GPUType, m.GPUs, m.ReservationID, m.OutOfService,
-		t.s.timeArg(m.CooldownUntil), t.s.timeArg(m.CreatedAt))
+		t.s.timeArg(m.CooldownUntil), t.s.timeArg(m.CreatedAt), m.Failures, m.OutOfServiceReason)
 }
 
 func (t *tx) UpdateMachine(ctx context.Context, m domain.Machine) error {
 	return t.update(ctx, "machine "+m.ID, t.s.q.updateMachine,
 		m.Region, m.GPUType, m.GPUs, m.ReservationID, m.OutOfService,
-		t.s.timeArg(m.CooldownUntil), t.s.timeArg(m.CreatedAt), m.ID)
+		t.s.timeArg(m.CooldownUntil), t.s.timeArg(m.CreatedAt), m.Failures, m.OutOfServiceReason, m.ID)
 }
 
 func (t *tx) CreateCluster(ctx context.Context, c domain.Cluster) error {
@@ -116,7 +116,7 @@ func (t *tx) CreateNode(ctx context.Context, n domain.Node) error {
 		n.ID, n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
 		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
 		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
-		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError)
+		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError, n.CleanupPending, t.s.timeArg(n.ProvisioningAt))
 }
 
 func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
@@ -124,7 +124,7 @@ func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
 		n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
 		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
 		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
-		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError, n.ID)
+		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError, n.CleanupPending, t.s.timeArg(n.ProvisioningAt), n.ID)
 }
 
 func (t *tx) AddEvent(ctx context.Context, e domain.Event) (domain.Event, error) {

@@ -59,6 +59,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"Kubeconfig", testKubeconfig},
 		{"KubeconfigDroppedWithCluster", testKubeconfigDroppedWithCluster},
 		{"NodeLastError", testNodeLastError},
+		{"NodeCleanup", testNodeCleanup},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -906,6 +907,7 @@ func full() (domain.Project, domain.Token, domain.Reservation, domain.Machine, d
 	m := domain.Machine{
 		ID: "mach-1", Region: "us-east-2", GPUType: "B200", GPUs: 8, ReservationID: r.ID,
 		OutOfService: true, CooldownUntil: at(4), CreatedAt: at(5),
+		Failures: 3, OutOfServiceReason: "its nodes did not register Ready 3 times in a row — ünïcode ✓",
 	}
 	c := domain.Cluster{
 		ID: "clu-1", Name: "training", ProjectID: p.ID, Region: "us-east-2", GPUType: "B200",
@@ -920,7 +922,8 @@ func full() (domain.Project, domain.Token, domain.Reservation, domain.Machine, d
 		Class: domain.Preemptible, GPUs: 8, State: domain.NodeRemoved, CreatedAt: at(7), ReadyAt: at(8),
 		DrainStartedAt: at(9), Deadline: at(14), DrainCause: domain.CauseFairShare, Notified: true,
 		DrainedAt: at(12), Outcome: domain.OutcomeEarly, RemovedAt: at(13),
-		LastError: "provision hook: exit status 1: \"no route to host\" — ünïcode ✓",
+		LastError:      "provision hook: exit status 1: \"no route to host\" — ünïcode ✓",
+		CleanupPending: true, ProvisioningAt: at(7).Add(time.Second),
 	}
 	e := domain.Event{
 		ID: "ev-1", ClusterID: c.ID, NodeID: n.ID, NodeName: n.Name, Reason: domain.ReasonPreemptionNotified,
@@ -1625,4 +1628,36 @@ func testNodeLastError(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	wantEqual(t, "snapshot nodes", snap.Nodes, []domain.Node{a, b})
+}
+
+// testNodeCleanup: the cleanup work list selects nodes whose tenant-side
+// objects are still to be deleted, removed ones included, and a node
+// leaves it once the flag is cleared.
+func testNodeCleanup(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	a := node("a", "c1", "m1", domain.NodeRemoved, at(1))
+	a.CleanupPending = true
+	b := node("b", "c1", "m1", domain.NodeRemoving, at(2))
+	b.CleanupPending = true
+	c := node("c", "c1", "m1", domain.NodeRemoved, at(3))
+	d := node("d", "c1", "m1", domain.NodeReady, at(4))
+	update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.CreateNode(ctx, a), tx.CreateNode(ctx, b), tx.CreateNode(ctx, c), tx.CreateNode(ctx, d))
+	})
+	list := func(f store.NodeFilter) []string {
+		t.Helper()
+		got, err := s.ListNodes(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nodeIDs(got)
+	}
+	wantEqual(t, "cleanup work list", list(store.NodeFilter{CleanupPending: true, IncludeRemoved: true}), []string{"a", "b"})
+	wantEqual(t, "cleanup, not removed", list(store.NodeFilter{CleanupPending: true}), []string{"b"})
+	wantEqual(t, "cleanup of removed nodes", list(store.NodeFilter{CleanupPending: true, States: []domain.NodeState{domain.NodeRemoved}}), []string{"a"})
+	a.CleanupPending = false
+	update(t, s, func(tx store.Tx) error { return tx.UpdateNode(ctx, a) })
+	wantEqual(t, "after a's cleanup", list(store.NodeFilter{CleanupPending: true, IncludeRemoved: true}), []string{"b"})
+	wantEqual(t, "every node", list(store.NodeFilter{IncludeRemoved: true}), []string{"a", "b", "c", "d"})
 }
