@@ -4,6 +4,7 @@
 package clock
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -24,11 +25,21 @@ func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Scaled runs Speed times faster than the wall clock, starting from the wall
 // time at which it was made.
+//
+// It re-anchors itself as it goes (every reanchorEvery of real time): the
+// scaled time since the anchor is a time.Duration, which at 1000× would
+// overflow after about 100 days of real time. Re-anchoring keeps the same
+// timeline, so the persisted anchor stays valid: Now computes with whole
+// seconds as well, so an old anchor gives the same answer.
 type Scaled struct {
 	Speed     float64
+	mu        sync.Mutex
 	origin    time.Time
 	realStart time.Time
 }
+
+// reanchorEvery bounds the real time a Scaled clock multiplies at once.
+const reanchorEvery = time.Hour
 
 // NewScaled returns a clock running speed× real time. speed <= 1 means real
 // time.
@@ -54,12 +65,32 @@ func NewAnchored(a Anchor) *Scaled {
 	return &Scaled{Speed: max(a.Speed, 1), origin: a.Virtual.UTC(), realStart: a.Real}
 }
 
-// Anchor returns the clock's anchor.
-func (s *Scaled) Anchor() Anchor { return Anchor{Speed: s.Speed, Virtual: s.origin, Real: s.realStart} }
+// Anchor returns the clock's anchor (its latest: see Scaled).
+func (s *Scaled) Anchor() Anchor {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Anchor{Speed: s.Speed, Virtual: s.origin, Real: s.realStart}
+}
 
 func (s *Scaled) Now() time.Time {
-	elapsed := time.Since(s.realStart)
-	return s.origin.Add(time.Duration(float64(elapsed) * s.Speed)).UTC()
+	real := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := scale(s.origin, real.Sub(s.realStart), s.Speed)
+	if real.Sub(s.realStart) >= reanchorEvery {
+		s.origin, s.realStart = now, real
+	}
+	return now
+}
+
+// scale returns origin plus elapsed×speed without overflowing a Duration:
+// whole seconds and the rest are scaled apart (a Duration holds 292 years,
+// which 100 days at 1000× exceed).
+func scale(origin time.Time, elapsed time.Duration, speed float64) time.Time {
+	secs := float64(elapsed/time.Second) * speed
+	whole := math.Floor(secs)
+	frac := time.Duration((secs-whole)*float64(time.Second)) + time.Duration(float64(elapsed%time.Second)*speed)
+	return time.Unix(origin.Unix()+int64(whole), int64(origin.Nanosecond())).Add(frac).UTC()
 }
 
 func (s *Scaled) After(d time.Duration) <-chan time.Time {

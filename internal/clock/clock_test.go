@@ -44,3 +44,39 @@ func TestAnchoredContinuesTimeline(t *testing.T) {
 		t.Fatalf("anchor %+v", a)
 	}
 }
+
+// TestScaledDoesNotOverflow: 100 days of real time at 1000× is 273 years
+// of clock time, more than a time.Duration holds. The clock keeps
+// counting (and re-anchors, keeping the same timeline) instead of
+// wrapping around.
+func TestScaledDoesNotOverflow(t *testing.T) {
+	virtual := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	real := time.Now().Add(-100 * 24 * time.Hour)
+	c := NewAnchored(Anchor{Speed: 1000, Virtual: virtual, Real: real})
+	got := c.Now()
+	wantSecs := float64(100*24*3600) * 1000
+	if d := float64(got.Unix()-virtual.Unix()) - wantSecs; d < 0 || d > 10*1000 {
+		t.Fatalf("now %v: %.0f s after the anchor, want about %.0f", got, float64(got.Unix()-virtual.Unix()), wantSecs)
+	}
+	// It re-anchored: the next reading continues the same timeline.
+	a := c.Anchor()
+	if !a.Real.After(real) || !a.Virtual.After(virtual) {
+		t.Fatalf("not re-anchored: %+v", a)
+	}
+	if next := c.Now(); next.Before(got) || next.Sub(got) > time.Minute {
+		t.Fatalf("after re-anchoring: %v, then %v", got, next)
+	}
+	// The old anchor, loaded again (a restart), gives the same time.
+	again := NewAnchored(Anchor{Speed: 1000, Virtual: virtual, Real: real}).Now()
+	if d := again.Sub(c.Now()); d < -time.Minute || d > time.Minute {
+		t.Fatalf("old anchor reads %v, re-anchored clock %v", again, c.Now())
+	}
+}
+
+func TestScaleKeepsSubSecondPrecision(t *testing.T) {
+	origin := time.Date(2026, 12, 1, 0, 0, 0, 500, time.UTC)
+	got := scale(origin, 1500*time.Millisecond, 60)
+	if want := origin.Add(90 * time.Second); !got.Equal(want) {
+		t.Fatalf("scale: %v, want %v", got, want)
+	}
+}
