@@ -24,15 +24,15 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 		s.fail(w, r, err)
 		return
 	}
-	// A kubeconfig is checked and sealed before anything is created: a
-	// bad one creates nothing.
-	var sealed []byte
+	// A kubeconfig is checked before anything is created: a bad one
+	// creates nothing. It is sealed once the cluster has its ID, which
+	// the sealed value is bound to.
 	if req.Kubeconfig != "" {
 		if !p.admin {
 			s.fail(w, r, errNoKubeAccess("attach"))
 			return
 		}
-		if sealed, err = s.sealKubeconfig(req.Kubeconfig); err != nil {
+		if err := s.checkAttach(req.Kubeconfig); err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -68,10 +68,14 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 		}
 	}
 	var attach []func(store.Tx, string) error
-	if sealed != nil {
+	if req.Kubeconfig != "" {
 		// In the cluster's own transaction: the controller never sees
 		// it without its kubeconfig, so no node goes to the simulation.
 		attach = append(attach, func(tx store.Tx, id string) error {
+			sealed, err := s.sealKubeconfig(id, req.Kubeconfig)
+			if err != nil {
+				return err
+			}
 			return tx.SetKubeconfig(ctx, id, sealed, s.clock.Now())
 		})
 	}
@@ -84,7 +88,7 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 		s.fail(w, r, err)
 		return
 	}
-	if sealed != nil && s.OnKubeconfig != nil {
+	if req.Kubeconfig != "" && s.OnKubeconfig != nil {
 		s.OnKubeconfig(c.ID)
 	}
 	s.writeCluster(w, r, http.StatusCreated, c)

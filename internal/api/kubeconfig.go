@@ -20,8 +20,8 @@ import (
 
 // An operator attaches a cluster's Kubernetes API by giving sparecap a
 // kubeconfig. It is checked (never by contacting the cluster), sealed with
-// Options.Sealer and stored; no response ever contains it or the address
-// of the API server it names.
+// Options.Sealer bound to the cluster's ID and stored; no response ever
+// contains it or the address of the API server it names.
 
 // errNoKubeAccess answers a project token that tries to attach (or, with
 // verb "attach or detach", detach) a kubeconfig.
@@ -118,15 +118,19 @@ func keys[V any](m map[string]V) string {
 	return strings.Join(out, ", ")
 }
 
-// sealKubeconfig checks and seals a kubeconfig for SetKubeconfig.
-func (s *Server) sealKubeconfig(text string) ([]byte, error) {
+// checkAttach checks that this server can store a kubeconfig and that
+// text is one it accepts.
+func (s *Server) checkAttach(text string) error {
 	if s.Sealer == nil {
-		return nil, errNoSealer()
+		return errNoSealer()
 	}
-	if err := checkKubeconfig(text); err != nil {
-		return nil, err
-	}
-	sealed, err := s.Sealer.Seal([]byte(text))
+	return checkKubeconfig(text)
+}
+
+// sealKubeconfig seals a checked kubeconfig for SetKubeconfig, bound to
+// its cluster: it opens only for that cluster's ID.
+func (s *Server) sealKubeconfig(clusterID, text string) ([]byte, error) {
+	sealed, err := s.Sealer.Seal([]byte(text), clusterID)
 	if err != nil {
 		return nil, fmt.Errorf("seal kubeconfig: %w", err)
 	}
@@ -175,7 +179,11 @@ func (s *Server) attachKubeconfig(w http.ResponseWriter, r *http.Request, p prin
 		s.fail(w, r, err)
 		return
 	}
-	sealed, err := s.sealKubeconfig(req.Kubeconfig)
+	if err := s.checkAttach(req.Kubeconfig); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sealed, err := s.sealKubeconfig(c.ID, req.Kubeconfig)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -259,7 +267,7 @@ func (s *Server) apiAddresses(ctx context.Context, c domain.Cluster) []string {
 	if err != nil || sealed == nil {
 		return nil
 	}
-	text, err := s.Sealer.Open(sealed)
+	text, err := s.Sealer.Open(sealed, c.ID)
 	if err != nil {
 		s.log.Warn("cannot open a cluster's kubeconfig", "cluster", c.ID, "err", err)
 		return nil

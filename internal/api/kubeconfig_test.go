@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -79,7 +80,7 @@ func (k *kubeEnv) stored(id string) string {
 	if bytes.Contains(sealed, []byte(kubeToken)) || bytes.Contains(sealed, []byte(kubeHost)) {
 		k.t.Fatal("the store holds the kubeconfig unsealed")
 	}
-	text, err := k.sealer.Open(sealed)
+	text, err := k.sealer.Open(sealed, id)
 	if err != nil {
 		k.t.Fatal(err)
 	}
@@ -224,6 +225,41 @@ func TestKubeconfigValidation(t *testing.T) {
 	}
 	if e.stored(c.ClusterID) != "" || len(e.reloads()) != 0 {
 		t.Fatal("a refused kubeconfig was stored")
+	}
+}
+
+// TestKubeconfigBoundToCluster: the stored kubeconfig is sealed for its
+// cluster; copied onto another cluster's row it does not open.
+func TestKubeconfigBoundToCluster(t *testing.T) {
+	e := newKubeEnv(t)
+	a := e.create("p", createBody)
+	var b apiv1.Cluster
+	// b gets its kubeconfig at creation, a by an attach.
+	e.do("admin", "POST", "/v1/clusters", strings.Replace(createWithKubeconfig("p", testKubeconfig), `"train"`, `"infer"`, 1), 201, &b)
+	e.do("admin", "PUT", kubeconfigPath(a.ClusterID), attachBody(testKubeconfig), 200, nil)
+	for _, id := range []string{a.ClusterID, b.ClusterID} {
+		if e.stored(id) != testKubeconfig {
+			t.Fatalf("cluster %s: kubeconfig not stored", id)
+		}
+	}
+	sealedA, err := e.st.GetKubeconfig(e.ctx, a.ClusterID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sealer.Open(sealedA, b.ClusterID); !errors.Is(err, secret.ErrOpen) {
+		t.Fatalf("cluster %s's kubeconfig opened for %s: err = %v, want secret.ErrOpen", a.ClusterID, b.ClusterID, err)
+	}
+	// Copied onto b's row, it does not open there either.
+	err = e.st.Update(e.ctx, func(tx store.Tx) error { return tx.SetKubeconfig(e.ctx, b.ClusterID, sealedA, e.clk.Now()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.st.GetKubeconfig(e.ctx, b.ClusterID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sealer.Open(got, b.ClusterID); !errors.Is(err, secret.ErrOpen) {
+		t.Fatalf("a copied kubeconfig opened: err = %v", err)
 	}
 }
 

@@ -3,8 +3,16 @@
 // of the database: a copy of the database alone does not reveal them.
 //
 // A sealed value is a version byte, a random 12-byte nonce and the GCM
-// ciphertext with its tag. The version byte is authenticated too, so no
-// part of a sealed value can be altered without Open noticing.
+// ciphertext with its tag. Each value is bound to its owner, the ID of the
+// record it belongs to (a kubeconfig's cluster): the version byte and the
+// owner are the AEAD's associated data, so no part of a sealed value can be
+// altered, nor the value copied onto another record, without Open
+// noticing.
+//
+// Format version 1 sealed values without an owner. Such values are refused
+// with ErrUnbound, not opened: accepting them would let a value copied from
+// one record to another open there. Whoever stored one seals it again
+// (for a kubeconfig: attaches it again).
 package secret
 
 import (
@@ -22,12 +30,23 @@ import (
 // KeySize is the size of a key in bytes (AES-256).
 const KeySize = 32
 
-// version1 marks the format: version1 || nonce || ciphertext+tag.
-const version1 byte = 1
+// Format versions. Both are version || nonce || ciphertext+tag; version1
+// authenticated only the version byte, version2 authenticates the version
+// byte followed by the owner. Only version2 is written or opened.
+const (
+	version1 byte = 1
+	version2 byte = 2
+)
 
-// ErrOpen is returned by Open when a sealed value fails to
-// authenticate: it was sealed under another key or has been altered.
-var ErrOpen = errors.New("cannot open sealed secret: it was sealed with a different key or has been altered")
+// ErrOpen is returned by Open when a sealed value fails to authenticate:
+// it was sealed under another key, or for another owner (a kubeconfig
+// copied onto another cluster), or has been altered.
+var ErrOpen = errors.New("cannot open sealed secret: it was sealed with a different key or for another cluster, or has been altered")
+
+// ErrUnbound is returned by Open for a value in format version 1, which is
+// not bound to its owner and is refused (see the package comment).
+var ErrUnbound = errors.New("cannot open sealed secret: it is in an old format that is not bound to its cluster and is no longer accepted; " +
+	"attach the kubeconfig again (sparecap clusters attach)")
 
 // Sealer seals and opens secrets under one key. It is safe for concurrent
 // use.
@@ -134,35 +153,48 @@ func writeSync(f *os.File, b []byte) error {
 	return err
 }
 
-// Seal encrypts and authenticates plaintext. Sealing the same plaintext
-// twice gives different results.
-func (s *Sealer) Seal(plaintext []byte) ([]byte, error) {
+// Seal encrypts and authenticates plaintext, bound to owner: the ID of the
+// record it will be stored with (for a kubeconfig, its cluster's ID). Only
+// Open with the same owner opens it. Sealing the same plaintext twice gives
+// different results.
+func (s *Sealer) Seal(plaintext []byte, owner string) ([]byte, error) {
+	if owner == "" {
+		return nil, errors.New("seal: no owner to bind the secret to")
+	}
 	ns := s.aead.NonceSize()
 	out := make([]byte, 1+ns, 1+ns+len(plaintext)+s.aead.Overhead())
-	out[0] = version1
+	out[0] = version2
 	if _, err := io.ReadFull(rand.Reader, out[1:]); err != nil {
 		return nil, fmt.Errorf("seal: nonce: %w", err)
 	}
-	return s.aead.Seal(out, out[1:], plaintext, out[:1]), nil
+	return s.aead.Seal(out, out[1:], plaintext, associated(version2, owner)), nil
 }
 
-// Open returns the plaintext of a value Seal returned. It returns ErrOpen
-// if the value was sealed under another key or was altered, and a
-// descriptive error if it is not a sealed value at all.
-func (s *Sealer) Open(sealed []byte) ([]byte, error) {
+// Open returns the plaintext of a value Seal returned for the same owner.
+// It returns ErrOpen if the value was sealed under another key or for
+// another owner, or was altered; ErrUnbound if it is in format version 1;
+// and a descriptive error if it is not a sealed value at all.
+func (s *Sealer) Open(sealed []byte, owner string) ([]byte, error) {
 	ns := s.aead.NonceSize()
-	if len(sealed) == 0 {
+	switch {
+	case len(sealed) == 0:
 		return nil, errors.New("cannot open sealed secret: it is empty")
-	}
-	if sealed[0] != version1 {
-		return nil, fmt.Errorf("cannot open sealed secret: unknown format version %d (this build reads version %d)", sealed[0], version1)
-	}
-	if len(sealed) < 1+ns+s.aead.Overhead() {
+	case sealed[0] == version1:
+		return nil, ErrUnbound
+	case sealed[0] != version2:
+		return nil, fmt.Errorf("cannot open sealed secret: unknown format version %d (this build reads version %d)", sealed[0], version2)
+	case len(sealed) < 1+ns+s.aead.Overhead():
 		return nil, fmt.Errorf("cannot open sealed secret: %d bytes is too short to be one (truncated?)", len(sealed))
 	}
-	plain, err := s.aead.Open(nil, sealed[1:1+ns], sealed[1+ns:], sealed[:1])
+	plain, err := s.aead.Open(nil, sealed[1:1+ns], sealed[1+ns:], associated(sealed[0], owner))
 	if err != nil {
 		return nil, ErrOpen
 	}
 	return plain, nil
+}
+
+// associated is the AEAD associated data of a sealed value: its version
+// byte, then its owner.
+func associated(version byte, owner string) []byte {
+	return append([]byte{version}, owner...)
 }

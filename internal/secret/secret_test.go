@@ -22,17 +22,17 @@ func testSealer(t *testing.T, fill byte) *Sealer {
 func TestSealOpen(t *testing.T) {
 	s := testSealer(t, 7)
 	for _, plain := range [][]byte{[]byte("apiVersion: v1\nkind: Config\n"), {}, bytes.Repeat([]byte{0}, 1<<16)} {
-		sealed, err := s.Seal(plain)
+		sealed, err := s.Seal(plain, "c-1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sealed[0] != version1 {
+		if sealed[0] != version2 {
 			t.Fatalf("version byte %d", sealed[0])
 		}
 		if len(plain) > 8 && bytes.Contains(sealed, plain[:8]) {
 			t.Fatal("sealed value contains the plaintext")
 		}
-		got, err := s.Open(sealed)
+		got, err := s.Open(sealed, "c-1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,8 +40,8 @@ func TestSealOpen(t *testing.T) {
 			t.Fatalf("Open = %q, want %q", got, plain)
 		}
 	}
-	a, _ := s.Seal([]byte("same"))
-	b, _ := s.Seal([]byte("same"))
+	a, _ := s.Seal([]byte("same"), "c-1")
+	b, _ := s.Seal([]byte("same"), "c-1")
 	if bytes.Equal(a, b) {
 		t.Fatal("two seals of the same plaintext are equal: the nonce is not random")
 	}
@@ -49,7 +49,7 @@ func TestSealOpen(t *testing.T) {
 
 func TestOpenRefusesTamperAndWrongKey(t *testing.T) {
 	s := testSealer(t, 7)
-	sealed, err := s.Seal([]byte("token: abc"))
+	sealed, err := s.Seal([]byte("token: abc"), "c-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,13 +57,13 @@ func TestOpenRefusesTamperAndWrongKey(t *testing.T) {
 	for i := 1; i < len(sealed); i++ {
 		bad := bytes.Clone(sealed)
 		bad[i] ^= 0x01
-		if _, err := s.Open(bad); !errors.Is(err, ErrOpen) {
+		if _, err := s.Open(bad, "c-1"); !errors.Is(err, ErrOpen) {
 			t.Fatalf("byte %d flipped: err = %v, want ErrOpen", i, err)
 		}
 	}
-	if _, err := testSealer(t, 8).Open(sealed); !errors.Is(err, ErrOpen) {
+	if _, err := testSealer(t, 8).Open(sealed, "c-1"); !errors.Is(err, ErrOpen) {
 		t.Fatalf("wrong key: err = %v", err)
-	} else if !strings.Contains(err.Error(), "different key or has been altered") {
+	} else if !strings.Contains(err.Error(), "different key or for another cluster, or has been altered") {
 		t.Fatalf("wrong key message: %v", err)
 	}
 
@@ -71,12 +71,57 @@ func TestOpenRefusesTamperAndWrongKey(t *testing.T) {
 		name, in, want string
 	}{
 		{"empty", "", "empty"},
-		{"version", "\x02" + string(sealed[1:]), "unknown format version 2"},
+		{"version", "\x03" + string(sealed[1:]), "unknown format version 3"},
 		{"short", string(sealed[:10]), "too short"},
 	} {
-		if _, err := s.Open([]byte(tc.in)); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := s.Open([]byte(tc.in), "c-1"); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want it to mention %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestSealBoundToOwner: a value sealed for one cluster does not open for
+// another, so a sealed kubeconfig copied onto another cluster's row is
+// refused.
+func TestSealBoundToOwner(t *testing.T) {
+	s := testSealer(t, 7)
+	sealed, err := s.Seal([]byte("kubeconfig of A"), "c-A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{"c-B", "c-A ", "c-", "", "C-A"} {
+		if _, err := s.Open(sealed, other); !errors.Is(err, ErrOpen) {
+			t.Errorf("sealed for c-A, opened for %q: err = %v, want ErrOpen", other, err)
+		}
+	}
+	if got, err := s.Open(sealed, "c-A"); err != nil || string(got) != "kubeconfig of A" {
+		t.Fatalf("own cluster: %q, %v", got, err)
+	}
+	if _, err := s.Seal([]byte("x"), ""); err == nil {
+		t.Fatal("Seal with no owner succeeded")
+	}
+}
+
+// TestOpenRefusesVersion1: values of the old format, which were not bound
+// to their cluster, are refused with an error saying what to do, even
+// though they authenticate under the key.
+func TestOpenRefusesVersion1(t *testing.T) {
+	s := testSealer(t, 7)
+	// A version 1 value as the old Seal wrote it: only the version byte
+	// was associated data.
+	ns := s.aead.NonceSize()
+	v1 := make([]byte, 1+ns)
+	v1[0] = version1
+	v1 = s.aead.Seal(v1, v1[1:], []byte("old kubeconfig"), v1[:1])
+	if plain, err := s.aead.Open(nil, v1[1:1+ns], v1[1+ns:], v1[:1]); err != nil || string(plain) != "old kubeconfig" {
+		t.Fatalf("the test's version 1 value does not open as one: %v", err)
+	}
+	_, err := s.Open(v1, "c-1")
+	if !errors.Is(err, ErrUnbound) {
+		t.Fatalf("err = %v, want ErrUnbound", err)
+	}
+	if !strings.Contains(err.Error(), "attach the kubeconfig again") {
+		t.Fatalf("the error does not say what to do: %v", err)
 	}
 }
 
@@ -105,7 +150,7 @@ func TestLoadOrCreateKey(t *testing.T) {
 	if bytes.Equal(key, make([]byte, KeySize)) {
 		t.Fatal("key is all zeros")
 	}
-	sealed, err := s1.Seal([]byte("kubeconfig"))
+	sealed, err := s1.Seal([]byte("kubeconfig"), "c-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +159,7 @@ func TestLoadOrCreateKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s2.Open(sealed); err != nil || string(got) != "kubeconfig" {
+	if got, err := s2.Open(sealed, "c-1"); err != nil || string(got) != "kubeconfig" {
 		t.Fatalf("reloaded key: %q, %v", got, err)
 	}
 	after, _ := os.ReadFile(path)
@@ -156,12 +201,12 @@ func TestLoadOrCreateKeyConcurrent(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("loader %d: %v", i, errs[i])
 		}
-		sealed, _ := sealers[i].Seal([]byte("x"))
+		sealed, _ := sealers[i].Seal([]byte("x"), "c-1")
 		final, err := LoadOrCreateKey(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := final.Open(sealed); err != nil {
+		if _, err := final.Open(sealed, "c-1"); err != nil {
 			t.Fatalf("loader %d got a key other than the file's: %v", i, err)
 		}
 	}

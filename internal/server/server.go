@@ -191,7 +191,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		if err != nil || sealed == nil {
 			return nil, err
 		}
-		return sealer.Open(sealed)
+		return sealer.Open(sealed, id)
 	}, s.Sim, kopts)
 	machines, closeMachines, err := machineProvider(o, s)
 	if err != nil {
