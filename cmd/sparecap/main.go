@@ -108,6 +108,9 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.StringArrayVar(&nodeTaints, "node-taint", nil, "KEY[=VALUE]:EFFECT taint added to every node in attached clusters (repeatable)")
 	f.StringArrayVar(&preemptibleTaints, "preemptible-taint", nil, "KEY[=VALUE]:EFFECT taint added to preemptible nodes only, so pods must tolerate it to land there (repeatable)")
 	f.IntVar(&o.Workers, "workers", 64, "node steps (provisioning, drains) run at once")
+	f.BoolVar(&o.AllowKubeconfigPlugins, "allow-kubeconfig-plugins", false, "accept kubeconfigs with exec credential plugins, auth-providers or proxy-urls. "+
+		"RISKY: such a kubeconfig (often written by the tenant) runs its command on this host as the server user, with the server's environment (the admin token included), "+
+		"or sends the cluster's traffic and credentials through the proxy it names")
 	return cmd
 }
 

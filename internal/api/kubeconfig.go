@@ -15,6 +15,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -40,7 +41,11 @@ func errNoSealer() error {
 // Every problem is a 400 naming the field "kubeconfig". Paths to files
 // (certificates, keys, token files) are refused: only the kubeconfig is
 // stored, and the server must not read its own files on a caller's behalf.
-func checkKubeconfig(text string) error {
+// Unless allowPlugins, so are exec credential plugins, auth-providers and
+// proxy-urls anywhere in the file (kube.CheckKubeconfig): they would run
+// commands on the server, with its environment, or send the cluster's
+// traffic elsewhere.
+func checkKubeconfig(text string, allowPlugins bool) error {
 	bad := func(format string, args ...any) error {
 		return invalid("kubeconfig", "kubeconfig: "+format, args...)
 	}
@@ -50,6 +55,9 @@ func checkKubeconfig(text string) error {
 	cfg, err := clientcmd.Load([]byte(text))
 	if err != nil {
 		return bad("not a valid kubeconfig: %v", err)
+	}
+	if err := kube.CheckKubeconfig([]byte(text), allowPlugins); err != nil {
+		return bad("%s", strings.TrimPrefix(err.Error(), kube.ErrKubeconfigPlugin.Error()+": "))
 	}
 	if cfg.CurrentContext == "" {
 		return bad("it has no current-context; set one (kubectl config use-context NAME) or export just the one you need (kubectl config view --minify --flatten --raw)")
@@ -124,7 +132,7 @@ func (s *Server) checkAttach(text string) error {
 	if s.Sealer == nil {
 		return errNoSealer()
 	}
-	return checkKubeconfig(text)
+	return checkKubeconfig(text, s.AllowKubeconfigPlugins)
 }
 
 // sealKubeconfig seals a checked kubeconfig for SetKubeconfig, bound to

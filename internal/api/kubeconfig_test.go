@@ -48,16 +48,25 @@ type kubeEnv struct {
 
 func newKubeEnv(t *testing.T) *kubeEnv {
 	t.Helper()
+	return newKubeEnvOpts(t, Options{})
+}
+
+// newKubeEnvOpts is newKubeEnv with opts; Sealer and OnKubeconfig are set
+// here.
+func newKubeEnvOpts(t *testing.T, opts Options) *kubeEnv {
+	t.Helper()
 	sealer, err := secret.NewSealer(bytes.Repeat([]byte{3}, secret.KeySize))
 	if err != nil {
 		t.Fatal(err)
 	}
 	k := &kubeEnv{sealer: sealer}
-	k.env = newEnvOpts(t, Options{Sealer: sealer, OnKubeconfig: func(id string) {
+	opts.Sealer = sealer
+	opts.OnKubeconfig = func(id string) {
 		k.mu.Lock()
 		defer k.mu.Unlock()
 		k.calls = append(k.calls, id)
-	}})
+	}
+	k.env = newEnvOpts(t, opts)
 	return k
 }
 
@@ -225,6 +234,64 @@ func TestKubeconfigValidation(t *testing.T) {
 	}
 	if e.stored(c.ClusterID) != "" || len(e.reloads()) != 0 {
 		t.Fatal("a refused kubeconfig was stored")
+	}
+}
+
+// pluginKubeconfigs are kubeconfigs that would run code on the server or
+// send its traffic elsewhere, each with the field its refusal names.
+var pluginKubeconfigs = []struct{ name, kubeconfig, field string }{
+	{"exec", strings.Replace(testKubeconfig, "    token: "+kubeToken+"\n",
+		"    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/sh\n      args: [-c, 'echo $SPARECAP_ADMIN_TOKEN']\n      interactiveMode: Never\n", 1),
+		`user "sparecap" has an exec credential plugin (users[].user.exec)`},
+	{"auth-provider", strings.Replace(testKubeconfig, "    token: "+kubeToken+"\n",
+		"    auth-provider:\n      name: oidc\n      config: {idp-issuer-url: 'https://issuer.example'}\n", 1),
+		`user "sparecap" has an auth-provider (users[].user.auth-provider)`},
+	{"proxy-url", strings.Replace(testKubeconfig, "    certificate-authority-data: Y2VydA==\n",
+		"    certificate-authority-data: Y2VydA==\n    proxy-url: 'http://proxy.example:3128'\n", 1),
+		`cluster "prod" has a proxy-url (clusters[].cluster.proxy-url)`},
+	// Not only the current context's entries: every one in the file.
+	{"exec in another user", strings.Replace(testKubeconfig, "users:\n",
+		"users:\n- name: spare\n  user:\n    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/true, interactiveMode: Never}\n", 1),
+		`user "spare" has an exec credential plugin`},
+}
+
+// TestKubeconfigPluginsRefused: exec plugins, auth-providers and
+// proxy-urls are refused with a 400 naming the field, on attach and on
+// create, and nothing is stored.
+func TestKubeconfigPluginsRefused(t *testing.T) {
+	e := newKubeEnv(t)
+	c := e.create("p", createBody)
+	for _, tc := range pluginKubeconfigs {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, req := range []struct{ method, path, body string }{
+				{"PUT", kubeconfigPath(c.ClusterID), attachBody(tc.kubeconfig)},
+				{"POST", "/v1/clusters", createWithKubeconfig("p", tc.kubeconfig)},
+			} {
+				got := e.apiErr("admin", req.method, req.path, req.body, 400)
+				if got.Code != apiv1.CodeInvalid || got.Field != "kubeconfig" || !strings.HasPrefix(got.Message, "kubeconfig: ") ||
+					!strings.Contains(got.Message, tc.field) || !strings.Contains(got.Message, "--allow-kubeconfig-plugins") {
+					t.Fatalf("%s %s: got %+v\nwant a 400 for field kubeconfig naming %q and the flag", req.method, req.path, got, tc.field)
+				}
+			}
+		})
+	}
+	if e.stored(c.ClusterID) != "" || len(e.reloads()) != 0 {
+		t.Fatal("a refused kubeconfig was stored")
+	}
+	if cs, _ := e.st.ListClusters(e.ctx, ""); len(cs) != 1 {
+		t.Fatalf("refused creates left clusters: %+v", cs)
+	}
+}
+
+// TestKubeconfigPluginsAllowed: a server told to allow them stores them.
+func TestKubeconfigPluginsAllowed(t *testing.T) {
+	e := newKubeEnvOpts(t, Options{AllowKubeconfigPlugins: true})
+	c := e.create("p", createBody)
+	for _, tc := range pluginKubeconfigs {
+		e.do("admin", "PUT", kubeconfigPath(c.ClusterID), attachBody(tc.kubeconfig), 200, nil)
+		if e.stored(c.ClusterID) != tc.kubeconfig {
+			t.Fatalf("%s: not stored", tc.name)
+		}
 	}
 }
 

@@ -52,6 +52,11 @@ type Options struct {
 	// Sealer seals the kubeconfigs operators attach to clusters. Without
 	// it attaching is refused (503); detaching still works.
 	Sealer *secret.Sealer
+	// AllowKubeconfigPlugins accepts kubeconfigs with exec credential
+	// plugins, auth-providers or proxy-urls, which are refused otherwise:
+	// they run commands on this server, with its environment, or send a
+	// cluster's traffic elsewhere (kube.CheckKubeconfig).
+	AllowKubeconfigPlugins bool
 	// OnKubeconfig, if set, is called with a cluster's ID after a
 	// kubeconfig was attached to it or detached from it (committed), so
 	// that the driver layer reloads that cluster's client. It is called

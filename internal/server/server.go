@@ -80,6 +80,11 @@ type Options struct {
 	// Kube configures the drivers of attached clusters (rate limits, call
 	// timeout, labels and taints for nodes).
 	Kube kube.Options
+	// AllowKubeconfigPlugins accepts kubeconfigs with exec credential
+	// plugins, auth-providers or proxy-urls (kube.CheckKubeconfig), which
+	// run commands on this host with the server's environment or send a
+	// cluster's traffic elsewhere. Off by default.
+	AllowKubeconfigPlugins bool
 	// Workers bounds the node steps running at once (controller.Config).
 	Workers int
 	Log     *slog.Logger
@@ -209,6 +214,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	apiHandler := api.New(st, s.Controller, clk, s.AdminToken, o.Log)
 	apiHandler.Meter = s.Meter
 	apiHandler.Sealer = sealer
+	apiHandler.AllowKubeconfigPlugins = o.AllowKubeconfigPlugins
 	apiHandler.OnKubeconfig = func(id string) {
 		s.Kube.Reload(id)
 		s.Controller.Kick()
