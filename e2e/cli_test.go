@@ -143,6 +143,10 @@ func TestServerFlagErrors(t *testing.T) {
 		{[]string{"--kube-timeout", "10ms"}, "--kube-timeout must be at least 1s"},
 		{[]string{"--kube-qps", "0"}, "--kube-qps and --kube-burst must be positive"},
 		{[]string{"--workers", "0"}, "--workers must be at least 1"},
+		{[]string{"--provision-hook-env", "SITE=a"}, "--provision-hook-env needs --machine-provider exec"},
+		{[]string{"--machine-provider", "exec", "--provision-hook", "/bin/true", "--provision-hook-env", "SPARECAP_ADMIN_TOKEN"},
+			"--provision-hook-env: SPARECAP_ADMIN_TOKEN: SPARECAP_ variables are the server's own"},
+		{[]string{"--machine-provider", "exec", "--provision-hook", "/bin/true", "--provision-hook-env", "NO SUCH=1"}, `--provision-hook-env: "NO SUCH=1": want NAME=VALUE`},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
 		args := append([]string{"server", "--addr", "127.0.0.1:0", "--data-dir", dir}, tc.args...)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"regexp"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,7 +35,7 @@ func main() {
 
 func serverCmd() *cobra.Command {
 	var o server.Options
-	var nodeLabels, nodeTaints, preemptibleTaints []string
+	var nodeLabels, nodeTaints, preemptibleTaints, hookEnv []string
 	var logLevel string
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -65,6 +67,9 @@ with this server's URL and that token, so the CLI works at once.`,
 				o.Cooldown = -1 // the controller reads 0 as "default"
 			}
 			if err := kubeFlags(&o, nodeLabels, nodeTaints, preemptibleTaints); err != nil {
+				return err
+			}
+			if err := provisionHookEnv(&o, hookEnv); err != nil {
 				return err
 			}
 			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
@@ -101,6 +106,7 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.StringVar(&o.ProvisionHook, "provision-hook", "", "program run as HOOK provision|deprovision MACHINE CLUSTER NODE with a JSON document on stdin (--machine-provider exec; see docs/kubernetes.md)")
 	f.StringArrayVar(&o.ProvisionHookArgs, "provision-hook-arg", nil, "argument passed to the hook before the action (repeatable)")
 	f.DurationVar(&o.ProvisionHookTimeout, "provision-hook-timeout", 10*time.Minute, "how long one run of the hook may take before it is killed")
+	f.StringArrayVar(&hookEnv, "provision-hook-env", nil, "NAME=VALUE, or NAME to pass on the server's value, added to the hook's environment, which otherwise holds only PATH, HOME, LANG, LC_ALL, TZ, TMPDIR and the SPARECAP_ variables of the run (repeatable)")
 	f.Float32Var(&o.Kube.QPS, "kube-qps", kube.DefaultQPS, "client-side rate limit of calls to each attached cluster's API server, per second")
 	f.IntVar(&o.Kube.Burst, "kube-burst", kube.DefaultBurst, "burst above --kube-qps allowed to each attached cluster's API server")
 	f.DurationVar(&o.Kube.Timeout, "kube-timeout", kube.DefaultTimeout, "timeout of each call to a cluster's API server")
@@ -165,6 +171,37 @@ func kubeFlags(o *server.Options, labels, taints, preemptible []string) error {
 			}
 			*set.out = append(*set.out, t)
 		}
+	}
+	return nil
+}
+
+// envName is a portable environment variable name.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// provisionHookEnv checks the --provision-hook-env entries into
+// o.ProvisionHookEnv as NAME=VALUE. A bare NAME takes the server's value,
+// so a secret need not appear on the command line. SPARECAP_ names are
+// refused: they are the server's own (its admin token) or set by sparecap
+// for each run.
+func provisionHookEnv(o *server.Options, entries []string) error {
+	if len(entries) > 0 && o.MachineProvider != "exec" {
+		return fmt.Errorf("--provision-hook-env needs --machine-provider exec")
+	}
+	for _, e := range entries {
+		name, value, hasValue := strings.Cut(e, "=")
+		switch {
+		case !envName.MatchString(name):
+			return fmt.Errorf("--provision-hook-env: %q: want NAME=VALUE, or NAME to pass on the server's value", e)
+		case strings.HasPrefix(strings.ToUpper(name), "SPARECAP_"):
+			return fmt.Errorf("--provision-hook-env: %s: SPARECAP_ variables are the server's own or set by sparecap for each run; a hook never gets the server's", name)
+		case !hasValue:
+			v, ok := os.LookupEnv(name)
+			if !ok {
+				return fmt.Errorf("--provision-hook-env: %s is not set in the server's environment (give NAME=VALUE to set it)", name)
+			}
+			value = v
+		}
+		o.ProvisionHookEnv = append(o.ProvisionHookEnv, name+"="+value)
 	}
 	return nil
 }

@@ -64,6 +64,54 @@ func TestExecProvider(t *testing.T) {
 	}
 }
 
+// TestExecProviderEnvironment: the hook gets the operator's extras and
+// none of the server's own environment, its admin token least of all.
+func TestExecProviderEnvironment(t *testing.T) {
+	const token = "admin-token-from-the-environment"
+	t.Setenv("SPARECAP_ADMIN_TOKEN", token)
+	t.Setenv("SPARECAP_TEST_SERVER_SECRET", token)
+	ctx := context.Background()
+	dir := t.TempDir()
+	hook := filepath.Join(dir, "hook.sh")
+	envFile := filepath.Join(dir, "env")
+	script := "#!/bin/bash\ncat >/dev/null\nenv > " + envFile + ".tmp && mv " + envFile + ".tmp " + envFile + "\necho '{}'\n"
+	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := Start(ctx, Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: token,
+		MachineProvider: "exec", ProvisionHook: hook, ProvisionHookTimeout: 10 * time.Second,
+		ProvisionHookEnv: []string{"SITE=rack-7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := client.New(srv.URL, token)
+	if _, err := c.CreateProject(ctx, "team"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateCluster(ctx, apiv1.CreateClusterRequest{ProjectID: "team", ClusterName: "a", Region: "us-central-2",
+		GPUType: "RTX_6000_PCI", ClusterType: "KUBERNETES", BillingType: "ON_DEMAND", NumGPUs: 8}); err != nil {
+		t.Fatal(err)
+	}
+	var env []byte
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if env, err = os.ReadFile(envFile); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hook did not run")
+		}
+	}
+	if strings.Contains(string(env), token) {
+		t.Fatalf("the hook saw the server's admin token:\n%s", env)
+	}
+	for _, want := range []string{"\nSITE=rack-7\n", "\nPATH=", "\nSPARECAP_ACTION=provision\n"} {
+		if !strings.Contains("\n"+string(env), want) {
+			t.Errorf("the hook's environment lacks %q:\n%s", strings.TrimSpace(want), env)
+		}
+	}
+}
+
 func check(ctx context.Context, c *client.Client, id, want string) error {
 	cl, err := c.GetCluster(ctx, id)
 	if err != nil {

@@ -77,6 +77,9 @@ type Options struct {
 	ProvisionHook        string
 	ProvisionHookArgs    []string
 	ProvisionHookTimeout time.Duration
+	// ProvisionHookEnv holds KEY=VALUE entries added to the hook's
+	// otherwise minimal environment (exechook.Config.Env).
+	ProvisionHookEnv []string
 	// Kube configures the drivers of attached clusters (rate limits, call
 	// timeout, labels and taints for nodes).
 	Kube kube.Options
@@ -287,7 +290,7 @@ func machineProvider(o Options, s *Server) (driver.MachineProvider, func(), erro
 			return nil, nil, errors.New("the exec machine provider needs a provision hook (--provision-hook)")
 		}
 		p, err := exechook.New(exechook.Config{Program: o.ProvisionHook, Args: o.ProvisionHookArgs,
-			Timeout: o.ProvisionHookTimeout, Log: o.Log})
+			Timeout: o.ProvisionHookTimeout, Env: o.ProvisionHookEnv, Log: o.Log})
 		if err != nil {
 			return nil, nil, err
 		}

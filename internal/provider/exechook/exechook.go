@@ -17,7 +17,11 @@
 // where ARGS are Config.Args. The cluster ID of a deprovision is the
 // cluster the node belonged to.
 //
-// The environment is sparecap's own, then Config.Env, then
+// The environment is minimal, not sparecap's own: the server's holds its
+// admin token and whatever else it was started with, none of which is the
+// hook's business. A hook gets PATH (a standard one if the server has
+// none), then HOME, LANG, LC_ALL, TZ and TMPDIR when the server has them,
+// then Config.Env (the operator's explicit extras), then
 //
 //	SPARECAP_ACTION       provision or deprovision
 //	SPARECAP_MACHINE_ID   the machine ID
@@ -25,7 +29,9 @@
 //	SPARECAP_NODE_NAME    the Kubernetes node name
 //
 // where a later entry overrides an earlier one of the same name, so
-// Config.Env cannot change the SPARECAP_ variables.
+// Config.Env cannot change the SPARECAP_ variables. Nothing else is passed:
+// a hook that needs credentials gets them through Config.Env or reads them
+// itself.
 //
 // Standard input holds one JSON document (snake_case keys), for example:
 //
@@ -133,9 +139,17 @@ type Config struct {
 	Timeout time.Duration
 	// Log receives a line per hook run; nil discards.
 	Log *slog.Logger
-	// Env holds extra KEY=value entries for the hook's environment.
+	// Env holds extra KEY=value entries for the hook's environment, which
+	// otherwise holds only the few variables the package comment lists.
 	Env []string
 }
+
+// inherited names the variables of the server's environment a hook gets,
+// if they are set; PATH gets defaultPath if it is not.
+var inherited = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"}
+
+// defaultPath is a hook's PATH when the server has none.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // Provider is a driver.MachineProvider that runs an exec hook. It is safe
 // for concurrent use.
@@ -181,6 +195,11 @@ func New(cfg Config) (*Provider, error) {
 	// Absolute, so the hook stays the same if the working directory changes.
 	if path, err = filepath.Abs(path); err != nil {
 		return nil, fmt.Errorf("exechook: %w", err)
+	}
+	for _, kv := range cfg.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, fmt.Errorf("exechook: environment entry %q: want KEY=VALUE", kv)
+		}
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
@@ -281,7 +300,7 @@ func (p *Provider) run(req request) error {
 
 	args := append(append([]string(nil), p.args...), req.Action, req.Machine.ID, req.ClusterID, req.Node.Name)
 	cmd := exec.CommandContext(ctx, p.program, args...)
-	cmd.Env = append(append(os.Environ(), p.env...),
+	cmd.Env = append(append(baseEnv(), p.env...),
 		"SPARECAP_ACTION="+req.Action,
 		"SPARECAP_MACHINE_ID="+req.Machine.ID,
 		"SPARECAP_CLUSTER_ID="+req.ClusterID,
@@ -304,6 +323,22 @@ func (p *Provider) run(req request) error {
 		log.Warn("exec hook failed", "duration", time.Since(start), "err", err)
 	}
 	return err
+}
+
+// baseEnv returns the part of the server's environment a hook gets: the
+// inherited variables that are set, and PATH in any case.
+func baseEnv() []string {
+	env := make([]string, 0, len(inherited))
+	for _, k := range inherited {
+		v, ok := os.LookupEnv(k)
+		if k == "PATH" && v == "" {
+			v, ok = defaultPath, true
+		}
+		if ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // result turns how the hook ended into its error, logging its message on

@@ -154,7 +154,6 @@ func decodeJSON(t *testing.T, s string) map[string]any {
 }
 
 func TestProvisionSuccess(t *testing.T) {
-	t.Setenv("SPARECAP_TEST_PARENT", "from-parent")
 	var logs syncBuffer
 	p, _, dir := setup(t, recordBody, Config{
 		Args: []string{"--site", "a b"},
@@ -192,19 +191,13 @@ func TestProvisionSuccess(t *testing.T) {
 		t.Errorf("args:\n%s\nwant:\n%s", args, wantArgs)
 	}
 
-	env := map[string]string{}
-	for _, l := range strings.Split(readFile(t, filepath.Join(dir, "env.provision")), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			env[k] = v
-		}
-	}
+	env := readEnv(t, filepath.Join(dir, "env.provision"))
 	for k, v := range map[string]string{
-		"SPARECAP_ACTION":      "provision",
-		"SPARECAP_MACHINE_ID":  "m-1",
-		"SPARECAP_CLUSTER_ID":  "c-4",
-		"SPARECAP_NODE_NAME":   "gpu-preemptible-dp-3",
-		"EXTRA":                "extra-value",
-		"SPARECAP_TEST_PARENT": "from-parent",
+		"SPARECAP_ACTION":     "provision",
+		"SPARECAP_MACHINE_ID": "m-1",
+		"SPARECAP_CLUSTER_ID": "c-4",
+		"SPARECAP_NODE_NAME":  "gpu-preemptible-dp-3",
+		"EXTRA":               "extra-value",
 	} {
 		if env[k] != v {
 			t.Errorf("env %s = %q, want %q", k, env[k], v)
@@ -213,6 +206,78 @@ func TestProvisionSuccess(t *testing.T) {
 
 	if !strings.Contains(logs.String(), "did provision on m-1") {
 		t.Errorf("hook message not logged:\n%s", logs.String())
+	}
+}
+
+// readEnv parses the output of env(1), as recordBody saves it.
+func readEnv(t *testing.T, path string) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	for _, l := range strings.Split(readFile(t, path), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// TestHookEnvironment: a hook gets a minimal environment, never the
+// server's own variables (its admin token above all), but PATH, HOME, the
+// locale and the operator's extras.
+func TestHookEnvironment(t *testing.T) {
+	const secretValue = "s3cret-value-of-the-server"
+	for _, k := range []string{"SPARECAP_ADMIN_TOKEN", "SPARECAP_TOKEN", "SPARECAP_TEST_PARENT", "DATABASE_URL", "AWS_SECRET_ACCESS_KEY"} {
+		t.Setenv(k, secretValue)
+	}
+	t.Setenv("LANG", "C.UTF-8")
+	t.Setenv("TZ", "UTC")
+	t.Setenv("TMPDIR", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	// Unset in the server: not passed at all.
+	t.Setenv("LC_ALL", "")
+	os.Unsetenv("LC_ALL")
+
+	p, _, dir := setup(t, recordBody, Config{Env: []string{"EXTRA=extra-value", "SITE_TOKEN=operator-chose-this"}})
+	if err := until(prepare(p, testMachine, testSpec)); err != nil {
+		t.Fatal(err)
+	}
+	raw := readFile(t, filepath.Join(dir, "env.provision"))
+	if strings.Contains(raw, secretValue) {
+		t.Fatalf("the hook saw a variable of the server's environment:\n%s", raw)
+	}
+	env := readEnv(t, filepath.Join(dir, "env.provision"))
+	want := map[string]string{
+		"PATH":                os.Getenv("PATH"),
+		"HOME":                os.Getenv("HOME"),
+		"LANG":                "C.UTF-8",
+		"TZ":                  "UTC",
+		"TMPDIR":              os.Getenv("TMPDIR"),
+		"EXTRA":               "extra-value",
+		"SITE_TOKEN":          "operator-chose-this",
+		"HOOK_DIR":            dir,
+		"SPARECAP_ACTION":     "provision",
+		"SPARECAP_MACHINE_ID": "m-1",
+		"SPARECAP_CLUSTER_ID": "c-4",
+		"SPARECAP_NODE_NAME":  "gpu-preemptible-dp-3",
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("env %s = %q, want %q", k, env[k], v)
+		}
+	}
+	// Anything else was added by bash itself (PWD, SHLVL, _), never taken
+	// from the server.
+	for k := range env {
+		if _, ok := want[k]; !ok && k != "PWD" && k != "SHLVL" && k != "_" && k != "OLDPWD" {
+			t.Errorf("the hook got %s=%q, which is not in its minimal environment", k, env[k])
+		}
+	}
+
+	// A server without PATH still gives its hook a standard one.
+	t.Setenv("PATH", "")
+	os.Unsetenv("PATH")
+	if got := baseEnv(); got[0] != "PATH="+defaultPath {
+		t.Errorf("without PATH: %v", got)
 	}
 }
 
@@ -560,6 +625,14 @@ func TestNew(t *testing.T) {
 		if p, err := New(Config{Program: prog}); err == nil {
 			p.Close()
 			t.Errorf("New(%q) succeeded", prog)
+		}
+	}
+	for _, kv := range []string{"NOVALUE", "=value"} {
+		if p, err := New(Config{Program: hook, Env: []string{kv}}); err == nil || !strings.Contains(err.Error(), "want KEY=VALUE") {
+			if p != nil {
+				p.Close()
+			}
+			t.Errorf("New with Env %q: err = %v", kv, err)
 		}
 	}
 
