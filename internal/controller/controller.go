@@ -35,7 +35,26 @@ type Config struct {
 	// Workers is how many node steps run at once (default 64). Steps wait
 	// on their cluster's API, so this bounds concurrent API calls, not CPU.
 	Workers int
+	// NodeLostAfter: a ready node whose Node object stays NotReady this
+	// long is lost: billing stops, its machine is taken back and the node
+	// replaced (default 5 minutes). A Node object deleted behind sparecap's
+	// back is lost at once.
+	NodeLostAfter time.Duration
+	// RegisterTimeout: a node that has not registered Ready this long
+	// after provisioning started goes back and is replaced (default 15
+	// minutes). Its machine is taken out of service after MaxFailures
+	// such timeouts in a row.
+	RegisterTimeout time.Duration
+	// CleanupBudget bounds the attempt to delete a removed node's objects
+	// from its cluster before its machine is handed on (default 1 s): a
+	// cluster whose API is slow or down gets its cleanup retried in the
+	// background instead.
+	CleanupBudget time.Duration
 }
+
+// MaxFailures is how many registration timeouts in a row take a machine
+// out of service.
+const MaxFailures = 3
 
 func (c *Config) defaults() {
 	if c.DrainWindow <= 0 {
@@ -52,6 +71,15 @@ func (c *Config) defaults() {
 	}
 	if c.Workers <= 0 {
 		c.Workers = 64
+	}
+	if c.NodeLostAfter <= 0 {
+		c.NodeLostAfter = 5 * time.Minute
+	}
+	if c.RegisterTimeout <= 0 {
+		c.RegisterTimeout = 15 * time.Minute
+	}
+	if c.CleanupBudget <= 0 {
+		c.CleanupBudget = time.Second
 	}
 }
 
@@ -87,6 +115,8 @@ type Controller struct {
 	busyMu  sync.Mutex
 	busy    map[string]bool // nodes whose step is running
 	backoff backoff
+	// lastSweep is when ready nodes were last checked for loss.
+	lastSweep time.Time
 }
 
 // Observation is a step the controller took on a node. Kind says which:
@@ -333,7 +363,9 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 	}
 	s.Clusters[i].Deleting = true
 	pl := c.plan(s, now)
+	added := false
 	err = c.commit(ctx, pl, now, func(tx store.Tx) error {
+		added = false
 		cur, err := tx.GetCluster(ctx, id)
 		if err != nil {
 			return err
@@ -341,7 +373,7 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 		if cur.Deleting {
 			return nil
 		}
-		cur.Deleting = true
+		cur.Deleting, added = true, true
 		if _, err := tx.AddEvent(ctx, domain.Event{
 			ID: c.NewID("ev-"), ClusterID: id, Reason: domain.ReasonClusterDeleting, Timestamp: now,
 			Message: "cluster deletion requested; every node is drained and its machine freed",
@@ -352,6 +384,11 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 	})
 	if err != nil {
 		return domain.Cluster{}, fmt.Errorf("delete cluster %s: %w", id, err)
+	}
+	if added {
+		// ClusterDeleting is an event too: wake the event streams even
+		// when the plan itself added none (a cluster with no nodes).
+		c.notify()
 	}
 	c.Kick()
 	return c.store.GetCluster(ctx, id)
@@ -441,16 +478,19 @@ func (c *Controller) commit(ctx context.Context, pl allocator.Plan, now time.Tim
 			switch {
 			case n.State == domain.NodePending:
 				n.State, n.RemovedAt = domain.NodeRemoved, now
-			case n.ReadyAt.IsZero():
-				// Never joined the cluster: nothing to drain.
-				n.State = domain.NodeRemoving
 			default:
+				// A provisioning node gets the full notice too: its Node
+				// may have joined the cluster and taken pods before the
+				// controller recorded it ready. One that never joined has
+				// nothing to notify and is released at once.
 				n.State, n.Deadline, n.Notified = domain.NodeDraining, r.Deadline, false
 				reason, msg := drainMessage(n, r.Cause)
 				if err := addEvent(domain.Event{ClusterID: n.ClusterID, NodeID: n.ID, NodeName: n.Name, Reason: reason, Message: msg, Deadline: r.Deadline}); err != nil {
 					return err
 				}
-				obs = append(obs, drainObservation(KindDrainStarted, n, now))
+				if !n.ReadyAt.IsZero() {
+					obs = append(obs, drainObservation(KindDrainStarted, n, now))
+				}
 			}
 			if err := tx.UpdateNode(ctx, n); err != nil {
 				return fmt.Errorf("reclaim node %s: %w", r.NodeID, err)
@@ -466,9 +506,10 @@ func (c *Controller) commit(ctx context.Context, pl allocator.Plan, now time.Tim
 			n := domain.Node{
 				ID: c.NewID("n-"), ClusterID: cl.ID, MachineID: p.MachineID, Class: p.Class, GPUs: p.GPUs,
 				Name: domain.NodeName(p.Class, cl.NodeSeq), State: domain.NodeProvisioning, CreatedAt: now,
+				ProvisioningAt: now,
 			}
 			if p.Pending {
-				n.State = domain.NodePending
+				n.State, n.ProvisioningAt = domain.NodePending, time.Time{}
 			}
 			if err := tx.CreateNode(ctx, n); err != nil {
 				return fmt.Errorf("provision %s on %s: %w", n.Name, p.MachineID, err)

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/sparecap/sparecap/internal/allocator"
 	"github.com/sparecap/sparecap/internal/domain"
@@ -38,16 +35,17 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // nextWait is how long the loop sleeps: until next, at most interval.
-// Work already overdue (a deadline pass that failed, say because the
-// cluster's API is down) is retried after a tenth of the interval, soon
-// but without spinning.
+// Overdue work does not shorten the sleep: a node whose step failed waits
+// for its backoff (retryAt), one whose step is still running kicks the
+// loop when it ends, and nothing else is ever overdue, because the
+// deadline step needs no answer from the tenant's cluster.
 func nextWait(next, now time.Time, interval time.Duration) time.Duration {
 	if next.IsZero() {
 		return interval
 	}
 	d := next.Sub(now)
 	if d <= 0 {
-		return interval / 10
+		return interval
 	}
 	return min(d, interval)
 }
@@ -57,12 +55,17 @@ var inFlight = []domain.NodeState{domain.NodePending, domain.NodeProvisioning, d
 
 // Reconcile runs one pass and waits for every node step it started: plan
 // and commit what changed, step every node in flight (concurrently, up to
-// Config.Workers at a time), finish deleted clusters and prune old events.
-// It returns the earliest time something is due (a drain deadline, a
-// cooldown end, a retry), or zero.
+// Config.Workers at a time), clean up what removed nodes left in their
+// clusters, check ready nodes for loss, finish deleted clusters and prune
+// old events. It returns the earliest time something is due (a drain
+// deadline, a registration timeout, a cooldown end, a retry), or zero.
 func (c *Controller) Reconcile(ctx context.Context) (time.Time, error) {
 	return c.pass(ctx, true)
 }
+
+// sweepEvery is how often ready nodes are checked against their Node
+// objects (a deleted Node, or one NotReady too long, makes the node lost).
+const sweepEvery = 5 * time.Second
 
 // pass is Reconcile; with wait false it returns without waiting for the
 // node steps it started. A node whose step is still running from an
@@ -73,9 +76,11 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
+	now := c.clock.Now()
 	next := pl.NextWake
 	earlier := func(t time.Time) {
-		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+		// Only the future counts: see nextWait.
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
 	}
@@ -84,22 +89,24 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("list nodes in flight: %w", err)
 	}
+	cleanups, err := c.store.ListNodes(ctx, store.NodeFilter{CleanupPending: true, IncludeRemoved: true})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("list nodes to clean up: %w", err)
+	}
 	var (
 		errMu sync.Mutex
 		errs  []error
 		wg    sync.WaitGroup
 	)
-	now := c.clock.Now()
-	for _, n := range nodes {
-		if n.State == domain.NodeDraining {
-			earlier(n.Deadline)
-		}
-		if at := c.backoff.retryAt(n, now); now.Before(at) {
+	// start runs f for the work key in the background (or inline, see
+	// below), unless its backoff says later or a run for key is going on.
+	start := func(key string, n domain.Node, f func(context.Context, domain.Node) error) {
+		if at := c.backoff.retryAt(key, n, now); now.Before(at) {
 			earlier(at)
-			continue
+			return
 		}
-		if !c.claim(n.ID) {
-			continue
+		if !c.claim(key) {
+			return
 		}
 		wg.Add(1)
 		c.steps.Add(1)
@@ -112,22 +119,22 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 		run(func() {
 			defer c.steps.Done()
 			defer wg.Done()
-			defer c.release(n.ID)
+			defer c.release(key)
 			select {
 			case c.workers <- struct{}{}:
 			case <-ctx.Done():
 				return
 			}
-			err := c.step(ctx, n)
+			err := f(ctx, n)
 			<-c.workers
 			if ctx.Err() != nil {
 				return
 			}
 			if err != nil {
-				c.backoff.fail(n.ID, c.clock.Now())
+				c.backoff.fail(key, c.clock.Now(), err)
 				c.noteError(ctx, n, err)
 			} else {
-				c.backoff.ok(n.ID)
+				c.backoff.ok(key)
 				c.clearError(ctx, n)
 			}
 			if wait {
@@ -145,6 +152,24 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 			}
 			c.Kick()
 		})
+	}
+	for _, n := range nodes {
+		switch n.State {
+		case domain.NodeDraining:
+			earlier(n.Deadline)
+		case domain.NodeProvisioning:
+			earlier(c.registerBy(n))
+		}
+		start(n.ID, n, c.step)
+	}
+	for _, n := range cleanups {
+		start(cleanupKey(n.ID), n, c.stepCleanup)
+	}
+	if now.Sub(c.lastSweep) >= sweepEvery {
+		if err := c.sweep(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		c.lastSweep = now
 	}
 	if wait {
 		wg.Wait()
@@ -208,8 +233,14 @@ func changes(s allocator.Snapshot, pl allocator.Plan) bool {
 	return false
 }
 
+// step moves node n one step on. n may be a stale copy (listed before an
+// earlier step of the same node finished): the step starts from the
+// stored node.
 func (c *Controller) step(ctx context.Context, n domain.Node) error {
-	var err error
+	n, err := c.store.GetNode(ctx, n.ID)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", n.ID, err)
+	}
 	switch n.State {
 	case domain.NodePending:
 		err = c.stepPending(ctx, n)
@@ -226,11 +257,15 @@ func (c *Controller) step(ctx context.Context, n domain.Node) error {
 	return nil
 }
 
+// anyState makes a transition apply in whatever state the node is.
+const anyState domain.NodeState = ""
+
 // errStale: the node moved on since it was read; the step is dropped.
 var errStale = errors.New("node state changed")
 
-// transition applies change to the node if it is still in state from,
-// in one transaction under the plan lock, with the events change returns.
+// transition applies change to the node if it is still in state from
+// (anyState: whatever its state), in one transaction under the plan lock,
+// with the events change returns.
 func (c *Controller) transition(ctx context.Context, id string, from domain.NodeState, change func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error)) (domain.Node, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -244,7 +279,7 @@ func (c *Controller) transition(ctx context.Context, id string, from domain.Node
 		if err != nil {
 			return err
 		}
-		if n.State != from {
+		if from != anyState && n.State != from {
 			return errStale
 		}
 		evs, err := change(tx, &n, now)
@@ -300,7 +335,7 @@ func (c *Controller) stepPending(ctx context.Context, n domain.Node) error {
 		if len(busy) > 0 {
 			return nil, errStale
 		}
-		n.State = domain.NodeProvisioning
+		n.State, n.ProvisioningAt = domain.NodeProvisioning, now
 		return nil, nil
 	})
 	return ignoreStale(err)
@@ -314,6 +349,9 @@ func ignoreStale(err error) error {
 }
 
 func (c *Controller) stepProvision(ctx context.Context, n domain.Node) error {
+	if !c.clock.Now().Before(c.registerBy(n)) {
+		return c.registrationFailed(ctx, n)
+	}
 	m, err := c.store.GetMachine(ctx, n.MachineID)
 	if err != nil {
 		return fmt.Errorf("machine %s: %w", n.MachineID, err)
@@ -328,255 +366,36 @@ func (c *Controller) stepProvision(ctx context.Context, n domain.Node) error {
 	}
 	if err := c.cluster.AddNode(ctx, spec); err != nil {
 		if errors.Is(err, driver.ErrNotReady) {
-			return nil // joined but not Ready: poll again
+			return nil // not registered or not Ready yet: poll again
 		}
-		return fmt.Errorf("add node: %w", err)
+		return &clusterError{fmt.Errorf("add node: %w", err)}
 	}
-	_, err = c.transition(ctx, n.ID, domain.NodeProvisioning, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+	_, err = c.transition(ctx, n.ID, domain.NodeProvisioning, func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
 		n.State, n.ReadyAt = domain.NodeReady, now
+		m, err := tx.GetMachine(ctx, n.MachineID)
+		if err != nil {
+			return nil, err
+		}
+		if m.Failures > 0 {
+			// A node registered: the machine's failures were not in a row.
+			m.Failures = 0
+			if err := tx.UpdateMachine(ctx, m); err != nil {
+				return nil, err
+			}
+		}
 		return []domain.Event{{Reason: domain.ReasonNodeAdded,
 			Message: fmt.Sprintf("%s node %s (%d GPUs, machine %s) joined the cluster, labelled %s=%s", n.Class, n.Name, n.GPUs, n.MachineID, domain.LabelComputeClass, n.Class)}}, nil
 	})
 	return ignoreStale(err)
 }
 
-// stepDrain is the reclaim state machine's draining state.
-func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
-	// Past the deadline the node goes whatever else failed: the notice is
-	// skipped if it never got through.
-	if !n.Notified && c.clock.Now().Before(n.Deadline) {
-		if err := c.notice(ctx, n); err != nil {
-			return err
-		}
-		var err error
-		var notifiedAt time.Time
-		n, err = c.transition(ctx, n.ID, domain.NodeDraining, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
-			n.Notified, notifiedAt = true, now
-			return nil, nil
-		})
-		if err != nil {
-			return ignoreStale(err)
-		}
-		c.observeLocked(drainObservation(KindNoticeDelivered, n, notifiedAt))
+// registerBy is when node n, provisioning, must be ready by.
+func (c *Controller) registerBy(n domain.Node) time.Time {
+	start := n.ProvisioningAt
+	if start.IsZero() {
+		start = n.CreatedAt // a node stored before provisioning_at existed
 	}
-	pods, err := c.cluster.ListPods(ctx, n.ClusterID, n.Name)
-	if err != nil {
-		return fmt.Errorf("list pods: %w", err)
-	}
-	now := c.clock.Now()
-	// Grace periods are whole seconds rounded down, so a pod that ignores
-	// SIGTERM is killed up to a second before the deadline: pods gone in
-	// that last second were ended by the deadline, not by themselves.
-	lastSecond := !now.Before(n.Deadline.Add(-time.Second))
-	switch {
-	case !now.Before(n.Deadline) || (len(pods) == 0 && lastSecond):
-		if !n.Notified {
-			// The notice never got through (the cluster's API was down):
-			// the tenant still gets the Events saying why the node went.
-			if err := c.postEvents(ctx, n, pods); err != nil {
-				return err
-			}
-		}
-		if err := c.deletePods(ctx, n, pods, func(driver.Pod) bool { return true }, time.Time{}); err != nil {
-			return fmt.Errorf("force-delete pods: %w", err)
-		}
-		n, err = c.transition(ctx, n.ID, domain.NodeDraining, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
-			n.State, n.DrainedAt, n.Outcome = domain.NodeRemoving, now, domain.OutcomeDeadline
-			return nil, nil
-		})
-	case len(pods) == 0:
-		n, err = c.transition(ctx, n.ID, domain.NodeDraining, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
-			n.State, n.DrainedAt, n.Outcome = domain.NodeRemoving, now, domain.OutcomeEarly
-			left := n.Deadline.Sub(now).Round(time.Second)
-			return []domain.Event{{Reason: domain.ReasonNodeDrained, Deadline: n.Deadline,
-				Message: fmt.Sprintf("all pods on %s exited %s after the notice, %s before the deadline", n.Name, now.Sub(n.DrainStartedAt).Round(time.Second), max(left, 0))}}, nil
-		})
-	case n.Notified && !slices.ContainsFunc(pods, isWorkload):
-		// Only DaemonSet pods are left: their turn for SIGTERM.
-		return c.deletePods(ctx, n, pods, isRunningDaemon, n.Deadline)
-	default:
-		return nil
-	}
-	if err != nil {
-		return ignoreStale(err)
-	}
-	c.observeLocked(drainObservation(KindDrainFinished, n, n.DrainedAt))
-	return c.stepRemove(ctx, n)
-}
-
-// notice applies the T+0 actions: cordon, taint, annotate the deadline
-// (before any SIGTERM, so a pod can read it), SIGTERM to every workload
-// pod at once, then the Event on the node and one on each of those pods
-// (after the SIGTERMs: when fifty nodes are reclaimed at once, Events
-// must not delay anyone's notice). DaemonSet pods are stopped later, once
-// the workload is gone. Each call is idempotent and pods already
-// terminating keep the grace they were given, so repeating the notice
-// after a crash changes nothing already done. A node whose object is gone
-// from its cluster has nothing left to notify.
-func (c *Controller) notice(ctx context.Context, n domain.Node) error {
-	err := c.mark(ctx, n)
-	if errors.Is(err, domain.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	pods, err := c.cluster.ListPods(ctx, n.ClusterID, n.Name)
-	if err != nil {
-		return fmt.Errorf("list pods: %w", err)
-	}
-	if err := c.deletePods(ctx, n, pods, isRunningWorkload, n.Deadline); err != nil {
-		return err
-	}
-	return c.postEvents(ctx, n, slices.DeleteFunc(pods, func(p driver.Pod) bool { return p.DaemonSet }))
-}
-
-func (c *Controller) mark(ctx context.Context, n domain.Node) error {
-	taint := driver.Taint{Key: domain.TaintPreempted, Value: string(n.DrainCause), Effect: "NoSchedule"}
-	return driver.MarkDraining(ctx, c.cluster, n.ClusterID, n.Name, taint,
-		map[string]string{domain.AnnotationDeadline: n.Deadline.UTC().Format(time.RFC3339)})
-}
-
-// clusterEvent is the Kubernetes Event of a drain.
-func clusterEvent(n domain.Node) driver.NodeEvent {
-	reason, msg := drainMessage(n, n.DrainCause)
-	typ := "Warning"
-	if n.DrainCause.TenantInitiated() {
-		typ = "Normal"
-	}
-	return driver.NodeEvent{Type: typ, Reason: string(reason), Message: msg + "; deadline " + n.Deadline.UTC().Format(time.RFC3339)}
-}
-
-func (c *Controller) postNodeEvent(ctx context.Context, n domain.Node) error {
-	if err := c.cluster.PostEvent(ctx, n.ClusterID, n.Name, clusterEvent(n)); err != nil {
-		return fmt.Errorf("post event: %w", err)
-	}
-	return nil
-}
-
-// postEvents posts the node's Event and one on each pod; a node already
-// gone from its cluster takes none.
-func (c *Controller) postEvents(ctx context.Context, n domain.Node, pods []driver.Pod) error {
-	if err := c.postNodeEvent(ctx, n); err != nil && !errors.Is(err, domain.ErrNotFound) {
-		return err
-	}
-	return c.postPodEvents(ctx, n, pods)
-}
-
-// podCalls bounds the concurrent calls for one node's pods.
-const podCalls = 16
-
-func (c *Controller) postPodEvents(ctx context.Context, n domain.Node, pods []driver.Pod) error {
-	e := clusterEvent(n)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(podCalls)
-	for _, p := range pods {
-		g.Go(func() error {
-			err := c.cluster.PostPodEvent(gctx, n.ClusterID, n.Name, p, e)
-			if err != nil && !errors.Is(err, domain.ErrNotFound) {
-				return fmt.Errorf("post event on pod %s/%s: %w", p.Namespace, p.Name, err)
-			}
-			return nil
-		})
-	}
-	return g.Wait()
-}
-
-// deletePods deletes the pods that match, all at once, each to be gone by
-// by (zero: force): grace driver.GraceBy, which Kubernetes counts in whole
-// seconds, rounded down so the pod's end is at or before the deadline.
-// Drivers that can read the clock at the moment they act do so
-// (driver.DeadlineDeleter), so time spent waiting for a turn never
-// stretches a pod past the deadline.
-func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []driver.Pod, match func(driver.Pod) bool, by time.Time) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(podCalls)
-	for _, p := range pods {
-		if !match(p) {
-			continue
-		}
-		g.Go(func() error {
-			if err := driver.DeletePodBy(gctx, c.cluster, n.ClusterID, n.Name, p, by, c.clock.Now); err != nil {
-				return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
-			}
-			return nil
-		})
-	}
-	return g.Wait()
-}
-
-func isWorkload(p driver.Pod) bool        { return !p.DaemonSet }
-func isRunningWorkload(p driver.Pod) bool { return !p.DaemonSet && !p.Terminating }
-func isRunningDaemon(p driver.Pod) bool   { return p.DaemonSet && !p.Terminating }
-
-// stepRemove deletes the node object, wipes the machine, and hands the
-// machine to whoever waits for it.
-func (c *Controller) stepRemove(ctx context.Context, n domain.Node) error {
-	if n.RemovedAt.IsZero() {
-		if err := c.cluster.DeleteNode(ctx, n.ClusterID, n.Name); err != nil {
-			return fmt.Errorf("delete node: %w", err)
-		}
-		var err error
-		n, err = c.transition(ctx, n.ID, domain.NodeRemoving, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
-			n.RemovedAt = now
-			return []domain.Event{{Reason: domain.ReasonNodeRemoved, Message: removedMessage(*n, now)}}, nil
-		})
-		if err != nil {
-			return ignoreStale(err)
-		}
-	}
-	m, err := c.store.GetMachine(ctx, n.MachineID)
-	if err != nil {
-		return fmt.Errorf("machine %s: %w", n.MachineID, err)
-	}
-	done, err := c.machines.Wipe(ctx, m, n.ClusterID, n.Name)
-	if err != nil {
-		return &providerError{domain.ReasonDeprovisionFailed, fmt.Errorf("wipe machine %s: %w", m.ID, err)}
-	}
-	if !done {
-		return nil
-	}
-	_, err = c.transition(ctx, n.ID, domain.NodeRemoving, func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
-		n.State = domain.NodeRemoved
-		waiting, err := tx.ListNodes(ctx, store.NodeFilter{MachineID: n.MachineID, States: []domain.NodeState{domain.NodePending}})
-		if err != nil {
-			return nil, err
-		}
-		for _, w := range waiting {
-			w.State = domain.NodeProvisioning
-			if err := tx.UpdateNode(ctx, w); err != nil {
-				return nil, err
-			}
-		}
-		if len(waiting) == 0 && n.Class == domain.Standard && c.cfg.Cooldown > 0 {
-			m, err := tx.GetMachine(ctx, n.MachineID)
-			if err != nil {
-				return nil, err
-			}
-			m.CooldownUntil = now.Add(c.cfg.Cooldown)
-			if err := tx.UpdateMachine(ctx, m); err != nil {
-				return nil, err
-			}
-		}
-		return nil, nil
-	})
-	if err := ignoreStale(err); err != nil {
-		return err
-	}
-	c.Kick() // the machine is free: replan soon
-	return nil
-}
-
-func removedMessage(n domain.Node, now time.Time) string {
-	switch {
-	case n.ReadyAt.IsZero():
-		return fmt.Sprintf("node %s was removed before it joined the cluster", n.Name)
-	case n.Outcome == domain.OutcomeDeadline:
-		return fmt.Sprintf("node %s was removed at the deadline; pods still running were force-deleted", n.Name)
-	case n.Outcome == domain.OutcomeEarly:
-		return fmt.Sprintf("node %s was removed %s after the notice, before the deadline", n.Name, now.Sub(n.DrainStartedAt).Round(time.Second))
-	}
-	return fmt.Sprintf("node %s was removed", n.Name)
+	return start.Add(c.cfg.RegisterTimeout)
 }
 
 // finishDeletions marks deleted clusters whose nodes are all removed as

@@ -31,25 +31,34 @@ type retry struct {
 	fails    int
 	failedAt time.Time
 	at       time.Time
+	err      error
 }
 
-// retryAt is when node n's step may run again. A retry planned before a
-// drain's deadline never waits past it: the deadline step is not delayed
-// by failures of the notice.
-func (b *backoff) retryAt(n domain.Node, now time.Time) time.Time {
+// retryAt is when the work of key (node n's step, or its cleanup) may run
+// again. A retry of a drain planned before its deadline never waits past
+// it: the deadline step is not delayed by failures of the notice.
+func (b *backoff) retryAt(key string, n domain.Node, now time.Time) time.Time {
 	b.mu.Lock()
-	r, ok := b.nodes[n.ID]
+	r, ok := b.nodes[key]
 	b.mu.Unlock()
 	if !ok {
 		return time.Time{}
 	}
-	if n.State == domain.NodeDraining && r.failedAt.Before(n.Deadline) && r.at.After(n.Deadline) {
+	if key == n.ID && n.State == domain.NodeDraining && r.failedAt.Before(n.Deadline) && r.at.After(n.Deadline) {
 		return n.Deadline
 	}
 	return r.at
 }
 
-func (b *backoff) fail(id string, now time.Time) {
+// lastErr is the error of key's last failed run, nil if it has not failed
+// since it last succeeded.
+func (b *backoff) lastErr(key string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.nodes[key].err
+}
+
+func (b *backoff) fail(id string, now time.Time, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.nodes == nil {
@@ -60,7 +69,7 @@ func (b *backoff) fail(id string, now time.Time) {
 	d := retryBase << min(r.fails-1, 10)
 	d = min(d, retryMax)
 	d = d/2 + rand.N(d/2+1)
-	r.failedAt, r.at = now, now.Add(d)
+	r.failedAt, r.at, r.err = now, now.Add(d), err
 	b.nodes[id] = r
 }
 
@@ -96,6 +105,17 @@ type providerError struct {
 
 func (e *providerError) Error() string { return e.err.Error() }
 func (e *providerError) Unwrap() error { return e.err }
+
+// clusterError is a failure of the tenant's cluster (its API refused or
+// did not answer): not the machine's fault.
+type clusterError struct{ err error }
+
+func (e *clusterError) Error() string { return e.err.Error() }
+func (e *clusterError) Unwrap() error { return e.err }
+
+// cleanupKey is the work key of node id's cleanup: it runs apart from the
+// node's own steps (see stepCleanup).
+func cleanupKey(id string) string { return "cleanup/" + id }
 
 // noteError keeps a failed step's error on the node (Node.LastError) and,
 // for machine provider failures, records a lifecycle event, so operators

@@ -50,6 +50,10 @@ type Pod struct {
 	TerminationGracePeriod time.Duration
 	// Terminating: deletion was requested (SIGTERM sent).
 	Terminating bool
+	// KillAt, for a terminating pod, is when its grace period ends and the
+	// kubelet kills it (Kubernetes' deletionTimestamp). A pod whose KillAt
+	// is after a drain's deadline is deleted again with a shorter grace.
+	KillAt time.Time
 	// UID, where the cluster has one, makes deletions precise: a pod
 	// recreated under the same name is not deleted in its place.
 	UID string
@@ -147,6 +151,23 @@ func DeletePodBy(ctx context.Context, d ClusterDriver, clusterID, nodeName strin
 // down (as Kubernetes counts them), never negative.
 func GraceBy(p Pod, by, now time.Time) time.Duration {
 	return max(min(p.TerminationGracePeriod, by.Sub(now)), 0).Truncate(time.Second)
+}
+
+// NodeHealth is what a cluster says about one of its nodes.
+type NodeHealth struct {
+	// Gone: the cluster has no Node object of that name.
+	Gone bool
+	// NotReadySince is when the node's Ready condition last left True
+	// (zero while it is Ready).
+	NotReadySince time.Time
+}
+
+// NodeWatcher is implemented by drivers that watch their clusters' Node
+// objects. Health answers from that watch; an error means the driver
+// cannot tell now (the watch has not synced, the API is unreachable), and
+// nothing is decided from it.
+type NodeWatcher interface {
+	Health(ctx context.Context, clusterID, nodeName string) (NodeHealth, error)
 }
 
 // MachineProvider prepares machines for clusters and wipes them afterwards.

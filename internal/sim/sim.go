@@ -383,13 +383,17 @@ func (f *Fleet) ListPods(ctx context.Context, clusterID, nodeName string) ([]dri
 			if p.state(now) == PodGone {
 				continue
 			}
-			out = append(out, driver.Pod{
+			dp := driver.Pod{
 				Namespace:              p.Namespace,
 				Name:                   p.Name,
 				TerminationGracePeriod: p.TerminationGracePeriod,
 				Terminating:            !p.SIGTERMAt.IsZero(),
 				DaemonSet:              p.DaemonSet,
-			})
+			}
+			if dp.Terminating {
+				dp.KillAt = p.SIGTERMAt.Add(p.Grace)
+			}
+			out = append(out, dp)
 		}
 	}
 	return out, f.finish(false)
@@ -447,6 +451,54 @@ func (f *Fleet) DeleteNode(ctx context.Context, clusterID, nodeName string) erro
 	_, ok := f.st.nodes[k]
 	delete(f.st.nodes, k)
 	return f.finish(ok)
+}
+
+// Health reports whether the node exists and since when it has not been
+// Ready (see SetReady).
+func (f *Fleet) Health(ctx context.Context, clusterID, nodeName string) (driver.NodeHealth, error) {
+	if err := ctx.Err(); err != nil {
+		return driver.NodeHealth{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.st.nodes[nodeKey{clusterID, nodeName}]
+	if !ok {
+		return driver.NodeHealth{Gone: true}, nil
+	}
+	return driver.NodeHealth{NotReadySince: n.NotReadySince}, nil
+}
+
+var _ driver.NodeWatcher = (*Fleet)(nil)
+
+// SetReady stands in for a kubelet that stops (ready=false) or resumes
+// reporting Ready. Tests use it.
+func (f *Fleet) SetReady(clusterID, nodeName string, ready bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, err := f.lookup("set ready on", clusterID, nodeName)
+	if err != nil {
+		return err
+	}
+	switch {
+	case ready:
+		n.NotReadySince = time.Time{}
+	case n.NotReadySince.IsZero():
+		n.NotReadySince = f.clock.Now()
+	}
+	return f.finish(true)
+}
+
+// Uncordon stands in for a tenant who runs kubectl uncordon and removes
+// the node's taints. Tests use it.
+func (f *Fleet) Uncordon(clusterID, nodeName string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, err := f.lookup("uncordon", clusterID, nodeName)
+	if err != nil {
+		return err
+	}
+	n.Unschedulable, n.Taints = false, nil
+	return f.finish(true)
 }
 
 // ---- MachineProvider ----

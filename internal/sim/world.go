@@ -42,8 +42,11 @@ type node struct {
 	Annotations   map[string]string   `json:"annotations"`
 	Unschedulable bool                `json:"unschedulable,omitempty"`
 	AddedAt       time.Time           `json:"addedAt"`
-	Events        []*event            `json:"events,omitempty"`
-	Pods          []*pod              `json:"pods,omitempty"`
+	// NotReadySince: the node's kubelet stopped reporting Ready then
+	// (zero while Ready); see Fleet.SetReady.
+	NotReadySince time.Time `json:"notReadySince,omitzero"`
+	Events        []*event  `json:"events,omitempty"`
+	Pods          []*pod    `json:"pods,omitempty"`
 }
 
 type event struct {

@@ -1,0 +1,552 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/billing"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
+	"github.com/sparecap/sparecap/internal/sim"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// These tests pin the reclaim contract on a cluster that misbehaves: the
+// machine goes back at the deadline whatever the tenant's API answers,
+// every pod on a draining node gets its notice, and a node the cluster
+// lost or never registered is taken back and replaced.
+
+// tenantAPI is a simulated cluster whose API can refuse any call.
+type tenantAPI struct {
+	*sim.Fleet
+	// refuse says whether the call op (AddNode, Cordon, ListPods, …)
+	// fails; nil refuses nothing.
+	refuse func(op string) bool
+	// addNode, if set, replaces AddNode's answer after the simulation
+	// registered the node.
+	addNode func(spec driver.NodeSpec) error
+}
+
+var errRefused = errors.New("the cluster's API refused the call")
+
+func (a *tenantAPI) check(op string) error {
+	if a.refuse != nil && a.refuse(op) {
+		return errRefused
+	}
+	return nil
+}
+
+func (a *tenantAPI) AddNode(ctx context.Context, s driver.NodeSpec) error {
+	if err := a.check("AddNode"); err != nil {
+		return err
+	}
+	if err := a.Fleet.AddNode(ctx, s); err != nil || a.addNode == nil {
+		return err
+	}
+	return a.addNode(s)
+}
+func (a *tenantAPI) Cordon(ctx context.Context, c, n string) error {
+	if err := a.check("Cordon"); err != nil {
+		return err
+	}
+	return a.Fleet.Cordon(ctx, c, n)
+}
+func (a *tenantAPI) Taint(ctx context.Context, c, n string, t driver.Taint) error {
+	if err := a.check("Taint"); err != nil {
+		return err
+	}
+	return a.Fleet.Taint(ctx, c, n, t)
+}
+func (a *tenantAPI) Annotate(ctx context.Context, c, n, k, v string) error {
+	if err := a.check("Annotate"); err != nil {
+		return err
+	}
+	return a.Fleet.Annotate(ctx, c, n, k, v)
+}
+func (a *tenantAPI) PostEvent(ctx context.Context, c, n string, e driver.NodeEvent) error {
+	if err := a.check("PostEvent"); err != nil {
+		return err
+	}
+	return a.Fleet.PostEvent(ctx, c, n, e)
+}
+func (a *tenantAPI) PostPodEvent(ctx context.Context, c, n string, p driver.Pod, e driver.NodeEvent) error {
+	if err := a.check("PostPodEvent"); err != nil {
+		return err
+	}
+	return a.Fleet.PostPodEvent(ctx, c, n, p, e)
+}
+func (a *tenantAPI) ListPods(ctx context.Context, c, n string) ([]driver.Pod, error) {
+	if err := a.check("ListPods"); err != nil {
+		return nil, err
+	}
+	return a.Fleet.ListPods(ctx, c, n)
+}
+func (a *tenantAPI) DeletePod(ctx context.Context, c, n string, p driver.Pod, g time.Duration) error {
+	if err := a.check("DeletePod"); err != nil {
+		return err
+	}
+	return a.Fleet.DeletePod(ctx, c, n, p, g)
+}
+func (a *tenantAPI) DeletePodBy(ctx context.Context, c, n string, p driver.Pod, by time.Time) error {
+	if err := a.check("DeletePod"); err != nil {
+		return err
+	}
+	return a.Fleet.DeletePodBy(ctx, c, n, p, by)
+}
+func (a *tenantAPI) DeleteNode(ctx context.Context, c, n string) error {
+	if err := a.check("DeleteNode"); err != nil {
+		return err
+	}
+	return a.Fleet.DeleteNode(ctx, c, n)
+}
+func (a *tenantAPI) Health(ctx context.Context, c, n string) (driver.NodeHealth, error) {
+	if err := a.check("Health"); err != nil {
+		return driver.NodeHealth{}, err
+	}
+	return a.Fleet.Health(ctx, c, n)
+}
+
+// down refuses every call.
+func down(string) bool { return true }
+
+// withAPI makes h's controller drive the simulation through api.
+func withAPI(h *harness, api *tenantAPI) {
+	api.Fleet = h.sim
+	h.lenient = true
+	h.c = New(h.st, api, h.sim, h.clk, h.cfg, nil)
+	h.c.NewID = func(prefix string) string { h.ids++; return fmt.Sprintf("%s%03d", prefix, h.ids) }
+}
+
+// reclaimFor creates cluster b, whose standard node needs the machine of
+// a's preemptible node, and returns b's node, pending on it.
+func reclaimFor(h *harness) domain.Node {
+	h.t.Helper()
+	h.create("b", 8, 0)
+	return h.onlyNode("b", domain.Standard)
+}
+
+func (h *harness) node(id string) domain.Node {
+	h.t.Helper()
+	n, err := h.st.GetNode(h.ctx, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// TestMachineGoesBackAtTheDeadlineWhileTheAPIIsDown: the tenant's API
+// stops answering before the notice. At the deadline the machine is taken
+// back anyway and handed to the standard node waiting for it; the Node
+// object is deleted once the API answers again.
+func TestMachineGoesBackAtTheDeadlineWhileTheAPIIsDown(t *testing.T) {
+	h := newHarness(t, stubbornPods, 2)
+	pre := fillPreemptible(h)
+	api := &tenantAPI{refuse: down}
+	withAPI(h, api)
+	tNotice := h.clk.Now()
+	bn := reclaimFor(h)
+	deadline := tNotice.Add(5 * time.Minute)
+	h.advance(5*time.Minute - time.Second)
+	if n := h.node(pre.ID); n.State != domain.NodeDraining || n.Notified {
+		t.Fatalf("before the deadline: %s notified=%v", n.State, n.Notified)
+	}
+	h.advance(time.Second)
+	n := h.node(pre.ID)
+	if n.State != domain.NodeRemoving || !n.RemovedAt.Equal(deadline) || !n.DrainedAt.Equal(deadline) || !n.CleanupPending {
+		t.Fatalf("at the deadline: %+v", n)
+	}
+	if e, ok := h.event("a", pre.ID, domain.ReasonNodeRemoved); !ok || !strings.Contains(e.Message, "cleanup pending") {
+		t.Fatalf("NodeRemoved %+v", e)
+	}
+	// The wipe takes 5 s; then b's node starts on the machine.
+	h.advance(6 * time.Second)
+	if n := h.node(pre.ID); n.State != domain.NodeRemoved {
+		t.Fatalf("machine not handed on: %s", n.State)
+	}
+	if b := h.node(bn.ID); b.State != domain.NodeProvisioning && b.State != domain.NodeReady {
+		t.Fatalf("b's node %s", b.State)
+	}
+	// The preemptible node stopped billing at its notice.
+	if stop, known, _ := billing.Stop(n); !known || !stop.Equal(tNotice) {
+		t.Fatalf("billing stop %v (known %v), want T+0", stop, known)
+	}
+	if _, ok := h.sim.Node("a", pre.Name); !ok {
+		t.Fatal("the Node object went while the API was down?")
+	}
+	// The API answers again: cleanup finishes within its backoff.
+	api.refuse = nil
+	h.advance(10 * time.Second)
+	if n := h.node(pre.ID); n.CleanupPending {
+		t.Fatalf("cleanup still pending: %+v", n)
+	}
+	if _, ok := h.sim.Node("a", pre.Name); ok {
+		t.Fatal("Node object left behind after cleanup")
+	}
+	if e, ok := h.event("a", pre.ID, domain.ReasonCleanupFinished); !ok || !strings.Contains(e.Message, "pods left on it") {
+		t.Fatalf("CleanupFinished %+v", e)
+	}
+}
+
+// TestMachineGoesBackWhenDeleteNodeIsRefused: the API answers everything
+// but refuses to delete the Node (an admission policy, a revoked
+// permission). The drain runs as usual, the machine goes back at the
+// deadline, and the Node is deleted once the refusal ends.
+func TestMachineGoesBackWhenDeleteNodeIsRefused(t *testing.T) {
+	h := newHarness(t, stubbornPods, 2)
+	pre := fillPreemptible(h)
+	api := &tenantAPI{refuse: func(op string) bool { return op == "DeleteNode" }}
+	withAPI(h, api)
+	tNotice := h.clk.Now()
+	reclaimFor(h)
+	h.advance(time.Second)
+	if n := h.node(pre.ID); !n.Notified {
+		t.Fatal("not notified")
+	}
+	h.advance(5*time.Minute + 6*time.Second) // the deadline, then the 5 s wipe
+	n := h.node(pre.ID)
+	if n.State != domain.NodeRemoved || !n.RemovedAt.Equal(tNotice.Add(5*time.Minute)) || !n.CleanupPending {
+		t.Fatalf("after the deadline: %+v", n)
+	}
+	v, _ := h.sim.Node("a", pre.Name)
+	for _, p := range v.Pods {
+		if p.State != sim.PodGone {
+			t.Fatalf("pod %s left running: %+v", p.Name, p)
+		}
+	}
+	api.refuse = nil
+	h.advance(10 * time.Second)
+	if n := h.node(pre.ID); n.CleanupPending {
+		t.Fatal("cleanup still pending")
+	}
+	if _, ok := h.sim.Node("a", pre.Name); ok {
+		t.Fatal("Node object left behind")
+	}
+}
+
+// TestDeletedClusterGoesAtTheDeadlineWithoutItsAPI: a cluster deleted
+// after its control plane was torn down finishes deleting at its nodes'
+// deadline; its standard node bills until then, not forever.
+func TestDeletedClusterGoesAtTheDeadlineWithoutItsAPI(t *testing.T) {
+	h := newHarness(t, stubbornPods, 2)
+	fillPreemptible(h)
+	withAPI(h, &tenantAPI{refuse: down})
+	tDel := h.clk.Now()
+	if _, err := h.c.DeleteCluster(h.ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(5*time.Minute + 10*time.Second)
+	if _, err := h.st.GetCluster(h.ctx, "a"); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("cluster not gone: %v", err)
+	}
+	for _, n := range h.nodes("a") {
+		if n.State != domain.NodeRemoved || n.RemovedAt.After(tDel.Add(5*time.Minute)) {
+			t.Fatalf("node %s: %s removed at %v", n.Name, n.State, n.RemovedAt)
+		}
+		if stop, known, _ := billing.Stop(n); !known || stop.After(tDel.Add(5*time.Minute)) {
+			t.Fatalf("%s %s bills until %v", n.Class, n.Name, stop)
+		}
+	}
+	// Its cleanup is dropped with it: nothing keeps retrying a cluster
+	// whose credentials are gone.
+	h.advance(10 * time.Second)
+	left, _ := h.st.ListNodes(h.ctx, store.NodeFilter{CleanupPending: true, IncludeRemoved: true})
+	if len(left) != 0 {
+		t.Fatalf("cleanup of a deleted cluster still pending: %+v", left)
+	}
+}
+
+// TestLatePodsGetTheirNotice: a pod bound to the node after T+0 (the
+// tenant's scheduler, a pod tolerating everything) gets its SIGTERM with
+// grace to the deadline, and its Event, instead of a force-deletion.
+func TestLatePodsGetTheirNotice(t *testing.T) {
+	h := newHarness(t, stubbornPods, 2)
+	pre := fillPreemptible(h)
+	tNotice := h.clk.Now()
+	reclaimFor(h)
+	h.reconcile()
+	h.advance(100 * time.Second)
+	if err := h.sim.AddPod("a", pre.Name, sim.PodTemplate{Namespace: "late", Name: "early-bird", TerminationGracePeriod: time.Minute, ExitAfter: sim.NeverExits}); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(180 * time.Second) // T+280s
+	if err := h.sim.AddPod("a", pre.Name, sim.PodTemplate{Namespace: "late", Name: "last-minute", TerminationGracePeriod: 2 * time.Minute, ExitAfter: sim.NeverExits}); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(time.Second)
+	v, _ := h.sim.Node("a", pre.Name)
+	got := map[string]sim.PodView{}
+	for _, p := range v.Pods {
+		got[p.Name] = p
+	}
+	if p := got["early-bird"]; !p.SIGTERMAt.Equal(tNotice.Add(101*time.Second)) || p.Grace != time.Minute || p.End != sim.PodKilled {
+		t.Fatalf("pod bound at T+100s: %+v", p)
+	}
+	if p := got["last-minute"]; !p.SIGTERMAt.Equal(tNotice.Add(281*time.Second)) || p.Grace != 19*time.Second {
+		t.Fatalf("pod bound at T+280s: %+v, want SIGTERM with the 19 s left", p)
+	}
+	for _, name := range []string{"late/early-bird", "late/last-minute"} {
+		if ev := podEvents(v, name); len(ev) != 1 || ev[0].Reason != "PreemptionNotified" {
+			t.Fatalf("events on %s: %+v", name, ev)
+		}
+	}
+}
+
+// TestUncordonDuringADrainIsUndone: the tenant uncordons the node and
+// removes its taint mid-drain; the next pass marks it again.
+func TestUncordonDuringADrainIsUndone(t *testing.T) {
+	h := newHarness(t, stubbornPods, 2)
+	pre := fillPreemptible(h)
+	reclaimFor(h)
+	h.reconcile()
+	if err := h.sim.Uncordon("a", pre.Name); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(time.Second)
+	v, _ := h.sim.Node("a", pre.Name)
+	if !v.Unschedulable || len(v.Taints) != 1 || v.Taints[0].Key != domain.TaintPreempted {
+		t.Fatalf("after the tenant's uncordon: unschedulable=%v taints=%+v", v.Unschedulable, v.Taints)
+	}
+}
+
+// TestTerminatingPodWithALongGraceIsCut: a pod already terminating at
+// T+0 with a grace period ending after the deadline is deleted again with
+// the time left, so it is gone by the deadline.
+func TestTerminatingPodWithALongGraceIsCut(t *testing.T) {
+	h := newHarness(t, stubbornPods, 2)
+	pre := fillPreemptible(h)
+	if err := h.sim.DeletePod(h.ctx, "a", pre.Name, driver.Pod{Namespace: "default", Name: "worker"}, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(10 * time.Second)
+	tNotice := h.clk.Now()
+	reclaimFor(h)
+	h.reconcile()
+	v, _ := h.sim.Node("a", pre.Name)
+	for _, p := range v.Pods {
+		if p.Name == "worker" && p.SIGTERMAt.Add(p.Grace).After(tNotice.Add(5*time.Minute)) {
+			t.Fatalf("worker keeps a grace past the deadline: SIGTERM %v + %v", p.SIGTERMAt, p.Grace)
+		}
+	}
+}
+
+// TestJoinedButNotReadyNodeGetsTheNotice: a node whose Node object joined
+// (and took pods) but that the controller has not recorded ready yet is
+// drained with the full notice, not removed silently.
+func TestJoinedButNotReadyNodeGetsTheNotice(t *testing.T) {
+	h := newHarness(t, quickPods, 2)
+	withAPI(h, &tenantAPI{addNode: func(s driver.NodeSpec) error {
+		if s.Class == domain.Preemptible {
+			return driver.ErrNotReady
+		}
+		return nil
+	}})
+	h.create("a", 8, 8)
+	h.reconcile()
+	h.advance(20 * time.Second)
+	pre := h.onlyNode("a", domain.Preemptible)
+	if pre.State != domain.NodeProvisioning {
+		t.Fatalf("preemptible node %s", pre.State)
+	}
+	if _, ok := h.sim.Node("a", pre.Name); !ok {
+		t.Fatal("the node did not join the simulated cluster")
+	}
+	reclaimFor(h)
+	n := h.node(pre.ID)
+	if n.State != domain.NodeDraining || n.Deadline.IsZero() {
+		t.Fatalf("a joined node reclaimed: %+v", n)
+	}
+	h.reconcile()
+	v, _ := h.sim.Node("a", pre.Name)
+	if !v.Unschedulable {
+		t.Fatal("not cordoned")
+	}
+	for _, p := range v.Pods {
+		if p.State != sim.PodTerminating || p.Grace <= 0 {
+			t.Fatalf("pod %s got no graceful notice: %+v", p.Name, p)
+		}
+	}
+}
+
+// countingWipes counts wipes per machine and fails the test when a
+// machine is wiped while another node than the one wiped for is active
+// on it.
+type countingWipes struct {
+	driver.MachineProvider
+	h     *harness
+	wipes int
+}
+
+func (w *countingWipes) Wipe(ctx context.Context, m domain.Machine, clusterID, nodeName string) (bool, error) {
+	w.wipes++
+	return w.MachineProvider.Wipe(ctx, m, clusterID, nodeName)
+}
+
+// TestStaleStepNeverWipesAnotherNodesMachine: a step working from a copy
+// of a node read before its machine was handed on must not wipe the
+// machine from under the node that has it now.
+func TestStaleStepNeverWipesAnotherNodesMachine(t *testing.T) {
+	h := newHarness(t, quickPods, 2)
+	pre := fillPreemptible(h)
+	reclaimFor(h)
+	h.advance(31 * time.Second) // SIGTERM at T+1s, pods exit 30 s later
+	stale := h.node(pre.ID)
+	if stale.State != domain.NodeRemoving {
+		t.Fatalf("state %s", stale.State)
+	}
+	h.advance(10 * time.Second) // wiped, handed to b
+	if b := h.onlyNode("b", domain.Standard); b.MachineID != stale.MachineID || !b.State.Active() {
+		t.Fatalf("b's node %+v", b)
+	}
+	w := &countingWipes{MachineProvider: h.sim, h: h}
+	h.c = New(h.st, h.sim, w, h.clk, h.cfg, nil)
+	if err := h.c.stepRemove(h.ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.step(h.ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	if w.wipes != 0 {
+		t.Fatalf("machine %s wiped %d times while it serves b", stale.MachineID, w.wipes)
+	}
+}
+
+// TestOverdueWorkBacksOff: a removal whose wipe keeps failing is retried
+// with backoff; the loop never plans to wake up in the past (which would
+// make it spin).
+func TestOverdueWorkBacksOff(t *testing.T) {
+	if d := nextWait(t0.Add(-time.Second), t0, time.Second); d != time.Second {
+		t.Fatalf("nextWait for overdue work: %v, want the interval", d)
+	}
+	h := newHarness(t, stubbornPods, 2)
+	pre := fillPreemptible(h)
+	h.c = New(h.st, h.sim, wipeBroken{h.sim}, h.clk, h.cfg, nil)
+	h.lenient = true
+	reclaimFor(h)
+	h.advance(5*time.Minute + time.Second)
+	if n := h.node(pre.ID); n.State != domain.NodeRemoving {
+		t.Fatalf("state %s", n.State)
+	}
+	for range 20 {
+		next, _ := h.c.Reconcile(h.ctx)
+		if !next.IsZero() && !next.After(h.clk.Now()) { // zero: sleep the interval
+			t.Fatalf("next wake %v is not after now %v", next, h.clk.Now())
+		}
+		h.clk.Step(100 * time.Millisecond)
+	}
+}
+
+type wipeBroken struct{ driver.MachineProvider }
+
+func (wipeBroken) Wipe(context.Context, domain.Machine, string, string) (bool, error) {
+	return false, errInjected
+}
+
+// TestDeletingAClusterWakesEventStreams: ClusterDeleting is an event like
+// any other: a delete whose plan adds no event still wakes the streams.
+func TestDeletingAClusterWakesEventStreams(t *testing.T) {
+	h := newHarness(t, stubbornPods, 2)
+	fillPreemptible(h)
+	reclaimFor(h) // b's only node is pending: deleting b adds no plan event
+	changed := h.c.Changed()
+	if _, err := h.c.DeleteCluster(h.ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("event streams not woken by ClusterDeleting")
+	}
+	if _, ok := h.event("b", "", domain.ReasonClusterDeleting); !ok {
+		t.Fatal("no ClusterDeleting event")
+	}
+}
+
+// TestNodeDeletedBehindOurBackIsLost: the tenant deletes the Node object
+// (kubectl delete node). The node is lost: billing stops then, its
+// machine is taken back, and the target is refilled.
+func TestNodeDeletedBehindOurBackIsLost(t *testing.T) {
+	h := newHarness(t, quickPods, 2)
+	pre := fillPreemptible(h)
+	h.advance(time.Minute)
+	tLost := h.clk.Now()
+	if err := h.sim.DeleteNode(h.ctx, "a", pre.Name); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(sweepEvery)
+	n := h.node(pre.ID)
+	if n.State.Live() || n.Outcome != domain.OutcomeLost || n.RemovedAt.Before(tLost) || n.RemovedAt.After(tLost.Add(sweepEvery)) {
+		t.Fatalf("after its Node was deleted: %+v", n)
+	}
+	if e, ok := h.event("a", pre.ID, domain.ReasonNodeLost); !ok || !strings.Contains(e.Message, "deleted") {
+		t.Fatalf("NodeLost %+v", e)
+	}
+	if stop, known, _ := billing.Stop(n); !known || !stop.Equal(n.RemovedAt) {
+		t.Fatalf("billing stop %v", stop)
+	}
+	h.advance(30 * time.Second) // wipe, then a new node provisions
+	var ready int
+	for _, m := range h.nodes("a", domain.NodeReady) {
+		if m.Class == domain.Preemptible {
+			ready++
+		}
+	}
+	if ready != 1 {
+		t.Fatalf("target not refilled: %d preemptible nodes ready", ready)
+	}
+}
+
+// TestNotReadyNodeIsLostAfterTheTimeout: a kubelet that dies leaves its
+// node NotReady; after NodeLostAfter it is lost.
+func TestNotReadyNodeIsLostAfterTheTimeout(t *testing.T) {
+	h := newHarness(t, quickPods, 2)
+	pre := fillPreemptible(h)
+	if err := h.sim.SetReady("a", pre.Name, false); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(5*time.Minute - sweepEvery)
+	if n := h.node(pre.ID); n.State != domain.NodeReady {
+		t.Fatalf("lost too early: %s", n.State)
+	}
+	h.advance(sweepEvery + time.Second)
+	if n := h.node(pre.ID); n.Outcome != domain.OutcomeLost {
+		t.Fatalf("NotReady for 5 min: %+v", n)
+	}
+}
+
+// TestRegistrationTimeout: a machine whose node never registers Ready goes
+// back after the timeout and the node is replaced; after MaxFailures in a
+// row the machine is taken out of service, with the reason.
+func TestRegistrationTimeout(t *testing.T) {
+	h := newHarness(t, quickPods, 1)
+	withAPI(h, &tenantAPI{addNode: func(driver.NodeSpec) error { return driver.ErrNotReady }})
+	h.create("a", 8, 0)
+	first := h.onlyNode("a", domain.Standard)
+	h.advance(15*time.Minute - time.Second)
+	if n := h.node(first.ID); n.State != domain.NodeProvisioning {
+		t.Fatalf("before the timeout: %s", n.State)
+	}
+	h.advance(time.Second)
+	if n := h.node(first.ID); n.State.Live() || !n.ReadyAt.IsZero() {
+		t.Fatalf("after the timeout: %+v", n)
+	}
+	if e, ok := h.event("a", first.ID, domain.ReasonRegistrationFailed); !ok || !strings.Contains(e.Message, "did not register Ready") {
+		t.Fatalf("RegistrationFailed %+v", e)
+	}
+	h.advance(10 * time.Second)
+	if repl := h.onlyNode("a", domain.Standard); repl.ID == first.ID {
+		t.Fatal("node not replaced")
+	}
+	m, _ := h.st.GetMachine(h.ctx, first.MachineID)
+	if m.Failures != 1 || m.OutOfService {
+		t.Fatalf("machine after one failure: %+v", m)
+	}
+	h.advance(31 * time.Minute)
+	m, _ = h.st.GetMachine(h.ctx, first.MachineID)
+	if !m.OutOfService || m.Failures != MaxFailures || !strings.Contains(m.OutOfServiceReason, "did not register Ready") {
+		t.Fatalf("machine after %d failures: %+v", MaxFailures, m)
+	}
+}
