@@ -179,7 +179,9 @@ func machineView(m domain.Machine, n *domain.Node) apiv1.Machine {
 	}
 	if m.OutOfService {
 		v.State = string(domain.MachineOutOfService)
+		v.OutOfServiceReason = m.OutOfServiceReason
 	}
+	v.RegistrationFailures = m.Failures
 	return v
 }
 
@@ -232,6 +234,10 @@ func (s *Server) updateMachine(w http.ResponseWriter, r *http.Request, _ princip
 			return err
 		}
 		m.OutOfService = *req.OutOfService
+		if !m.OutOfService {
+			// Back in service: the operator has seen to it.
+			m.Failures, m.OutOfServiceReason = 0, ""
+		}
 		return tx.UpdateMachine(ctx, m)
 	})
 	if err != nil {

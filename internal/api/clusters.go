@@ -171,6 +171,14 @@ func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, status int
 		s.fail(w, r, err)
 		return
 	}
+	// Removed nodes whose objects are still to be deleted from the
+	// cluster are shown too, with cleanup_pending.
+	pending, err := s.store.ListNodes(r.Context(), store.NodeFilter{ClusterID: c.ID, CleanupPending: true, States: []domain.NodeState{domain.NodeRemoved}})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	nodes = append(nodes, pending...)
 	writeJSON(w, status, clusterView(c, nodes, s.apiAddressRedactor(r.Context(), c)))
 }
 
@@ -256,14 +264,15 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 		Kubernetes:     apiv1.KubernetesStatus{Attached: !c.KubeAttachedAt.IsZero(), AttachedAt: timePtr(c.KubeAttachedAt)},
 	}
 	for _, n := range nodes {
-		if n.State == domain.NodeRemoved {
+		if n.State == domain.NodeRemoved && !n.CleanupPending {
 			continue
 		}
 		if n.Class == domain.Preemptible && n.State == domain.NodeReady {
 			v.AllocatedPreemptibleGPUs += n.GPUs
 		}
 		nv := apiv1.Node{NodeID: n.ID, NodeName: n.Name, ComputeClass: string(n.Class), Status: string(n.State),
-			NumGPUs: n.GPUs, CreatedAt: n.CreatedAt, ReadyAt: timePtr(n.ReadyAt), LastError: redact(n.LastError)}
+			NumGPUs: n.GPUs, CreatedAt: n.CreatedAt, ReadyAt: timePtr(n.ReadyAt), LastError: redact(n.LastError),
+			Outcome: string(n.Outcome), CleanupPending: n.CleanupPending}
 		if n.State == domain.NodeDraining {
 			nv.Deadline = timePtr(n.Deadline)
 		}

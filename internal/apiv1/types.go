@@ -88,6 +88,15 @@ type Node struct {
 	// hook, a call to the cluster's API), until the step succeeds. The
 	// API server's address is masked in it.
 	LastError string `json:"last_error,omitempty"`
+	// Outcome of a node on its way out: early (its pods exited before the
+	// deadline), deadline, or lost (its Node was deleted by someone else
+	// or stayed NotReady too long).
+	Outcome string `json:"outcome,omitempty"`
+	// CleanupPending: the node's machine was taken back, but its objects
+	// in the cluster (the Node, pods left on it) are not deleted yet
+	// because the cluster's API did not answer; sparecap keeps trying.
+	// Removed nodes are listed while it is set.
+	CleanupPending bool `json:"cleanup_pending,omitempty"`
 }
 
 // ClusterList is the body of GET /v1/clusters.
@@ -191,6 +200,13 @@ type Machine struct {
 	State         string `json:"state"`
 	ClusterID     string `json:"cluster_id,omitempty"`
 	NodeName      string `json:"node_name,omitempty"`
+	// OutOfServiceReason says why sparecap took the machine out of
+	// service (its nodes kept failing to register); empty when the
+	// operator did, or it is in service.
+	OutOfServiceReason string `json:"out_of_service_reason,omitempty"`
+	// RegistrationFailures counts its nodes' registration timeouts in a
+	// row.
+	RegistrationFailures int `json:"registration_failures,omitempty"`
 }
 
 // MachineList is the body of GET /v1/admin/machines.

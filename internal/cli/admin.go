@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -201,9 +202,18 @@ has that node drained first, with the usual notice.`,
 // YAML.
 func (s *state) printMachines(cmd *cobra.Command, ms []apiv1.Machine, v any) error {
 	return s.print(cmd.OutOrStdout(), v, func(tw *tabwriter.Writer) {
-		row(tw, "ID", "REGION", "GPU_TYPE", "GPUS", "POOL", "STATE", "CLUSTER", "NODE")
+		reasons := slices.ContainsFunc(ms, func(m apiv1.Machine) bool { return m.OutOfServiceReason != "" })
+		head := []any{"ID", "REGION", "GPU_TYPE", "GPUS", "POOL", "STATE", "CLUSTER", "NODE"}
+		if reasons {
+			head = append(head, "REASON")
+		}
+		row(tw, head...)
 		for _, m := range ms {
-			row(tw, m.MachineID, m.Region, m.GPUType, m.GPUs, m.Pool, m.State, orDash(m.ClusterID), orDash(m.NodeName))
+			cols := []any{m.MachineID, m.Region, m.GPUType, m.GPUs, m.Pool, m.State, orDash(m.ClusterID), orDash(m.NodeName)}
+			if reasons {
+				cols = append(cols, orDash(oneLine(m.OutOfServiceReason)))
+			}
+			row(tw, cols...)
 		}
 	})
 }

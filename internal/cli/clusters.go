@@ -300,7 +300,14 @@ func (s *state) nodesTable(tw *tabwriter.Writer, nodes []apiv1.Node) {
 		if name == "" {
 			name = n.NodeID
 		}
-		cols := []any{name, n.ComputeClass, n.Status, n.NumGPUs, s.age(n.CreatedAt), s.deadline(n.Deadline)}
+		status := n.Status
+		switch {
+		case n.Outcome == "lost":
+			status += " (lost)"
+		case n.CleanupPending:
+			status += " (cleanup pending)"
+		}
+		cols := []any{name, n.ComputeClass, status, n.NumGPUs, s.age(n.CreatedAt), s.deadline(n.Deadline)}
 		if withErrors {
 			cols = append(cols, orDash(oneLine(n.LastError)))
 		}

@@ -115,8 +115,10 @@ type Controller struct {
 	busyMu  sync.Mutex
 	busy    map[string]bool // nodes whose step is running
 	backoff backoff
-	// lastSweep is when ready nodes were last checked for loss.
+	// lastSweep is when ready nodes were last checked for loss;
+	// sweepNow asks the next pass to check them at once.
 	lastSweep time.Time
+	sweepNow  atomic.Bool
 }
 
 // Observation is a step the controller took on a node. Kind says which:
@@ -227,6 +229,14 @@ func (c *Controller) notify() {
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.changedMu.Unlock()
+}
+
+// SweepSoon asks the loop to check ready nodes against their clusters'
+// Node objects now (a node watch saw a managed Node deleted or change
+// readiness).
+func (c *Controller) SweepSoon() {
+	c.sweepNow.Store(true)
+	c.Kick()
 }
 
 // Kick asks the loop to reconcile now.

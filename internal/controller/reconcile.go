@@ -165,7 +165,7 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 	for _, n := range cleanups {
 		start(cleanupKey(n.ID), n, c.stepCleanup)
 	}
-	if now.Sub(c.lastSweep) >= sweepEvery {
+	if c.sweepNow.Swap(false) || now.Sub(c.lastSweep) >= sweepEvery {
 		if err := c.sweep(ctx); err != nil {
 			errs = append(errs, err)
 		}
@@ -317,8 +317,8 @@ func (c *Controller) spec(n domain.Node) driver.NodeSpec {
 		ClusterID: n.ClusterID, NodeName: n.Name, MachineID: n.MachineID, Class: n.Class, GPUs: n.GPUs,
 		Labels: map[string]string{
 			domain.LabelComputeClass: string(n.Class),
-			"sparecap.dev/machine":   n.MachineID,
-			"sparecap.dev/node-id":   n.ID,
+			domain.LabelMachine:      n.MachineID,
+			domain.LabelNodeID:       n.ID,
 		},
 	}
 }

@@ -11,7 +11,14 @@ import (
 
 // Label, taint and annotation keys put on Kubernetes nodes.
 const (
-	LabelComputeClass     = "sparecap.dev/compute-class"
+	LabelComputeClass = "sparecap.dev/compute-class"
+	// LabelNodeID and LabelMachine name the sparecap node and machine a
+	// Node object stands for; the node ID marks a Node as sparecap's.
+	LabelNodeID  = "sparecap.dev/node-id"
+	LabelMachine = "sparecap.dev/machine"
+	// ReasonDisruption is the reason of the DisruptionTarget condition
+	// sparecap sets on a pod before deleting it for a reclaim.
+	ReasonDisruption      = "PreemptionBySparecap"
 	TaintPreempted        = "sparecap.dev/preempted"
 	AnnotationDeadline    = "sparecap.dev/preempt-deadline"
 	DefaultGPUsPerMachine = 8

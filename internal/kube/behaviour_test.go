@@ -89,7 +89,7 @@ func (h *harness) ClusterID() string            { return "c-behaviour" }
 
 func (h *harness) Join(t *testing.T, node string) {
 	t.Helper()
-	if err := kubelet.MarkReady(context.Background(), env.Client(), node); err != nil {
+	if err := kubelet.RegisterNode(context.Background(), env.Client(), node, nil); err != nil {
 		t.Fatal(err)
 	}
 }

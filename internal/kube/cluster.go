@@ -13,6 +13,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,8 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
+	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -80,6 +83,17 @@ type Options struct {
 	// OnPodsGone is called when the last workload pod on a node goes
 	// (from the pod watch), so a draining node is released at once.
 	OnPodsGone func()
+	// OnNodeChange is called when a Node object sparecap manages is
+	// deleted or its Ready condition changes (from the node watch), so
+	// the controller checks for lost nodes at once.
+	OnNodeChange func()
+	// Instance names this server in the Events it posts (their
+	// reportingInstance and source host); default: the host name.
+	Instance string
+	// AllowKubeconfigPlugins: kubeconfigs with exec credential plugins,
+	// auth providers or a proxy URL are used (see CheckKubeconfig);
+	// otherwise a stored one that has them is refused when loaded.
+	AllowKubeconfigPlugins bool
 	// Log gets a line when a cluster's driver starts or stops.
 	Log *slog.Logger
 }
@@ -102,6 +116,10 @@ func (o *Options) defaults() {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
+	}
+	if o.Instance == "" {
+		o.Instance, _ = os.Hostname()
+		o.Instance = cmp.Or(o.Instance, "sparecap")
 	}
 }
 
@@ -129,7 +147,10 @@ type Cluster struct {
 	client kubernetes.Interface
 	opts   Options
 	pods   cache.SharedIndexInformer
-	stop   chan struct{}
+	// nodes watches the cluster's Node objects: adopting and marking
+	// read them, and a managed Node deleted or NotReady is a lost node.
+	nodes cache.SharedIndexInformer
+	stop  chan struct{}
 	// slots and eventSlots bound calls in flight (see DefaultInFlight).
 	slots      chan struct{}
 	eventSlots chan struct{}
@@ -169,7 +190,31 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 		slots: make(chan struct{}, opts.InFlight), eventSlots: make(chan struct{}, min(eventSlots, opts.InFlight))}
 	c.urgent.idle = make(chan struct{})
 	close(c.urgent.idle)
-	c.pods = informers.NewSharedInformerFactory(client, 0).Core().V1().Pods().Informer()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c.pods = factory.Core().V1().Pods().Informer()
+	c.nodes = factory.Core().V1().Nodes().Informer()
+	if err := c.nodes.SetTransform(trimNode); err != nil {
+		return nil, err
+	}
+	if _, err := c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*corev1.Node)
+			n, ok2 := obj.(*corev1.Node)
+			if ok1 && ok2 && managed(n) && Ready(o) != Ready(n) {
+				c.nodeChanged()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if n, ok := obj.(*corev1.Node); ok && managed(n) {
+				c.nodeChanged()
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
 	if err := c.pods.AddIndexers(cache.Indexers{byNode: func(obj any) ([]string, error) {
 		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
 			return []string{p.Spec.NodeName}, nil
@@ -201,8 +246,83 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	go c.pods.Run(c.stop)
+	go c.nodes.Run(c.stop)
 	return c, nil
 }
+
+// managed: the Node is one of sparecap's (it carries the node-id label).
+func managed(n *corev1.Node) bool { return n.Labels[domain.LabelNodeID] != "" }
+
+func (c *Cluster) nodeChanged() {
+	if c.opts.OnNodeChange != nil {
+		c.opts.OnNodeChange()
+	}
+}
+
+// trimNode keeps what adopting, marking and health need of a Node.
+func trimNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	t := &corev1.Node{}
+	t.Name, t.UID, t.ResourceVersion, t.CreationTimestamp = n.Name, n.UID, n.ResourceVersion, n.CreationTimestamp
+	t.Labels = n.Labels
+	if v, ok := n.Annotations[domain.AnnotationDeadline]; ok {
+		t.Annotations = map[string]string{domain.AnnotationDeadline: v}
+	}
+	t.Spec.Unschedulable, t.Spec.Taints = n.Spec.Unschedulable, n.Spec.Taints
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			t.Status.Conditions = []corev1.NodeCondition{cond}
+		}
+	}
+	return t, nil
+}
+
+// cachedNode is the node as the watch last saw it; nil when the watch has
+// not synced or has no such node.
+func (c *Cluster) cachedNode(name string) *corev1.Node {
+	if !c.nodes.HasSynced() {
+		return nil
+	}
+	obj, ok, err := c.nodes.GetStore().GetByKey(name)
+	if err != nil || !ok {
+		return nil
+	}
+	return obj.(*corev1.Node)
+}
+
+// Health reports what the node watch says of the node. Before the watch
+// has synced nothing can be told: a node missing from an empty cache is
+// not a deleted node.
+func (c *Cluster) Health(ctx context.Context, clusterID, nodeName string) (driver.NodeHealth, error) {
+	if err := c.check(clusterID); err != nil {
+		return driver.NodeHealth{}, err
+	}
+	if !c.nodes.HasSynced() {
+		return driver.NodeHealth{}, fmt.Errorf("the node watch of cluster %s has not synced", c.id)
+	}
+	obj, ok, err := c.nodes.GetStore().GetByKey(nodeName)
+	if err != nil {
+		return driver.NodeHealth{}, err
+	}
+	if !ok {
+		return driver.NodeHealth{Gone: true}, nil
+	}
+	n := obj.(*corev1.Node)
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			if cond.Status == corev1.ConditionTrue {
+				return driver.NodeHealth{}, nil
+			}
+			return driver.NodeHealth{NotReadySince: cmp.Or(cond.LastTransitionTime.Time, n.CreationTimestamp.Time)}, nil
+		}
+	}
+	return driver.NodeHealth{NotReadySince: n.CreationTimestamp.Time}, nil
+}
+
+var _ driver.NodeWatcher = (*Cluster)(nil)
 
 // Close stops the pod watch.
 func (c *Cluster) Close() { close(c.stop) }
@@ -223,6 +343,11 @@ func trimPod(obj any) (any, error) {
 	}
 	t.Spec.NodeName, t.Spec.TerminationGracePeriodSeconds = p.Spec.NodeName, p.Spec.TerminationGracePeriodSeconds
 	t.Status.Phase = p.Status.Phase
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.DisruptionTarget {
+			t.Status.Conditions = []corev1.PodCondition{cond}
+		}
+	}
 	return t, nil
 }
 
@@ -321,9 +446,13 @@ func notFound(err error, what string) error {
 	return err
 }
 
-// AddNode registers the node (creates its Node object) or adopts the one
-// its kubelet registered, adding sparecap's labels and the configured
-// taints, and returns nil once the node is Ready.
+// AddNode adopts the node once its kubelet (or the register provider)
+// has registered it: sparecap never creates the Node itself, so the
+// kubelet's own registration (its --node-labels, --register-with-taints,
+// --provider-id) is kept. It patches in sparecap's labels and the
+// configured taints and returns nil once the node is Ready; until the
+// Node exists, or while it is not Ready, an error wrapping
+// driver.ErrNotReady.
 func (c *Cluster) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 	if err := c.check(spec.ClusterID); err != nil {
 		return err
@@ -342,42 +471,57 @@ func (c *Cluster) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 		ctx, cancel := c.call(ctx)
 		defer cancel()
 		n, err := c.client.CoreV1().Nodes().Get(ctx, spec.NodeName, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			n = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: spec.NodeName, Labels: labels}}
-			for _, t := range taints {
-				n.Spec.Taints = append(n.Spec.Taints, kubeTaint(t))
-			}
-			node, err = c.client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-			return err
-		}
 		if err != nil {
 			return err
 		}
-		changed := false
-		if n.Labels == nil {
-			n.Labels = map[string]string{}
-		}
+		meta := map[string]any{"resourceVersion": n.ResourceVersion}
+		patch := map[string]any{"metadata": meta}
+		add := map[string]string{}
 		for k, v := range labels {
 			if n.Labels[k] != v {
-				n.Labels[k], changed = v, true
+				add[k] = v
 			}
 		}
+		if len(add) > 0 {
+			meta["labels"] = add
+		}
+		want := slices.Clone(n.Spec.Taints)
+		changed := false
 		for _, t := range taints {
-			changed = setTaint(n, t) || changed
+			want, changed = withTaint(want, t)
 		}
 		if changed {
-			n, err = c.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			patch["spec"] = map[string]any{"taints": want}
 		}
-		node = n
+		if len(add) == 0 && !changed {
+			node = n
+			return nil
+		}
+		node, err = c.patch(ctx, spec.NodeName, patch)
 		return err
 	})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("node %s has not registered with the cluster yet: %w", spec.NodeName, driver.ErrNotReady)
+	}
 	if err != nil {
-		return fmt.Errorf("register node %s: %w", spec.NodeName, err)
+		return fmt.Errorf("adopt node %s: %w", spec.NodeName, err)
 	}
 	if !Ready(node) {
 		return fmt.Errorf("node %s: %w", spec.NodeName, driver.ErrNotReady)
 	}
 	return nil
+}
+
+// patch applies a JSON merge patch to the Node. A patch carrying
+// metadata.resourceVersion is refused with a Conflict when the Node
+// changed since it was read: the caller reads again and retries, so a
+// list it replaces (taints) never loses someone else's change.
+func (c *Cluster) patch(ctx context.Context, name string, patch map[string]any) (*corev1.Node, error) {
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return nil, err
+	}
+	return c.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
 }
 
 // Ready reports the node's Ready condition.
@@ -394,21 +538,22 @@ func kubeTaint(t driver.Taint) corev1.Taint {
 	return corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)}
 }
 
-// setTaint adds t or updates the taint with its key and effect (the same
-// taint to Kubernetes); it reports whether anything changed.
-func setTaint(n *corev1.Node, t driver.Taint) bool {
+// withTaint returns taints with t added, or the taint with t's key and
+// effect (the same taint to Kubernetes) given t's value; it reports
+// whether anything changed.
+func withTaint(taints []corev1.Taint, t driver.Taint) ([]corev1.Taint, bool) {
 	kt := kubeTaint(t)
-	for i, have := range n.Spec.Taints {
+	for i, have := range taints {
 		if have.Key == kt.Key && have.Effect == kt.Effect {
 			if have.Value == kt.Value {
-				return false
+				return taints, false
 			}
-			n.Spec.Taints[i].Value = kt.Value
-			return true
+			taints = slices.Clone(taints)
+			taints[i].Value = kt.Value
+			return taints, true
 		}
 	}
-	n.Spec.Taints = append(n.Spec.Taints, kt)
-	return true
+	return append(slices.Clone(taints), kt), true
 }
 
 func (c *Cluster) patchNode(ctx context.Context, clusterID, name, what string, patch any) error {
@@ -436,31 +581,55 @@ func (c *Cluster) Annotate(ctx context.Context, clusterID, nodeName, key, value 
 	return c.patchNode(ctx, clusterID, nodeName, "annotate", map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
 }
 
-// Taint adds the taint (read, modify, write: a merge patch would replace
-// the node's whole list of taints).
+// Taint adds the taint, with a patch that replaces the taint list as read
+// (under a resourceVersion precondition, so a concurrent change is not
+// lost: the patch is retried on the new list).
 func (c *Cluster) Taint(ctx context.Context, clusterID, nodeName string, t driver.Taint) error {
-	if err := c.check(clusterID); err != nil {
-		return err
-	}
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		ctx, cancel := c.call(ctx)
-		defer cancel()
-		n, err := c.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil || !setTaint(n, t) {
-			return err
-		}
-		_, err = c.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
-		return err
-	})
-	return notFound(err, "taint node "+nodeName)
+	return c.mark(ctx, clusterID, nodeName, false, &t, nil)
 }
 
-// MarkDraining cordons, taints and annotates the node in one update.
+// MarkDraining cordons, taints and annotates the node in one patch. The
+// node watch's copy is checked first: on a node already marked it makes
+// no call, so the controller can check the marks on every pass and put
+// them back when the tenant removed them.
 func (c *Cluster) MarkDraining(ctx context.Context, clusterID, nodeName string, t driver.Taint, annotations map[string]string) error {
+	c.draining.Store(nodeName, struct{}{})
+	return c.mark(ctx, clusterID, nodeName, true, &t, annotations)
+}
+
+func (c *Cluster) mark(ctx context.Context, clusterID, nodeName string, cordon bool, t *driver.Taint, annotations map[string]string) error {
 	if err := c.check(clusterID); err != nil {
 		return err
 	}
-	c.draining.Store(nodeName, struct{}{})
+	patchFor := func(n *corev1.Node) map[string]any {
+		meta := map[string]any{}
+		spec := map[string]any{}
+		if cordon && !n.Spec.Unschedulable {
+			spec["unschedulable"] = true
+		}
+		if t != nil {
+			if taints, changed := withTaint(n.Spec.Taints, *t); changed {
+				spec["taints"] = taints
+			}
+		}
+		add := map[string]string{}
+		for k, v := range annotations {
+			if n.Annotations[k] != v {
+				add[k] = v
+			}
+		}
+		if len(add) > 0 {
+			meta["annotations"] = add
+		}
+		if len(spec) == 0 && len(meta) == 0 {
+			return nil
+		}
+		meta["resourceVersion"] = n.ResourceVersion
+		return map[string]any{"metadata": meta, "spec": spec}
+	}
+	if n := c.cachedNode(nodeName); n != nil && patchFor(n) == nil {
+		return nil
+	}
 	ctx, done := c.call(ctx)
 	defer done()
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
@@ -468,20 +637,11 @@ func (c *Cluster) MarkDraining(ctx context.Context, clusterID, nodeName string, 
 		if err != nil {
 			return err
 		}
-		changed := setTaint(n, t) || !n.Spec.Unschedulable
-		n.Spec.Unschedulable = true
-		if n.Annotations == nil {
-			n.Annotations = map[string]string{}
-		}
-		for k, v := range annotations {
-			if n.Annotations[k] != v {
-				n.Annotations[k], changed = v, true
-			}
-		}
-		if !changed {
+		p := patchFor(n)
+		if p == nil {
 			return nil
 		}
-		_, err = c.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		_, err = c.patch(ctx, nodeName, p)
 		return err
 	})
 	return notFound(err, "mark node "+nodeName)
@@ -505,9 +665,9 @@ func (c *Cluster) postEvent(ctx context.Context, ref corev1.ObjectReference, e d
 		Type:                e.Type,
 		Reason:              e.Reason,
 		Message:             e.Message,
-		Source:              corev1.EventSource{Component: "sparecap"},
+		Source:              corev1.EventSource{Component: "sparecap", Host: c.opts.Instance},
 		ReportingController: "sparecap.dev/controller",
-		ReportingInstance:   "sparecap",
+		ReportingInstance:   c.opts.Instance,
 		FirstTimestamp:      now,
 		LastTimestamp:       now,
 		Count:               1,
@@ -574,12 +734,16 @@ func (c *Cluster) ListPods(ctx context.Context, clusterID, nodeName string) ([]d
 		if p.Spec.TerminationGracePeriodSeconds != nil {
 			grace = *p.Spec.TerminationGracePeriodSeconds
 		}
-		out = append(out, driver.Pod{
+		dp := driver.Pod{
 			Namespace: p.Namespace, Name: p.Name, UID: string(p.UID),
 			TerminationGracePeriod: time.Duration(grace) * time.Second,
 			Terminating:            p.DeletionTimestamp != nil,
 			DaemonSet:              isDaemon(p),
-		})
+		}
+		if dp.Terminating {
+			dp.KillAt = p.DeletionTimestamp.Time
+		}
+		out = append(out, dp)
 	}
 	return out, nil
 }
@@ -587,20 +751,36 @@ func (c *Cluster) ListPods(ctx context.Context, clusterID, nodeName string) ([]d
 // DeletePod deletes the pod with the grace period (whole seconds); the
 // UID precondition keeps a pod recreated under the same name safe.
 func (c *Cluster) DeletePod(ctx context.Context, clusterID, nodeName string, p driver.Pod, grace time.Duration) error {
-	return c.deletePod(ctx, clusterID, p, func() time.Duration { return grace })
+	return c.deletePod(ctx, clusterID, nodeName, p, time.Time{}, func() time.Duration { return grace })
 }
 
 // DeletePodBy deletes the pod so that it is gone by by, reading the clock
 // once it has its slot, just before the call.
 func (c *Cluster) DeletePodBy(ctx context.Context, clusterID, nodeName string, p driver.Pod, by time.Time) error {
-	return c.deletePod(ctx, clusterID, p, func() time.Duration { return driver.GraceBy(p, by, c.opts.Clock.Now()) })
+	return c.deletePod(ctx, clusterID, nodeName, p, by, func() time.Duration { return driver.GraceBy(p, by, c.opts.Clock.Now()) })
 }
 
 var _ driver.DeadlineDeleter = (*Cluster)(nil)
 
-func (c *Cluster) deletePod(ctx context.Context, clusterID string, p driver.Pod, grace func() time.Duration) error {
+// deletePod sets the pod's DisruptionTarget condition, then deletes it:
+// Kubernetes' own evictions do the same, so a Job's podFailurePolicy
+// (onPodConditions: DisruptionTarget), JobSet and Kueue count the pod as
+// disrupted, not failed, and a reclaim does not use up a backoffLimit.
+func (c *Cluster) deletePod(ctx context.Context, clusterID, nodeName string, p driver.Pod, by time.Time, grace func() time.Duration) error {
 	if err := c.check(clusterID); err != nil {
 		return err
+	}
+	if !c.disrupted(p) {
+		msg := fmt.Sprintf("sparecap reclaims node %s: the pod must be gone by %s", nodeName, by.UTC().Format(time.RFC3339))
+		if by.IsZero() {
+			msg = fmt.Sprintf("sparecap took node %s back at its deadline; the pod is force-deleted", nodeName)
+		}
+		if err := c.setDisruption(ctx, p, msg); err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				return nil // gone, or replaced by another pod of that name
+			}
+			return fmt.Errorf("set DisruptionTarget: %w", err)
+		}
 	}
 	ctx, cancel := c.call(ctx)
 	defer cancel()
@@ -614,6 +794,41 @@ func (c *Cluster) deletePod(ctx context.Context, clusterID string, p driver.Pod,
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone, or replaced by another pod of that name
 	}
+	return err
+}
+
+// disrupted: the pod watch shows the pod with sparecap's DisruptionTarget
+// condition already (a second deletion, to cut a grace period).
+func (c *Cluster) disrupted(p driver.Pod) bool {
+	obj, ok, err := c.pods.GetStore().GetByKey(p.Namespace + "/" + p.Name)
+	if err != nil || !ok {
+		return false
+	}
+	for _, cond := range obj.(*corev1.Pod).Status.Conditions {
+		if cond.Type == corev1.DisruptionTarget && cond.Status == corev1.ConditionTrue && cond.Reason == domain.ReasonDisruption {
+			return true
+		}
+	}
+	return false
+}
+
+// setDisruption patches the pod's status with the DisruptionTarget
+// condition (a strategic merge patch merges conditions by type). The
+// pod's UID in the patch makes it apply to this pod only.
+func (c *Cluster) setDisruption(ctx context.Context, p driver.Pod, msg string) error {
+	cond := map[string]any{"type": corev1.DisruptionTarget, "status": corev1.ConditionTrue,
+		"reason": domain.ReasonDisruption, "message": msg, "lastTransitionTime": metav1.NewTime(c.opts.Clock.Now())}
+	patch := map[string]any{"status": map[string]any{"conditions": []any{cond}}}
+	if p.UID != "" {
+		patch["metadata"] = map[string]any{"uid": p.UID}
+	}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	_, err = c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
 	return err
 }
 

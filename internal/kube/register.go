@@ -3,28 +3,63 @@ package kube
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/sparecap/sparecap/internal/domain"
 )
+
+// LabelRegistered marks the Nodes the register provider created: it posts
+// their heartbeats, as their kubelet would.
+const LabelRegistered = "sparecap.dev/registered"
+
+// ResourceGPU is the extended resource GPUs are scheduled by (NVIDIA's
+// device plugin advertises it).
+const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+
+// Capacity is what a node registered by the register provider offers a
+// scheduler: 110 pods (the kubelet's default), the machine's GPUs as
+// nvidia.com/gpu, and stand-in figures for CPU and memory (64 cores,
+// 512 GiB), which sparecap's fleet does not record.
+func Capacity(gpus int) corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourcePods:   resource.MustParse("110"),
+		corev1.ResourceCPU:    resource.MustParse("64"),
+		corev1.ResourceMemory: resource.MustParse("512Gi"),
+		ResourceGPU:           *resource.NewQuantity(int64(gpus), resource.DecimalSI),
+	}
+}
 
 // RegisterNode does what a kubelet joining a cluster does to its Node
 // object: creates it if missing (with labels; an existing node's labels are
 // left alone) and reports it Ready.
 func RegisterNode(ctx context.Context, c kubernetes.Interface, name string, labels map[string]string) error {
+	return registerNode(ctx, c, name, labels, nil)
+}
+
+func registerNode(ctx context.Context, c kubernetes.Interface, name string, labels map[string]string, capacity corev1.ResourceList) error {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("register node %s: %w", name, err)
 	}
-	return SetReady(ctx, c, name, corev1.ConditionTrue)
+	return setStatus(ctx, c, name, corev1.ConditionTrue, capacity)
 }
 
 // SetReady sets the node's Ready condition (replacing the one it has) and
 // refreshes its heartbeat, as a kubelet posting its status does.
 func SetReady(ctx context.Context, c kubernetes.Interface, name string, status corev1.ConditionStatus) error {
+	return setStatus(ctx, c, name, status, nil)
+}
+
+// setStatus posts the node's status: its Ready condition with a fresh
+// heartbeat and, if given, its capacity (allocatable the same).
+func setStatus(ctx context.Context, c kubernetes.Interface, name string, status corev1.ConditionStatus, capacity corev1.ResourceList) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -48,6 +83,9 @@ func SetReady(ctx context.Context, c kubernetes.Interface, name string, status c
 		if !found {
 			node.Status.Conditions = append(node.Status.Conditions, cond)
 		}
+		if capacity != nil {
+			node.Status.Capacity, node.Status.Allocatable = capacity.DeepCopy(), capacity.DeepCopy()
+		}
 		_, err = c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 		return err
 	})
@@ -56,3 +94,40 @@ func SetReady(ctx context.Context, c kubernetes.Interface, name string, status c
 	}
 	return nil
 }
+
+// heartbeat posts the status of every Node the register provider made in
+// the cluster (what the node watch shows), so a node lifecycle controller
+// does not take them for dead kubelets.
+func (c *Cluster) heartbeat(ctx context.Context) error {
+	if !c.nodes.HasSynced() {
+		return nil
+	}
+	var errs []error
+	for _, obj := range c.nodes.GetStore().List() {
+		n := obj.(*corev1.Node)
+		if n.Labels[LabelRegistered] != "true" {
+			continue
+		}
+		gpus := domain.DefaultGPUsPerMachine
+		cctx, cancel := c.call(ctx)
+		if cur, err := c.client.CoreV1().Nodes().Get(cctx, n.Name, metav1.GetOptions{}); err == nil {
+			if q, ok := cur.Status.Capacity[ResourceGPU]; ok {
+				gpus = int(q.Value())
+			}
+		}
+		err := setStatus(cctx, c.client, n.Name, corev1.ConditionTrue, Capacity(gpus))
+		cancel()
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("heartbeat of cluster %s: %w (and %d more)", c.id, errs[0], len(errs)-1)
+	}
+	return nil
+}
+
+// HeartbeatEvery is how often the register provider posts its nodes'
+// status: well inside the node lifecycle controller's default grace
+// period (50 s).
+const HeartbeatEvery = 10 * time.Second

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -41,6 +42,28 @@ func (r *Router) SetOnPodsGone(f func()) {
 	r.mu.Unlock()
 }
 
+// SetOnNodeChange sets the callback the node watches call when a managed
+// Node is deleted or changes readiness (the controller's SweepSoon).
+func (r *Router) SetOnNodeChange(f func()) {
+	r.mu.Lock()
+	r.opts.OnNodeChange = f
+	r.mu.Unlock()
+}
+
+// Start builds the drivers of the given clusters now, in the background,
+// so their watches have synced before the first reclaim after a restart
+// needs them. A cluster whose driver cannot be built is logged and tried
+// again on first use.
+func (r *Router) Start(ctx context.Context, clusterIDs []string) {
+	for _, id := range clusterIDs {
+		go func() {
+			if _, err := r.Attached(ctx, id); err != nil && ctx.Err() == nil {
+				r.opts.Log.Warn("cannot start the Kubernetes driver of a cluster", "cluster", id, "err", err)
+			}
+		}()
+	}
+}
+
 // Reload forgets the cluster's driver, so the next call reads its
 // kubeconfig again (after an attach or detach).
 func (r *Router) Reload(clusterID string) {
@@ -66,6 +89,19 @@ func (r *Router) Close() {
 	}
 }
 
+// attached lists the drivers built so far.
+func (r *Router) attached() []*Cluster {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*Cluster
+	for _, c := range r.clusters {
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // Attached returns the driver of an attached cluster, nil for one that
 // runs on the fallback.
 func (r *Router) Attached(ctx context.Context, clusterID string) (*Cluster, error) {
@@ -80,6 +116,9 @@ func (r *Router) Attached(ctx context.Context, clusterID string) (*Cluster, erro
 		return nil, fmt.Errorf("kubeconfig of cluster %s: %w", clusterID, err)
 	}
 	if kc != nil {
+		if err := CheckKubeconfig(kc, r.opts.AllowKubeconfigPlugins); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", clusterID, err)
+		}
 		rc, err := RESTConfig(kc)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", clusterID, err)
@@ -206,6 +245,22 @@ func (r *Router) DeletePodBy(ctx context.Context, clusterID, nodeName string, p 
 
 var _ driver.DeadlineDeleter = (*Router)(nil)
 
+// Health asks the cluster's node watch, or the fallback when it watches
+// nodes too.
+func (r *Router) Health(ctx context.Context, clusterID, nodeName string) (driver.NodeHealth, error) {
+	d, err := r.driver(ctx, clusterID)
+	if err != nil {
+		return driver.NodeHealth{}, err
+	}
+	w, ok := d.(driver.NodeWatcher)
+	if !ok {
+		return driver.NodeHealth{}, fmt.Errorf("the driver of cluster %s does not watch nodes", clusterID)
+	}
+	return w.Health(ctx, clusterID, nodeName)
+}
+
+var _ driver.NodeWatcher = (*Router)(nil)
+
 func (r *Router) DeleteNode(ctx context.Context, clusterID, nodeName string) error {
 	d, err := r.driver(ctx, clusterID)
 	if err != nil {
@@ -231,7 +286,9 @@ func NewRegistrar(r *Router, fallback driver.MachineProvider) *Registrar {
 	return &Registrar{router: r, fallback: fallback}
 }
 
-// Prepare registers the node, Ready, in an attached cluster.
+// Prepare registers the node, Ready, in an attached cluster, with the
+// capacity a scheduler needs to place pods on it (Capacity), and labelled
+// LabelRegistered so Run keeps its heartbeat going.
 func (g *Registrar) Prepare(ctx context.Context, m domain.Machine, spec driver.NodeSpec) (bool, error) {
 	c, err := g.router.Attached(ctx, spec.ClusterID)
 	if err != nil {
@@ -242,10 +299,31 @@ func (g *Registrar) Prepare(ctx context.Context, m domain.Machine, spec driver.N
 	}
 	ctx, cancel := c.call(ctx)
 	defer cancel()
-	if err := RegisterNode(ctx, c.client, spec.NodeName, nil); err != nil {
+	gpus := cmp.Or(m.GPUs, spec.GPUs, domain.DefaultGPUsPerMachine)
+	if err := registerNode(ctx, c.client, spec.NodeName, map[string]string{LabelRegistered: "true"}, Capacity(gpus)); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// Run posts the heartbeats of the nodes the provider registered, in every
+// attached cluster, every HeartbeatEvery, until ctx ends: their status
+// stays current as a kubelet's would.
+func (g *Registrar) Run(ctx context.Context) {
+	t := time.NewTicker(HeartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, c := range g.router.attached() {
+			if err := c.heartbeat(ctx); err != nil && ctx.Err() == nil {
+				g.router.opts.Log.Warn("register provider heartbeat failed", "err", err)
+			}
+		}
+	}
 }
 
 // Wipe has nothing to do: the node object was deleted by the drain.

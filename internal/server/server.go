@@ -90,6 +90,9 @@ type Options struct {
 	AllowKubeconfigPlugins bool
 	// Workers bounds the node steps running at once (controller.Config).
 	Workers int
+	// NodeLostAfter and RegisterTimeout: see controller.Config.
+	NodeLostAfter   time.Duration
+	RegisterTimeout time.Duration
 	Log     *slog.Logger
 }
 
@@ -191,6 +194,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	kopts := o.Kube
 	kopts.Log, kopts.Clock = o.Log, clk
+	kopts.AllowKubeconfigPlugins = o.AllowKubeconfigPlugins
 	// client-go logs through klog (a watch that lost its API server, say):
 	// send that to the server's log rather than bare to stderr.
 	klog.SetSlogLogger(o.Log.With("component", "client-go"))
@@ -207,8 +211,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.Controller = controller.New(st, s.Kube, machines, clk, controller.Config{
 		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval, Workers: o.Workers,
+		NodeLostAfter: o.NodeLostAfter, RegisterTimeout: o.RegisterTimeout,
 	}, o.Log)
 	s.Kube.SetOnPodsGone(s.Controller.Kick)
+	s.Kube.SetOnNodeChange(s.Controller.SweepSoon)
 	s.Controller.OnClusterGone = s.Kube.Reload
 	s.Metrics = metrics.New(st)
 	s.Controller.Observer = s.Metrics.Observe
@@ -246,6 +252,19 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	// Start the watches of every attached cluster now: the first reclaim
+	// after a restart must not wait for a full LIST of its pods.
+	if clusters, err := st.ListClusters(ctx, ""); err == nil {
+		var attached []string
+		for _, c := range clusters {
+			if !c.KubeAttachedAt.IsZero() {
+				attached = append(attached, c.ID)
+			}
+		}
+		s.Kube.Start(runCtx, attached)
+	} else {
+		o.Log.Warn("cannot list clusters to start their Kubernetes drivers; they start on first use", "err", err)
+	}
 	s.stop = stop
 	go func() {
 		errc := make(chan error, 2)
@@ -284,7 +303,12 @@ func machineProvider(o Options, s *Server) (driver.MachineProvider, func(), erro
 	case "", "sim":
 		return s.Sim, func() {}, nil
 	case "register":
-		return kube.NewRegistrar(s.Kube, s.Sim), func() {}, nil
+		// The registrar posts its nodes' heartbeats until the server stops.
+		r := kube.NewRegistrar(s.Kube, s.Sim)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { r.Run(ctx); close(done) }()
+		return r, func() { cancel(); <-done }, nil
 	case "exec":
 		if o.ProvisionHook == "" {
 			return nil, nil, errors.New("the exec machine provider needs a provision hook (--provision-hook)")
