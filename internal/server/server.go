@@ -93,7 +93,7 @@ type Options struct {
 	// NodeLostAfter and RegisterTimeout: see controller.Config.
 	NodeLostAfter   time.Duration
 	RegisterTimeout time.Duration
-	Log     *slog.Logger
+	Log             *slog.Logger
 }
 
 // Server is a running sparecap process.
