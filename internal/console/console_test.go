@@ -31,6 +31,7 @@ type env struct {
 	srv    *httptest.Server
 	ctrl   *controller.Controller
 	clk    *clock.Fake
+	sim    *sim.Fleet
 	tokens map[string]string
 }
 
@@ -57,7 +58,7 @@ func newEnv(t *testing.T) *env {
 	mux := http.NewServeMux()
 	mux.Handle("/console/", console.New(a, sessions, clk, nil))
 	mux.Handle("/", a)
-	e := &env{t: t, srv: httptest.NewServer(mux), ctrl: ctrl, clk: clk, tokens: map[string]string{"admin": "adm"}}
+	e := &env{t: t, srv: httptest.NewServer(mux), ctrl: ctrl, clk: clk, sim: fl, tokens: map[string]string{"admin": "adm"}}
 	t.Cleanup(e.srv.Close)
 	for _, p := range []string{"p", "q"} {
 		var tok string
@@ -346,5 +347,28 @@ func TestScaleUsageAndFleetPages(t *testing.T) {
 	}
 	if _, _, h := admin.get("/console/"); !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'self'") || h.Get("X-Frame-Options") != "DENY" {
 		t.Fatal("security headers missing")
+	}
+}
+
+// TestClusterPageShowsLostNode: a node whose Node object the tenant
+// deleted is shown as lost on the cluster page.
+func TestClusterPageShowsLostNode(t *testing.T) {
+	e := newEnv(t)
+	body := e.apiAs(e.tokens["p"], "POST", "/v1/clusters", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8,"num_preemptible_gpus":8}`, 201)
+	id := regexp.MustCompile(`"cluster_id": "([^"]+)"`).FindStringSubmatch(body)[1]
+	for i := 0; i < 10; i++ {
+		e.ctrl.Reconcile(context.Background())
+		e.clk.Step(10 * time.Second)
+	}
+	name := regexp.MustCompile(`"node_name": "(gpu-preemptible-dp-[0-9]+)"`).FindStringSubmatch(e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200))[1]
+	if err := e.sim.DeleteNode(context.Background(), id, name); err != nil {
+		t.Fatal(err)
+	}
+	e.ctrl.Reconcile(context.Background())
+	b := e.browser()
+	b.signIn(e.tokens["p"])
+	status, page, _ := b.get("/console/clusters/" + id)
+	if status != 200 || !strings.Contains(page, "removing (lost)") {
+		t.Fatalf("cluster page %d does not show the lost node", status)
 	}
 }
