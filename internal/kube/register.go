@@ -11,8 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
-
-	"github.com/sparecap/sparecap/internal/domain"
 )
 
 // LabelRegistered marks the Nodes the register provider created: it posts
@@ -108,14 +106,10 @@ func (c *Cluster) heartbeat(ctx context.Context) error {
 		if n.Labels[LabelRegistered] != "true" {
 			continue
 		}
-		gpus := domain.DefaultGPUsPerMachine
+		// The capacity set at registration stays; the Ready condition's
+		// heartbeat is refreshed.
 		cctx, cancel := c.call(ctx)
-		if cur, err := c.client.CoreV1().Nodes().Get(cctx, n.Name, metav1.GetOptions{}); err == nil {
-			if q, ok := cur.Status.Capacity[ResourceGPU]; ok {
-				gpus = int(q.Value())
-			}
-		}
-		err := setStatus(cctx, c.client, n.Name, corev1.ConditionTrue, Capacity(gpus))
+		err := setStatus(cctx, c.client, n.Name, corev1.ConditionTrue, nil)
 		cancel()
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)

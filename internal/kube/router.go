@@ -279,6 +279,8 @@ var _ driver.ClusterDriver = (*Router)(nil)
 type Registrar struct {
 	router   *Router
 	fallback driver.MachineProvider
+	// Every is how often Run posts heartbeats (default HeartbeatEvery).
+	Every time.Duration
 }
 
 // NewRegistrar returns the register provider.
@@ -310,7 +312,7 @@ func (g *Registrar) Prepare(ctx context.Context, m domain.Machine, spec driver.N
 // attached cluster, every HeartbeatEvery, until ctx ends: their status
 // stays current as a kubelet's would.
 func (g *Registrar) Run(ctx context.Context) {
-	t := time.NewTicker(HeartbeatEvery)
+	t := time.NewTicker(cmp.Or(g.Every, HeartbeatEvery))
 	defer t.Stop()
 	for {
 		select {
