@@ -476,12 +476,7 @@ func (c *Cluster) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 		}
 		meta := map[string]any{"resourceVersion": n.ResourceVersion}
 		patch := map[string]any{"metadata": meta}
-		add := map[string]string{}
-		for k, v := range labels {
-			if n.Labels[k] != v {
-				add[k] = v
-			}
-		}
+		add := missing(n.Labels, labels)
 		if len(add) > 0 {
 			meta["labels"] = add
 		}
@@ -510,6 +505,18 @@ func (c *Cluster) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 		return fmt.Errorf("node %s: %w", spec.NodeName, driver.ErrNotReady)
 	}
 	return nil
+}
+
+// missing returns the entries of want that have does not have (or has
+// with another value).
+func missing(have, want map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range want {
+		if have[k] != v {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // patch applies a JSON merge patch to the Node. A patch carrying
@@ -612,13 +619,7 @@ func (c *Cluster) mark(ctx context.Context, clusterID, nodeName string, cordon b
 				spec["taints"] = taints
 			}
 		}
-		add := map[string]string{}
-		for k, v := range annotations {
-			if n.Annotations[k] != v {
-				add[k] = v
-			}
-		}
-		if len(add) > 0 {
+		if add := missing(n.Annotations, annotations); len(add) > 0 {
 			meta["annotations"] = add
 		}
 		if len(spec) == 0 && len(meta) == 0 {
