@@ -1,6 +1,11 @@
 //go:build tools
 
-// Package tools pins kube-apiserver so `go mod tidy` keeps its requirements.
+// Package tools pins kube-apiserver, kube-controller-manager and
+// kube-scheduler so `go mod tidy` keeps their requirements.
 package tools
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)

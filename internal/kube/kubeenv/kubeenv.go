@@ -1,11 +1,15 @@
 // Package kubeenv runs a real etcd and kube-apiserver on loopback for
-// integration tests: nothing else of a cluster runs (no kubelet,
-// controller-manager or scheduler; see package kubelet for a stand-in).
+// integration tests. By default nothing else of a cluster runs (no kubelet,
+// controller-manager or scheduler; see package kubelet for a stand-in);
+// Options.MiniCluster (or StartMiniClusterT) adds kube-controller-manager,
+// kube-scheduler and kwok's simulated kubelets, so that Jobs, Deployments
+// and the scheduler work as in a real cluster (see minicluster.go for what
+// kwok does with nodes and pods, and the annotations tests steer it with).
 //
 // The binaries come from scripts/ensure-kube.sh (which `make test` runs).
 // Tests that use this package fail, never skip, when they are missing.
 //
-// Because nothing else runs: pods must be created bound (spec.nodeName) as
+// Without the mini cluster, because nothing else runs: pods must be created bound (spec.nodeName) as
 // the scheduler would have bound them; no service accounts are created, so
 // the ServiceAccount admission plugin is off; a deleted namespace stays
 // Terminating forever (the namespace controller would empty it); garbage
@@ -26,7 +30,12 @@
 //		os.Exit(code)
 //	}
 //
-// Tests sharing an Env should each work in their own namespace.
+// Tests sharing an Env should each work in their own namespace. A test of
+// its own starts a mini cluster with
+//
+//	env := kubeenv.StartMiniClusterT(t)
+//	env.Client().CoreV1().Nodes().Create(ctx, kubeenv.FakeNode("gpu-dp-1",
+//		corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}), metav1.CreateOptions{})
 package kubeenv
 
 import (
@@ -56,10 +65,10 @@ const ReadyTimeout = 60 * time.Second
 
 // Options configure Start. The zero value is fine.
 type Options struct {
-	// Log receives both components' output, each line prefixed by
-	// "etcd: " or "kube-apiserver: ". Default: etcd.log and
-	// kube-apiserver.log in Dir (gone after Close when Dir is temporary;
-	// startup errors quote their tail either way).
+	// Log receives every component's output, each line prefixed by its
+	// name ("etcd: ", "kube-apiserver: ", "kwok: ", ...). Default: a
+	// <name>.log per component in Dir (gone after Close when Dir is
+	// temporary; startup errors quote their tail either way).
 	Log io.Writer
 	// Dir holds etcd's data, the certificates and keys and the logs.
 	// Default: a new temporary directory, removed by Close. A Dir given here
@@ -68,6 +77,18 @@ type Options struct {
 	// APIServerArgs are appended to kube-apiserver's flags (later flags win),
 	// e.g. "--feature-gates=...".
 	APIServerArgs []string
+
+	// MiniCluster also starts kube-controller-manager, kube-scheduler and
+	// kwok once the API server is ready, and waits until each says it is
+	// healthy (a few seconds). StopAPIServer leaves them running, as a
+	// control-plane outage leaves kubelets and controllers running: they
+	// retry and catch up once StartAPIServer brings the server back. Close
+	// stops them.
+	MiniCluster bool
+	// ControllerManagerArgs, SchedulerArgs and KwokArgs are appended to the
+	// mini cluster's components' flags, e.g.
+	// "--node-monitor-grace-period=10s".
+	ControllerManagerArgs, SchedulerArgs, KwokArgs []string
 }
 
 // Env is a running etcd and kube-apiserver. Its methods are safe for
@@ -88,11 +109,13 @@ type Env struct {
 	mu        sync.Mutex
 	etcd      *proc
 	apiserver *proc
+	mini      []*proc // the mini cluster's components, once ready
 	closed    bool
 }
 
 // Start starts etcd and kube-apiserver and waits until the apiserver's
-// /readyz says ok. On error nothing is left running.
+// /readyz says ok, then the mini cluster if asked. On error nothing is left
+// running.
 func Start(opts Options) (_ *Env, err error) {
 	apiPath, err := APIServerPath()
 	if err != nil {
@@ -101,6 +124,12 @@ func Start(opts Options) (_ *Env, err error) {
 	etcdBin, err := etcdPath()
 	if err != nil {
 		return nil, err
+	}
+	var mini miniBinaries
+	if opts.MiniCluster {
+		if mini, err = findMiniBinaries(); err != nil {
+			return nil, err
+		}
 	}
 	e := &Env{opts: opts, apiPath: apiPath, dir: opts.Dir}
 	if opts.Log != nil {
@@ -134,7 +163,7 @@ func Start(opts Options) (_ *Env, err error) {
 		e.setupClient()
 		err = e.StartAPIServer()
 		if err == nil {
-			return e, nil
+			break
 		}
 		e.mu.Lock()
 		retry := attempt < 3 && e.apiserver != nil && e.apiserver.addrInUse()
@@ -144,21 +173,43 @@ func Start(opts Options) (_ *Env, err error) {
 			return nil, err
 		}
 	}
+	if opts.MiniCluster {
+		if err := e.startMiniCluster(mini); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
 }
 
 // StartT starts an Env for one test and closes it when the test ends. It
 // fails the test (never skips) if the Env cannot start.
 func StartT(t testing.TB) *Env {
 	t.Helper()
-	e, err := Start(Options{})
+	return StartTWith(t, Options{})
+}
+
+// StartMiniClusterT is StartT with the mini cluster
+// (Options{MiniCluster: true}).
+func StartMiniClusterT(t testing.TB) *Env {
+	t.Helper()
+	return StartTWith(t, Options{MiniCluster: true})
+}
+
+// StartTWith is StartT with options. A failed test logs the end of each
+// component's log.
+func StartTWith(t testing.TB, opts Options) *Env {
+	t.Helper()
+	e, err := Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			e.mu.Lock()
-			if e.apiserver != nil {
-				t.Logf("kube-apiserver:%s", e.apiserver.tail.report())
+			for _, p := range append([]*proc{e.apiserver}, e.mini...) {
+				if p != nil {
+					t.Logf("%s:%s", p.name, p.tail.report())
+				}
 			}
 			e.mu.Unlock()
 		}
@@ -324,7 +375,7 @@ func (e *Env) StopAPIServer() error {
 	return err
 }
 
-// Close stops both components and removes the temporary directory. It is
+// Close stops every component and removes the temporary directory. It is
 // idempotent.
 func (e *Env) Close() error {
 	e.mu.Lock()
@@ -333,7 +384,9 @@ func (e *Env) Close() error {
 		return nil
 	}
 	e.closed = true
-	var errs []error
+	// The mini cluster first: it would otherwise log connection errors
+	// while the API server drains.
+	errs := []error{e.stopMiniLocked()}
 	// kube-apiserver first: it would otherwise log etcd errors while it drains.
 	for _, p := range []*proc{e.apiserver, e.etcd} {
 		if p != nil {

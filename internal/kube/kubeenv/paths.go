@@ -19,15 +19,46 @@ const module = "github.com/sparecap/sparecap"
 // never skip, so the error has to say how to get what they need.
 const hint = "run `make test` or scripts/ensure-kube.sh"
 
+// A binary the tests run, built by scripts/ensure-kube.sh from the module
+// pinned in tools/<tools>.
+type binary struct {
+	name   string // also the file name's prefix in the cache
+	env    string // overrides the cached build
+	tools  string // directory under tools/
+	module string // the module that directory pins
+}
+
+var (
+	apiServerBin         = binary{"kube-apiserver", "SPARECAP_KUBE_APISERVER", "kube-apiserver", "k8s.io/kubernetes"}
+	controllerManagerBin = binary{"kube-controller-manager", "SPARECAP_KUBE_CONTROLLER_MANAGER", "kube-apiserver", "k8s.io/kubernetes"}
+	schedulerBin         = binary{"kube-scheduler", "SPARECAP_KUBE_SCHEDULER", "kube-apiserver", "k8s.io/kubernetes"}
+	kwokBin              = binary{"kwok", "SPARECAP_KWOK", "kwok", "sigs.k8s.io/kwok"}
+)
+
 // APIServerPath returns the kube-apiserver binary the tests run:
 // $SPARECAP_KUBE_APISERVER if set, else the cached build at the path
-// scripts/kube-apiserver-path.sh prints (the two must agree, so the naming
-// below mirrors that script exactly).
-func APIServerPath() (string, error) {
-	if p := os.Getenv("SPARECAP_KUBE_APISERVER"); p != "" {
+// `scripts/kube-paths.sh kube-apiserver` prints (the two must agree, so the
+// naming below mirrors that script exactly).
+func APIServerPath() (string, error) { return apiServerBin.path() }
+
+// ControllerManagerPath returns the kube-controller-manager binary of the
+// mini cluster: $SPARECAP_KUBE_CONTROLLER_MANAGER, else the cached build
+// (same version and key as kube-apiserver).
+func ControllerManagerPath() (string, error) { return controllerManagerBin.path() }
+
+// SchedulerPath returns the kube-scheduler binary of the mini cluster:
+// $SPARECAP_KUBE_SCHEDULER, else the cached build.
+func SchedulerPath() (string, error) { return schedulerBin.path() }
+
+// KwokPath returns the kwok binary of the mini cluster: $SPARECAP_KWOK,
+// else the cached build from tools/kwok.
+func KwokPath() (string, error) { return kwokBin.path() }
+
+func (b binary) path() (string, error) {
+	if p := os.Getenv(b.env); p != "" {
 		return checkExecutable(p)
 	}
-	root, err := repoRoot()
+	root, err := repoRoot(b.env)
 	if err != nil {
 		return "", err
 	}
@@ -35,8 +66,8 @@ func APIServerPath() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tools := filepath.Join(root, "tools", "kube-apiserver")
-	version, err := pinnedVersion(filepath.Join(tools, "go.mod"))
+	tools := filepath.Join(root, "tools", b.tools)
+	version, err := pinnedVersion(filepath.Join(tools, "go.mod"), b.module)
 	if err != nil {
 		return "", err
 	}
@@ -45,7 +76,7 @@ func APIServerPath() (string, error) {
 		return "", err
 	}
 	h := sha256.Sum256(sum)
-	return checkExecutable(filepath.Join(cache, "kube-apiserver-"+version+"-"+hex.EncodeToString(h[:])[:12]))
+	return checkExecutable(filepath.Join(cache, b.name+"-"+version+"-"+hex.EncodeToString(h[:])[:12]))
 }
 
 // etcdPath finds etcd ($SPARECAP_ETCD, else $PATH; Debian's etcd-server
@@ -89,8 +120,9 @@ func cacheDir() (string, error) {
 
 // repoRoot walks up from the working directory (a package directory under
 // `go test`) to the go.mod of the main module, skipping nested modules such
-// as tools/kube-apiserver.
-func repoRoot() (string, error) {
+// as tools/kube-apiserver. env names the variable that would spare the
+// lookup, for the error message.
+func repoRoot(env string) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -101,7 +133,7 @@ func repoRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("kubeenv: no go.mod of module %s above the working directory; set $SPARECAP_KUBE_APISERVER", module)
+			return "", fmt.Errorf("kubeenv: no go.mod of module %s above the working directory; set $%s", module, env)
 		}
 		dir = parent
 	}
@@ -116,17 +148,23 @@ func modulePath(gomod []byte) string {
 	return ""
 }
 
-// pinnedVersion reads `require k8s.io/kubernetes vX` like the script's awk.
-func pinnedVersion(gomod string) (string, error) {
+// pinnedVersion reads the version of module that gomod requires, on a
+// `require MODULE vX` line or a `MODULE vX` line of a require block, like
+// the script's awk.
+func pinnedVersion(gomod, module string) (string, error) {
 	data, err := os.ReadFile(gomod)
 	if err != nil {
 		return "", err
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) >= 3 && f[0] == "require" && f[1] == "k8s.io/kubernetes" {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 3 && f[0] == "require" && f[1] == module {
 			return f[2], nil
 		}
+		if len(f) >= 2 && f[0] == module && strings.HasPrefix(f[1], "v") {
+			return f[1], nil
+		}
 	}
-	return "", fmt.Errorf("kubeenv: %s has no `require k8s.io/kubernetes` line", gomod)
+	return "", fmt.Errorf("kubeenv: %s does not require %s", gomod, module)
 }

@@ -15,7 +15,8 @@ import (
 	"time"
 )
 
-// proc is one running component (etcd or kube-apiserver).
+// proc is one running component (etcd, kube-apiserver, or one of the mini
+// cluster's).
 type proc struct {
 	name string
 	cmd  *exec.Cmd
@@ -25,8 +26,16 @@ type proc struct {
 }
 
 func startProc(name, path string, args []string, out io.Writer, logFile io.Closer) (*proc, error) {
+	return startProcEnv(name, path, args, nil, out, logFile)
+}
+
+// startProcEnv is startProc with variables added to the environment.
+func startProcEnv(name, path string, args, env []string, out io.Writer, logFile io.Closer) (*proc, error) {
 	p := &proc{name: name, done: make(chan struct{}), tail: &tail{}, log: logFile}
 	p.cmd = exec.Command(path, args...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	w := io.MultiWriter(out, p.tail)
 	p.cmd.Stdout, p.cmd.Stderr = w, w
 	// Own process group, so stop reaches anything it forks; Pdeathsig so a
@@ -142,7 +151,7 @@ func (t *tail) report() string {
 }
 
 // prefixWriter writes whole lines, each prefixed, to a writer shared by
-// both components, so their logs interleave by line rather than by chunk.
+// all components, so their logs interleave by line rather than by chunk.
 type prefixWriter struct {
 	prefix string
 	shared *lockedWriter

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Prints where the cached Kubernetes binaries of the integration tests live:
+# under the user's cache directory, each named after the version its tools
+# module pins and a hash of that module's go.sum, so a change of version
+# builds a new one. internal/kube/kubeenv/paths.go computes the same paths.
+#
+#   scripts/kube-paths.sh NAME   the path of one binary
+#   scripts/kube-paths.sh        "NAME PATH" for every binary, one a line
+#
+# NAME is kube-apiserver, kube-controller-manager, kube-scheduler (built
+# from k8s.io/kubernetes, pinned in tools/kube-apiserver) or kwok (from
+# sigs.k8s.io/kwok, pinned in tools/kwok).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cache=${SPARECAP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sparecap}
+
+# path NAME TOOLS-DIR MODULE
+path() {
+	local version sum
+	# `require MODULE vX` on one line, or `MODULE vX` inside a require block.
+	version=$(awk -v m="$3" '($1 == "require" && $2 == m) { print $3; exit }
+		($1 == m && $2 ~ /^v/) { print $2; exit }' "tools/$2/go.mod")
+	if [ -z "$version" ]; then
+		echo "tools/$2/go.mod does not require $3" >&2
+		exit 1
+	fi
+	sum=$(sha256sum "tools/$2/go.sum" | cut -c1-12)
+	echo "$cache/$1-$version-$sum"
+}
+
+one() {
+	case $1 in
+	kube-apiserver | kube-controller-manager | kube-scheduler) path "$1" kube-apiserver k8s.io/kubernetes ;;
+	kwok) path "$1" kwok sigs.k8s.io/kwok ;;
+	*)
+		echo "unknown binary $1" >&2
+		exit 2
+		;;
+	esac
+}
+
+if [ $# -gt 0 ]; then
+	one "$1"
+	exit
+fi
+for name in kube-apiserver kube-controller-manager kube-scheduler kwok; do
+	p=$(one "$name")
+	echo "$name $p"
+done
