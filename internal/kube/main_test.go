@@ -15,6 +15,7 @@ import (
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/kube/kubeenv"
 	"github.com/sparecap/sparecap/internal/sim"
@@ -62,6 +63,12 @@ type fixtureConfig struct {
 	window   time.Duration
 	attached []string // cluster IDs on the test API server
 	opts     kube.Options
+	// nodeLostAfter and registerTimeout: see controller.Config (zero:
+	// its defaults).
+	nodeLostAfter, registerTimeout time.Duration
+	// provider, if set, replaces the register provider the controller
+	// gets (it may wrap it).
+	provider func(register driver.MachineProvider) driver.MachineProvider
 }
 
 func newFixture(t testing.TB, cfg fixtureConfig) *fixture {
@@ -85,10 +92,17 @@ func newFixture(t testing.TB, cfg fixtureConfig) *fixture {
 		}
 		return nil, nil
 	}, fl, cfg.opts)
-	ctrl := controller.New(st, router, kube.NewRegistrar(router, fl), clk, controller.Config{
+	var machines driver.MachineProvider = kube.NewRegistrar(router, fl)
+	if cfg.provider != nil {
+		machines = cfg.provider(machines)
+	}
+	ctrl := controller.New(st, router, machines, clk, controller.Config{
 		DrainWindow: cfg.window, Cooldown: -1, Interval: time.Second,
+		NodeLostAfter: cfg.nodeLostAfter, RegisterTimeout: cfg.registerTimeout,
 	}, nil)
+	// Wired as the server wires them.
 	router.SetOnPodsGone(ctrl.Kick)
+	router.SetOnNodeChange(ctrl.SweepSoon)
 	f := &fixture{t: t, ctx: ctx, st: st, ctrl: ctrl, router: router, sim: fl}
 	err = st.Update(ctx, func(tx store.Tx) error {
 		if err := tx.CreateProject(ctx, domain.Project{ID: "p", CreatedAt: time.Now()}); err != nil {
