@@ -50,7 +50,7 @@ func TestMiniCluster(t *testing.T) {
 	if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() error {
+	kubeenv.Eventually(t, 20*time.Second, func() error {
 		n, err := c.CoreV1().Nodes().Get(ctx, "gpu-dp-1", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -83,7 +83,7 @@ func TestMiniCluster(t *testing.T) {
 		if _, err := c.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		running := waitRunning(t, c, ns, "app=trainer", 2, nil)
+		running := kubeenv.WaitRunning(t, c, ns, "app=trainer", 2, nil, 30*time.Second)
 		for _, p := range running {
 			if p.Spec.NodeName != "gpu-dp-1" {
 				t.Fatalf("pod %s on %q, want gpu-dp-1", p.Name, p.Spec.NodeName)
@@ -106,7 +106,7 @@ func TestMiniCluster(t *testing.T) {
 		}
 		t.Logf("pod with exit-after 2s and grace 10s gone %s after its deletion", gone.Round(10*time.Millisecond))
 		// The ReplicaSet controller replaces it.
-		waitRunning(t, c, ns, "app=trainer", 2, map[types.UID]bool{victim.UID: true})
+		kubeenv.WaitRunning(t, c, ns, "app=trainer", 2, map[types.UID]bool{victim.UID: true}, 30*time.Second)
 		t.Logf("replaced after %s", since())
 	})
 
@@ -128,7 +128,7 @@ func TestMiniCluster(t *testing.T) {
 		if _, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		first := waitRunning(t, c, ns, "job=train", 1, nil)[0]
+		first := kubeenv.WaitRunning(t, c, ns, "job=train", 1, nil, 30*time.Second)[0]
 		// What the driver does before deleting a pod it reclaims. Without
 		// lastTransitionTime the disruption controller takes the condition
 		// for one left over on a pod nobody deleted (it allows 2 minutes)
@@ -146,9 +146,9 @@ func TestMiniCluster(t *testing.T) {
 		gone := time.Now()
 		// The Job controller waits out its pod failure backoff (10 s, then
 		// doubling) even for a failure the policy ignores.
-		waitRunning(t, c, ns, "job=train", 1, map[types.UID]bool{first.UID: true})
+		kubeenv.WaitRunning(t, c, ns, "job=train", 1, map[types.UID]bool{first.UID: true}, 30*time.Second)
 		t.Logf("job pod replaced %s after the old one was gone", time.Since(gone).Round(100*time.Millisecond))
-		eventually(t, 10*time.Second, func() error {
+		kubeenv.Eventually(t, 10*time.Second, func() error {
 			j, err := c.BatchV1().Jobs(ns).Get(ctx, "train", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -205,7 +205,7 @@ func TestMiniCluster(t *testing.T) {
 			if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			p := waitRunning(t, c, ns, "exit="+tc.name, 1, nil)[0]
+			p := kubeenv.WaitRunning(t, c, ns, "exit="+tc.name, 1, nil, 30*time.Second)[0]
 			if tc.terminal {
 				done := `{"status":{"phase":"Succeeded","containerStatuses":[{"name":"c","image":"registry.k8s.io/pause:3.10","imageID":"","ready":false,` +
 					`"restartCount":0,"state":{"terminated":{"exitCode":0,"reason":"Completed","startedAt":null,"finishedAt":null}}}]}}`
@@ -249,32 +249,6 @@ func podTemplate(labels map[string]string, exitAfter string, restart corev1.Rest
 	}
 }
 
-// waitRunning waits until n pods matching selector, none of them in skip,
-// are Running, Ready and not being deleted, and returns them.
-func waitRunning(t *testing.T, c kubernetes.Interface, ns, selector string, n int, skip map[types.UID]bool) []corev1.Pod {
-	t.Helper()
-	var got []corev1.Pod
-	eventually(t, 30*time.Second, func() error {
-		list, err := c.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return err
-		}
-		got = got[:0]
-		var states []string
-		for _, p := range list.Items {
-			states = append(states, fmt.Sprintf("%s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase))
-			if p.Status.Phase == corev1.PodRunning && podReady(&p) && p.DeletionTimestamp == nil && !skip[p.UID] {
-				got = append(got, p)
-			}
-		}
-		if len(got) != n {
-			return fmt.Errorf("%d of %d pods running: %s; events: %s", len(got), n, strings.Join(states, "; "), events(t, c, ns))
-		}
-		return nil
-	})
-	return got
-}
-
 // deleteAndWait deletes pod with the given grace and waits until it is
 // gone; it returns how long that took and the pod as it last was.
 func deleteAndWait(t *testing.T, c kubernetes.Interface, pod corev1.Pod, grace int64) (time.Duration, *corev1.Pod) {
@@ -310,19 +284,6 @@ func deleteAndWait(t *testing.T, c kubernetes.Interface, pod corev1.Pod, grace i
 	return time.Since(deleted), last
 }
 
-// events sums up a namespace's Events, for failure messages.
-func events(t *testing.T, c kubernetes.Interface, ns string) string {
-	list, err := c.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		return err.Error()
-	}
-	var out []string
-	for _, e := range list.Items {
-		out = append(out, fmt.Sprintf("%s/%s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message))
-	}
-	return strings.Join(out, "; ")
-}
-
 func exitCode(p *corev1.Pod) int32 {
 	for _, s := range p.Status.ContainerStatuses {
 		if s.State.Terminated != nil {
@@ -339,30 +300,6 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // The Go lookups must find the binaries the build script produces.

@@ -173,7 +173,7 @@ func TestBatchWorkSurvivesReclaims(t *testing.T) {
 	if _, err := c.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range waitRunning(t, c, "app=web", 2, nil) {
+	for _, p := range kubeenv.WaitRunning(t, c, ns, "app=web", 2, nil, 90*time.Second) {
 		if p.Spec.NodeName != preemptible.Name {
 			t.Fatalf("web pod %s on %s, want %s", p.Name, p.Spec.NodeName, preemptible.Name)
 		}
@@ -204,7 +204,7 @@ func TestBatchWorkSurvivesReclaims(t *testing.T) {
 
 	seen := map[types.UID]bool{}
 	for i := 1; i <= reclaims; i++ {
-		pod := waitRunning(t, c, "job=train", 1, seen)[0]
+		pod := kubeenv.WaitRunning(t, c, ns, "job=train", 1, seen, 90*time.Second)[0]
 		seen[pod.UID] = true
 		if pod.Spec.NodeName != preemptible.Name {
 			t.Fatalf("reclaim %d: job pod on %s, want %s", i, pod.Spec.NodeName, preemptible.Name)
@@ -232,7 +232,7 @@ func TestBatchWorkSurvivesReclaims(t *testing.T) {
 		}
 		if i == 1 {
 			// The scheduler puts the Deployment's pods on what is left.
-			for _, p := range waitRunning(t, c, "app=web", 2, nil) {
+			for _, p := range kubeenv.WaitRunning(t, c, ns, "app=web", 2, nil, 90*time.Second) {
 				if p.Spec.NodeName != standard.Name {
 					t.Fatalf("web pod %s on %s, want the standard node %s", p.Name, p.Spec.NodeName, standard.Name)
 				}
@@ -252,7 +252,7 @@ func TestBatchWorkSurvivesReclaims(t *testing.T) {
 
 	// The last pod runs its 15 s and the Job completes: nothing counted
 	// as failed, all the pods but the last disrupted.
-	eventually(t, 90*time.Second, func() error {
+	kubeenv.Eventually(t, 90*time.Second, func() error {
 		j, err := c.BatchV1().Jobs(ns).Get(ctx, "train", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -269,7 +269,7 @@ func TestBatchWorkSurvivesReclaims(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("job not complete: active %d, failed %d, succeeded %d; events: %s",
-			j.Status.Active, j.Status.Failed, j.Status.Succeeded, events(t, c))
+			j.Status.Active, j.Status.Failed, j.Status.Succeeded, kubeenv.Events(ctx, c, ns))
 	})
 	if got := disrupted.count("job=train"); got != reclaims {
 		t.Errorf("%d job pods disrupted, want %d", got, reclaims)
@@ -284,7 +284,7 @@ func TestBatchWorkSurvivesReclaims(t *testing.T) {
 func waitNode(t *testing.T, st store.Store, c kubernetes.Interface, class domain.ComputeClass, not string) domain.Node {
 	t.Helper()
 	var got domain.Node
-	eventually(t, 60*time.Second, func() error {
+	kubeenv.Eventually(t, 60*time.Second, func() error {
 		nodes, err := st.ListNodes(t.Context(), store.NodeFilter{ClusterID: "tenant", States: []domain.NodeState{domain.NodeReady}})
 		if err != nil {
 			return err
@@ -314,7 +314,7 @@ func waitNode(t *testing.T, st store.Store, c kubernetes.Interface, class domain
 func waitRemoved(t *testing.T, st store.Store, id string) domain.Node {
 	t.Helper()
 	var got domain.Node
-	eventually(t, window+30*time.Second, func() error {
+	kubeenv.Eventually(t, window+30*time.Second, func() error {
 		nd, err := st.GetNode(t.Context(), id)
 		if err != nil {
 			return err
@@ -436,59 +436,4 @@ func hasTaint(n *corev1.Node, want corev1.Taint) bool {
 		}
 	}
 	return false
-}
-
-// waitRunning waits until n pods matching selector, none of them in skip,
-// are Running, Ready and not being deleted, and returns them.
-func waitRunning(t *testing.T, c kubernetes.Interface, selector string, n int, skip map[types.UID]bool) []corev1.Pod {
-	t.Helper()
-	var got []corev1.Pod
-	eventually(t, 90*time.Second, func() error {
-		list, err := c.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return err
-		}
-		got = got[:0]
-		var states []string
-		for _, p := range list.Items {
-			states = append(states, fmt.Sprintf("%s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase))
-			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && !skip[p.UID] {
-				got = append(got, p)
-			}
-		}
-		if len(got) != n {
-			return fmt.Errorf("%d of %d pods %s running: %s; events: %s", len(got), n, selector, strings.Join(states, "; "), events(t, c))
-		}
-		return nil
-	})
-	return got
-}
-
-// events sums up the namespace's Events, for failure messages.
-func events(t *testing.T, c kubernetes.Interface) string {
-	list, err := c.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		return err.Error()
-	}
-	var out []string
-	for _, e := range list.Items {
-		out = append(out, fmt.Sprintf("%s/%s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message))
-	}
-	return strings.Join(out, "; ")
-}
-
-// eventually retries check every 100 ms until it passes or within ends.
-func eventually(t *testing.T, within time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
