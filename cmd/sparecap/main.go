@@ -94,6 +94,7 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.StringVar(&o.Addr, "addr", "127.0.0.1:8407", "address to listen on")
 	f.StringVar(&o.DB, "db", "", "database: a postgres:// URL, or a SQLite file path (default <data-dir>/sparecap.db)")
 	f.StringVar(&o.DataDir, "data-dir", server.DefaultDataDir(), "directory for the SQLite file, the simulator state, the clock anchor and the admin token")
+	f.StringVar(&o.SecretKeyFile, "secret-key-file", "", "file holding the 32-byte key kubeconfigs are sealed with; it must exist, and every server sharing a database needs the same (default <data-dir>/secret.key, created on first start)")
 	f.StringVar(&o.FleetFile, "fleet", "", "fleet YAML file (default: the built-in fleet)")
 	f.DurationVar(&o.DrainWindow, "drain-window", 5*time.Minute, "how long a reclaimed node gets before it is removed regardless")
 	f.DurationVar(&o.Cooldown, "cooldown", 30*time.Second, "how long a machine released by standard nodes waits before it is lent as preemptible (0 disables)")

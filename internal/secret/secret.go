@@ -96,6 +96,21 @@ func LoadOrCreateKey(path string) (*Sealer, error) {
 	return NewSealer(key)
 }
 
+// LoadKey returns a Sealer for the key in the file at path, which must
+// exist: a key provided by the operator (a mounted Kubernetes Secret, say)
+// is never created or replaced by the server.
+func LoadKey(path string) (*Sealer, error) {
+	key, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("secret key file: %w", err)
+	}
+	if len(key) != KeySize {
+		return nil, fmt.Errorf("secret key file %s holds %d bytes; a sparecap secret key is exactly %d random bytes "+
+			"(head -c %d /dev/urandom > FILE makes one)", path, len(key), KeySize, KeySize)
+	}
+	return NewSealer(key)
+}
+
 // createKey writes a new random key to path and returns it; the error
 // wraps fs.ErrExist if path exists. The key is written to a temporary file
 // (created with O_EXCL, mode 0600) that is then linked to path, so no

@@ -3,6 +3,7 @@ package secret
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -212,5 +213,37 @@ func TestLoadOrCreateKeyConcurrent(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
 		t.Fatalf("files left next to the key: %v", ents)
+	}
+}
+
+func TestLoadKey(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := LoadKey(filepath.Join(dir, "missing")); err == nil {
+		t.Fatal("LoadKey of a missing file: no error")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("LoadKey created the missing file: %v", err)
+	}
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("abc"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKey(short); err == nil || !strings.Contains(err.Error(), "3 bytes") {
+		t.Fatalf("LoadKey of a short key: %v", err)
+	}
+	good := filepath.Join(dir, "good")
+	if err := os.WriteFile(good, bytes.Repeat([]byte{7}, KeySize), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadKey(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := s.Seal([]byte("x"), "c-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := testSealer(t, 7).Open(sealed, "c-1"); err != nil || string(got) != "x" {
+		t.Fatalf("a key loaded from a file opens %q, %v", got, err)
 	}
 }

@@ -51,6 +51,10 @@ type Options struct {
 	// AdminToken; empty reads DataDir/admin-token, generating it on first
 	// start.
 	AdminToken string
+	// SecretKeyFile, if set, is the key kubeconfigs are sealed with (it
+	// must exist; every replica sharing a database needs the same one).
+	// Empty: DataDir/secret.key, created on first start.
+	SecretKeyFile string
 	// ConfigPath, if set, is the CLI config file written on first start
 	// with this server's URL and admin token (not overwritten later).
 	ConfigPath string
@@ -188,7 +192,12 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	// Kubeconfigs are sealed with a key kept in the data dir, apart from
 	// the database (which may be a shared PostgreSQL).
-	sealer, err := secret.LoadOrCreateKey(filepath.Join(o.DataDir, "secret.key"))
+	var sealer *secret.Sealer
+	if o.SecretKeyFile != "" {
+		sealer, err = secret.LoadKey(o.SecretKeyFile)
+	} else {
+		sealer, err = secret.LoadOrCreateKey(filepath.Join(o.DataDir, "secret.key"))
+	}
 	if err != nil {
 		return fail(err)
 	}
