@@ -42,6 +42,11 @@ func (c *Controller) stepRemove(ctx context.Context, n domain.Node) error {
 	}
 	_, err = c.transition(ctx, n.ID, domain.NodeRemoving, func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
 		n.State = domain.NodeRemoved
+		// The machine is free only once n is written removed: the schema
+		// refuses a second live node on it.
+		if err := tx.UpdateNode(ctx, *n); err != nil {
+			return nil, err
+		}
 		waiting, err := tx.ListNodes(ctx, store.NodeFilter{MachineID: n.MachineID, States: []domain.NodeState{domain.NodePending}})
 		if err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
@@ -27,7 +28,66 @@ type Store interface {
 	// all machines and reservations, every cluster not fully deleted and
 	// every node not yet removed.
 	Snapshot(ctx context.Context) (Snapshot, error)
+	Leases
 	Close() error
+}
+
+// Leases are the leader lease several servers on one database elect a
+// leader with. Lease times are the database's clock, so the servers'
+// clocks need not agree. Each new holder starts a term with a larger
+// epoch; an Update whose context carries an older epoch (WithEpoch) fails
+// with ErrFenced, so a deposed leader cannot commit after a new one took
+// over.
+type Leases interface {
+	// AcquireLease makes holder the leader for ttl if the lease is free or
+	// expired, starting a new term; ok is false (and nothing changed) if
+	// another holder's lease is still running.
+	AcquireLease(ctx context.Context, holder, address string, ttl time.Duration) (l Lease, ok bool, err error)
+	// RenewLease extends holder's lease of term epoch by ttl from now; ok is
+	// false if that term is over (another holder acquired the lease).
+	RenewLease(ctx context.Context, holder string, epoch int64, ttl time.Duration) (ok bool, err error)
+	// ReleaseLease ends holder's term epoch at once, so another server
+	// need not wait for it to expire. Releasing a term that is over does
+	// nothing.
+	ReleaseLease(ctx context.Context, holder string, epoch int64) error
+	// GetLease reads the lease as it is now.
+	GetLease(ctx context.Context) (Lease, error)
+}
+
+// Lease is the state of the leader lease.
+type Lease struct {
+	Holder string
+	// Address is where the holder serves the API (followers forward
+	// writes there).
+	Address string
+	Epoch   int64
+	// Expires and Now are by the database's clock: the lease is held
+	// while Now is before Expires.
+	Expires, Now time.Time
+}
+
+// Held reports whether the lease was held when it was read.
+func (l Lease) Held() bool { return l.Holder != "" && l.Now.Before(l.Expires) }
+
+// ErrFenced refuses an Update made for a term that is over (see Leases).
+var ErrFenced = errors.New("another server is leader now: this server's term is over")
+
+type epochKey struct{}
+
+// WithEpoch returns a context whose Updates commit only while epoch is the
+// current term of the leader lease: checked in the transaction, so a new
+// leader's term cannot start between the check and the commit. A negative
+// epoch fails every Update with ErrFenced without asking the database
+// (a server that is not leader); a context without an epoch is not
+// fenced (a single server on SQLite, the writes every replica may make).
+func WithEpoch(ctx context.Context, epoch int64) context.Context {
+	return context.WithValue(ctx, epochKey{}, epoch)
+}
+
+// EpochOf returns the epoch WithEpoch put in ctx.
+func EpochOf(ctx context.Context) (int64, bool) {
+	e, ok := ctx.Value(epochKey{}).(int64)
+	return e, ok
 }
 
 // Reader are the reads available outside and inside a transaction.
@@ -69,7 +129,8 @@ type Reader interface {
 type Tx interface {
 	Reader
 	// Create* return domain.ErrConflict when the ID is taken (the Tx stays
-	// usable) and domain.ErrNotFound when a row the value refers to (its
+	// usable; for a node, also when its machine already has a live node in
+	// the same stage: see UpdateNode) and domain.ErrNotFound when a row the value refers to (its
 	// project, cluster or machine) does not exist.
 	CreateProject(ctx context.Context, p domain.Project) error
 	CreateToken(ctx context.Context, t domain.Token) error
@@ -78,6 +139,10 @@ type Tx interface {
 	CreateCluster(ctx context.Context, c domain.Cluster) error
 	CreateNode(ctx context.Context, n domain.Node) error
 	// Update* write every field of the row; domain.ErrNotFound if absent.
+	// The schema allows a machine at most one node provisioning, ready,
+	// draining or removing, and at most one pending: a node write that
+	// would break that fails with domain.ErrConflict (and, on PostgreSQL,
+	// ends the transaction), whatever the caller believed.
 	// The exception is Cluster.KubeAttachedAt, which CreateCluster and
 	// UpdateCluster neither write nor clear: only SetKubeconfig changes
 	// it, together with the kubeconfig, so the two always agree. An
@@ -114,6 +179,8 @@ type Tx interface {
 // NodeFilter selects nodes. Zero values select everything.
 type NodeFilter struct {
 	ClusterID string
+	// ClusterIDs, when not empty, selects nodes of these clusters only.
+	ClusterIDs []string
 	MachineID string
 	// States, when not empty, selects nodes in one of these states.
 	States []domain.NodeState

@@ -37,6 +37,7 @@ const (
 	codeSerializationFailure = "40001"
 	codeDeadlockDetected     = "40P01"
 	codeForeignKeyViolation  = "23503"
+	codeUniqueViolation      = "23505"
 )
 
 func pgCode(err error) string {
@@ -87,6 +88,9 @@ func Open(ctx context.Context, dsn string) (store.Store, error) {
 			return c == codeSerializationFailure || c == codeDeadlockDetected
 		},
 		ForeignKeyViolation: func(err error) bool { return pgCode(err) == codeForeignKeyViolation },
+		UniqueViolation:     func(err error) bool { return pgCode(err) == codeUniqueViolation },
+		NowMicros:           `CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)`,
+		FenceLock:           ` FOR SHARE`,
 		// Held until the transaction ends, so that a transaction drawing a
 		// Seq commits before the next one can draw a larger one.
 		EventLock: fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, key+1),

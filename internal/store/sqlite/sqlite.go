@@ -47,6 +47,13 @@ var dialect = sqlstore.Dialect{
 		var e *sqlite.Error
 		return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
 	},
+	UniqueViolation: func(err error) bool {
+		var e *sqlite.Error
+		return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE
+	},
+	// Update transactions take the write lock at BEGIN (_txlock
+	// immediate), so the epoch read needs no lock of its own.
+	NowMicros: `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`,
 }
 
 // Open opens (creating it if needed) the database file at path and

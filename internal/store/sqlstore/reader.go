@@ -216,6 +216,12 @@ func (r reader) ListNodes(ctx context.Context, f store.NodeFilter) ([]domain.Nod
 		where = append(where, "cluster_id = ?")
 		args = append(args, f.ClusterID)
 	}
+	if len(f.ClusterIDs) > 0 {
+		where = append(where, "cluster_id IN (?"+strings.Repeat(", ?", len(f.ClusterIDs)-1)+")")
+		for _, id := range f.ClusterIDs {
+			args = append(args, id)
+		}
+	}
 	if f.MachineID != "" {
 		where = append(where, "machine_id = ?")
 		args = append(args, f.MachineID)

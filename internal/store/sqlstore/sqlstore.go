@@ -32,6 +32,16 @@ type Dialect struct {
 	// ForeignKeyViolation reports whether err says a referenced row is
 	// missing. Nil: never.
 	ForeignKeyViolation func(error) bool
+	// UniqueViolation reports whether err says a unique index refused a
+	// row (a second live node on a machine). Nil: never.
+	UniqueViolation func(error) bool
+	// NowMicros is an SQL expression for the database's clock, in
+	// microseconds since the Unix epoch (the leader lease's clock).
+	NowMicros string
+	// FenceLock is appended to the read of the leader epoch in a fenced
+	// Update (e.g. " FOR SHARE") so the row stays as read until the
+	// commit; empty where the transaction already holds the write lock.
+	FenceLock string
 	// EventLock, when set, runs in AddEvent before a Seq is drawn and
 	// must hold until the transaction ends (see the package doc).
 	EventLock string
@@ -82,7 +92,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	backoff := time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := s.update(ctx, fn)
-		if err == nil || s.d.Retryable == nil || !s.d.Retryable(err) {
+		if err == nil || s.d.Retryable == nil || !s.d.Retryable(err) || errors.Is(err, store.ErrFenced) {
 			return err
 		}
 		if attempt == maxAttempts {
@@ -112,6 +122,11 @@ func (s *Store) update(ctx context.Context, fn func(store.Tx) error) error {
 			_ = sqlTx.Rollback()
 		}
 	}()
+	if epoch, ok := store.EpochOf(ctx); ok {
+		if err := s.fence(ctx, sqlTx, epoch); err != nil {
+			return err
+		}
+	}
 	if err := fn(&tx{reader{s: s, q: sqlTx}}); err != nil {
 		return err
 	}

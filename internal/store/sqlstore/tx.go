@@ -51,6 +51,9 @@ func (t *tx) writeErr(doing string, err error) error {
 	if t.s.d.ForeignKeyViolation != nil && t.s.d.ForeignKeyViolation(err) {
 		return fmt.Errorf("%s: referenced row %w (%v)", doing, domain.ErrNotFound, err)
 	}
+	if t.s.d.UniqueViolation != nil && t.s.d.UniqueViolation(err) {
+		return fmt.Errorf("%s: %w: the machine already has a live node (%v)", doing, domain.ErrConflict, err)
+	}
 	return fmt.Errorf("%s: %s: %w", t.s.d.Name, doing, err)
 }
 

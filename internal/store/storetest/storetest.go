@@ -60,6 +60,11 @@ func Run(t *testing.T, newDB NewDB) {
 		{"KubeconfigDroppedWithCluster", testKubeconfigDroppedWithCluster},
 		{"NodeLastError", testNodeLastError},
 		{"NodeCleanup", testNodeCleanup},
+		{"Lease", testLease},
+		{"LeaseRace", testLeaseRace},
+		{"Fencing", testFencing},
+		{"OneLiveNodePerMachine", testOneLiveNodePerMachine},
+		{"NodeFilterClusters", testNodeFilterClusters},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1641,9 +1646,11 @@ func testNodeCleanup(t *testing.T, s store.Store) {
 	b := node("b", "c1", "m1", domain.NodeRemoving, at(2))
 	b.CleanupPending = true
 	c := node("c", "c1", "m1", domain.NodeRemoved, at(3))
-	d := node("d", "c1", "m1", domain.NodeReady, at(4))
+	// One live node per machine: d is on another.
+	d := node("d", "c1", "m2", domain.NodeReady, at(4))
 	update(t, s, func(tx store.Tx) error {
-		return errors.Join(tx.CreateNode(ctx, a), tx.CreateNode(ctx, b), tx.CreateNode(ctx, c), tx.CreateNode(ctx, d))
+		return errors.Join(tx.CreateMachine(ctx, machine("m2", at(0))),
+			tx.CreateNode(ctx, a), tx.CreateNode(ctx, b), tx.CreateNode(ctx, c), tx.CreateNode(ctx, d))
 	})
 	list := func(f store.NodeFilter) []string {
 		t.Helper()
