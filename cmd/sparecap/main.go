@@ -20,6 +20,7 @@ import (
 	"github.com/sparecap/sparecap/internal/client"
 	"github.com/sparecap/sparecap/internal/demo"
 	"github.com/sparecap/sparecap/internal/driver"
+	"github.com/sparecap/sparecap/internal/ha"
 	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/server"
 )
@@ -60,6 +61,9 @@ with this server's URL and that token, so the CLI works at once.`,
 			if o.Speed < 1 {
 				return fmt.Errorf("--speed must be at least 1; got %g", o.Speed)
 			}
+			if o.LeaseTTL < time.Second {
+				return fmt.Errorf("--lease-ttl must be at least 1s; got %s", o.LeaseTTL)
+			}
 			if o.DrainWindow < time.Second {
 				return fmt.Errorf("--drain-window must be at least 1s; got %s", o.DrainWindow)
 			}
@@ -95,6 +99,8 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.StringVar(&o.DB, "db", "", "database: a postgres:// URL, or a SQLite file path (default <data-dir>/sparecap.db)")
 	f.StringVar(&o.DataDir, "data-dir", server.DefaultDataDir(), "directory for the SQLite file, the simulator state, the clock anchor and the admin token")
 	f.StringVar(&o.SecretKeyFile, "secret-key-file", "", "file holding the 32-byte key kubeconfigs are sealed with; it must exist, and every server sharing a database needs the same (default <data-dir>/secret.key, created on first start)")
+	f.StringVar(&o.AdvertiseURL, "advertise-url", "", "URL other servers on the same PostgreSQL reach this one's API at, to forward writes while it leads (default: the address it listens on; in a pod, http://$(POD_IP):PORT)")
+	f.DurationVar(&o.LeaseTTL, "lease-ttl", ha.DefaultTTL, "how long the leader's lease lasts unless renewed (PostgreSQL): about how long the other servers wait before taking over from a leader that died")
 	f.StringVar(&o.FleetFile, "fleet", "", "fleet YAML file (default: the built-in fleet)")
 	f.DurationVar(&o.DrainWindow, "drain-window", 5*time.Minute, "how long a reclaimed node gets before it is removed regardless")
 	f.DurationVar(&o.Cooldown, "cooldown", 30*time.Second, "how long a machine released by standard nodes waits before it is lent as preemptible (0 disables)")

@@ -42,6 +42,9 @@ type Server struct {
 	// API with its session cookie instead of a bearer header (see
 	// SessionCookie).
 	Sessions Sessions
+	// Role, if set, names this server's part (leader or follower) in
+	// the /readyz answer.
+	Role func() string
 	// Options are set after New, before the server handles requests
 	// (their fields are promoted: s.Sealer = …, or s.Options = …).
 	Options
@@ -227,6 +230,21 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 // has one. Requests that change something must also carry the session's
 // CSRF token in CSRFHeader: the cookie goes along with any request the
 // browser makes, the header only with the console's own.
+// ForwardAuth returns the Authorization header a request forwarded to the
+// leader must carry: the request's own, or the bearer token of its console
+// session (checked here, CSRF header included, since sessions live in
+// this server).
+func (s *Server) ForwardAuth(r *http.Request) (string, error) {
+	if h := r.Header.Get("Authorization"); h != "" || s.Sessions == nil {
+		return h, nil
+	}
+	token, err := s.sessionToken(r)
+	if err != nil || token == "" {
+		return "", err
+	}
+	return "Bearer " + token, nil
+}
+
 func (s *Server) sessionToken(r *http.Request) (string, error) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
@@ -316,6 +334,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, domain.ErrConflict):
 		// The code already says "conflict"; the message need not end in it.
 		writeError(w, http.StatusConflict, apiv1.CodeConflict, "", strings.TrimSuffix(err.Error(), ": "+domain.ErrConflict.Error()))
+	case errors.Is(err, store.ErrFenced):
+		// Leadership moved while the request ran: nothing was committed.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "", "leadership is moving to another server; nothing was changed: retry")
 	case errors.Is(err, context.Canceled):
 		// The client went away.
 	default:
@@ -329,5 +351,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, apiv1.CodeInternal, "", "store unavailable")
 		return
 	}
-	writeJSON(w, 200, map[string]string{"status": "ready"})
+	body := map[string]string{"status": "ready"}
+	if s.Role != nil {
+		body["role"] = s.Role()
+	}
+	writeJSON(w, 200, body)
 }

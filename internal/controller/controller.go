@@ -224,6 +224,10 @@ func (c *Controller) Changed() <-chan struct{} {
 	return c.changed
 }
 
+// NotifyEvents wakes the event streams waiting on Changed: a follower
+// server calls it when the leader committed events.
+func (c *Controller) NotifyEvents() { c.notify() }
+
 func (c *Controller) notify() {
 	c.changedMu.Lock()
 	close(c.changed)

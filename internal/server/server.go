@@ -4,6 +4,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/fleet"
+	"github.com/sparecap/sparecap/internal/ha"
 	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/metering"
 	"github.com/sparecap/sparecap/internal/metrics"
@@ -97,7 +99,14 @@ type Options struct {
 	// NodeLostAfter and RegisterTimeout: see controller.Config.
 	NodeLostAfter   time.Duration
 	RegisterTimeout time.Duration
-	Log             *slog.Logger
+	// AdvertiseURL is where other servers reach this one's API, to
+	// forward writes to it while it leads (default: the URL it listens
+	// on). Only a server on PostgreSQL campaigns for leadership.
+	AdvertiseURL string
+	// LeaseTTL is how long a leader's lease lasts unless renewed: about
+	// how long a dead leader keeps the others waiting (default 3s).
+	LeaseTTL time.Duration
+	Log      *slog.Logger
 }
 
 // Server is a running sparecap process.
@@ -116,6 +125,9 @@ type Server struct {
 	// Speed of the clock relative to real time.
 	Speed float64
 	Fleet fleet.File
+	// Elector runs leader election on PostgreSQL; nil on SQLite, where the
+	// one server always leads.
+	Elector *ha.Elector
 
 	http *http.Server
 	ln   net.Listener
@@ -159,14 +171,24 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(ctx, o)
+	st, unlock, err := openStore(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{Store: st, Clock: clk, Speed: max(o.Speed, 1), Fleet: f, done: make(chan error, 1)}
 	fail := func(err error) (*Server, error) {
 		st.Close()
+		unlock()
 		return nil, err
+	}
+	// What writes only while this server leads goes through fenced: on
+	// PostgreSQL its commits carry the term's epoch (none are allowed
+	// before the first term); on SQLite this server alone uses the file
+	// (see lockFile) and leads for as long as it runs.
+	shared := isPostgres(o.DB)
+	fenced := store.NewFenced(st)
+	if shared {
+		fenced.SetEpoch(-1)
 	}
 	if _, err := fleet.Register(ctx, st, f, clk.Now()); err != nil {
 		return fail(fmt.Errorf("register fleet: %w", err))
@@ -218,7 +240,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.Controller = controller.New(st, s.Kube, machines, clk, controller.Config{
+	s.Controller = controller.New(fenced, s.Kube, machines, clk, controller.Config{
 		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval, Workers: o.Workers,
 		NodeLostAfter: o.NodeLostAfter, RegisterTimeout: o.RegisterTimeout,
 	}, o.Log)
@@ -227,9 +249,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	s.Controller.OnClusterGone = s.Kube.Reload
 	s.Metrics = metrics.New(st)
 	s.Controller.Observer = s.Metrics.Observe
-	s.Meter = metering.New(st, clk, o.Log)
+	s.Meter = metering.New(fenced, clk, o.Log)
 	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
-	apiHandler := api.New(st, s.Controller, clk, s.AdminToken, o.Log)
+	apiHandler := api.New(fenced, s.Controller, clk, s.AdminToken, o.Log)
 	apiHandler.Meter = s.Meter
 	apiHandler.Sealer = sealer
 	apiHandler.AllowKubeconfigPlugins = o.AllowKubeconfigPlugins
@@ -239,7 +261,23 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	sessions := console.NewSessions()
 	apiHandler.Sessions = sessions
-	instrumented := s.Metrics.Middleware(apiHandler)
+	var instrumented http.Handler = s.Metrics.Middleware(apiHandler)
+	s.ln, err = net.Listen("tcp", o.Addr)
+	if err != nil {
+		return fail(fmt.Errorf("listen on %s: %w", o.Addr, err))
+	}
+	s.URL = "http://" + s.ln.Addr().String()
+	if shared {
+		s.Elector = ha.NewElector(st, ha.Config{Address: cmp.Or(o.AdvertiseURL, s.URL), TTL: o.LeaseTTL, Log: o.Log})
+		apiHandler.Role = func() string {
+			if s.Elector.Epoch() >= 0 {
+				return "leader"
+			}
+			return "follower"
+		}
+		// Followers serve reads and forward writes to the leader.
+		instrumented = &ha.Forwarder{Elector: s.Elector, Next: instrumented, Auth: apiHandler.ForwardAuth, Transport: ha.NewTransport()}
+	}
 	handler := http.NewServeMux()
 	handler.Handle("GET /metrics", s.Metrics.Handler())
 	con := console.New(instrumented, sessions, clk, o.Log)
@@ -248,11 +286,6 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	handler.Handle("GET /{$}", http.RedirectHandler("/console/", http.StatusFound))
 	handler.Handle("/", instrumented)
 
-	s.ln, err = net.Listen("tcp", o.Addr)
-	if err != nil {
-		return fail(fmt.Errorf("listen on %s: %w", o.Addr, err))
-	}
-	s.URL = "http://" + s.ln.Addr().String()
 	if o.ConfigPath != "" {
 		if err := writeClientConfig(o.ConfigPath, s.URL, s.AdminToken); err != nil {
 			s.ln.Close()
@@ -261,25 +294,44 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	// Start the watches of every attached cluster now: the first reclaim
-	// after a restart must not wait for a full LIST of its pods.
-	if clusters, err := st.ListClusters(ctx, ""); err == nil {
-		var attached []string
-		for _, c := range clusters {
-			if !c.KubeAttachedAt.IsZero() {
-				attached = append(attached, c.ID)
-			}
+	// term runs what only the leader runs, until ctx ends.
+	term := func(ctx context.Context, epoch int64) {
+		if shared {
+			fenced.SetEpoch(epoch)
+			defer fenced.SetEpoch(-1)
 		}
-		s.Kube.Start(runCtx, attached)
-	} else {
-		o.Log.Warn("cannot list clusters to start their Kubernetes drivers; they start on first use", "err", err)
+		// Start the watches of every attached cluster now: the first
+		// reclaim of the term must not wait for a full LIST of its pods.
+		if clusters, err := st.ListClusters(ctx, ""); err == nil {
+			var attached []string
+			for _, c := range clusters {
+				if !c.KubeAttachedAt.IsZero() {
+					attached = append(attached, c.ID)
+				}
+			}
+			s.Kube.Start(ctx, attached)
+		} else {
+			o.Log.Warn("cannot list clusters to start their Kubernetes drivers; they start on first use", "err", err)
+		}
+		metered := make(chan struct{})
+		go func() { s.Meter.Run(ctx, time.Minute); close(metered) }()
+		if err := s.Controller.Run(ctx); err != nil {
+			o.Log.Error("controller stopped", "err", err)
+		}
+		<-metered
+		// A later term starts the watches again, from a fresh LIST.
+		s.Kube.Close()
 	}
 	s.stop = stop
 	go func() {
-		errc := make(chan error, 2)
-		go func() { errc <- s.Controller.Run(runCtx) }()
-		metered := make(chan struct{})
-		go func() { s.Meter.Run(runCtx, time.Minute); close(metered) }()
+		errc := make(chan error, 1)
+		termsDone := make(chan struct{})
+		if s.Elector != nil {
+			go func() { s.Elector.Run(runCtx, term); close(termsDone) }()
+			go followEvents(runCtx, st, s.Elector, s.Controller)
+		} else {
+			go func() { term(runCtx, 0); close(termsDone) }()
+		}
 		go func() {
 			if err := s.http.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
@@ -287,18 +339,25 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			}
 			errc <- nil
 		}()
-		err := <-errc
+		var err error
+		served := false
+		select {
+		case err = <-errc:
+			served = true
+		case <-runCtx.Done():
+		}
 		stop()
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		s.http.Shutdown(shutdownCtx)
 		cancel()
-		if e2 := <-errc; err == nil {
-			err = e2
+		if !served {
+			err = <-errc
 		}
-		<-metered
+		<-termsDone
 		closeMachines()
 		s.Kube.Close()
 		st.Close()
+		unlock()
 		s.done <- err
 	}()
 	o.Log.Info("sparecap server started", "url", s.URL, "data_dir", o.DataDir, "speed", max(o.Speed, 1), "machines", countMachines(f))
@@ -356,31 +415,44 @@ func (s *Server) Wait(ctx context.Context) error {
 	}
 }
 
-func openStore(ctx context.Context, o Options) (store.Store, error) {
+func isPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// openStore opens the database. A SQLite file is locked for this server
+// alone (unlock releases it): two servers on one file would each plan as
+// if they were the only one.
+func openStore(ctx context.Context, o Options) (st store.Store, unlock func(), err error) {
 	db := o.DB
 	switch {
-	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
+	case isPostgres(db):
 		st, err := postgres.Open(ctx, db)
 		if err != nil {
-			return nil, fmt.Errorf("open PostgreSQL: %w", err)
+			return nil, nil, fmt.Errorf("open PostgreSQL: %w", err)
 		}
-		return st, nil
+		return st, func() {}, nil
 	case db == "":
 		db = filepath.Join(o.DataDir, "sparecap.db")
 	default:
 		db = strings.TrimPrefix(db, "sqlite://")
 	}
-	st, err := sqlite.Open(ctx, db)
+	unlock, err = lockFile(db + ".lock")
 	if err != nil {
-		return nil, fmt.Errorf("open SQLite %s: %w", db, err)
+		return nil, nil, err
+	}
+	st, err = sqlite.Open(ctx, db)
+	if err != nil {
+		unlock()
+		return nil, nil, fmt.Errorf("open SQLite %s: %w", db, err)
 	}
 	// The database holds token hashes and tenants' data: owner only, like
 	// the rest of the data dir.
 	if err := os.Chmod(db, 0o600); err != nil {
 		st.Close()
-		return nil, fmt.Errorf("restrict SQLite file %s: %w", db, err)
+		unlock()
+		return nil, nil, fmt.Errorf("restrict SQLite file %s: %w", db, err)
 	}
-	return st, nil
+	return st, unlock, nil
 }
 
 // loadClock returns the process clock. A sped-up clock is anchored in a

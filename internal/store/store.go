@@ -181,7 +181,7 @@ type NodeFilter struct {
 	ClusterID string
 	// ClusterIDs, when not empty, selects nodes of these clusters only.
 	ClusterIDs []string
-	MachineID string
+	MachineID  string
 	// States, when not empty, selects nodes in one of these states.
 	States []domain.NodeState
 	// IncludeRemoved selects removed nodes too (ignored when States is set).

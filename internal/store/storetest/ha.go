@@ -153,7 +153,9 @@ func testOneLiveNodePerMachine(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	seed(t, s)
 	update(t, s, func(tx store.Tx) error { return tx.CreateNode(ctx, node("a", "c1", "m1", domain.NodeReady, at(1))) })
-	err := s.Update(ctx, func(tx store.Tx) error { return tx.CreateNode(ctx, node("b", "c1", "m1", domain.NodeProvisioning, at(2))) })
+	err := s.Update(ctx, func(tx store.Tx) error {
+		return tx.CreateNode(ctx, node("b", "c1", "m1", domain.NodeProvisioning, at(2)))
+	})
 	wantErr(t, "a second live node", err, domain.ErrConflict)
 	update(t, s, func(tx store.Tx) error { return tx.CreateNode(ctx, node("p", "c1", "m1", domain.NodePending, at(2))) })
 	err = s.Update(ctx, func(tx store.Tx) error { return tx.CreateNode(ctx, node("q", "c1", "m1", domain.NodePending, at(2))) })

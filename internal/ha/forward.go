@@ -1,0 +1,102 @@
+package ha
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+)
+
+// ForwardedHeader marks a request one server forwarded to another: the
+// receiver serves it or refuses it, never forwards it again.
+const ForwardedHeader = "X-Sparecap-Forwarded-By"
+
+// Forwarder serves what any server may serve (reads) itself and forwards
+// every write to the leader, so all changes to the planning state go
+// through the one controller that holds it. Without a known leader it
+// answers 503 with Retry-After, having changed nothing.
+type Forwarder struct {
+	Elector *Elector
+	// Next serves requests on this server.
+	Next http.Handler
+	// Auth returns the Authorization header to forward (a console
+	// session's token becomes a bearer header: sessions live per server).
+	Auth func(*http.Request) (string, error)
+	// Transport to the leader (default: http.DefaultTransport).
+	Transport http.RoundTripper
+}
+
+func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		f.Next.ServeHTTP(w, r)
+		return
+	}
+	if f.Elector.Epoch() >= 0 {
+		f.Next.ServeHTTP(w, r)
+		return
+	}
+	if r.Header.Get(ForwardedHeader) != "" {
+		unavailable(w, "this server was leader when the request was forwarded to it and is not any more; retry")
+		return
+	}
+	addr, ok := f.Elector.Leader()
+	if !ok || addr == "" {
+		unavailable(w, "no leader is elected right now (one is normally within a few seconds); nothing was changed: retry")
+		return
+	}
+	target, err := url.Parse(addr)
+	if err != nil {
+		unavailable(w, "the leader's address is not a URL: "+addr)
+		return
+	}
+	auth := r.Header.Get("Authorization")
+	if f.Auth != nil {
+		if auth, err = f.Auth(r); err != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_ = json.NewEncoder(w).Encode(apiv1.Error{Error: apiv1.ErrorBody{Code: apiv1.CodeUnauthorized, Message: err.Error()}})
+			return
+		}
+	}
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+			pr.Out.Header.Del("Cookie")
+			if auth != "" {
+				pr.Out.Header.Set("Authorization", auth)
+			}
+			pr.Out.Header.Set(ForwardedHeader, f.Elector.Holder())
+			pr.SetXForwarded()
+		},
+		Transport: f.Transport,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			// The leader may have died mid-request: the change may or may
+			// not have been made. Say so rather than guess.
+			unavailable(w, "the leader did not answer ("+err.Error()+"); the change may or may not have been made: check, then retry")
+		},
+	}
+	p.ServeHTTP(w, r)
+}
+
+func unavailable(w http.ResponseWriter, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_ = json.NewEncoder(w).Encode(apiv1.Error{Error: apiv1.ErrorBody{Code: apiv1.CodeUnavailable, Message: msg}})
+}
+
+// forwardTimeout bounds a forwarded request's wait for the leader's
+// response headers.
+const forwardTimeout = 30 * time.Second
+
+// NewTransport returns the transport a Forwarder uses by default.
+func NewTransport() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = forwardTimeout
+	return t
+}

@@ -1,0 +1,80 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/controller"
+	"github.com/sparecap/sparecap/internal/ha"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// lockFile takes an exclusive lock on path (created if need be) for as
+// long as the process lives or until unlock: a second server on the same
+// SQLite file is refused with an error that says so.
+func lockFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another sparecap server is using this SQLite database (%s is locked): "+
+				"SQLite serves one server only; stop the other one, give this one another --data-dir or --db, "+
+				"or run several servers on PostgreSQL", path)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// followPoll is how often a follower looks for new lifecycle events, for
+// its event streams (the leader wakes its own at each commit).
+const followPoll = 250 * time.Millisecond
+
+// followEvents wakes this server's event streams when the leader commits
+// events, while this server follows, so an SSE client connected to any
+// server sees every event.
+func followEvents(ctx context.Context, st store.Store, el *ha.Elector, ctrl *controller.Controller) {
+	var last int64
+	caughtUp := false
+	for {
+		if el.Epoch() < 0 {
+			n, seq, err := newEvents(ctx, st, last)
+			if err == nil {
+				if n > 0 && caughtUp {
+					ctrl.NotifyEvents()
+				}
+				last, caughtUp = seq, true
+			}
+		} else {
+			caughtUp = false // the leader wakes streams itself
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(followPoll):
+		}
+	}
+}
+
+// newEvents counts the events after seq and returns the last one's seq.
+func newEvents(ctx context.Context, st store.Store, seq int64) (int, int64, error) {
+	n := 0
+	for {
+		evs, err := st.ListEvents(ctx, store.EventFilter{AfterSeq: seq, Limit: 1000})
+		if err != nil {
+			return n, seq, err
+		}
+		if len(evs) == 0 {
+			return n, seq, nil
+		}
+		n += len(evs)
+		seq = evs[len(evs)-1].Seq
+	}
+}
