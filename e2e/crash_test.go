@@ -815,14 +815,20 @@ func hasTaint(n sim.NodeView) bool {
 	return false
 }
 
-// readSim loads a copy of the server's simulator state, read-only.
+// readSim loads a copy of the server's simulator state, read-only: its
+// change log first, then the snapshot, the order that stays consistent
+// if the server compacts in between.
 func readSim(t *testing.T, srv *server, anchor *clock.Scaled) *sim.Fleet {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(srv.cfg.DataDir, "sim-state.json"))
+	state := filepath.Join(srv.cfg.DataDir, "sim-state.json")
+	cp := filepath.Join(t.TempDir(), "sim-state.json")
+	if log, err := os.ReadFile(state + ".log"); err == nil {
+		writeFile(t, cp+".log", string(log))
+	}
+	data, err := os.ReadFile(state)
 	if err != nil {
 		t.Fatalf("read the simulator state: %v", err)
 	}
-	cp := filepath.Join(t.TempDir(), "sim-state.json")
 	writeFile(t, cp, string(data))
 	f, err := sim.New(sim.Config{Clock: anchor, StatePath: cp})
 	if err != nil {

@@ -33,11 +33,16 @@
 //
 // With Config.StatePath set, the whole world — nodes, labels, taints,
 // annotations, cordons, events, pods with their SIGTERM times and grace
-// periods, and machine provisioning and wipe start times — is written to a
-// JSON file after every change (temp file, fsync, rename) and read back by
-// New. This models the outside world surviving a crash of the control plane:
-// a server killed mid-drain and restarted finds its pods still terminating
-// and exiting at exactly the times they would have.
+// periods, and machine provisioning and wipe start times — is persisted and
+// read back by New: a JSON snapshot at StatePath, replaced atomically (temp
+// file, fsync, rename) when the log is compacted, and a log at
+// StatePath + ".log" to which each change appends one line holding the new
+// state of what it touched, fsynced before the call returns. A change
+// therefore costs the size of what it touched, not of the world; New
+// ignores a torn last line (see persist.go). This models the outside world
+// surviving a crash of the control plane: a server killed mid-drain and
+// restarted finds its pods still terminating and exiting at exactly the
+// times they would have.
 //
 // Inspection methods (Node, Nodes, Events, Machine, Machines) return copies
 // for tests, the demo narration and the console.

@@ -38,8 +38,9 @@ const (
 const NeverExits time.Duration = -1
 
 // maxLogEvents bounds the fleet-wide event log (Events); each node keeps its
-// own events for as long as it exists. The bound keeps the state file, which
-// is rewritten on every change, small during long simulations.
+// own events for as long as it exists. The bound keeps the snapshot of the
+// state, which is rewritten at every compaction, small during long
+// simulations.
 const maxLogEvents = 1000
 
 // PodTemplate describes a pod every new node starts with.
@@ -72,8 +73,11 @@ type Config struct {
 	Pods []PodTemplate
 	// Seed varies the choice of default profiles between runs.
 	Seed int64
-	// StatePath, if set, is a JSON file the whole simulated world is saved
-	// to after every change and loaded from by New.
+	// StatePath, if set, is where the simulated world lives: a JSON
+	// snapshot of the whole world at StatePath and a log of the changes
+	// since at StatePath + ".log", to which every change is appended and
+	// fsynced before the call returns. New loads both. A whole-state file
+	// written by an earlier version loads as the snapshot.
 	StatePath string
 }
 
@@ -85,16 +89,16 @@ type Fleet struct {
 	wipe      time.Duration
 	pods      []PodTemplate
 	seed      int64
-	path      string
 
 	mu sync.Mutex
 	st world
-	// dirty: the state changed since it was last saved (a save failed).
-	dirty bool
+	// store persists st; nil without Config.StatePath.
+	store *store
 }
 
-// New returns a Fleet, loading its state from cfg.StatePath if that file
-// exists.
+// New returns a Fleet, loading its state from cfg.StatePath (the snapshot
+// and its log) if it exists. A torn last log record, left by a crash during
+// a write, is ignored.
 func New(cfg Config) (*Fleet, error) {
 	if cfg.Clock == nil {
 		return nil, errors.New("sim: config has no clock")
@@ -104,7 +108,6 @@ func New(cfg Config) (*Fleet, error) {
 		provision: durationOr(cfg.ProvisionTime, DefaultProvisionTime),
 		wipe:      durationOr(cfg.WipeTime, DefaultWipeTime),
 		seed:      cfg.Seed,
-		path:      cfg.StatePath,
 		st:        newWorld(),
 	}
 	if cfg.Pods != nil {
@@ -128,14 +131,12 @@ func New(cfg Config) (*Fleet, error) {
 			f.pods = append(f.pods, t)
 		}
 	}
-	if f.path != "" {
-		st, ok, err := load(f.path)
+	if cfg.StatePath != "" {
+		s, st, err := openStore(cfg.StatePath)
 		if err != nil {
 			return nil, err
 		}
-		if ok {
-			f.st = st
-		}
+		f.store, f.st = s, st
 	}
 	return f, nil
 }
@@ -150,20 +151,14 @@ func durationOr(d, def time.Duration) time.Duration {
 	return d
 }
 
-// finish ends every public call with the lock held: it records whether the
-// call changed the world and saves it if so, or if an earlier save failed.
-func (f *Fleet) finish(changed bool) error {
-	if changed {
-		f.dirty = true
-	}
-	if !f.dirty || f.path == "" {
+// finish ends every public call with the lock held: it persists what the
+// call changed (the zero change: nothing), and retries an earlier save
+// that failed.
+func (f *Fleet) finish(c change) error {
+	if f.store == nil {
 		return nil
 	}
-	if err := save(f.path, &f.st); err != nil {
-		return err
-	}
-	f.dirty = false
-	return nil
+	return f.store.save(&f.st, c)
 }
 
 // ---- ClusterDriver ----
@@ -181,7 +176,7 @@ func (f *Fleet) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 	defer f.mu.Unlock()
 	k := nodeKey{spec.ClusterID, spec.NodeName}
 	if _, ok := f.st.nodes[k]; ok {
-		return f.finish(false)
+		return f.finish(change{})
 	}
 	profile, templates := "custom", f.pods
 	if templates == nil {
@@ -212,7 +207,7 @@ func (f *Fleet) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 		})
 	}
 	f.st.nodes[k] = n
-	return f.finish(true)
+	return f.finish(changedNode(n, true))
 }
 
 // AddPod starts a pod on the node, as its kubelet would once the scheduler
@@ -234,7 +229,7 @@ func (f *Fleet) AddPod(clusterID, nodeName string, t PodTemplate) error {
 	}
 	n.Pods = append(n.Pods, &pod{Namespace: t.Namespace, Name: t.Name, TerminationGracePeriod: t.TerminationGracePeriod,
 		ExitAfter: t.ExitAfter, DaemonSet: t.DaemonSet})
-	return f.finish(true)
+	return f.finish(changedNode(n, true))
 }
 
 // lookup returns the node or an error wrapping ErrNoNode.
@@ -259,7 +254,7 @@ func (f *Fleet) Cordon(ctx context.Context, clusterID, nodeName string) error {
 	}
 	changed := !n.Unschedulable
 	n.Unschedulable = true
-	return f.finish(changed)
+	return f.finish(changedNode(n, changed))
 }
 
 // Taint adds the taint. A taint with the same key and effect is Kubernetes'
@@ -281,14 +276,14 @@ func (f *Fleet) Taint(ctx context.Context, clusterID, nodeName string, t driver.
 	for i, have := range n.Taints {
 		if have.Key == t.Key && have.Effect == t.Effect {
 			if have == t {
-				return f.finish(false)
+				return f.finish(change{})
 			}
 			n.Taints[i] = t
-			return f.finish(true)
+			return f.finish(changedNode(n, true))
 		}
 	}
 	n.Taints = append(n.Taints, t)
-	return f.finish(true)
+	return f.finish(changedNode(n, true))
 }
 
 // Annotate sets an annotation on the node.
@@ -303,10 +298,10 @@ func (f *Fleet) Annotate(ctx context.Context, clusterID, nodeName, key, value st
 		return err
 	}
 	if have, ok := n.Annotations[key]; ok && have == value {
-		return f.finish(false)
+		return f.finish(change{})
 	}
 	n.Annotations[key] = value
-	return f.finish(true)
+	return f.finish(changedNode(n, true))
 }
 
 // PostEvent posts an event about the node. Like Kubernetes' event
@@ -338,12 +333,14 @@ func (f *Fleet) postEvent(ctx context.Context, clusterID, nodeName, podKey strin
 		if have.Pod == podKey && have.Type == e.Type && have.Reason == e.Reason && have.Message == e.Message {
 			have.Count++
 			have.LastAt = now
+			c := changedNode(n, true)
 			if i, ok := slices.BinarySearchFunc(f.st.Events, have.Seq, func(ev *event, seq int64) int {
 				return cmp.Compare(ev.Seq, seq)
 			}); ok {
 				f.st.Events[i].Count, f.st.Events[i].LastAt = have.Count, now
+				c.Events = []*event{f.st.Events[i]}
 			}
-			return f.finish(true)
+			return f.finish(c)
 		}
 	}
 	f.st.EventSeq++
@@ -365,7 +362,7 @@ func (f *Fleet) postEvent(ctx context.Context, clusterID, nodeName, podKey strin
 	if over := len(f.st.Events) - maxLogEvents; over > 0 {
 		f.st.Events = slices.Delete(f.st.Events, 0, over)
 	}
-	return f.finish(true)
+	return f.finish(change{Nodes: []*node{n}, Events: []*event{&logged}})
 }
 
 // ListPods lists the pods on the node that have not exited as of the clock's
@@ -396,7 +393,7 @@ func (f *Fleet) ListPods(ctx context.Context, clusterID, nodeName string) ([]dri
 			out = append(out, dp)
 		}
 	}
-	return out, f.finish(false)
+	return out, f.finish(change{})
 }
 
 // DeletePod deletes the pod with the grace period, with the API server's
@@ -429,15 +426,15 @@ func (f *Fleet) deletePod(ctx context.Context, clusterID, nodeName string, dp dr
 	defer f.mu.Unlock()
 	n, ok := f.st.nodes[nodeKey{clusterID, nodeName}]
 	if !ok {
-		return f.finish(false)
+		return f.finish(change{})
 	}
 	ns := cmp.Or(dp.Namespace, "default")
 	i := slices.IndexFunc(n.Pods, func(p *pod) bool { return p.Namespace == ns && p.Name == dp.Name })
 	if i < 0 {
-		return f.finish(false)
+		return f.finish(change{})
 	}
 	now := f.clock.Now()
-	return f.finish(n.Pods[i].delete(now, grace(n.Pods[i], now)))
+	return f.finish(changedNode(n, n.Pods[i].delete(now, grace(n.Pods[i], now))))
 }
 
 // DeleteNode removes the node and its pods. A missing node is not an error.
@@ -448,9 +445,11 @@ func (f *Fleet) DeleteNode(ctx context.Context, clusterID, nodeName string) erro
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := nodeKey{clusterID, nodeName}
-	_, ok := f.st.nodes[k]
+	if _, ok := f.st.nodes[k]; !ok {
+		return f.finish(change{})
+	}
 	delete(f.st.nodes, k)
-	return f.finish(ok)
+	return f.finish(change{DeleteNodes: []nodeRef{{clusterID, nodeName}}})
 }
 
 // Health reports whether the node exists and since when it has not been
@@ -485,7 +484,7 @@ func (f *Fleet) SetReady(clusterID, nodeName string, ready bool) error {
 	case n.NotReadySince.IsZero():
 		n.NotReadySince = f.clock.Now()
 	}
-	return f.finish(true)
+	return f.finish(changedNode(n, true))
 }
 
 // Uncordon stands in for a tenant who runs kubectl uncordon and removes
@@ -498,7 +497,7 @@ func (f *Fleet) Uncordon(clusterID, nodeName string) error {
 		return err
 	}
 	n.Unschedulable, n.Taints = false, nil
-	return f.finish(true)
+	return f.finish(changedNode(n, true))
 }
 
 // ---- MachineProvider ----
@@ -518,7 +517,7 @@ func (f *Fleet) Prepare(ctx context.Context, m domain.Machine, spec driver.NodeS
 	now := f.clock.Now()
 	mc, ok := f.st.machines[m.ID]
 	if ok && mc.Job == jobPrepare && mc.ClusterID == spec.ClusterID && mc.NodeName == spec.NodeName {
-		return !now.Before(mc.StartedAt.Add(f.provision)), f.finish(false)
+		return !now.Before(mc.StartedAt.Add(f.provision)), f.finish(change{})
 	}
 	f.st.machines[m.ID] = &machine{
 		ID:        m.ID,
@@ -527,7 +526,7 @@ func (f *Fleet) Prepare(ctx context.Context, m domain.Machine, spec driver.NodeS
 		NodeName:  spec.NodeName,
 		StartedAt: now,
 	}
-	return f.provision <= 0, f.finish(true)
+	return f.provision <= 0, f.finish(change{Machines: []*machine{f.st.machines[m.ID]}})
 }
 
 // Wipe starts wiping the machine after the node on its first call and
@@ -544,11 +543,11 @@ func (f *Fleet) Wipe(ctx context.Context, m domain.Machine, clusterID, nodeName 
 	now := f.clock.Now()
 	mc, ok := f.st.machines[m.ID]
 	if ok && mc.Job == jobWipe && mc.NodeName == nodeName {
-		return !now.Before(mc.StartedAt.Add(f.wipe)), f.finish(false)
+		return !now.Before(mc.StartedAt.Add(f.wipe)), f.finish(change{})
 	}
 	next := &machine{ID: m.ID, Job: jobWipe, ClusterID: clusterID, NodeName: nodeName, StartedAt: now}
 	f.st.machines[m.ID] = next
-	return f.wipe <= 0, f.finish(true)
+	return f.wipe <= 0, f.finish(change{Machines: []*machine{next}})
 }
 
 // ---- default pod profiles ----
