@@ -250,7 +250,12 @@ type Cluster struct {
 	// Unfulfilled is set whenever allocated < desired preemptible GPUs.
 	Unfulfilled        UnfulfilledReason
 	UnfulfilledMessage string
-	Deleting           bool
+	// UnmetSince is when the preemptible target last became unmet (ready
+	// preemptible GPUs below the target); zero while it is met. Among
+	// clusters equally entitled to a freed node, the one unmet longest
+	// gets it, so nobody waits forever.
+	UnmetSince time.Time
+	Deleting   bool
 	// NodeSeq numbers the cluster's nodes; the next node is NodeSeq+1.
 	NodeSeq   int64
 	CreatedAt time.Time

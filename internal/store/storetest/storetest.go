@@ -60,6 +60,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"KubeconfigDroppedWithCluster", testKubeconfigDroppedWithCluster},
 		{"NodeLastError", testNodeLastError},
 		{"NodeCleanup", testNodeCleanup},
+		{"UnmetSince", testUnmetSince},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
