@@ -731,9 +731,22 @@ func (p *planner) preemptible(part int32) {
 			p.fair[ci] = int32(f)
 			left -= f
 		}
-		// The remainder (fewer nodes than clusters here) goes to clusters
-		// already holding more, so it moves no node, then to older ones.
+		// The remainder (fewer nodes than clusters here) goes first to
+		// clusters holding more than their share, so it moves no node;
+		// then to the cluster whose target has been unmet longest, so a
+		// freed node reaches every waiting cluster in turn and nobody
+		// waits forever behind earlier clusters; then to clusters holding
+		// more, then to older ones.
 		slices.SortStableFunc(rest, func(a, b int32) int {
+			if ka, kb := p.preLive[a] > p.fair[a], p.preLive[b] > p.fair[b]; ka != kb {
+				if ka {
+					return -1
+				}
+				return 1
+			}
+			if c := p.longerUnmet(a, b); c != 0 {
+				return c
+			}
 			if c := int(p.preLive[b]) - int(p.preLive[a]); c != 0 {
 				return c
 			}
@@ -798,6 +811,38 @@ func (p *planner) preemptible(part int32) {
 	for _, ci := range p.partClusters[part] {
 		p.reason(ci, gpm, cooling, totalFair)
 	}
+}
+
+// longerUnmet orders clusters by how long their preemptible target has
+// been unmet, longest first; a cluster with no UnmetSince (met, or not
+// yet recorded) has waited least.
+func (p *planner) longerUnmet(a, b int32) int {
+	ua, ub := p.s.Clusters[a].UnmetSince, p.s.Clusters[b].UnmetSince
+	switch {
+	case ua.Equal(ub):
+		return 0
+	case ua.IsZero():
+		return 1
+	case ub.IsZero():
+		return -1
+	}
+	return ua.Compare(ub)
+}
+
+// UnmetSince is what a cluster's UnmetSince becomes once its state cs
+// from a plan made at now is applied: the time its preemptible target
+// became unmet, kept while it stays unmet, zero once it is met. prev is
+// the cluster's current UnmetSince. The controller writes it with the
+// cluster's status; the next plans use it to give freed nodes to the
+// longest waiter.
+func UnmetSince(prev time.Time, cs ClusterState, now time.Time) time.Time {
+	if cs.Unfulfilled == domain.UnfulfilledNone || cs.Status == domain.StatusDeleting {
+		return time.Time{}
+	}
+	if prev.IsZero() {
+		return now
+	}
+	return prev
 }
 
 func (p *planner) olderFirst(a, b int32) int {

@@ -536,6 +536,9 @@ func (c *Controller) commit(ctx context.Context, pl allocator.Plan, now time.Tim
 			}
 			prev := cur.Unfulfilled
 			cur.Status, cur.Unfulfilled, cur.UnfulfilledMessage = cs.Status, cs.Unfulfilled, cs.Message
+			// How long the target has been unmet decides who gets the
+			// next freed node; it is kept with the status it follows.
+			cur.UnmetSince = allocator.UnmetSince(cur.UnmetSince, cs, now)
 			if cs.Unfulfilled != prev && !cur.Deleting {
 				switch {
 				case cs.Unfulfilled != "" && cs.Unfulfilled != domain.UnfulfilledProvisioning:
