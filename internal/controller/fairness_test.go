@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -94,4 +95,46 @@ func (h *harness) preemptibleReady(clusterID string) []domain.Node {
 		}
 	}
 	return out
+}
+
+func TestSetWeightMovesShares(t *testing.T) {
+	// Standard nodes of a and b, plus four spare machines.
+	h := newHarness(t, quickPods, 6)
+	h.create("a", 8, 32)
+	h.create("b", 8, 32)
+	h.advance(time.Minute)
+	if a, b := len(h.preemptibleReady("a")), len(h.preemptibleReady("b")); a != 2 || b != 2 {
+		t.Fatalf("equal weights: a=%d b=%d nodes, want 2/2", a, b)
+	}
+	for _, w := range []int{0, -1, domain.MaxWeight + 1} {
+		if _, err := h.c.SetWeight(h.ctx, "b", w); err == nil {
+			t.Fatalf("weight %d accepted", w)
+		}
+	}
+	if _, err := h.c.SetWeight(h.ctx, "nope", 2); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("unknown cluster: %v", err)
+	}
+	b, err := h.c.SetWeight(h.ctx, "b", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Weight != 3 {
+		t.Fatalf("weight %d after SetWeight", b.Weight)
+	}
+	// The plan with the new weight is committed with it: a's surplus node
+	// is already draining.
+	draining := h.nodes("a", domain.NodeDraining)
+	if len(draining) != 1 || draining[0].DrainCause != domain.CauseFairShare {
+		t.Fatalf("a's draining nodes: %+v", draining)
+	}
+	h.advance(2 * time.Minute)
+	if a, b := len(h.preemptibleReady("a")), len(h.preemptibleReady("b")); a != 1 || b != 3 {
+		t.Fatalf("weights 1:3: a=%d b=%d nodes, want 1/3", a, b)
+	}
+	if _, err := h.c.DeleteCluster(h.ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c.SetWeight(h.ctx, "a", 2); !errors.Is(err, ErrDeleting) {
+		t.Fatalf("deleting cluster: %v", err)
+	}
 }

@@ -233,6 +233,10 @@ type Machine struct {
 	OutOfServiceReason string
 }
 
+// MaxWeight bounds a cluster's Weight. A share is weight/Σweights of spare
+// capacity, so 1000 already gives one cluster 99.9% against another.
+const MaxWeight = 1000
+
 // Cluster is a tenant's Kubernetes cluster.
 type Cluster struct {
 	ID                     string
@@ -244,7 +248,8 @@ type Cluster struct {
 	BillingType            BillingType
 	NumGPUs                int // standard GPUs
 	DesiredPreemptibleGPUs int
-	// Weight for max-min fair sharing of spare capacity (1 by default).
+	// Weight for max-min fair sharing of spare capacity (1 by default,
+	// at most MaxWeight): a cluster's share is proportional to it.
 	Weight int
 	Status ClusterStatus
 	// Unfulfilled is set whenever allocated < desired preemptible GPUs.
