@@ -141,6 +141,10 @@ type planner struct {
 	partGPM      []int     // GPUs per machine
 
 	scratch []int32
+	// msgs holds the partition's Unfulfilled messages made so far: they
+	// depend only on the reason and the share, and clusters of a
+	// partition mostly have the same ones.
+	msgs map[msgKey]string
 	// Buffers reused by every partition's preemptible step.
 	free0, leaving0 []int32
 }
@@ -176,29 +180,35 @@ func (p *planner) index() {
 	}
 
 	parts := make(map[partKey]int32, 16)
+	// Machines and clusters of a partition mostly come in runs: the last
+	// answer is reused without hashing two strings.
+	last, lastID := partKey{}, int32(-1)
 	partOf := func(region, gpu string) int32 {
 		k := partKey{region, gpu}
+		if lastID >= 0 && k == last {
+			return lastID
+		}
 		id, ok := parts[k]
 		if !ok {
 			id = int32(len(parts))
 			parts[k] = id
 		}
+		last, lastID = k, id
 		return id
 	}
 
-	machineIdx := make(map[string]int32, nm)
+	machineIdx := newIDIndex(nm, func(i int) string { return s.Machines[i].ID })
 	p.mPart = make([]int32, nm)
 	p.occ = make([]int32, 2*nm)
 	p.claim = p.occ[nm:]
 	p.occ = p.occ[:nm]
 	for i := range s.Machines {
 		m := &s.Machines[i]
-		machineIdx[m.ID] = int32(i)
 		p.mPart[i] = partOf(m.Region, m.GPUType)
 		p.occ[i], p.claim[i] = -1, -1
 	}
 
-	clusterIdx := make(map[string]int32, nc)
+	clusterIdx := newIDIndex(nc, func(i int) string { return s.Clusters[i].ID })
 	p.cPart = make([]int32, nc)
 	ints := make([]int32, 5*nc)
 	p.stdLive, p.preLive, p.preReady = ints[:nc], ints[nc:2*nc], ints[2*nc:3*nc]
@@ -207,7 +217,6 @@ func (p *planner) index() {
 	p.stdWait, p.short = bools[:nc], bools[nc:]
 	for i := range s.Clusters {
 		c := &s.Clusters[i]
-		clusterIdx[c.ID] = int32(i)
 		p.cPart[i] = partOf(c.Region, c.GPUType)
 	}
 
@@ -216,14 +225,8 @@ func (p *planner) index() {
 	p.gone = make([]bool, nn)
 	for i := range s.Nodes {
 		n := &s.Nodes[i]
-		ci, ok := clusterIdx[n.ClusterID]
-		if !ok {
-			ci = -1
-		}
-		mi, ok := machineIdx[n.MachineID]
-		if !ok {
-			mi = -1
-		}
+		ci := clusterIdx.find(n.ClusterID)
+		mi := machineIdx.find(n.MachineID)
 		p.nCluster[i], p.nMachine[i] = ci, mi
 		if ci >= 0 {
 			p.cStart[ci+1]++
@@ -731,9 +734,22 @@ func (p *planner) preemptible(part int32) {
 			p.fair[ci] = int32(f)
 			left -= f
 		}
-		// The remainder (fewer nodes than clusters here) goes to clusters
-		// already holding more, so it moves no node, then to older ones.
+		// The remainder (fewer nodes than clusters here) goes first to
+		// clusters holding more than their share, so it moves no node;
+		// then to the cluster whose target has been unmet longest, so a
+		// freed node reaches every waiting cluster in turn and nobody
+		// waits forever behind earlier clusters; then to clusters holding
+		// more, then to older ones.
 		slices.SortStableFunc(rest, func(a, b int32) int {
+			if ka, kb := p.preLive[a] > p.fair[a], p.preLive[b] > p.fair[b]; ka != kb {
+				if ka {
+					return -1
+				}
+				return 1
+			}
+			if c := p.longerUnmet(a, b); c != 0 {
+				return c
+			}
 			if c := int(p.preLive[b]) - int(p.preLive[a]); c != 0 {
 				return c
 			}
@@ -795,9 +811,62 @@ func (p *planner) preemptible(part int32) {
 		}
 	}
 
+	if p.msgs == nil {
+		p.msgs = make(map[msgKey]string, 8)
+	}
+	clear(p.msgs)
 	for _, ci := range p.partClusters[part] {
 		p.reason(ci, gpm, cooling, totalFair)
 	}
+}
+
+// longerUnmet orders clusters by how long their preemptible target has
+// been unmet, longest first; a cluster with no UnmetSince (met, or not
+// yet recorded) has waited least.
+func (p *planner) longerUnmet(a, b int32) int {
+	ua, ub := p.s.Clusters[a].UnmetSince, p.s.Clusters[b].UnmetSince
+	switch {
+	case ua.Equal(ub):
+		return 0
+	case ua.IsZero():
+		return 1
+	case ub.IsZero():
+		return -1
+	}
+	return ua.Compare(ub)
+}
+
+// UnmetSince is what a cluster's UnmetSince becomes once its state cs
+// from a plan made at now is applied: the time its preemptible target
+// became unmet, kept while it stays unmet, zero once it is met. prev is
+// the cluster's current UnmetSince. The controller writes it with the
+// cluster's status; the next plans use it to give freed nodes to the
+// longest waiter.
+func UnmetSince(prev time.Time, cs ClusterState, now time.Time) time.Time {
+	if cs.Unfulfilled == domain.UnfulfilledNone || cs.Status == domain.StatusDeleting {
+		return time.Time{}
+	}
+	if prev.IsZero() {
+		return now
+	}
+	return prev
+}
+
+type msgKey struct {
+	reason domain.UnfulfilledReason
+	gpus   int
+}
+
+// message returns the partition's message for reason and gpus, made by
+// f the first time.
+func (p *planner) message(reason domain.UnfulfilledReason, gpus int, f func() string) string {
+	k := msgKey{reason, gpus}
+	if m, ok := p.msgs[k]; ok {
+		return m
+	}
+	m := f()
+	p.msgs[k] = m
+	return m
 }
 
 func (p *planner) olderFirst(a, b int32) int {
@@ -819,20 +888,28 @@ func (p *planner) reason(ci int32, gpm, cooling int, totalFair int32) {
 		return
 	case p.fair[ci] < p.dem[ci] && cooling > 0:
 		st.Unfulfilled = domain.UnfulfilledCoolingDown
-		st.Message = fmt.Sprintf("%d %s GPUs in %s were just released by standard nodes and are cooling down before they are lent as preemptible",
-			cooling*gpm, c.GPUType, c.Region)
+		st.Message = p.message(st.Unfulfilled, cooling*gpm, func() string {
+			return fmt.Sprintf("%d %s GPUs in %s were just released by standard nodes and are cooling down before they are lent as preemptible",
+				cooling*gpm, c.GPUType, c.Region)
+		})
 	case p.fair[ci] < p.dem[ci] && totalFair > p.fair[ci]:
 		st.Unfulfilled = domain.UnfulfilledFairShare
-		st.Message = fmt.Sprintf("spare %s capacity in %s is shared with other clusters; this cluster's fair share is %d GPUs",
-			c.GPUType, c.Region, st.FairShareGPUs)
+		st.Message = p.message(st.Unfulfilled, st.FairShareGPUs, func() string {
+			return fmt.Sprintf("spare %s capacity in %s is shared with other clusters; this cluster's fair share is %d GPUs",
+				c.GPUType, c.Region, st.FairShareGPUs)
+		})
 	case p.fair[ci] < p.dem[ci] && st.FairShareGPUs == 0:
 		st.Unfulfilled = domain.UnfulfilledNoCapacity
-		st.Message = fmt.Sprintf("no spare %s capacity in %s right now; the target is kept and filled as capacity returns",
-			c.GPUType, c.Region)
+		st.Message = p.message(st.Unfulfilled, 0, func() string {
+			return fmt.Sprintf("no spare %s capacity in %s right now; the target is kept and filled as capacity returns",
+				c.GPUType, c.Region)
+		})
 	case p.fair[ci] < p.dem[ci]:
 		st.Unfulfilled = domain.UnfulfilledNoCapacity
-		st.Message = fmt.Sprintf("only %d GPUs of spare %s capacity in %s right now; the target is kept and filled as capacity returns",
-			st.FairShareGPUs, c.GPUType, c.Region)
+		st.Message = p.message(st.Unfulfilled, st.FairShareGPUs, func() string {
+			return fmt.Sprintf("only %d GPUs of spare %s capacity in %s right now; the target is kept and filled as capacity returns",
+				st.FairShareGPUs, c.GPUType, c.Region)
+		})
 	default:
 		st.Unfulfilled = domain.UnfulfilledProvisioning
 		// Constant text: on a cold start every cluster is here at once.

@@ -34,11 +34,15 @@
 //     pool, that is neither out of service, nor serving or awaited by a
 //     standard node, nor cooling down. It is shared by weighted max-min
 //     fairness: a cluster's share is min(target, level·weight); the integer
-//     remainder goes one node at a time to clusters already holding more,
-//     then to older clusters, so equal-weight shares of unmet clusters differ
-//     by at most one node. Clusters above their share lose their youngest
-//     nodes (cause fair_share); clusters below it get free machines first,
-//     then machines that are draining.
+//     remainder goes one node at a time to clusters already holding more
+//     than their share (so it moves no node), then to the cluster whose
+//     target has been unmet longest (Cluster.UnmetSince), then to clusters
+//     holding more, then to older clusters. Equal-weight shares of unmet
+//     clusters differ by at most one node, and a freed node goes to the
+//     longest waiter, so no cluster waits forever behind earlier ones
+//     (nothing is reclaimed just to rotate). Clusters above their share
+//     lose their youngest nodes (cause fair_share); clusters below it get
+//     free machines first, then machines that are draining.
 //
 // # Applying a plan
 //

@@ -111,6 +111,7 @@ func (w *world) apply(pl Plan) {
 		c.Status = cs.Status
 		c.Unfulfilled = cs.Unfulfilled
 		c.UnfulfilledMessage = cs.Message
+		c.UnmetSince = UnmetSince(c.UnmetSince, cs, w.now)
 	}
 }
 

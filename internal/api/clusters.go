@@ -233,6 +233,29 @@ func (s *Server) updateCluster(w http.ResponseWriter, r *http.Request, p princip
 	s.writeCluster(w, r, http.StatusOK, c)
 }
 
+// setClusterWeight sets a cluster's weight in the fair sharing of spare
+// capacity (admin).
+func (s *Server) setClusterWeight(w http.ResponseWriter, r *http.Request, p principal) {
+	ctx := r.Context()
+	c, err := s.visibleCluster(ctx, r.PathValue("id"), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	req, err := decodeWeight(r.Body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err = s.ctrl.SetWeight(ctx, c.ID, *req.Weight)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("cluster weight set", "cluster", c.ID, "weight", c.Weight)
+	s.writeCluster(w, r, http.StatusOK, c)
+}
+
 func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request, p principal) {
 	ctx := r.Context()
 	c, err := s.visibleCluster(ctx, r.PathValue("id"), p)
@@ -259,9 +282,9 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 	v := apiv1.Cluster{
 		ClusterID: c.ID, ClusterName: c.Name, ProjectID: c.ProjectID, Region: c.Region, GPUType: c.GPUType,
 		ClusterType: string(c.Type), BillingType: string(c.BillingType), Status: string(c.Status),
-		NumGPUs: c.NumGPUs, DesiredPreemptibleGPUs: c.DesiredPreemptibleGPUs, CreatedAt: c.CreatedAt,
-		GPUWorkerNodes: make([]apiv1.Node, 0, len(nodes)),
-		Kubernetes:     apiv1.KubernetesStatus{Attached: !c.KubeAttachedAt.IsZero(), AttachedAt: timePtr(c.KubeAttachedAt)},
+		NumGPUs: c.NumGPUs, DesiredPreemptibleGPUs: c.DesiredPreemptibleGPUs, Weight: max(c.Weight, 1),
+		CreatedAt: c.CreatedAt, GPUWorkerNodes: make([]apiv1.Node, 0, len(nodes)),
+		Kubernetes: apiv1.KubernetesStatus{Attached: !c.KubeAttachedAt.IsZero(), AttachedAt: timePtr(c.KubeAttachedAt)},
 	}
 	for _, n := range nodes {
 		if n.State == domain.NodeRemoved && !n.CleanupPending {

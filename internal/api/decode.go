@@ -269,6 +269,20 @@ func decodeReservation(r io.Reader) (apiv1.CreateReservationRequest, error) {
 	return req, nil
 }
 
+func decodeWeight(r io.Reader) (apiv1.SetClusterWeightRequest, error) {
+	var req apiv1.SetClusterWeightRequest
+	if err := decodeStrict(r, &req); err != nil {
+		return req, err
+	}
+	switch {
+	case req.Weight == nil:
+		return req, invalid("weight", "nothing to update; set weight (an integer from 1 to %d)", domain.MaxWeight)
+	case *req.Weight < 1 || *req.Weight > domain.MaxWeight:
+		return req, invalid("weight", "weight must be an integer from 1 to %d; got %d", domain.MaxWeight, *req.Weight)
+	}
+	return req, nil
+}
+
 func decodeMachineUpdate(r io.Reader) (apiv1.UpdateMachineRequest, error) {
 	var req apiv1.UpdateMachineRequest
 	if err := decodeStrict(r, &req); err != nil {

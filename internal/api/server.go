@@ -114,6 +114,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/clusters/{id}/events", s.auth(s.events))
 	s.mux.Handle("PUT /v1/admin/clusters/{id}/kubeconfig", s.kubeAdmin(s.attachKubeconfig))
 	s.mux.Handle("DELETE /v1/admin/clusters/{id}/kubeconfig", s.kubeAdmin(s.detachKubeconfig))
+	s.mux.Handle("PATCH /v1/admin/clusters/{id}", s.admin(s.setClusterWeight))
 	s.mux.Handle("GET /v1/capacity", s.auth(s.capacity))
 	s.mux.Handle("GET /v1/whoami", s.auth(func(w http.ResponseWriter, r *http.Request, p principal) {
 		writeJSON(w, http.StatusOK, apiv1.WhoAmI{Admin: p.admin, ProjectID: p.project})

@@ -38,6 +38,12 @@ type UpdateClusterRequest struct {
 	NumPreemptibleGPUs *int `json:"num_preemptible_gpus,omitempty"`
 }
 
+// SetClusterWeightRequest is the body of PATCH /v1/admin/clusters/{id}.
+type SetClusterWeightRequest struct {
+	// Weight in the max-min fair sharing of spare capacity, 1..1000.
+	Weight *int `json:"weight,omitempty"`
+}
+
 // Cluster in responses.
 type Cluster struct {
 	ClusterID                string `json:"cluster_id"`
@@ -51,6 +57,9 @@ type Cluster struct {
 	NumGPUs                  int    `json:"num_gpus"`
 	DesiredPreemptibleGPUs   int    `json:"desired_preemptible_gpus"`
 	AllocatedPreemptibleGPUs int    `json:"allocated_preemptible_gpus"`
+	// Weight is the cluster's weight in the max-min fair sharing of spare
+	// capacity (1 unless an operator set it).
+	Weight int `json:"weight"`
 	// TargetUnfulfilled is set when allocated < desired.
 	TargetUnfulfilled *Unfulfilled `json:"target_unfulfilled,omitempty"`
 	GPUWorkerNodes    []Node       `json:"gpu_worker_nodes"`

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -40,6 +41,7 @@ reclaimed with a 5-minute drain). GPU counts are multiples of 8.`,
 		newClustersDeleteCmd(s),
 		newClustersAttachCmd(s),
 		newClustersDetachCmd(s),
+		newClustersSetWeightCmd(s),
 	)
 	return cmd
 }
@@ -275,6 +277,7 @@ func (s *state) printCluster(cmd *cobra.Command, cl *apiv1.Cluster) error {
 			pre += ")"
 		}
 		row(tw, "Preemptible GPUs:", pre)
+		row(tw, "Weight:", cl.Weight)
 		row(tw, "Created:", s.timeAndAge(cl.CreatedAt))
 		// Flush so the key column's width does not depend on the node rows.
 		_ = tw.Flush()
@@ -384,6 +387,34 @@ the admin token. Detaching a cluster with none attached changes nothing.`,
 			cl, err := c.DetachKubeconfig(cmd.Context(), args[0])
 			if err != nil {
 				return fmt.Errorf("detach kubeconfig from cluster %s: %w", args[0], err)
+			}
+			return s.printCluster(cmd, cl)
+		}),
+	}
+}
+
+func newClustersSetWeightCmd(s *state) *cobra.Command {
+	return &cobra.Command{
+		Use:   "set-weight <cluster-id> <weight>",
+		Short: "Set a cluster's weight in the sharing of spare capacity (admin)",
+		Long: `Set a cluster's weight, an integer from 1 to 1000 (every cluster starts at 1).
+Spare capacity is shared by weighted max-min fairness: a cluster that wants
+more than its share gets spare GPUs in proportion to its weight, so a cluster
+of weight 3 gets three times the preemptible GPUs of a cluster of weight 1
+when both want more than there is. The next plan uses the new weight at once:
+clusters now above their share give up their youngest preemptible nodes with
+the usual drain. Standard nodes are never affected. Needs the admin token.`,
+		Example: `  sparecap clusters set-weight <cluster-id> 3
+  sparecap clusters set-weight <cluster-id> 1`,
+		Args: cobra.ExactArgs(2),
+		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
+			weight, err := strconv.Atoi(args[1])
+			if err != nil || weight < 1 || weight > 1000 {
+				return fmt.Errorf("weight must be an integer from 1 to 1000; got %q", args[1])
+			}
+			cl, err := c.SetClusterWeight(cmd.Context(), args[0], weight)
+			if err != nil {
+				return fmt.Errorf("set weight of cluster %s: %w", args[0], err)
 			}
 			return s.printCluster(cmd, cl)
 		}),

@@ -362,6 +362,13 @@ func (c *Client) ListMachines(ctx context.Context, opts ListMachinesOptions) (*a
 	return call[apiv1.MachineList](ctx, c, http.MethodGet, "/v1/admin/machines", q, nil)
 }
 
+// SetClusterWeight sets a cluster's weight in the fair sharing of spare
+// capacity, 1..1000 (admin).
+func (c *Client) SetClusterWeight(ctx context.Context, id string, weight int) (*apiv1.Cluster, error) {
+	return call[apiv1.Cluster](ctx, c, http.MethodPatch, "/v1/admin/clusters/"+url.PathEscape(id), nil,
+		apiv1.SetClusterWeightRequest{Weight: &weight})
+}
+
 // UpdateMachine changes a machine (admin), for example takes it out of
 // service.
 func (c *Client) UpdateMachine(ctx context.Context, id string, req apiv1.UpdateMachineRequest) (*apiv1.Machine, error) {

@@ -364,6 +364,41 @@ func (c *Controller) UpdateCluster(ctx context.Context, id string, numGPUs, pree
 	return c.store.GetCluster(ctx, id)
 }
 
+// SetWeight changes a cluster's weight in the max-min fair sharing of
+// spare capacity (1..domain.MaxWeight). It is committed with the plan made
+// with the new weight, so preemptible nodes move toward the new shares
+// (with the usual drain) at once.
+func (c *Controller) SetWeight(ctx context.Context, id string, weight int) (domain.Cluster, error) {
+	if weight < 1 || weight > domain.MaxWeight {
+		return domain.Cluster{}, fmt.Errorf("set weight of cluster %s: weight %d is not in 1..%d", id, weight, domain.MaxWeight)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	s, i, err := c.snapshotWith(ctx, id)
+	if err != nil {
+		return domain.Cluster{}, err
+	}
+	if s.Clusters[i].Deleting {
+		return domain.Cluster{}, ErrDeleting
+	}
+	s.Clusters[i].Weight = weight
+	pl := c.plan(s, now)
+	err = c.commit(ctx, pl, now, func(tx store.Tx) error {
+		cur, err := tx.GetCluster(ctx, id)
+		if err != nil {
+			return err
+		}
+		cur.Weight = weight
+		return tx.UpdateCluster(ctx, cur)
+	})
+	if err != nil {
+		return domain.Cluster{}, fmt.Errorf("set weight of cluster %s: %w", id, err)
+	}
+	c.Kick()
+	return c.store.GetCluster(ctx, id)
+}
+
 // DeleteCluster marks the cluster for deletion and starts draining all its
 // nodes, standard ones too. The cluster disappears once every node is
 // removed.
@@ -540,6 +575,9 @@ func (c *Controller) commit(ctx context.Context, pl allocator.Plan, now time.Tim
 			}
 			prev := cur.Unfulfilled
 			cur.Status, cur.Unfulfilled, cur.UnfulfilledMessage = cs.Status, cs.Unfulfilled, cs.Message
+			// How long the target has been unmet decides who gets the
+			// next freed node; it is kept with the status it follows.
+			cur.UnmetSince = allocator.UnmetSince(cur.UnmetSince, cs, now)
 			if cs.Unfulfilled != prev && !cur.Deleting {
 				switch {
 				case cs.Unfulfilled != "" && cs.Unfulfilled != domain.UnfulfilledProvisioning:

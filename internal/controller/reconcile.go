@@ -211,7 +211,7 @@ func (c *Controller) replan(ctx context.Context) (allocator.Plan, error) {
 		return allocator.Plan{}, err
 	}
 	pl := c.plan(s, now)
-	if !changes(s, pl) {
+	if !changes(s, pl, now) {
 		return pl, nil
 	}
 	if err := c.commit(ctx, pl, now, nil); err != nil {
@@ -220,13 +220,17 @@ func (c *Controller) replan(ctx context.Context) (allocator.Plan, error) {
 	return pl, nil
 }
 
-func changes(s allocator.Snapshot, pl allocator.Plan) bool {
+func changes(s allocator.Snapshot, pl allocator.Plan, now time.Time) bool {
 	if len(pl.Reclaims) > 0 || len(pl.Provisions) > 0 {
 		return true
 	}
 	for i, cs := range pl.Clusters {
 		c := &s.Clusters[i]
 		if c.Status != cs.Status || c.Unfulfilled != cs.Unfulfilled || c.UnfulfilledMessage != cs.Message {
+			return true
+		}
+		// A cluster unmet before unmet_since existed starts waiting now.
+		if !allocator.UnmetSince(c.UnmetSince, cs, now).Equal(c.UnmetSince) {
 			return true
 		}
 	}

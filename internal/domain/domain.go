@@ -233,6 +233,10 @@ type Machine struct {
 	OutOfServiceReason string
 }
 
+// MaxWeight bounds a cluster's Weight. A share is weight/Σweights of spare
+// capacity, so 1000 already gives one cluster 99.9% against another.
+const MaxWeight = 1000
+
 // Cluster is a tenant's Kubernetes cluster.
 type Cluster struct {
 	ID                     string
@@ -244,13 +248,19 @@ type Cluster struct {
 	BillingType            BillingType
 	NumGPUs                int // standard GPUs
 	DesiredPreemptibleGPUs int
-	// Weight for max-min fair sharing of spare capacity (1 by default).
+	// Weight for max-min fair sharing of spare capacity (1 by default,
+	// at most MaxWeight): a cluster's share is proportional to it.
 	Weight int
 	Status ClusterStatus
 	// Unfulfilled is set whenever allocated < desired preemptible GPUs.
 	Unfulfilled        UnfulfilledReason
 	UnfulfilledMessage string
-	Deleting           bool
+	// UnmetSince is when the preemptible target last became unmet (ready
+	// preemptible GPUs below the target); zero while it is met. Among
+	// clusters equally entitled to a freed node, the one unmet longest
+	// gets it, so nobody waits forever.
+	UnmetSince time.Time
+	Deleting   bool
 	// NodeSeq numbers the cluster's nodes; the next node is NodeSeq+1.
 	NodeSeq   int64
 	CreatedAt time.Time

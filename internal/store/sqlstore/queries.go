@@ -12,7 +12,7 @@ const (
 	// kubeconfig is never among the columns read into a domain.Cluster.
 	clusterWriteCols = `id, name, project_id, region, gpu_type, type, billing_type, num_gpus,
 		desired_preemptible_gpus, weight, status, unfulfilled, unfulfilled_message, deleting,
-		node_seq, created_at, deleted_at`
+		node_seq, created_at, deleted_at, unmet_since`
 	clusterCols = clusterWriteCols + `, kube_attached_at`
 	nodeCols    = `id, cluster_id, machine_id, name, class, gpus, state, created_at, ready_at,
 		drain_started_at, deadline, drain_cause, notified, drained_at, outcome, removed_at, last_error,
@@ -70,11 +70,11 @@ func buildQueries(d Dialect) queries {
 		listClusters:     r(`SELECT ` + clusterCols + ` FROM clusters WHERE deleted_at IS NULL` + oldestFirst),
 		listClustersOf:   r(`SELECT ` + clusterCols + ` FROM clusters WHERE deleted_at IS NULL AND project_id = ?` + oldestFirst),
 		createCluster: r(`INSERT INTO clusters (` + clusterWriteCols + `)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 		updateCluster: r(`UPDATE clusters SET name = ?, project_id = ?, region = ?, gpu_type = ?, type = ?,
 			billing_type = ?, num_gpus = ?, desired_preemptible_gpus = ?, weight = ?, status = ?,
 			unfulfilled = ?, unfulfilled_message = ?, deleting = ?, node_seq = ?, created_at = ?,
-			deleted_at = ? WHERE id = ?`),
+			deleted_at = ?, unmet_since = ? WHERE id = ?`),
 		getKubeconfig: r(`SELECT kubeconfig FROM clusters WHERE id = ? AND deleted_at IS NULL`),
 		setKubeconfig: r(`UPDATE clusters SET kubeconfig = ?, kube_attached_at = ? WHERE id = ? AND deleted_at IS NULL`),
 		// dropKubeconfig runs when a cluster is fully deleted: its

@@ -103,7 +103,7 @@ func scanCluster(sc scanner) (c domain.Cluster, err error) {
 	err = sc.Scan(&c.ID, &c.Name, &c.ProjectID, &c.Region, &c.GPUType, &c.Type, &c.BillingType,
 		&c.NumGPUs, &c.DesiredPreemptibleGPUs, &c.Weight, &c.Status, &c.Unfulfilled,
 		&c.UnfulfilledMessage, &c.Deleting, &c.NodeSeq, timeCol{&c.CreatedAt}, timeCol{&c.DeletedAt},
-		timeCol{&c.KubeAttachedAt})
+		timeCol{&c.UnmetSince}, timeCol{&c.KubeAttachedAt})
 	return c, err
 }
 

@@ -86,7 +86,8 @@ func (t *tx) CreateCluster(ctx context.Context, c domain.Cluster) error {
 	return t.create(ctx, "cluster "+c.ID, t.s.q.createCluster,
 		c.ID, c.Name, c.ProjectID, c.Region, c.GPUType, string(c.Type), string(c.BillingType),
 		c.NumGPUs, c.DesiredPreemptibleGPUs, c.Weight, string(c.Status), string(c.Unfulfilled),
-		c.UnfulfilledMessage, c.Deleting, c.NodeSeq, t.s.timeArg(c.CreatedAt), t.s.timeArg(c.DeletedAt))
+		c.UnfulfilledMessage, c.Deleting, c.NodeSeq, t.s.timeArg(c.CreatedAt), t.s.timeArg(c.DeletedAt),
+		t.s.timeArg(c.UnmetSince))
 }
 
 func (t *tx) UpdateCluster(ctx context.Context, c domain.Cluster) error {
@@ -94,7 +95,7 @@ func (t *tx) UpdateCluster(ctx context.Context, c domain.Cluster) error {
 		c.Name, c.ProjectID, c.Region, c.GPUType, string(c.Type), string(c.BillingType),
 		c.NumGPUs, c.DesiredPreemptibleGPUs, c.Weight, string(c.Status), string(c.Unfulfilled),
 		c.UnfulfilledMessage, c.Deleting, c.NodeSeq, t.s.timeArg(c.CreatedAt), t.s.timeArg(c.DeletedAt),
-		c.ID)
+		t.s.timeArg(c.UnmetSince), c.ID)
 	if err != nil || c.DeletedAt.IsZero() {
 		return err
 	}

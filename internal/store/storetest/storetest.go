@@ -65,6 +65,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"Fencing", testFencing},
 		{"OneLiveNodePerMachine", testOneLiveNodePerMachine},
 		{"NodeFilterClusters", testNodeFilterClusters},
+		{"UnmetSince", testUnmetSince},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

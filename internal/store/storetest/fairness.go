@@ -1,0 +1,75 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// testUnmetSince: a cluster's UnmetSince and Weight are written by create
+// and update, read back by every read (the snapshot the allocator plans
+// from included), and a zero UnmetSince (the target is met) stays zero.
+func testUnmetSince(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	// Nanoseconds are truncated to the microsecond, like every time.
+	since := at(10).Add(123456 * time.Nanosecond)
+	want := since.Truncate(time.Microsecond)
+	a := cluster("a", "p", at(1))
+	a.UnmetSince, a.Weight = since, 7
+	b := cluster("b", "p", at(2))
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateProject(ctx, domain.Project{ID: "p", CreatedAt: at(0)}); err != nil {
+			return err
+		}
+		if err := tx.CreateCluster(ctx, a); err != nil {
+			return err
+		}
+		return tx.CreateCluster(ctx, b)
+	})
+	a.UnmetSince = want
+	got, err := s.GetCluster(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "created cluster", got, a)
+	got, err = s.GetCluster(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.UnmetSince.IsZero() {
+		t.Fatalf("b was created met, UnmetSince is %v", got.UnmetSince)
+	}
+
+	// The controller sets it when a target becomes unmet and clears it
+	// when it is met again, in the transaction that writes the status.
+	a.UnmetSince, a.Unfulfilled = time.Time{}, domain.UnfulfilledNone
+	b.UnmetSince, b.Unfulfilled, b.Weight = at(20), domain.UnfulfilledFairShare, 1000
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.UpdateCluster(ctx, a); err != nil {
+			return err
+		}
+		return tx.UpdateCluster(ctx, b)
+	})
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "snapshot clusters", snap.Clusters, []domain.Cluster{a, b})
+	all, err := s.ListClusters(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "listed clusters", all, []domain.Cluster{a, b})
+
+	// Read inside the writing transaction too.
+	update(t, s, func(tx store.Tx) error {
+		c, err := tx.GetCluster(ctx, "b")
+		if err != nil {
+			return err
+		}
+		wantEqual(t, "cluster read in a transaction", c, b)
+		return nil
+	})
+}
