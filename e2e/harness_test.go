@@ -161,6 +161,8 @@ type serverConfig struct {
 	// ConfigPath is SPARECAP_CONFIG for the server (it writes the CLI
 	// config there on first start) and for the CLI.
 	ConfigPath string
+	// Extra flags.
+	Extra []string
 }
 
 // server is one `sparecap server` process.
@@ -221,6 +223,7 @@ func tryStartServer(t *testing.T, cfg serverConfig) (*server, error) {
 	if cfg.FleetFile != "" {
 		args = append(args, "--fleet", cfg.FleetFile)
 	}
+	args = append(args, cfg.Extra...)
 	s.cmd = exec.Command(binary, args...)
 	s.cmd.Env = append(cleanEnv(), "SPARECAP_ADMIN_TOKEN="+adminToken, "SPARECAP_CONFIG="+cfg.ConfigPath)
 	s.cmd.Stdout = s.output
