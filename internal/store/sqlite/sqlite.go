@@ -47,6 +47,9 @@ var dialect = sqlstore.Dialect{
 		var e *sqlite.Error
 		return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
 	},
+	// A usage download holds a read connection while the client reads;
+	// one is always left for the Snapshot and the other short reads.
+	MaxScans: readers - 1,
 }
 
 // Open opens (creating it if needed) the database file at path and
