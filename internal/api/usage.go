@@ -94,33 +94,51 @@ func (s *Server) usageScope(ctx context.Context, q url.Values, p principal) (sto
 }
 
 // dailyUsage prices each UTC day of the period on its own, one line per
-// day and compute class: what charts of cost over time need.
-func (s *Server) dailyUsage(ctx context.Context, q url.Values, p principal, from, to time.Time) (priced, error) {
-	all, _, b, err := s.pricedUsage(ctx, q, p, from, to, groupKeys["compute_class"])
+// day and compute class: what charts of cost over time need. One pass over
+// the records feeds the period's totals and the pricer of each day the
+// record touches.
+func (s *Server) dailyUsage(ctx context.Context, f store.UsageFilter, b *billing.Book, from, to time.Time) (priced, error) {
+	key := groupKeys["compute_class"]
+	all := newPricer(b, from, to, key)
+	first := from.Truncate(24 * time.Hour)
+	const day = 24 * 3600
+	var days []*pricer // by day from first; nil: no usage that day
+	err := s.store.ScanUsage(ctx, f, func(r domain.UsageRecord) error {
+		all.add(r)
+		// The days whose [start, end) the record overlaps, as Book.Price
+		// sees them (whole seconds); it skips the others.
+		rs, re := max(r.Start.Unix(), from.Unix()), min(r.End.Unix(), to.Unix())
+		if rs >= re {
+			return nil
+		}
+		for i := (rs - first.Unix()) / day; i <= (re-1-first.Unix())/day; i++ {
+			for int64(len(days)) <= i {
+				days = append(days, nil)
+			}
+			if days[i] == nil {
+				d := first.Add(time.Duration(i) * 24 * time.Hour)
+				days[i] = newPricer(b, maxTime(d, from), minTime(d.Add(24*time.Hour), to), key)
+			}
+			days[i].add(r)
+		}
+		return nil
+	})
 	if err != nil {
-		return all, err
+		return priced{}, err
 	}
-	f, err := s.usageScope(ctx, q, p)
-	if err != nil {
-		return all, err
-	}
-	f.From, f.To = from, to
-	recs, err := s.store.ListUsage(ctx, f)
-	if err != nil {
-		return all, err
-	}
-	var lines []apiv1.UsageLine
-	for day := from.Truncate(24 * time.Hour); day.Before(to); day = day.Add(24 * time.Hour) {
-		start, end := maxTime(day, from), minTime(day.Add(24*time.Hour), to)
-		d := price(b, recs, start, end, groupKeys["compute_class"])
-		for _, l := range d.lines {
-			l.Start, l.End = start, end
+	out := all.result()
+	out.lines = nil
+	for _, d := range days {
+		if d == nil {
+			continue
+		}
+		for _, l := range d.result().lines {
+			l.Start, l.End = d.from, d.to
 			l.ClusterID, l.ClusterName, l.NodeID, l.NodeName = "", "", "", ""
-			lines = append(lines, l)
+			out.lines = append(out.lines, l)
 		}
 	}
-	all.lines = lines
-	return all, nil
+	return out, nil
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -137,29 +155,35 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// pricedUsage is what usage and invoices share: it resolves whose usage
+// usageInput is what usage and invoices share: it resolves whose usage
 // the caller may read, cuts fresh records (when a meter is attached) and
-// prices them over [from, to).
-func (s *Server) pricedUsage(ctx context.Context, q url.Values, p principal, from, to time.Time, key func(*domain.UsageRecord) string) (priced, store.UsageFilter, *billing.Book, error) {
+// reads the price book, everything but the records themselves.
+func (s *Server) usageInput(ctx context.Context, q url.Values, p principal, from, to time.Time) (store.UsageFilter, *billing.Book, error) {
 	f, err := s.usageScope(ctx, q, p)
 	if err != nil {
-		return priced{}, f, nil, err
+		return f, nil, err
 	}
 	f.From, f.To = from, to
 	if s.Meter != nil {
 		if err := s.Meter.Cut(ctx); err != nil {
-			return priced{}, f, nil, err
+			return f, nil, err
 		}
-	}
-	recs, err := s.store.ListUsage(ctx, f)
-	if err != nil {
-		return priced{}, f, nil, err
 	}
 	b, err := s.book(ctx)
 	if err != nil {
-		return priced{}, f, nil, err
+		return f, nil, err
 	}
-	return price(b, recs, from, to, key), f, b, nil
+	return f, b, nil
+}
+
+// scanPriced prices the records of f over [from, to) grouped by key, in
+// memory proportional to the groups, not the records.
+func (s *Server) scanPriced(ctx context.Context, f store.UsageFilter, b *billing.Book, from, to time.Time, key func(*domain.UsageRecord) string) (priced, error) {
+	pr := newPricer(b, from, to, key)
+	if err := s.store.ScanUsage(ctx, f, pr.add); err != nil {
+		return priced{}, err
+	}
+	return pr.result(), nil
 }
 
 func (s *Server) book(ctx context.Context) (*billing.Book, error) {
@@ -177,77 +201,117 @@ type priced struct {
 	byClass map[string]*billing.Totals
 }
 
-// price prices records over [from, to), grouping lines by key (nil: one
-// line per node and price stretch).
-func price(b *billing.Book, recs []domain.UsageRecord, from, to time.Time, key func(*domain.UsageRecord) string) priced {
-	out := priced{byClass: map[string]*billing.Totals{}}
-	groups := map[string]int{}
-	type acc struct{ amount, onDemand billing.Money }
-	var sums []acc
-	b.Price(recs, from, to, func(l billing.Line) {
-		out.total.Add(l)
-		class := string(l.Record.Class)
-		if out.byClass[class] == nil {
-			out.byClass[class] = &billing.Totals{}
-		}
-		out.byClass[class].Add(l)
-		r := l.Record
-		line := apiv1.UsageLine{
-			ProjectID: r.ProjectID, ClusterID: r.ClusterID, ClusterName: r.ClusterName, NodeID: r.NodeID, NodeName: r.NodeName,
-			ComputeClass: class, Region: r.Region, GPUType: r.GPUType, GPUs: r.GPUs, Start: l.Start, End: l.End,
-			BilledSeconds: l.Seconds, GPUSeconds: l.Seconds * int64(r.GPUs), Priced: l.Priced,
-		}
-		if l.Priced {
-			line.RatePerGPUHour = l.EffectiveRate()
-			if od, ok := b.OnDemandRate(r.Region, r.GPUType, l.Start.Unix()); ok {
-				line.OnDemandRatePerGPUHour = billing.FormatRate(od)
-			}
-		}
-		if key == nil {
-			line.Amount, line.OnDemandAmount = l.Amount.Round(6), l.OnDemand.Round(6)
-			out.lines = append(out.lines, line)
-			return
-		}
-		k := key(r)
-		i, ok := groups[k]
-		if !ok {
-			groups[k] = len(out.lines)
-			out.lines = append(out.lines, line)
-			sums = append(sums, acc{l.Amount, l.OnDemand})
-			return
-		}
-		g := &out.lines[i]
-		sums[i].amount, sums[i].onDemand = sums[i].amount.Add(l.Amount), sums[i].onDemand.Add(l.OnDemand)
-		g.BilledSeconds += line.BilledSeconds
-		g.GPUSeconds += line.GPUSeconds
-		g.Priced = g.Priced && line.Priced
-		if line.Start.Before(g.Start) {
-			g.Start = line.Start
-		}
-		if line.End.After(g.End) {
-			g.End = line.End
-		}
-		for _, f := range []struct {
-			dst *string
-			v   string
-		}{
-			{&g.NodeID, line.NodeID}, {&g.NodeName, line.NodeName}, {&g.ClusterID, line.ClusterID},
-			{&g.ClusterName, line.ClusterName}, {&g.ComputeClass, line.ComputeClass}, {&g.Region, line.Region},
-			{&g.GPUType, line.GPUType}, {&g.RatePerGPUHour, line.RatePerGPUHour},
-			{&g.OnDemandRatePerGPUHour, line.OnDemandRatePerGPUHour}, {&g.ProjectID, line.ProjectID},
-		} {
-			if *f.dst != f.v {
-				*f.dst = ""
-			}
-		}
-		if g.GPUs != line.GPUs {
-			g.GPUs = 0
-		}
-	})
-	for i := range sums {
-		out.lines[i].Amount, out.lines[i].OnDemandAmount = sums[i].amount.Round(6), sums[i].onDemand.Round(6)
+// pricer prices records one at a time over [from, to), grouping lines by
+// key (nil: one line per node and price stretch). Grouped, it holds one
+// line per group; ungrouped with emit set, it hands each line to emit and
+// holds none.
+type pricer struct {
+	b        *billing.Book
+	from, to time.Time
+	key      func(*domain.UsageRecord) string
+	// emit, if set, receives the lines of an ungrouped pricing; its first
+	// error stops the pricing and is returned by add.
+	emit   func(apiv1.UsageLine) error
+	err    error
+	out    priced
+	groups map[string]int
+	sums   []groupSum
+	one    [1]domain.UsageRecord
+}
+
+type groupSum struct{ amount, onDemand billing.Money }
+
+func newPricer(b *billing.Book, from, to time.Time, key func(*domain.UsageRecord) string) *pricer {
+	return &pricer{b: b, from: from, to: to, key: key, out: priced{byClass: map[string]*billing.Totals{}}, groups: map[string]int{}}
+}
+
+// add prices one record; records must come in the order of ListUsage for
+// the groups to come out in the same order.
+func (p *pricer) add(r domain.UsageRecord) error {
+	if p.err != nil {
+		return p.err
 	}
-	if key != nil {
+	p.one[0] = r
+	p.b.Price(p.one[:], p.from, p.to, p.line)
+	return p.err
+}
+
+func (p *pricer) line(l billing.Line) {
+	if p.err != nil {
+		return
+	}
+	b, out := p.b, &p.out
+	out.total.Add(l)
+	class := string(l.Record.Class)
+	if out.byClass[class] == nil {
+		out.byClass[class] = &billing.Totals{}
+	}
+	out.byClass[class].Add(l)
+	r := l.Record
+	line := apiv1.UsageLine{
+		ProjectID: r.ProjectID, ClusterID: r.ClusterID, ClusterName: r.ClusterName, NodeID: r.NodeID, NodeName: r.NodeName,
+		ComputeClass: class, Region: r.Region, GPUType: r.GPUType, GPUs: r.GPUs, Start: l.Start, End: l.End,
+		BilledSeconds: l.Seconds, GPUSeconds: l.Seconds * int64(r.GPUs), Priced: l.Priced,
+	}
+	if l.Priced {
+		line.RatePerGPUHour = l.EffectiveRate()
+		if od, ok := b.OnDemandRate(r.Region, r.GPUType, l.Start.Unix()); ok {
+			line.OnDemandRatePerGPUHour = billing.FormatRate(od)
+		}
+	}
+	if p.key == nil {
+		line.Amount, line.OnDemandAmount = l.Amount.Round(6), l.OnDemand.Round(6)
+		if p.emit != nil {
+			p.err = p.emit(line)
+			return
+		}
+		out.lines = append(out.lines, line)
+		return
+	}
+	k := p.key(r)
+	i, ok := p.groups[k]
+	if !ok {
+		p.groups[k] = len(out.lines)
+		out.lines = append(out.lines, line)
+		p.sums = append(p.sums, groupSum{l.Amount, l.OnDemand})
+		return
+	}
+	g := &out.lines[i]
+	p.sums[i].amount, p.sums[i].onDemand = p.sums[i].amount.Add(l.Amount), p.sums[i].onDemand.Add(l.OnDemand)
+	g.BilledSeconds += line.BilledSeconds
+	g.GPUSeconds += line.GPUSeconds
+	g.Priced = g.Priced && line.Priced
+	if line.Start.Before(g.Start) {
+		g.Start = line.Start
+	}
+	if line.End.After(g.End) {
+		g.End = line.End
+	}
+	for _, f := range []struct {
+		dst *string
+		v   string
+	}{
+		{&g.NodeID, line.NodeID}, {&g.NodeName, line.NodeName}, {&g.ClusterID, line.ClusterID},
+		{&g.ClusterName, line.ClusterName}, {&g.ComputeClass, line.ComputeClass}, {&g.Region, line.Region},
+		{&g.GPUType, line.GPUType}, {&g.RatePerGPUHour, line.RatePerGPUHour},
+		{&g.OnDemandRatePerGPUHour, line.OnDemandRatePerGPUHour}, {&g.ProjectID, line.ProjectID},
+	} {
+		if *f.dst != f.v {
+			*f.dst = ""
+		}
+	}
+	if g.GPUs != line.GPUs {
+		g.GPUs = 0
+	}
+}
+
+// result finishes the pricing: group amounts rounded, groups sorted.
+func (p *pricer) result() priced {
+	out := p.out
+	for i := range p.sums {
+		out.lines[i].Amount, out.lines[i].OnDemandAmount = p.sums[i].amount.Round(6), p.sums[i].onDemand.Round(6)
+	}
+	if p.key != nil {
 		slices.SortStableFunc(out.lines, func(a, b apiv1.UsageLine) int {
 			return strings.Compare(a.ClusterName+"\x00"+a.ClusterID+"\x00"+a.ComputeClass, b.ClusterName+"\x00"+b.ClusterID+"\x00"+b.ComputeClass)
 		})
@@ -313,11 +377,20 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, p principal) {
 		s.fail(w, r, err)
 		return
 	}
+	f, b, err := s.usageInput(ctx, q, p, from, to)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	var pr priced
-	if groupBy == "day" {
-		pr, err = s.dailyUsage(ctx, q, p, from, to)
-	} else {
-		pr, _, _, err = s.pricedUsage(ctx, q, p, from, to, key)
+	switch groupBy {
+	case "node":
+		s.streamUsage(w, r, f, b, from, to, csvOut)
+		return
+	case "day":
+		pr, err = s.dailyUsage(ctx, f, b, from, to)
+	default:
+		pr, err = s.scanPriced(ctx, f, b, from, to, key)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -329,24 +402,43 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, p principal) {
 		out.LineItems = []apiv1.UsageLine{}
 	}
 	if csvOut {
-		writeUsageCSV(w, fmt.Sprintf("usage-%s-%s.csv", from.Format("20060102T150405Z"), to.Format("20060102T150405Z")), out.LineItems, out.Totals)
+		writeUsageCSV(w, usageCSVName(from, to), out.LineItems, out.Totals)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
+func usageCSVName(from, to time.Time) string {
+	return fmt.Sprintf("usage-%s-%s.csv", from.Format("20060102T150405Z"), to.Format("20060102T150405Z"))
+}
+
 func writeUsageCSV(w http.ResponseWriter, name string, lines []apiv1.UsageLine, total apiv1.UsageTotals) {
+	cw := startUsageCSV(w, name)
+	for _, l := range lines {
+		writeCSVLine(cw, l)
+	}
+	endUsageCSV(cw, total)
+}
+
+// startUsageCSV sends the headers and the header row of a usage CSV.
+func startUsageCSV(w http.ResponseWriter, name string) *csv.Writer {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"project_id", "cluster_id", "cluster_name", "node_id", "node_name", "compute_class", "region", "gpu_type",
 		"gpus", "start", "end", "billed_seconds", "gpu_seconds", "rate_per_gpu_hour", "on_demand_rate_per_gpu_hour",
 		"amount_usd", "on_demand_amount_usd"})
-	for _, l := range lines {
-		cw.Write([]string{l.ProjectID, l.ClusterID, l.ClusterName, l.NodeID, l.NodeName, l.ComputeClass, l.Region, l.GPUType,
-			strconv.Itoa(l.GPUs), l.Start.Format(time.RFC3339), l.End.Format(time.RFC3339), strconv.FormatInt(l.BilledSeconds, 10),
-			strconv.FormatInt(l.GPUSeconds, 10), l.RatePerGPUHour, l.OnDemandRatePerGPUHour, l.Amount, l.OnDemandAmount})
-	}
+	return cw
+}
+
+func writeCSVLine(cw *csv.Writer, l apiv1.UsageLine) error {
+	return cw.Write([]string{l.ProjectID, l.ClusterID, l.ClusterName, l.NodeID, l.NodeName, l.ComputeClass, l.Region, l.GPUType,
+		strconv.Itoa(l.GPUs), l.Start.Format(time.RFC3339), l.End.Format(time.RFC3339), strconv.FormatInt(l.BilledSeconds, 10),
+		strconv.FormatInt(l.GPUSeconds, 10), l.RatePerGPUHour, l.OnDemandRatePerGPUHour, l.Amount, l.OnDemandAmount})
+}
+
+// endUsageCSV writes the total rows and flushes.
+func endUsageCSV(cw *csv.Writer, total apiv1.UsageTotals) {
 	cw.Write([]string{"TOTAL", "", "", "", "", "", "", "", "", "", "", "", strconv.FormatInt(total.GPUSeconds, 10), "", "",
 		total.Amount, total.OnDemandEquivalent})
 	cw.Write([]string{"SAVINGS", "", "", "", "", "", "", "", "", "", "", "", "", "", "", total.Savings, ""})
@@ -388,7 +480,12 @@ func (s *Server) invoice(w http.ResponseWriter, r *http.Request, p principal) {
 		s.fail(w, r, err)
 		return
 	}
-	pr, f, b, err := s.pricedUsage(ctx, q, p, from, to, groupKeys["cluster"])
+	f, b, err := s.usageInput(ctx, q, p, from, to)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	pr, err := s.scanPriced(ctx, f, b, from, to, groupKeys["cluster"])
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -56,9 +56,10 @@ var inFlight = []domain.NodeState{domain.NodePending, domain.NodeProvisioning, d
 // Reconcile runs one pass and waits for every node step it started: plan
 // and commit what changed, step every node in flight (concurrently, up to
 // Config.Workers at a time), clean up what removed nodes left in their
-// clusters, check ready nodes for loss, finish deleted clusters and prune
-// old events. It returns the earliest time something is due (a drain
-// deadline, a registration timeout, a cooldown end, a retry), or zero.
+// clusters, check ready nodes for loss, finish deleted clusters, prune
+// old events and archive old removed nodes. It returns the earliest time
+// something is due (a drain deadline, a registration timeout, a cooldown
+// end, a retry), or zero.
 func (c *Controller) Reconcile(ctx context.Context) (time.Time, error) {
 	return c.pass(ctx, true)
 }
@@ -192,8 +193,11 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 			_, err := tx.PruneEvents(ctx, now.Add(-c.cfg.EventRetention))
 			return err
 		})
+		if err == nil {
+			_, err = c.archive(ctx, now.Add(-c.cfg.EventRetention))
+		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("prune events: %w", err))
+			errs = append(errs, fmt.Errorf("prune events and archive nodes: %w", err))
 		} else {
 			c.lastPrune = now
 		}

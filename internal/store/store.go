@@ -121,6 +121,11 @@ type Reader interface {
 	// ListUsage returns usage records overlapping [f.From, f.To), ordered
 	// by Start then NodeID.
 	ListUsage(ctx context.Context, f UsageFilter) ([]domain.UsageRecord, error)
+	// ScanUsage calls fn with the records ListUsage would return, in the
+	// same order, as they are read: a period's records are never all in
+	// memory. It stops at fn's first error and returns it. fn must not use
+	// the store (a backend may hold a connection for the whole scan).
+	ScanUsage(ctx context.Context, f UsageFilter, fn func(domain.UsageRecord) error) error
 	// ListPrices returns the whole price book, by EffectiveFrom then ID.
 	ListPrices(ctx context.Context) ([]domain.Price, error)
 }
@@ -165,6 +170,15 @@ type Tx interface {
 	AddEvent(ctx context.Context, e domain.Event) (domain.Event, error)
 	// PruneEvents deletes events with Timestamp before t.
 	PruneEvents(ctx context.Context, before time.Time) (int, error)
+	// ArchiveNodes moves up to limit removed nodes out of the live
+	// tables, oldest removal first, and returns how many it moved: those
+	// removed before removedBefore (a zero RemovedAt counts as before any
+	// time), with nothing left to meter (never ready, or their final usage
+	// record written) and no cleanup pending. Archived nodes are still
+	// found by GetNode and by ListNodes with IncludeRemoved (or States
+	// naming removed), never by the live-state reads; their IDs stay
+	// taken. Usage records are never moved or deleted.
+	ArchiveNodes(ctx context.Context, removedBefore time.Time, limit int) (int, error)
 	// PutUsage writes a node's usage record, replacing the one it had:
 	// the meter recomputes records from the lifecycle, so writing the
 	// same record twice is harmless. A final record is never replaced, and

@@ -39,7 +39,7 @@ type queries struct {
 	getClusterRecord                             string
 	createCluster, updateCluster                 string
 	getKubeconfig, setKubeconfig, dropKubeconfig string
-	getNode, listNodes, createNode, updateNode   string
+	listNodes, createNode, updateNode            string
 	listEvents, deleteEventKey, insertEvent      string
 	pruneEvents, eventLock                       string
 	listUsage, putUsage, listPrices, createPrice string
@@ -81,12 +81,13 @@ func buildQueries(d Dialect) queries {
 		// credentials do not outlive it.
 		dropKubeconfig: r(`UPDATE clusters SET kubeconfig = NULL, kube_attached_at = NULL WHERE id = ?`),
 
-		getNode: r(`SELECT ` + nodeCols + ` FROM nodes WHERE id = ?`),
 		// listNodes is completed by ListNodes with the filter's WHERE
-		// clause and oldestFirst, then rebound.
+		// clause and oldestFirst, then rebound. GetNode is in history.go.
 		listNodes: `SELECT ` + nodeCols + ` FROM nodes`,
-		createNode: r(`INSERT INTO nodes (` + nodeCols + `)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+		// metered starts set if the node's final record is already there.
+		createNode: r(`INSERT INTO nodes (` + nodeCols + `, metered)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+			EXISTS (SELECT 1 FROM usage WHERE node_id = ? AND final)) ON CONFLICT DO NOTHING`),
 		updateNode: r(`UPDATE nodes SET cluster_id = ?, machine_id = ?, name = ?, class = ?, gpus = ?,
 			state = ?, created_at = ?, ready_at = ?, drain_started_at = ?, deadline = ?, drain_cause = ?,
 			notified = ?, drained_at = ?, outcome = ?, removed_at = ?, last_error = ?,

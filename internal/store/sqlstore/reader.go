@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
@@ -203,80 +202,6 @@ func (r reader) ListClusters(ctx context.Context, projectID string) ([]domain.Cl
 		return list(ctx, r, scanCluster, "clusters", r.s.q.listClusters)
 	}
 	return list(ctx, r, scanCluster, "clusters of project "+projectID, r.s.q.listClustersOf, projectID)
-}
-
-func (r reader) GetNode(ctx context.Context, id string) (domain.Node, error) {
-	return get(ctx, r, scanNode, "node "+id, r.s.q.getNode, id)
-}
-
-func (r reader) ListNodes(ctx context.Context, f store.NodeFilter) ([]domain.Node, error) {
-	var where []string
-	var args []any
-	if f.ClusterID != "" {
-		where = append(where, "cluster_id = ?")
-		args = append(args, f.ClusterID)
-	}
-	if len(f.ClusterIDs) > 0 {
-		where = append(where, "cluster_id IN (?"+strings.Repeat(", ?", len(f.ClusterIDs)-1)+")")
-		for _, id := range f.ClusterIDs {
-			args = append(args, id)
-		}
-	}
-	if f.MachineID != "" {
-		where = append(where, "machine_id = ?")
-		args = append(args, f.MachineID)
-	}
-	if f.CleanupPending {
-		// The same expression as the partial index nodes_cleanup, so both
-		// backends use it.
-		where = append(where, "cleanup_pending = TRUE")
-	}
-	switch {
-	case len(f.States) > 0:
-		where = append(where, "state IN (?"+strings.Repeat(", ?", len(f.States)-1)+")")
-		for _, st := range f.States {
-			args = append(args, string(st))
-		}
-	case f.Unmetered:
-		where = append(where, "ready_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM usage u WHERE u.node_id = nodes.id AND u.final)")
-	case !f.IncludeRemoved:
-		where = append(where, "state <> ?")
-		args = append(args, string(domain.NodeRemoved))
-	}
-	q := r.s.q.listNodes
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	return list(ctx, r, scanNode, "nodes", rebind(r.s.d, q+oldestFirst), args...)
-}
-
-func (r reader) ListUsage(ctx context.Context, f store.UsageFilter) ([]domain.UsageRecord, error) {
-	var where []string
-	var args []any
-	if f.ProjectID != "" {
-		where = append(where, "project_id = ?")
-		args = append(args, f.ProjectID)
-	}
-	if f.ClusterID != "" {
-		where = append(where, "cluster_id = ?")
-		args = append(args, f.ClusterID)
-	}
-	if !f.To.IsZero() {
-		where = append(where, "start_at < ?")
-		args = append(args, r.s.timeArg(f.To))
-	}
-	if !f.From.IsZero() {
-		where = append(where, "end_at > ?")
-		args = append(args, r.s.timeArg(f.From))
-	}
-	if f.Open {
-		where = append(where, "NOT final")
-	}
-	q := r.s.q.listUsage
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	return list(ctx, r, scanUsage, "usage", rebind(r.s.d, q+" ORDER BY start_at, node_id"), args...)
 }
 
 func (r reader) ListPrices(ctx context.Context) ([]domain.Price, error) {

@@ -45,6 +45,9 @@ type Dialect struct {
 	// EventLock, when set, runs in AddEvent before a Seq is drawn and
 	// must hold until the transaction ends (see the package doc).
 	EventLock string
+	// MaxScans, when positive, bounds how many ScanUsage run at once
+	// outside a transaction (see scan.go).
+	MaxScans int
 }
 
 // maxAttempts bounds how often Update runs fn when the backend keeps
@@ -61,6 +64,8 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 	q         queries
+	hq        historyQueries
+	scans     chan struct{} // ScanUsage slots; nil: unbounded
 }
 
 var _ store.Store = (*Store)(nil)
@@ -71,7 +76,11 @@ func New(d Dialect, write, read *sql.DB) *Store {
 	if read == nil {
 		read = write
 	}
-	return &Store{d: d, w: write, r: read, q: buildQueries(d)}
+	s := &Store{d: d, w: write, r: read, q: buildQueries(d), hq: buildHistoryQueries(d)}
+	if d.MaxScans > 0 {
+		s.scans = make(chan struct{}, d.MaxScans)
+	}
+	return s
 }
 
 // Close closes the database; calling it again does nothing.

@@ -116,11 +116,18 @@ func (t *tx) SetKubeconfig(ctx context.Context, clusterID string, sealed []byte,
 }
 
 func (t *tx) CreateNode(ctx context.Context, n domain.Node) error {
+	// An archived node's ID stays taken (see ArchiveNodes).
+	if archived, err := t.nodeArchived(ctx, n.ID); err != nil || archived {
+		if err == nil {
+			err = fmt.Errorf("create node %s: %w", n.ID, domain.ErrConflict)
+		}
+		return err
+	}
 	return t.create(ctx, "node "+n.ID, t.s.q.createNode,
 		n.ID, n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
 		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
 		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
-		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError, n.CleanupPending, t.s.timeArg(n.ProvisioningAt))
+		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError, n.CleanupPending, t.s.timeArg(n.ProvisioningAt), n.ID)
 }
 
 func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
@@ -174,6 +181,9 @@ func (t *tx) PutUsage(ctx context.Context, u domain.UsageRecord) error {
 		t.s.timeArg(u.Start), t.s.timeArg(u.End), u.Final)
 	if err != nil {
 		return t.writeErr("put usage of node "+u.NodeID, err)
+	}
+	if u.Final {
+		return t.markMetered(ctx, u.NodeID)
 	}
 	return nil
 }

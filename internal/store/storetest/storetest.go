@@ -77,6 +77,7 @@ func Run(t *testing.T, newDB NewDB) {
 		t.Parallel()
 		testReopen(t, newDB(t))
 	})
+	runHistory(t, newDB)
 }
 
 func open(t *testing.T, o Opener) store.Store {

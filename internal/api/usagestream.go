@@ -1,0 +1,137 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/billing"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// streamUsage serves the ungrouped usage (one line per node and price
+// stretch) as the store reads the records: each line is priced and written
+// as its record arrives, so a period of a million records never sits in
+// memory. The bytes are those writeJSON and writeUsageCSV write for the
+// whole document.
+//
+// A failure before the first line is an ordinary error response. After it
+// the status is sent; the connection is then aborted (http.ErrAbortHandler)
+// so that the client sees a broken transfer, never a complete-looking
+// document with lines missing.
+func (s *Server) streamUsage(w http.ResponseWriter, r *http.Request, f store.UsageFilter, b *billing.Book, from, to time.Time, csvOut bool) {
+	out := &usageStream{w: w, csv: csvOut, from: from, to: to,
+		head: apiv1.Usage{Currency: Currency, From: from, To: to, GroupBy: "node", Rounding: rounding}}
+	p := newPricer(b, from, to, nil)
+	p.emit = out.line
+	err := s.store.ScanUsage(r.Context(), f, p.add)
+	if err == nil {
+		pr := p.result()
+		out.head.Totals, out.head.ByClass = totalsView(pr.total), byClassView(pr.byClass)
+		err = out.finish()
+	}
+	if err == nil {
+		return
+	}
+	if !out.started {
+		s.fail(w, r, err)
+		return
+	}
+	if r.Context().Err() == nil {
+		s.log.Error("usage: response cut short", "err", err)
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// usageStream writes a usage document line by line.
+type usageStream struct {
+	w        http.ResponseWriter
+	csv      bool
+	from, to time.Time
+	head     apiv1.Usage // everything but the lines
+	started  bool
+	n        int
+	// JSON
+	bw     *bufio.Writer
+	suffix []byte
+	buf    bytes.Buffer
+	enc    *json.Encoder
+	// CSV
+	cw *csv.Writer
+}
+
+// lineItems is where the lines go in the document writeJSON writes.
+var lineItems = []byte(`"line_items": []`)
+
+// jsonParts splits the document writeJSON writes for u, without lines,
+// around the inside of its line_items array: prefix ends with its '[',
+// suffix starts with its ']'.
+func jsonParts(u apiv1.Usage) (prefix, suffix []byte) {
+	u.LineItems = []apiv1.UsageLine{}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(u)
+	doc := buf.Bytes()
+	i := bytes.Index(doc, lineItems) + len(lineItems) - 1 // at the ']'
+	return doc[:i], doc[i:]
+}
+
+func (u *usageStream) start() {
+	u.started = true
+	if u.csv {
+		u.cw = startUsageCSV(u.w, usageCSVName(u.from, u.to))
+		return
+	}
+	u.w.Header().Set("Content-Type", "application/json")
+	u.w.WriteHeader(http.StatusOK)
+	u.bw = bufio.NewWriterSize(u.w, 32<<10)
+	prefix, _ := jsonParts(u.head)
+	u.bw.Write(prefix)
+	// An element of line_items, as the document's encoder indents it.
+	u.enc = json.NewEncoder(&u.buf)
+	u.enc.SetIndent("    ", "  ")
+}
+
+func (u *usageStream) line(l apiv1.UsageLine) error {
+	if !u.started {
+		u.start()
+	}
+	u.n++
+	if u.csv {
+		if err := writeCSVLine(u.cw, l); err != nil {
+			return err
+		}
+		return u.cw.Error()
+	}
+	u.buf.Reset()
+	if u.n > 1 {
+		u.buf.WriteByte(',')
+	}
+	u.buf.WriteString("\n    ")
+	if err := u.enc.Encode(l); err != nil {
+		return err
+	}
+	_, err := u.bw.Write(bytes.TrimSuffix(u.buf.Bytes(), []byte("\n")))
+	return err
+}
+
+func (u *usageStream) finish() error {
+	if !u.started {
+		u.start()
+	}
+	if u.csv {
+		endUsageCSV(u.cw, u.head.Totals)
+		return u.cw.Error()
+	}
+	if u.n > 0 {
+		u.bw.WriteString("\n  ")
+	}
+	_, suffix := jsonParts(u.head)
+	u.bw.Write(suffix)
+	return u.bw.Flush()
+}

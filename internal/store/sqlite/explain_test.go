@@ -1,0 +1,58 @@
+package sqlite
+
+import (
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sparecap/sparecap/internal/store/sqlstore"
+)
+
+// TestLivePlans: the live-state reads use the partial indexes of
+// migration 00007 and never scan the nodes or usage tables.
+func TestLivePlans(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	s, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	want := map[string]string{
+		"snapshot nodes":     "nodes_live",
+		"meter work list":    "nodes_unmetered",
+		"open usage":         "usage_open",
+		"archive candidates": "nodes_removed",
+	}
+	for name, q := range sqlstore.LiveQueries(dialect) {
+		rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q.Query, q.Args...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		p := strings.Join(plan, "; ")
+		t.Logf("%s: %s", name, p)
+		if !strings.Contains(p, "INDEX "+want[name]) {
+			t.Errorf("%s does not use %s: %s", name, want[name], p)
+		}
+		for _, d := range plan {
+			if d == "SCAN nodes" || d == "SCAN usage" {
+				t.Errorf("%s scans a table: %s", name, p)
+			}
+		}
+	}
+}

@@ -1,0 +1,329 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// runHistory runs the tests of archived nodes and streamed usage, each on
+// a database of its own.
+func runHistory(t *testing.T, newDB NewDB) {
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"ArchiveNodes", testArchiveNodes},
+		{"ArchiveNodesOnlyFinished", testArchiveNodesOnlyFinished},
+		{"ArchiveNodesLimit", testArchiveNodesLimit},
+		{"ScanUsage", testScanUsage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, open(t, newDB(t)))
+		})
+	}
+}
+
+// historyWorld: in cluster c1, live (ready), and done, removed at minute 10
+// with its final record. Machines m1 and m2.
+func historyWorld(t *testing.T, s store.Store) (live, done domain.Node) {
+	t.Helper()
+	ctx := t.Context()
+	seed(t, s)
+	live = node("live", "c1", "m1", domain.NodeReady, at(1))
+	live.ReadyAt = at(2)
+	done = node("done", "c1", "m2", domain.NodeRemoved, at(0))
+	done.ReadyAt, done.DrainStartedAt, done.RemovedAt, done.Outcome = at(1), at(8), at(10), domain.OutcomeDeadline
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateMachine(ctx, machine("m2", at(0))); err != nil {
+			return err
+		}
+		for _, n := range []domain.Node{live, done} {
+			if err := tx.CreateNode(ctx, n); err != nil {
+				return err
+			}
+		}
+		return tx.PutUsage(ctx, usageRecord("done", "c1", "p1", at(1), at(8), true))
+	})
+	return live, done
+}
+
+func archive(t *testing.T, s store.Store, before int, limit int) int {
+	t.Helper()
+	var n int
+	update(t, s, func(tx store.Tx) (err error) {
+		n, err = tx.ArchiveNodes(t.Context(), at(before), limit)
+		return err
+	})
+	return n
+}
+
+func testArchiveNodes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	live, done := historyWorld(t, s)
+	if n := archive(t, s, 10, 100); n != 0 {
+		t.Fatalf("archived %d nodes removed at the cutoff, want none (strictly before)", n)
+	}
+	if n := archive(t, s, 11, 100); n != 1 {
+		t.Fatalf("archived %d nodes, want 1", n)
+	}
+	if n := archive(t, s, 11, 100); n != 0 {
+		t.Fatalf("archived %d nodes again", n)
+	}
+	// The past is still readable, unchanged, inside and outside a Tx.
+	got, err := s.GetNode(ctx, "done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "archived node", got, done)
+	update(t, s, func(tx store.Tx) error {
+		got, err := tx.GetNode(ctx, "done")
+		wantEqual(t, "archived node in a tx", got, done)
+		return err
+	})
+	all, err := s.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "IncludeRemoved", all, []domain.Node{done, live})
+	for _, f := range []store.NodeFilter{
+		{IncludeRemoved: true, ClusterID: "c1"},
+		{IncludeRemoved: true, MachineID: "m2"},
+		{States: []domain.NodeState{domain.NodeRemoved}},
+		{States: []domain.NodeState{domain.NodeRemoved}, ClusterID: "c1"},
+	} {
+		ns, err := s.ListNodes(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ns) == 0 || ns[0].ID != "done" {
+			t.Fatalf("%+v: %v, want the archived node first", f, nodeIDs(ns))
+		}
+	}
+	// The live-state reads do not see it.
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "snapshot nodes", nodeIDs(snap.Nodes), []string{"live"})
+	for _, f := range []store.NodeFilter{
+		{},
+		{Unmetered: true},
+		{ClusterID: "c1"},
+		{CleanupPending: true, IncludeRemoved: true},
+		{States: []domain.NodeState{domain.NodeReady}},
+		{IncludeRemoved: true, MachineID: "m1"},
+	} {
+		ns, err := s.ListNodes(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range ns {
+			if n.ID == "done" {
+				t.Fatalf("%+v lists the archived node", f)
+			}
+		}
+	}
+	// Its usage record stays; its ID stays taken; it is not live any more.
+	recs, err := s.ListUsage(ctx, store.UsageFilter{})
+	if err != nil || len(recs) != 1 || recs[0].NodeID != "done" {
+		t.Fatalf("usage after archiving: %v %+v", err, recs)
+	}
+	err = s.Update(ctx, func(tx store.Tx) error {
+		return tx.CreateNode(ctx, node("done", "c1", "m2", domain.NodePending, at(20)))
+	})
+	wantErr(t, "create an archived node's ID", err, domain.ErrConflict)
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.UpdateNode(ctx, done) })
+	wantErr(t, "update an archived node", err, domain.ErrNotFound)
+	// A zero cutoff or limit archives nothing.
+	update(t, s, func(tx store.Tx) error {
+		for _, lim := range []int{0, -1} {
+			if n, err := tx.ArchiveNodes(ctx, at(100), lim); err != nil || n != 0 {
+				return fmt.Errorf("limit %d: %d, %v", lim, n, err)
+			}
+		}
+		return nil
+	})
+}
+
+// testArchiveNodesOnlyFinished: a node still to be metered, still to be
+// cleaned up, or not removed is never archived; one that never became
+// ready has nothing to meter.
+func testArchiveNodesOnlyFinished(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	removed := func(id string, ready bool) domain.Node {
+		n := node(id, "c1", "m1", domain.NodeRemoved, at(0))
+		if ready {
+			n.ReadyAt = at(1)
+		}
+		n.RemovedAt = at(5)
+		return n
+	}
+	unmetered := removed("unmetered", true)    // no record at all
+	running := removed("running-record", true) // a record, not final
+	cleanup := removed("cleanup", true)        // final record, cleanup pending
+	cleanup.CleanupPending = true
+	never := removed("never-ready", false) // nothing to meter
+	draining := node("draining", "c1", "m1", domain.NodeDraining, at(0))
+	draining.ReadyAt, draining.RemovedAt = at(1), at(2) // not removed, whatever RemovedAt says
+	update(t, s, func(tx store.Tx) error {
+		for _, n := range []domain.Node{unmetered, running, cleanup, never, draining} {
+			if err := tx.CreateNode(ctx, n); err != nil {
+				return err
+			}
+		}
+		if err := tx.PutUsage(ctx, usageRecord("running-record", "c1", "p1", at(1), at(4), false)); err != nil {
+			return err
+		}
+		if err := tx.PutUsage(ctx, usageRecord("cleanup", "c1", "p1", at(1), at(5), true)); err != nil {
+			return err
+		}
+		return tx.PutUsage(ctx, usageRecord("draining", "c1", "p1", at(1), at(2), true))
+	})
+	if n := archive(t, s, 60, 100); n != 1 {
+		t.Fatalf("archived %d, want only the node that never became ready", n)
+	}
+	if _, err := s.GetNode(ctx, "never-ready"); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := s.ListNodes(ctx, store.NodeFilter{Unmetered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "meter work list", nodeIDs(ns), []string{"running-record", "unmetered"})
+	// Once metered and cleaned up they go too.
+	cleanup.CleanupPending = false
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.UpdateNode(ctx, cleanup); err != nil {
+			return err
+		}
+		for _, id := range []string{"unmetered", "running-record"} {
+			if err := tx.PutUsage(ctx, usageRecord(id, "c1", "p1", at(1), at(5), true)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if n := archive(t, s, 60, 100); n != 3 {
+		t.Fatalf("archived %d, want 3", n)
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "snapshot", nodeIDs(snap.Nodes), []string{"draining"})
+	all, err := s.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "all nodes", nodeIDs(all), []string{"cleanup", "draining", "never-ready", "running-record", "unmetered"})
+}
+
+// testArchiveNodesLimit: a batch moves at most limit nodes, oldest removal
+// first, and the batches together move everything.
+func testArchiveNodesLimit(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	const total = 25
+	update(t, s, func(tx store.Tx) error {
+		for i := range total {
+			id := fmt.Sprintf("n%02d", i)
+			n := node(id, "c1", "m1", domain.NodeRemoved, at(i))
+			// Removed in the reverse order of creation.
+			n.ReadyAt, n.RemovedAt = at(i), at(100-i)
+			if err := tx.CreateNode(ctx, n); err != nil {
+				return err
+			}
+			if err := tx.PutUsage(ctx, usageRecord(id, "c1", "p1", at(i), at(100-i), true)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if n := archive(t, s, 200, 10); n != 10 {
+		t.Fatalf("first batch %d, want 10", n)
+	}
+	ns, err := s.ListNodes(ctx, store.NodeFilter{States: []domain.NodeState{domain.NodeRemoved}})
+	if err != nil || len(ns) != total {
+		t.Fatalf("removed nodes %d, %v", len(ns), err)
+	}
+	// The ten removed first (the newest created) are the archived ones.
+	for i := total - 10; i < total; i++ {
+		err := s.Update(ctx, func(tx store.Tx) error {
+			n := node(fmt.Sprintf("n%02d", i), "c1", "m1", domain.NodeRemoved, at(i))
+			return tx.UpdateNode(ctx, n)
+		})
+		if !errors.Is(err, domain.ErrNotFound) {
+			t.Fatalf("n%02d not archived (update: %v)", i, err)
+		}
+	}
+	if n := archive(t, s, 200, 10); n != 10 {
+		t.Fatalf("second batch %d, want 10", n)
+	}
+	if n := archive(t, s, 200, 10); n != 5 {
+		t.Fatalf("last batch %d, want 5", n)
+	}
+	all, err := s.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
+	if err != nil || len(all) != total || all[0].ID != "n00" || all[total-1].ID != fmt.Sprintf("n%02d", total-1) {
+		t.Fatalf("all nodes after archiving: %v %v", err, nodeIDs(all))
+	}
+}
+
+// testScanUsage: ScanUsage gives what ListUsage gives, in order, and
+// stops at the callback's error.
+func testScanUsage(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	update(t, s, func(tx store.Tx) error {
+		for i := range 30 {
+			r := usageRecord(fmt.Sprintf("n%02d", 29-i), fmt.Sprintf("c%d", i%3), "p1", at(i/2), at(i/2+5+i%4), i%5 == 0)
+			if err := tx.PutUsage(ctx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, f := range []store.UsageFilter{
+		{},
+		{ProjectID: "p1"},
+		{ProjectID: "nobody"},
+		{ClusterID: "c1", From: at(3), To: at(9)},
+		{Open: true},
+	} {
+		want, err := s.ListUsage(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []domain.UsageRecord{}
+		if err := s.ScanUsage(ctx, f, func(r domain.UsageRecord) error { got = append(got, r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, fmt.Sprintf("scan %+v", f), got, want)
+		update(t, s, func(tx store.Tx) error {
+			got = got[:0]
+			err := tx.ScanUsage(ctx, f, func(r domain.UsageRecord) error { got = append(got, r); return nil })
+			wantEqual(t, fmt.Sprintf("scan in a tx %+v", f), got, want)
+			return err
+		})
+	}
+	stop := errors.New("stop")
+	n := 0
+	err := s.ScanUsage(ctx, store.UsageFilter{}, func(domain.UsageRecord) error {
+		n++
+		if n == 3 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || n != 3 {
+		t.Fatalf("scan stopped after %d records with %v", n, err)
+	}
+	// The store is still usable: the scan let go of its connection.
+	if _, err := s.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
