@@ -345,6 +345,9 @@ func TestFailover(t *testing.T) {
 	var omu sync.Mutex
 	var cwg sync.WaitGroup
 	for i, s := range rs.servers {
+		if s == lead {
+			continue // dead: its clients get connection refused
+		}
 		cwg.Add(1)
 		go func() {
 			defer cwg.Done()
@@ -456,8 +459,12 @@ func TestFailover(t *testing.T) {
 }
 
 // TestPausedLeader: a leader paused past its lease (SIGSTOP) while nodes
-// provision, then resumed, cannot commit anything once a new leader took
-// over: its steps' commits are fenced, and it becomes a follower.
+// provision, then resumed, commits nothing once a new leader took over
+// (the audit), and becomes a follower. The controller re-reads each node
+// inside the transaction that moves it, so its resumed steps find the new
+// leader's state and mostly do not try; the fence that refuses a stale
+// term's commit outright is tested in the store conformance suite
+// (Fencing).
 func TestPausedLeader(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -516,8 +523,11 @@ func TestPausedLeader(t *testing.T) {
 		t.Fatalf("double assignment: %d, %v", n, err)
 	}
 	rs.checkAudit()
-	if !strings.Contains(lead.output.String(), "term ends") {
-		t.Errorf("the resumed server's log does not say its term ended")
+	for end := time.Now().Add(5 * time.Second); !strings.Contains(lead.output.String(), "term ends"); {
+		if time.Now().After(end) {
+			t.Fatal("the resumed server's log does not say its term ended")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

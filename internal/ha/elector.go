@@ -200,6 +200,7 @@ loop:
 	// Not leader any more before the term's work hears of it: writes
 	// arriving now are forwarded or refused, not served here.
 	e.set(-1, store.Lease{}, time.Now())
+	e.cfg.Log.Info("leader: term ends", "holder", e.cfg.Holder, "epoch", l.Epoch, "why", why)
 	end()
 	<-done
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
@@ -207,5 +208,5 @@ loop:
 		e.cfg.Log.Warn("cannot release the leader lease; it expires on its own", "err", err)
 	}
 	cancel()
-	e.cfg.Log.Info("leader: term ends", "holder", e.cfg.Holder, "epoch", l.Epoch, "why", why)
+	e.cfg.Log.Info("leader: the term's work has stopped", "epoch", l.Epoch)
 }
