@@ -329,9 +329,20 @@ func checkDefaults(t *testing.T, r *rendered) {
 	}
 	c := r.container(t)
 	wantArgs := []string{"server", "--addr=0.0.0.0:8407", "--db=$(SPARECAP_DB)", "--data-dir=/var/lib/sparecap",
-		"--secret-key-file=/etc/sparecap/secret-key/secret.key"}
+		"--secret-key-file=/etc/sparecap/secret-key/secret.key", "--advertise-url=http://$(POD_IP):8407"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args = %q; want %q", c.Args, wantArgs)
+	}
+	// Followers forward writes to the leader at the address it advertises:
+	// its pod IP, from the downward API.
+	podIP := false
+	for _, e := range c.Env {
+		if e.Name == "POD_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP" {
+			podIP = true
+		}
+	}
+	if !podIP {
+		t.Errorf("env has no POD_IP from status.podIP for --advertise-url: %+v", c.Env)
 	}
 	if c.Image != "sparecap:0.1.0" {
 		t.Errorf("image = %q; want sparecap:<appVersion>", c.Image)
