@@ -45,6 +45,9 @@ type Elector struct {
 	st  store.Leases
 	cfg Config
 
+	tried     chan struct{} // closed after the first campaign attempt
+	triedOnce sync.Once
+
 	mu     sync.Mutex
 	epoch  int64       // current term while leading, else -1
 	leader store.Lease // the lease as last seen
@@ -71,8 +74,12 @@ func NewElector(st store.Leases, cfg Config) *Elector {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Elector{st: st, cfg: cfg, epoch: -1, change: make(chan struct{})}
+	return &Elector{st: st, cfg: cfg, epoch: -1, change: make(chan struct{}), tried: make(chan struct{})}
 }
+
+// Tried returns a channel closed once Run has made its first attempt at
+// the lease (and, if it won, this server leads).
+func (e *Elector) Tried() <-chan struct{} { return e.tried }
 
 // Holder is this server's name in the lease.
 func (e *Elector) Holder() string { return e.cfg.Holder }
@@ -140,6 +147,9 @@ func (e *Elector) Run(ctx context.Context, term func(ctx context.Context, epoch 
 func (e *Elector) acquire(ctx context.Context) (store.Lease, bool) {
 	sent := time.Now()
 	l, ok, err := e.st.AcquireLease(ctx, e.cfg.Holder, e.cfg.Address, e.cfg.TTL)
+	if !ok {
+		defer e.triedOnce.Do(func() { close(e.tried) })
+	}
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
@@ -165,6 +175,7 @@ func (e *Elector) lead(ctx context.Context, l store.Lease, term func(context.Con
 	// database started counting later): the local deadline is safe.
 	until := time.Now().Add(e.cfg.TTL)
 	e.set(l.Epoch, l, time.Now())
+	e.triedOnce.Do(func() { close(e.tried) })
 	e.cfg.Log.Info("leader: term begins", "holder", e.cfg.Holder, "epoch", l.Epoch)
 	termCtx, end := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -2,9 +2,13 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,7 +20,7 @@ import (
 // lockFile takes an exclusive lock on path (created if need be) for as
 // long as the process lives or until unlock: a second server on the same
 // SQLite file is refused with an error that says so.
-func lockFile(path string) (unlock func(), err error) {
+func lockFile(path, busy string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
@@ -24,13 +28,34 @@ func lockFile(path string) (unlock func(), err error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another sparecap server is using this SQLite database (%s is locked): "+
-				"SQLite serves one server only; stop the other one, give this one another --data-dir or --db, "+
-				"or run several servers on PostgreSQL", path)
+			return nil, fmt.Errorf("%s (%s is locked)", busy, path)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return func() { f.Close() }, nil
+}
+
+// serverID returns this server's name in the leader lease, kept in the
+// data directory (generated on first start), and locks the directory so
+// no other process uses the name while this one runs.
+func serverID(dataDir string) (string, func(), error) {
+	unlock, err := lockFile(filepath.Join(dataDir, "server.lock"),
+		"another sparecap server is using this data directory: every server needs its own --data-dir")
+	if err != nil {
+		return "", nil, err
+	}
+	path := filepath.Join(dataDir, "server-id")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), unlock, nil
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	id := "srv-" + hex.EncodeToString(b[:])
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		unlock()
+		return "", nil, fmt.Errorf("save server id: %w", err)
+	}
+	return id, unlock, nil
 }
 
 // followPoll is how often a follower looks for new lifecycle events, for

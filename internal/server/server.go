@@ -268,7 +268,16 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.URL = "http://" + s.ln.Addr().String()
 	if shared {
-		s.Elector = ha.NewElector(st, ha.Config{Address: cmp.Or(o.AdvertiseURL, s.URL), TTL: o.LeaseTTL, Log: o.Log})
+		// The lease holder's name is the data directory's, which this
+		// process locks: a server restarted after a crash takes its own
+		// lease back at once instead of waiting for it to expire.
+		holder, unlockDir, err := serverID(o.DataDir)
+		if err != nil {
+			return fail(err)
+		}
+		prev := unlock
+		unlock = func() { unlockDir(); prev() }
+		s.Elector = ha.NewElector(st, ha.Config{Holder: holder, Address: cmp.Or(o.AdvertiseURL, s.URL), TTL: o.LeaseTTL, Log: o.Log})
 		apiHandler.Role = func() string {
 			if s.Elector.Epoch() >= 0 {
 				return "leader"
@@ -360,6 +369,24 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		unlock()
 		s.done <- err
 	}()
+	if s.Elector != nil {
+		// Answer the first requests as leader or follower, not in between:
+		// wait for the first campaign and, if it won, for the term to fence
+		// this server's writes with its epoch.
+		wait := time.After(5 * time.Second)
+	settle:
+		for {
+			select {
+			case <-wait:
+				break settle
+			case <-s.Elector.Tried():
+				if e := s.Elector.Epoch(); e < 0 || fenced.Epoch() == e {
+					break settle
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}
 	o.Log.Info("sparecap server started", "url", s.URL, "data_dir", o.DataDir, "speed", max(o.Speed, 1), "machines", countMachines(f))
 	return s, nil
 }
@@ -436,7 +463,9 @@ func openStore(ctx context.Context, o Options) (st store.Store, unlock func(), e
 	default:
 		db = strings.TrimPrefix(db, "sqlite://")
 	}
-	unlock, err = lockFile(db + ".lock")
+	unlock, err = lockFile(db+".lock", "another sparecap server is using this SQLite database: "+
+		"SQLite serves one server only; stop the other one, give this one another --data-dir or --db, "+
+		"or run several servers on PostgreSQL")
 	if err != nil {
 		return nil, nil, err
 	}

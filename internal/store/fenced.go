@@ -26,6 +26,9 @@ func (f *Fenced) SetEpoch(epoch int64) {
 	f.set.Store(true)
 }
 
+// Epoch returns the epoch set last (0 if none was).
+func (f *Fenced) Epoch() int64 { return f.epoch.Load() }
+
 // Update runs fn fenced by the current epoch.
 func (f *Fenced) Update(ctx context.Context, fn func(Tx) error) error {
 	if _, ok := EpochOf(ctx); !ok && f.set.Load() {

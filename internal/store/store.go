@@ -39,9 +39,11 @@ type Store interface {
 // with ErrFenced, so a deposed leader cannot commit after a new one took
 // over.
 type Leases interface {
-	// AcquireLease makes holder the leader for ttl if the lease is free or
-	// expired, starting a new term; ok is false (and nothing changed) if
-	// another holder's lease is still running.
+	// AcquireLease makes holder the leader for ttl if the lease is free,
+	// expired or already holder's (a holder restarting after a crash: a
+	// holder's name must belong to one process at a time), starting a new
+	// term; ok is false (and nothing changed) if another holder's lease is
+	// still running.
 	AcquireLease(ctx context.Context, holder, address string, ttl time.Duration) (l Lease, ok bool, err error)
 	// RenewLease extends holder's lease of term epoch by ttl from now; ok is
 	// false if that term is over (another holder acquired the lease).

@@ -21,8 +21,8 @@ func (s *Store) AcquireLease(ctx context.Context, holder, address string, ttl ti
 	now := s.d.NowMicros
 	var epoch, expires, at int64
 	err := s.w.QueryRowContext(ctx, rebind(s.d, `UPDATE leader SET holder = ?, address = ?, epoch = epoch + 1,
-		expires_at = `+now+` + ? WHERE id = 1 AND (holder = '' OR expires_at <= `+now+`)
-		RETURNING epoch, expires_at, `+now), holder, address, ttl.Microseconds()).Scan(&epoch, &expires, &at)
+		expires_at = `+now+` + ? WHERE id = 1 AND (holder = '' OR holder = ? OR expires_at <= `+now+`)
+		RETURNING epoch, expires_at, `+now), holder, address, ttl.Microseconds(), holder).Scan(&epoch, &expires, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Lease{}, false, nil
 	}
