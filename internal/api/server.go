@@ -43,7 +43,7 @@ type Server struct {
 	// SessionCookie).
 	Sessions Sessions
 	// Role, if set, names this server's part (leader or follower) in
-	// the /readyz answer.
+	// the /readyz answer; "" while it is starting (not ready).
 	Role func() string
 	// Options are set after New, before the server handles requests
 	// (their fields are promoted: s.Sealer = …, or s.Options = …).
@@ -354,7 +354,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	body := map[string]string{"status": "ready"}
 	if s.Role != nil {
-		body["role"] = s.Role()
+		if body["role"] = s.Role(); body["role"] == "" {
+			// Still finding out whether it leads: not ready to serve yet.
+			writeError(w, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "", "starting: campaigning for leadership")
+			return
+		}
 	}
 	writeJSON(w, 200, body)
 }

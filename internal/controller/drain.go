@@ -218,10 +218,12 @@ func (c *Controller) endDrain(ctx context.Context, n domain.Node, outcome domain
 		var evs []domain.Event
 		if outcome == domain.OutcomeEarly {
 			left := n.Deadline.Sub(at).Round(time.Second)
-			evs = append(evs, domain.Event{Reason: domain.ReasonNodeDrained, Deadline: n.Deadline,
+			evs = append(evs, domain.Event{Reason: domain.ReasonNodeDrained, Deadline: n.Deadline, Timestamp: at,
 				Message: fmt.Sprintf("all pods on %s exited %s after the notice, %s before the deadline", n.Name, at.Sub(n.DrainStartedAt).Round(time.Second), max(left, 0))})
 		}
-		evs = append(evs, domain.Event{Reason: domain.ReasonNodeRemoved, Message: removedMessage(*n, at, res)})
+		// Stamped with the removal (where billing stops), not with the end
+		// of the cleanup attempt, which may take up to CleanupBudget.
+		evs = append(evs, domain.Event{Reason: domain.ReasonNodeRemoved, Timestamp: at, Message: removedMessage(*n, at, res)})
 		return evs, nil
 	})
 	if err != nil {

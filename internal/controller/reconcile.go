@@ -273,7 +273,8 @@ var errStale = errors.New("node state changed")
 
 // transition applies change to the node if it is still in state from
 // (anyState: whatever its state), in one transaction under the plan lock,
-// with the events change returns.
+// with the events change returns (stamped now unless they carry the time
+// of what they report).
 func (c *Controller) transition(ctx context.Context, id string, from domain.NodeState, change func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error)) (domain.Node, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -298,14 +299,17 @@ func (c *Controller) transition(ctx context.Context, id string, from domain.Node
 			return err
 		}
 		for _, e := range evs {
-			e.ID, e.Timestamp = c.NewID("ev-"), now
+			e.ID = c.NewID("ev-")
+			if e.Timestamp.IsZero() {
+				e.Timestamp = now
+			}
 			if e.NodeID == "" && e.Reason != domain.ReasonTargetUnfulfilled {
 				e.NodeID, e.NodeName, e.ClusterID = n.ID, n.Name, n.ClusterID
 			}
 			if _, err := tx.AddEvent(ctx, e); err != nil {
 				return err
 			}
-			obs = append(obs, Observation{Time: now, Kind: KindEvent, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message})
+			obs = append(obs, Observation{Time: e.Timestamp, Kind: KindEvent, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message})
 		}
 		return nil
 	})

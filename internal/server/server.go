@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -267,6 +268,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return fail(fmt.Errorf("listen on %s: %w", o.Addr, err))
 	}
 	s.URL = "http://" + s.ln.Addr().String()
+	var settled atomic.Bool // the first campaign is over (see below)
 	if shared {
 		// The lease holder's name is the data directory's, which this
 		// process locks: a server restarted after a crash takes its own
@@ -279,6 +281,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		unlock = func() { unlockDir(); prev() }
 		s.Elector = ha.NewElector(st, ha.Config{Holder: holder, Address: cmp.Or(o.AdvertiseURL, s.URL), TTL: o.LeaseTTL, Log: o.Log})
 		apiHandler.Role = func() string {
+			if !settled.Load() {
+				return ""
+			}
 			if s.Elector.Epoch() >= 0 {
 				return "leader"
 			}
@@ -386,6 +391,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		}
+		settled.Store(true)
 	}
 	o.Log.Info("sparecap server started", "url", s.URL, "data_dir", o.DataDir, "speed", max(o.Speed, 1), "machines", countMachines(f))
 	return s, nil
