@@ -20,14 +20,29 @@ func (s *Store) AcquireLease(ctx context.Context, holder, address string, ttl ti
 	}
 	now := s.d.NowMicros
 	var epoch, expires, at int64
-	err := s.w.QueryRowContext(ctx, rebind(s.d, `UPDATE leader SET holder = ?, address = ?, epoch = epoch + 1,
-		expires_at = `+now+` + ? WHERE id = 1 AND (holder = '' OR holder = ? OR expires_at <= `+now+`)
-		RETURNING epoch, expires_at, `+now), holder, address, ttl.Microseconds(), holder).Scan(&epoch, &expires, &at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Lease{}, false, nil
-	}
+	won := false
+	// The lease and the epoch fenced commits read change together.
+	err := s.Update(ctx, func(stx store.Tx) error {
+		q := stx.(*tx).q
+		err := q.QueryRowContext(ctx, rebind(s.d, `UPDATE leader SET holder = ?, address = ?, epoch = epoch + 1,
+			expires_at = `+now+` + ? WHERE id = 1 AND (holder = '' OR holder = ? OR expires_at <= `+now+`)
+			RETURNING epoch, expires_at, `+now), holder, address, ttl.Microseconds(), holder).Scan(&epoch, &expires, &at)
+		if errors.Is(err, sql.ErrNoRows) {
+			won = false
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		won = true
+		_, err = q.ExecContext(ctx, rebind(s.d, `UPDATE leader_epoch SET epoch = ? WHERE id = 1`), epoch)
+		return err
+	})
 	if err != nil {
 		return store.Lease{}, false, fmt.Errorf("%s: acquire lease: %w", s.d.Name, err)
+	}
+	if !won {
+		return store.Lease{}, false, nil
 	}
 	return store.Lease{Holder: holder, Address: address, Epoch: epoch,
 		Expires: time.UnixMicro(expires).UTC(), Now: time.UnixMicro(at).UTC()}, true, nil
@@ -76,7 +91,7 @@ func (s *Store) fence(ctx context.Context, q querier, epoch int64) error {
 		return store.ErrFenced
 	}
 	var cur int64
-	if err := q.QueryRowContext(ctx, `SELECT epoch FROM leader WHERE id = 1`+s.d.FenceLock).Scan(&cur); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT epoch FROM leader_epoch WHERE id = 1`+s.d.FenceLock).Scan(&cur); err != nil {
 		return fmt.Errorf("%s: read leader epoch: %w", s.d.Name, err)
 	}
 	if cur != epoch {

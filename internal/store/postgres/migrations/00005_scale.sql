@@ -8,6 +8,9 @@
 --   one with every new term and fences commits (see store.WithEpoch);
 --   address is where the leader serves the API, for followers to forward
 --   writes to.
+-- leader_epoch: the current term's epoch alone, the row fenced commits
+--   read and hold (FOR SHARE): renewing the lease every second must not
+--   conflict with them, so it lives apart from the lease.
 
 -- +goose Up
 CREATE UNIQUE INDEX nodes_machine_active ON nodes (machine_id)
@@ -21,8 +24,14 @@ CREATE TABLE leader (
     expires_at BIGINT NOT NULL DEFAULT 0
 );
 INSERT INTO leader (id) VALUES (1);
+CREATE TABLE leader_epoch (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    epoch BIGINT NOT NULL DEFAULT 0
+);
+INSERT INTO leader_epoch (id) VALUES (1);
 
 -- +goose Down
+DROP TABLE leader_epoch;
 DROP TABLE leader;
 DROP INDEX nodes_machine_pending;
 DROP INDEX nodes_machine_active;
