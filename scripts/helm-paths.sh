@@ -14,21 +14,7 @@
 # are printed instead of the cached builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cache=${SPARECAP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sparecap}
-
-# path NAME TOOLS-DIR MODULE
-path() {
-	local version sum
-	# `require MODULE vX` on one line, or `MODULE vX` inside a require block.
-	version=$(awk -v m="$3" '($1 == "require" && $2 == m) { print $3; exit }
-		($1 == m && $2 ~ /^v/) { print $2; exit }' "tools/$2/go.mod")
-	if [ -z "$version" ]; then
-		echo "tools/$2/go.mod does not require $3" >&2
-		exit 1
-	fi
-	sum=$(sha256sum "tools/$2/go.sum" | cut -c1-12)
-	echo "$cache/$1-$version-$sum"
-}
+. scripts/tool-path.sh
 
 one() {
 	case $1 in
