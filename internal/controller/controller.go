@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -302,7 +303,7 @@ func (c *Controller) CreateCluster(ctx context.Context, cl domain.Cluster, also 
 	if sf := shortfallOf(pl, cl.ID); sf != nil {
 		return domain.Cluster{}, &ShortfallError{*sf}
 	}
-	err = c.commit(ctx, pl, now, func(tx store.Tx) error {
+	err = c.commit(ctx, s, pl, now, func(tx store.Tx) error {
 		if err := tx.CreateCluster(ctx, cl); err != nil {
 			return err
 		}
@@ -349,7 +350,7 @@ func (c *Controller) UpdateCluster(ctx context.Context, id string, numGPUs, pree
 	if sf := shortfallOf(pl, id); sf != nil && grows {
 		return domain.Cluster{}, &ShortfallError{*sf}
 	}
-	err = c.commit(ctx, pl, now, func(tx store.Tx) error {
+	err = c.commit(ctx, s, pl, now, func(tx store.Tx) error {
 		cur, err := tx.GetCluster(ctx, id)
 		if err != nil {
 			return err
@@ -384,7 +385,7 @@ func (c *Controller) SetWeight(ctx context.Context, id string, weight int) (doma
 	}
 	s.Clusters[i].Weight = weight
 	pl := c.plan(s, now)
-	err = c.commit(ctx, pl, now, func(tx store.Tx) error {
+	err = c.commit(ctx, s, pl, now, func(tx store.Tx) error {
 		cur, err := tx.GetCluster(ctx, id)
 		if err != nil {
 			return err
@@ -413,7 +414,7 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 	s.Clusters[i].Deleting = true
 	pl := c.plan(s, now)
 	added := false
-	err = c.commit(ctx, pl, now, func(tx store.Tx) error {
+	err = c.commit(ctx, s, pl, now, func(tx store.Tx) error {
 		added = false
 		cur, err := tx.GetCluster(ctx, id)
 		if err != nil {
@@ -443,12 +444,14 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 	return c.store.GetCluster(ctx, id)
 }
 
-// snapshotWith reads a snapshot and finds cluster id in it.
+// snapshotWith reads a snapshot and finds cluster id in it. Its clusters
+// are the caller's to change (a snapshot's slices are shared otherwise).
 func (c *Controller) snapshotWith(ctx context.Context, id string) (allocator.Snapshot, int, error) {
 	s, err := c.snapshot(ctx)
 	if err != nil {
 		return s, -1, err
 	}
+	s.Clusters = slices.Clone(s.Clusters)
 	for i := range s.Clusters {
 		if s.Clusters[i].ID == id {
 			return s, i, nil
@@ -478,8 +481,10 @@ func (c *Controller) Plan(ctx context.Context) (allocator.Plan, error) {
 
 // commit writes, in one transaction, what before writes (the request's own
 // change), then the plan's intents: drains with their deadlines, new
-// nodes, cluster states and the lifecycle events they imply.
-func (c *Controller) commit(ctx context.Context, pl allocator.Plan, now time.Time, before func(store.Tx) error) error {
+// nodes, and the lifecycle events they imply, and the states of the
+// clusters that changed from s, the snapshot pl was planned on (a fleet's
+// thousand clusters are not rewritten for every node).
+func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl allocator.Plan, now time.Time, before func(store.Tx) error) error {
 	var obs []Observation
 	events := 0
 	err := c.store.Update(ctx, func(tx store.Tx) error {
@@ -565,8 +570,11 @@ func (c *Controller) commit(ctx context.Context, pl allocator.Plan, now time.Tim
 			}
 		}
 
-		for _, cs := range pl.Clusters {
+		for i, cs := range pl.Clusters {
 			if cs.ClusterID == "" {
+				continue
+			}
+			if _, touched := clusters[cs.ClusterID]; !touched && i < len(s.Clusters) && s.Clusters[i].ID == cs.ClusterID && !statusChanged(s.Clusters[i], cs, now) {
 				continue
 			}
 			cur, err := getCluster(cs.ClusterID)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -74,14 +75,58 @@ func (h *harness) open() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.st, h.sim = st, fl
-	h.c = New(st, fl, fl, h.clk, h.cfg, nil)
+	// The controller plans on the in-memory snapshot, as a server's does.
+	cached := store.NewCached(st)
+	cached.Enable()
+	h.st, h.sim = cached, fl
+	h.c = New(cached, fl, fl, h.clk, h.cfg, nil)
 	h.c.NewID = func(prefix string) string { h.ids++; return fmt.Sprintf("%s%03d", prefix, h.ids) }
 	h.c.Observer = func(o Observation) { h.notes = append(h.notes, o) }
-	h.t.Cleanup(func() { st.Close() })
+	h.t.Cleanup(func() {
+		if h.st == store.Store(cached) { // not closed by restart
+			h.checkCache(cached, st)
+		}
+		st.Close()
+	})
+}
+
+// checkCache fails the test if the in-memory snapshot the controller
+// planned on differs from the database's.
+func (h *harness) checkCache(cached *store.Cached, st store.Store) {
+	h.t.Helper()
+	got, err := cached.Snapshot(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	want, err := st.Snapshot(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if !reflect.DeepEqual(emptyNil(got), emptyNil(want)) {
+		h.t.Errorf("the in-memory snapshot differs from the database's:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func emptyNil(s store.Snapshot) store.Snapshot {
+	if len(s.Machines) == 0 {
+		s.Machines = nil
+	}
+	if len(s.Reservations) == 0 {
+		s.Reservations = nil
+	}
+	if len(s.Clusters) == 0 {
+		s.Clusters = nil
+	}
+	if len(s.Nodes) == 0 {
+		s.Nodes = nil
+	}
+	return s
 }
 
 func (h *harness) restart() {
+	if c, ok := h.st.(*store.Cached); ok {
+		h.checkCache(c, c.Store)
+	}
 	h.st.Close()
 	h.open()
 }

@@ -218,7 +218,7 @@ func (c *Controller) replan(ctx context.Context) (allocator.Plan, error) {
 	if !changes(s, pl, now) {
 		return pl, nil
 	}
-	if err := c.commit(ctx, pl, now, nil); err != nil {
+	if err := c.commit(ctx, s, pl, now, nil); err != nil {
 		return allocator.Plan{}, fmt.Errorf("commit plan: %w", err)
 	}
 	return pl, nil
@@ -229,16 +229,21 @@ func changes(s allocator.Snapshot, pl allocator.Plan, now time.Time) bool {
 		return true
 	}
 	for i, cs := range pl.Clusters {
-		c := &s.Clusters[i]
-		if c.Status != cs.Status || c.Unfulfilled != cs.Unfulfilled || c.UnfulfilledMessage != cs.Message {
-			return true
-		}
-		// A cluster unmet before unmet_since existed starts waiting now.
-		if !allocator.UnmetSince(c.UnmetSince, cs, now).Equal(c.UnmetSince) {
+		if statusChanged(s.Clusters[i], cs, now) {
 			return true
 		}
 	}
 	return false
+}
+
+// statusChanged reports whether the plan changes what cluster c stores of
+// its state.
+func statusChanged(c domain.Cluster, cs allocator.ClusterState, now time.Time) bool {
+	if c.Status != cs.Status || c.Unfulfilled != cs.Unfulfilled || c.UnfulfilledMessage != cs.Message {
+		return true
+	}
+	// A cluster unmet before unmet_since existed starts waiting now.
+	return !allocator.UnmetSince(c.UnmetSince, cs, now).Equal(c.UnmetSince)
 }
 
 // step moves node n one step on. n may be a stale copy (listed before an

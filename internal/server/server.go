@@ -191,6 +191,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if shared {
 		fenced.SetEpoch(-1)
 	}
+	// While this server leads, the world the controller plans on is kept
+	// in memory, written through (see store.Cached).
+	cached := store.NewCached(fenced)
 	if _, err := fleet.Register(ctx, st, f, clk.Now()); err != nil {
 		return fail(fmt.Errorf("register fleet: %w", err))
 	}
@@ -241,18 +244,18 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.Controller = controller.New(fenced, s.Kube, machines, clk, controller.Config{
+	s.Controller = controller.New(cached, s.Kube, machines, clk, controller.Config{
 		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval, Workers: o.Workers,
 		NodeLostAfter: o.NodeLostAfter, RegisterTimeout: o.RegisterTimeout,
 	}, o.Log)
 	s.Kube.SetOnPodsGone(s.Controller.Kick)
 	s.Kube.SetOnNodeChange(s.Controller.SweepSoon)
 	s.Controller.OnClusterGone = s.Kube.Reload
-	s.Metrics = metrics.New(st)
+	s.Metrics = metrics.New(cached)
 	s.Controller.Observer = s.Metrics.Observe
-	s.Meter = metering.New(fenced, clk, o.Log)
+	s.Meter = metering.New(cached, clk, o.Log)
 	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
-	apiHandler := api.New(fenced, s.Controller, clk, s.AdminToken, o.Log)
+	apiHandler := api.New(cached, s.Controller, clk, s.AdminToken, o.Log)
 	apiHandler.Meter = s.Meter
 	apiHandler.Sealer = sealer
 	apiHandler.AllowKubeconfigPlugins = o.AllowKubeconfigPlugins
@@ -314,6 +317,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			fenced.SetEpoch(epoch)
 			defer fenced.SetEpoch(-1)
 		}
+		// Loaded by the term's first plan; followers read the database.
+		cached.Enable()
+		defer cached.Disable()
 		// Start the watches of every attached cluster now: the first
 		// reclaim of the term must not wait for a full LIST of its pods.
 		if clusters, err := st.ListClusters(ctx, ""); err == nil {

@@ -21,3 +21,21 @@ func TestConformance(t *testing.T) {
 		}
 	})
 }
+
+// TestConformanceCached: the suite passes on the leader's in-memory
+// snapshot (store.Cached) as on the backend itself.
+func TestConformanceCached(t *testing.T) {
+	postgres.TestDSN(t)
+	storetest.Run(t, func(t *testing.T) storetest.Opener {
+		dsn := postgres.TestDSN(t)
+		return func(t *testing.T) store.Store {
+			s, err := postgres.Open(t.Context(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := store.NewCached(s)
+			c.Enable()
+			return c
+		}
+	})
+}

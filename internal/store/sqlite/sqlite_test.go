@@ -24,6 +24,23 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestConformanceCached: the suite passes on the leader's in-memory
+// snapshot (store.Cached) as on the backend itself.
+func TestConformanceCached(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Opener {
+		path := filepath.Join(t.TempDir(), "sparecap.db")
+		return func(t *testing.T) store.Store {
+			s, err := sqlite.Open(t.Context(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := store.NewCached(s)
+			c.Enable()
+			return c
+		}
+	})
+}
+
 // TestMemory: ":memory:" gives a working private database. It cannot run
 // the suite, whose Reopen test needs data to outlive Close.
 func TestMemory(t *testing.T) {

@@ -66,6 +66,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"OneLiveNodePerMachine", testOneLiveNodePerMachine},
 		{"NodeFilterClusters", testNodeFilterClusters},
 		{"UnmetSince", testUnmetSince},
+		{"Cached", testCached},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

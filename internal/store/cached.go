@@ -1,0 +1,317 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// Cached is a Store whose Snapshot, while enabled, is served from memory:
+// the leader loads the world it plans on once per term and keeps it up to
+// date by writing through. Every Update records which machines,
+// reservations, clusters and nodes it wrote, reads them back inside its
+// own transaction (so the copy holds exactly what the backend stores, its
+// time precision included) and, once the transaction has committed,
+// applies them to the copy. Updates run one at a time, so the copy changes
+// in commit order; a snapshot never waits for an Update.
+//
+// The copy is right only while every write of those tables goes through
+// this Cached: on one SQLite file the server is the only writer; on a
+// shared PostgreSQL only the leader writes them (followers forward
+// writes), so a server enables the cache for its terms only. An Update
+// whose outcome is unknown (its commit failed) drops the copy, and the
+// next Snapshot loads it again.
+//
+// The slices a Snapshot returns are shared with other callers: their
+// elements must not be modified (appending is safe).
+type Cached struct {
+	Store
+	wmu     sync.Mutex // one Update at a time: the copy changes in commit order
+	enabled atomic.Bool
+	cur     atomic.Pointer[Snapshot] // nil: not loaded
+	loads   atomic.Int64
+}
+
+// NewCached wraps st; the cache starts disabled.
+func NewCached(st Store) *Cached { return &Cached{Store: st} }
+
+// Enable serves later Snapshots from memory, loaded by the first of them.
+func (c *Cached) Enable() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.cur.Store(nil)
+	c.enabled.Store(true)
+}
+
+// Disable drops the copy: Snapshots read the backend again.
+func (c *Cached) Disable() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.enabled.Store(false)
+	c.cur.Store(nil)
+}
+
+// Loads is how many times the copy was loaded from the backend.
+func (c *Cached) Loads() int64 { return c.loads.Load() }
+
+// Snapshot returns the copy while the cache is enabled, loading it first
+// if needed; the backend's snapshot otherwise.
+func (c *Cached) Snapshot(ctx context.Context) (Snapshot, error) {
+	if !c.enabled.Load() {
+		return c.Store.Snapshot(ctx)
+	}
+	if s := c.cur.Load(); s != nil {
+		return shared(*s), nil
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.enabled.Load() {
+		return c.Store.Snapshot(ctx)
+	}
+	if s := c.cur.Load(); s != nil {
+		return shared(*s), nil
+	}
+	s, err := c.Store.Snapshot(ctx)
+	if err != nil {
+		return s, err
+	}
+	c.loads.Add(1)
+	c.cur.Store(&s)
+	return shared(s), nil
+}
+
+// shared caps each slice so an append by one caller copies it.
+func shared(s Snapshot) Snapshot {
+	return Snapshot{Machines: slices.Clip(s.Machines), Reservations: slices.Clip(s.Reservations),
+		Clusters: slices.Clip(s.Clusters), Nodes: slices.Clip(s.Nodes)}
+}
+
+// Update runs fn through the backend and applies what it wrote to the copy.
+func (c *Cached) Update(ctx context.Context, fn func(Tx) error) error {
+	if !c.enabled.Load() {
+		return c.Store.Update(ctx, fn)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var wrote written
+	ran := false
+	err := c.Store.Update(ctx, func(tx Tx) error {
+		wrote, ran = written{}, false
+		rec := &recordingTx{Tx: tx, w: &wrote}
+		if err := fn(rec); err != nil {
+			return err
+		}
+		if err := wrote.readBack(ctx, tx); err != nil {
+			return err
+		}
+		ran = true
+		return nil
+	})
+	cur := c.cur.Load()
+	switch {
+	case cur == nil:
+	case err == nil:
+		next := wrote.apply(*cur)
+		c.cur.Store(&next)
+	case ran && !errors.Is(err, ErrFenced) && !errors.Is(err, context.Canceled):
+		// fn and the read-back succeeded but the commit did not say so: it
+		// may have committed. Load again rather than guess.
+		c.cur.Store(nil)
+	}
+	return err
+}
+
+// written is what one Update wrote of the snapshot's tables, as read back
+// in its transaction.
+type written struct {
+	nodeIDs, clusterIDs, machineIDs []string
+	reservations                    bool
+
+	nodes        []domain.Node
+	goneNodes    []string // removed: no longer in the snapshot
+	clusters     []domain.Cluster
+	goneClusters []string // fully deleted
+	machines     []domain.Machine
+	allRes       []domain.Reservation
+}
+
+func (w *written) readBack(ctx context.Context, tx Tx) error {
+	for _, id := range dedupe(w.nodeIDs) {
+		n, err := tx.GetNode(ctx, id)
+		if err != nil {
+			return err
+		}
+		if n.State == domain.NodeRemoved {
+			w.goneNodes = append(w.goneNodes, id)
+		} else {
+			w.nodes = append(w.nodes, n)
+		}
+	}
+	for _, id := range dedupe(w.clusterIDs) {
+		cl, err := tx.GetCluster(ctx, id)
+		switch {
+		case errors.Is(err, domain.ErrNotFound):
+			w.goneClusters = append(w.goneClusters, id)
+		case err != nil:
+			return err
+		default:
+			w.clusters = append(w.clusters, cl)
+		}
+	}
+	for _, id := range dedupe(w.machineIDs) {
+		m, err := tx.GetMachine(ctx, id)
+		if err != nil {
+			return err
+		}
+		w.machines = append(w.machines, m)
+	}
+	if w.reservations {
+		rs, err := tx.ListReservations(ctx)
+		if err != nil {
+			return err
+		}
+		w.allRes = rs
+	}
+	return nil
+}
+
+func dedupe(ids []string) []string {
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// apply returns s with w's rows in place: the tables it touched are copied
+// (a snapshot already handed out never changes), merged in the backend's
+// order, oldest first.
+func (w *written) apply(s Snapshot) Snapshot {
+	s.Nodes = merge(s.Nodes, w.nodes, w.goneNodes, func(n domain.Node) (time.Time, string) { return n.CreatedAt, n.ID })
+	s.Clusters = merge(s.Clusters, w.clusters, w.goneClusters, func(c domain.Cluster) (time.Time, string) { return c.CreatedAt, c.ID })
+	s.Machines = merge(s.Machines, w.machines, nil, func(m domain.Machine) (time.Time, string) { return m.CreatedAt, m.ID })
+	if w.reservations {
+		s.Reservations = w.allRes
+	}
+	return s
+}
+
+// merge returns a copy of rows (sorted by key) with upserts replacing or
+// joining rows of the same ID and the rows of gone IDs left out, in
+// O(len(rows) + k log k) for k changes.
+func merge[T any](rows, upserts []T, gone []string, key func(T) (time.Time, string)) []T {
+	if len(upserts) == 0 && len(gone) == 0 {
+		return rows
+	}
+	compare := func(a, b T) int {
+		ta, ia := key(a)
+		tb, ib := key(b)
+		// ORDER BY created_at NULLS FIRST, id: a zero time is NULL.
+		if za, zb := ta.IsZero(), tb.IsZero(); za != zb {
+			if za {
+				return -1
+			}
+			return 1
+		}
+		if c := ta.Compare(tb); c != 0 {
+			return c
+		}
+		return cmp.Compare(ia, ib)
+	}
+	drop := make(map[string]bool, len(upserts)+len(gone))
+	for _, id := range gone {
+		drop[id] = true
+	}
+	for _, u := range upserts {
+		_, id := key(u)
+		drop[id] = true // replaced by the upsert, merged in below
+	}
+	ins := slices.Clone(upserts)
+	slices.SortFunc(ins, compare)
+	out := make([]T, 0, len(rows)+len(ins))
+	i := 0
+	for _, r := range rows {
+		if _, id := key(r); drop[id] {
+			continue
+		}
+		for i < len(ins) && compare(ins[i], r) < 0 {
+			out = append(out, ins[i])
+			i++
+		}
+		out = append(out, r)
+	}
+	return append(out, ins[i:]...)
+}
+
+// recordingTx notes the IDs of the snapshot rows a transaction writes.
+type recordingTx struct {
+	Tx
+	w *written
+}
+
+func (t *recordingTx) CreateReservation(ctx context.Context, r domain.Reservation) error {
+	if err := t.Tx.CreateReservation(ctx, r); err != nil {
+		return err
+	}
+	t.w.reservations = true
+	return nil
+}
+
+func (t *recordingTx) CreateMachine(ctx context.Context, m domain.Machine) error {
+	if err := t.Tx.CreateMachine(ctx, m); err != nil {
+		return err
+	}
+	t.w.machineIDs = append(t.w.machineIDs, m.ID)
+	return nil
+}
+
+func (t *recordingTx) UpdateMachine(ctx context.Context, m domain.Machine) error {
+	if err := t.Tx.UpdateMachine(ctx, m); err != nil {
+		return err
+	}
+	t.w.machineIDs = append(t.w.machineIDs, m.ID)
+	return nil
+}
+
+func (t *recordingTx) CreateCluster(ctx context.Context, c domain.Cluster) error {
+	if err := t.Tx.CreateCluster(ctx, c); err != nil {
+		return err
+	}
+	t.w.clusterIDs = append(t.w.clusterIDs, c.ID)
+	return nil
+}
+
+func (t *recordingTx) UpdateCluster(ctx context.Context, c domain.Cluster) error {
+	if err := t.Tx.UpdateCluster(ctx, c); err != nil {
+		return err
+	}
+	t.w.clusterIDs = append(t.w.clusterIDs, c.ID)
+	return nil
+}
+
+func (t *recordingTx) SetKubeconfig(ctx context.Context, clusterID string, sealed []byte, at time.Time) error {
+	if err := t.Tx.SetKubeconfig(ctx, clusterID, sealed, at); err != nil {
+		return err
+	}
+	t.w.clusterIDs = append(t.w.clusterIDs, clusterID)
+	return nil
+}
+
+func (t *recordingTx) CreateNode(ctx context.Context, n domain.Node) error {
+	if err := t.Tx.CreateNode(ctx, n); err != nil {
+		return err
+	}
+	t.w.nodeIDs = append(t.w.nodeIDs, n.ID)
+	return nil
+}
+
+func (t *recordingTx) UpdateNode(ctx context.Context, n domain.Node) error {
+	if err := t.Tx.UpdateNode(ctx, n); err != nil {
+		return err
+	}
+	t.w.nodeIDs = append(t.w.nodeIDs, n.ID)
+	return nil
+}

@@ -1,0 +1,200 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// testCached: the leader's in-memory snapshot (store.Cached) equals the
+// backend's after every Update of a random sequence that creates, changes,
+// removes and deletes machines, reservations, clusters and nodes, attaches
+// and detaches kubeconfigs, and rolls some transactions back.
+func testCached(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	c := store.NewCached(s)
+	c.Enable()
+	rng := rand.New(rand.NewPCG(9, 9))
+	update(t, s, func(tx store.Tx) error {
+		return tx.CreateProject(ctx, domain.Project{ID: "p1", CreatedAt: at(0)})
+	})
+	var (
+		machines []string
+		clusters []string              // not fully deleted
+		live     = map[string]string{} // node ID -> machine, nodes not removed
+		busy     = map[string]bool{}   // machines with a live node
+		seq      int
+	)
+	// Times often tie, so the order by ID is exercised too; some are zero.
+	when := func() time.Time {
+		if rng.IntN(10) == 0 {
+			return time.Time{}
+		}
+		return at(rng.IntN(20)).Add(time.Duration(rng.IntN(1000)) * time.Nanosecond)
+	}
+	id := func(prefix string) string { seq++; return fmt.Sprintf("%s%03d-%04d", prefix, rng.IntN(1000), seq) }
+	check := func(step int, what string) {
+		t.Helper()
+		got, err := c.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := s.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, fmt.Sprintf("step %d (%s): machines", step, what), len(got.Machines), len(want.Machines))
+		for i := range want.Machines {
+			wantEqual(t, fmt.Sprintf("step %d (%s): machine %d", step, what, i), got.Machines[i], want.Machines[i])
+		}
+		wantEqual(t, fmt.Sprintf("step %d (%s): reservations", step, what), got.Reservations, want.Reservations)
+		wantEqual(t, fmt.Sprintf("step %d (%s): clusters", step, what), got.Clusters, want.Clusters)
+		wantEqual(t, fmt.Sprintf("step %d (%s): nodes", step, what), got.Nodes, want.Nodes)
+	}
+	boom := errors.New("rolled back on purpose")
+	check(0, "empty")
+	for step := 1; step <= 400; step++ {
+		var what string
+		rollback := rng.IntN(8) == 0
+		// The bookkeeping of this step, kept only if it commits.
+		var after []func()
+		before := slices.Clone(clusters)
+		err := c.Update(ctx, func(tx store.Tx) error {
+			after = after[:0]
+			clusters = slices.Clone(before) // fn may run more than once
+			touched := map[string]bool{}    // nodes this transaction changed
+			for range 1 + rng.IntN(3) {
+				switch op := rng.IntN(9); {
+				case op == 0 || len(machines) < 3:
+					what = "create machine"
+					m := machine(id("m-"), when())
+					if err := tx.CreateMachine(ctx, m); err != nil {
+						return err
+					}
+					after = append(after, func() { machines = append(machines, m.ID) })
+				case op == 1:
+					what = "update machine"
+					m, err := tx.GetMachine(ctx, machines[rng.IntN(len(machines))])
+					if err != nil {
+						return err
+					}
+					m.OutOfService = !m.OutOfService
+					m.CooldownUntil = when()
+					if err := tx.UpdateMachine(ctx, m); err != nil {
+						return err
+					}
+				case op == 2:
+					what = "create reservation"
+					if err := tx.CreateReservation(ctx, domain.Reservation{ID: id("r-"), ProjectID: "p1", Region: "eu-1", GPUType: "H100", CreatedAt: when()}); err != nil {
+						return err
+					}
+				case op == 3 || len(clusters) == 0:
+					what = "create cluster"
+					cl := cluster(id("c-"), "p1", when())
+					if err := tx.CreateCluster(ctx, cl); err != nil {
+						return err
+					}
+					after = append(after, func() { clusters = append(clusters, cl.ID) })
+				case op == 4:
+					what = "update cluster"
+					i := rng.IntN(len(clusters))
+					cl, err := tx.GetCluster(ctx, clusters[i])
+					if err != nil {
+						return err
+					}
+					cl.Status, cl.NodeSeq, cl.UnmetSince = domain.StatusReady, cl.NodeSeq+1, when()
+					if rng.IntN(4) == 0 {
+						// Fully deleted: it leaves the snapshot.
+						cl.Deleting, cl.DeletedAt = true, at(30)
+						clusters = slices.Delete(clusters, i, i+1)
+					}
+					if err := tx.UpdateCluster(ctx, cl); err != nil {
+						return err
+					}
+				case op == 5:
+					what = "attach or detach a kubeconfig"
+					var sealed []byte
+					if rng.IntN(2) == 0 {
+						sealed = []byte("sealed")
+					}
+					if err := tx.SetKubeconfig(ctx, clusters[rng.IntN(len(clusters))], sealed, at(rng.IntN(20)+1)); err != nil {
+						return err
+					}
+				case op == 6:
+					what = "create node"
+					m := machines[rng.IntN(len(machines))]
+					if busy[m] {
+						continue
+					}
+					n := node(id("n-"), clusters[rng.IntN(len(clusters))], m, domain.NodeProvisioning, when())
+					if err := tx.CreateNode(ctx, n); err != nil {
+						return err
+					}
+					busy[m] = true // within this transaction too
+					after = append(after, func() { live[n.ID] = m })
+				default:
+					what = "update node"
+					var nid string
+					for k := range live {
+						if !touched[k] {
+							nid = k
+							break
+						}
+					}
+					if nid == "" {
+						continue
+					}
+					touched[nid] = true
+					n, err := tx.GetNode(ctx, nid)
+					if err != nil {
+						return err
+					}
+					switch rng.IntN(3) {
+					case 0:
+						n.State, n.ReadyAt = domain.NodeReady, when()
+					case 1:
+						n.State, n.Deadline = domain.NodeDraining, at(25)
+					default:
+						n.State, n.RemovedAt = domain.NodeRemoved, at(26)
+						m := live[nid]
+						after = append(after, func() { delete(live, nid); delete(busy, m) })
+					}
+					if err := tx.UpdateNode(ctx, n); err != nil {
+						return err
+					}
+				}
+			}
+			if rollback {
+				return boom
+			}
+			return nil
+		})
+		switch {
+		case rollback:
+			wantErr(t, fmt.Sprintf("step %d: rollback", step), err, boom)
+			clusters = before
+			// busy was marked inside the transaction: recompute it.
+			clear(busy)
+			for _, m := range live {
+				busy[m] = true
+			}
+			what += ", rolled back"
+		case err != nil:
+			t.Fatalf("step %d (%s): %v", step, what, err)
+		default:
+			for _, f := range after {
+				f()
+			}
+		}
+		check(step, what)
+	}
+	if n := c.Loads(); n != 1 {
+		t.Errorf("the copy was loaded %d times, want once", n)
+	}
+}
