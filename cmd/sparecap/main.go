@@ -100,6 +100,7 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.StringVar(&o.DataDir, "data-dir", server.DefaultDataDir(), "directory for the SQLite file, the simulator state, the clock anchor and the admin token")
 	f.StringVar(&o.SecretKeyFile, "secret-key-file", "", "file holding the 32-byte key kubeconfigs are sealed with; it must exist, and every server sharing a database needs the same (default <data-dir>/secret.key, created on first start)")
 	f.StringVar(&o.AdvertiseURL, "advertise-url", "", "URL other servers on the same PostgreSQL reach this one's API at, to forward writes while it leads (default: the address it listens on; in a pod, http://$(POD_IP):PORT)")
+	f.StringVar(&o.PprofAddr, "pprof-addr", "", "serve Go's profiling endpoints (/debug/pprof/) on this address, without authentication (keep it on loopback; default off)")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", ha.DefaultTTL, "how long the leader's lease lasts unless renewed (PostgreSQL): about how long the other servers wait before taking over from a leader that died")
 	f.StringVar(&o.FleetFile, "fleet", "", "fleet YAML file (default: the built-in fleet)")
 	f.DurationVar(&o.DrainWindow, "drain-window", 5*time.Minute, "how long a reclaimed node gets before it is removed regardless")

@@ -96,12 +96,14 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 
 // checkOffering refuses regions and GPU types the fleet does not have.
 func (s *Server) checkOffering(ctx context.Context, region, gpuType string) error {
-	ms, err := s.store.ListMachines(ctx)
+	// The snapshot, which the leader serves from memory: a create must not
+	// read the whole fleet from the database.
+	snap, err := s.store.Snapshot(ctx)
 	if err != nil {
 		return err
 	}
 	regions, types, here := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for _, m := range ms {
+	for _, m := range snap.Machines {
 		regions[m.Region], types[m.GPUType] = true, true
 		if m.Region == region {
 			here[m.GPUType] = true
@@ -119,11 +121,11 @@ func (s *Server) checkOffering(ctx context.Context, region, gpuType string) erro
 }
 
 func (s *Server) checkReservation(ctx context.Context, project, region, gpuType string) error {
-	rs, err := s.store.ListReservations(ctx)
+	snap, err := s.store.Snapshot(ctx)
 	if err != nil {
 		return err
 	}
-	for _, res := range rs {
+	for _, res := range snap.Reservations {
 		if res.ProjectID == project && res.Region == region && res.GPUType == gpuType {
 			return nil
 		}

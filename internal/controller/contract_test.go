@@ -550,3 +550,27 @@ func TestRegistrationTimeout(t *testing.T) {
 		t.Fatalf("machine after %d failures: %+v", MaxFailures, m)
 	}
 }
+
+// TestLateStepFindsNodeRegistered: a provisioning step that runs only
+// after the registration deadline (a controller too busy to step the node
+// sooner) still asks the node first: one that registered becomes ready,
+// and its machine is not blamed.
+func TestLateStepFindsNodeRegistered(t *testing.T) {
+	h := newHarness(t, quickPods, 1)
+	h.create("a", 8, 0)
+	n := h.onlyNode("a", domain.Standard)
+	h.reconcile() // the machine starts booting
+	// No pass for 16 minutes: the node joined long ago, unseen.
+	h.clk.Step(16 * time.Minute)
+	h.reconcile()
+	got := h.node(n.ID)
+	if got.State != domain.NodeReady {
+		t.Fatalf("a node that registered, stepped after the deadline: %s (%s)", got.State, got.LastError)
+	}
+	if _, failed := h.event("a", n.ID, domain.ReasonRegistrationFailed); failed {
+		t.Fatal("RegistrationFailed for a node that registered")
+	}
+	if m, _ := h.st.GetMachine(h.ctx, n.MachineID); m.Failures != 0 {
+		t.Fatalf("machine blamed: %+v", m)
+	}
+}

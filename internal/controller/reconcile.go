@@ -366,9 +366,10 @@ func ignoreStale(err error) error {
 }
 
 func (c *Controller) stepProvision(ctx context.Context, n domain.Node) error {
-	if !c.clock.Now().Before(c.registerBy(n)) {
-		return c.registrationFailed(ctx, n)
-	}
+	// The node is asked first, the registration deadline checked after: a
+	// step that runs late (a busy controller) must not fail a node that
+	// did register, nor count it against its machine.
+	late := !c.clock.Now().Before(c.registerBy(n))
 	m, err := c.store.GetMachine(ctx, n.MachineID)
 	if err != nil {
 		return fmt.Errorf("machine %s: %w", n.MachineID, err)
@@ -376,12 +377,21 @@ func (c *Controller) stepProvision(ctx context.Context, n domain.Node) error {
 	spec := c.spec(n)
 	done, err := c.machines.Prepare(ctx, m, spec)
 	if err != nil {
+		if late {
+			return c.registrationFailed(ctx, n)
+		}
 		return &providerError{domain.ReasonProvisionFailed, fmt.Errorf("prepare machine %s: %w", m.ID, err)}
 	}
 	if !done {
+		if late {
+			return c.registrationFailed(ctx, n)
+		}
 		return nil
 	}
 	if err := c.cluster.AddNode(ctx, spec); err != nil {
+		if late {
+			return c.registrationFailed(ctx, n)
+		}
 		if errors.Is(err, driver.ErrNotReady) {
 			return nil // not registered or not Ready yet: poll again
 		}

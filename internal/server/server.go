@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,7 +108,11 @@ type Options struct {
 	// LeaseTTL is how long a leader's lease lasts unless renewed: about
 	// how long a dead leader keeps the others waiting (default 3s).
 	LeaseTTL time.Duration
-	Log      *slog.Logger
+	// PprofAddr, if set, is where Go's profiling endpoints
+	// (/debug/pprof/) are served, apart from the API and without
+	// authentication: keep it on loopback.
+	PprofAddr string
+	Log       *slog.Logger
 }
 
 // Server is a running sparecap process.
@@ -129,6 +134,8 @@ type Server struct {
 	// Elector runs leader election on PostgreSQL; nil on SQLite, where the
 	// one server always leads.
 	Elector *ha.Elector
+	// PprofURL is where the profiling endpoints are served ("" if off).
+	PprofURL string
 
 	http *http.Server
 	ln   net.Listener
@@ -310,6 +317,23 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		}
 	}
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	var pprofSrv *http.Server
+	if o.PprofAddr != "" {
+		pln, err := net.Listen("tcp", o.PprofAddr)
+		if err != nil {
+			s.ln.Close()
+			return fail(fmt.Errorf("listen on %s for profiling: %w", o.PprofAddr, err))
+		}
+		s.PprofURL = "http://" + pln.Addr().String()
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		pprofSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go pprofSrv.Serve(pln)
+	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	// term runs what only the leader runs, until ctx ends.
 	term := func(ctx context.Context, epoch int64) {
@@ -370,6 +394,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		s.http.Shutdown(shutdownCtx)
 		cancel()
+		if pprofSrv != nil {
+			pprofSrv.Close()
+		}
 		if !served {
 			err = <-errc
 		}

@@ -71,3 +71,30 @@ func TestServesEverything(t *testing.T) {
 		}
 	}
 }
+
+// TestPprof: --pprof-addr serves the profiling endpoints on a listener of
+// their own, and only there.
+func TestPprof(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: "adm",
+		ConfigPath: filepath.Join(dir, "cli.yaml"), PprofAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	get := func(url string) int {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	if code := get(srv.PprofURL + "/debug/pprof/goroutine?debug=1"); code != http.StatusOK {
+		t.Errorf("profiling listener: %d, want 200", code)
+	}
+	if code := get(srv.URL + "/debug/pprof/goroutine?debug=1"); code == http.StatusOK {
+		t.Errorf("the API listener serves the profiles too (%d)", code)
+	}
+}

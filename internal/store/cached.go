@@ -35,6 +35,7 @@ type Cached struct {
 	wmu     sync.Mutex // one Update at a time: the copy changes in commit order
 	enabled atomic.Bool
 	cur     atomic.Pointer[Snapshot] // nil: not loaded
+	idx     *index                   // where cur's rows are (under wmu)
 	loads   atomic.Int64
 }
 
@@ -82,6 +83,7 @@ func (c *Cached) Snapshot(ctx context.Context) (Snapshot, error) {
 		return s, err
 	}
 	c.loads.Add(1)
+	c.idx = newIndex(s)
 	c.cur.Store(&s)
 	return shared(s), nil
 }
@@ -117,7 +119,7 @@ func (c *Cached) Update(ctx context.Context, fn func(Tx) error) error {
 	switch {
 	case cur == nil:
 	case err == nil:
-		next := wrote.apply(*cur)
+		next := wrote.apply(*cur, c.idx)
 		c.cur.Store(&next)
 	case ran && !errors.Is(err, ErrFenced) && !errors.Is(err, context.Canceled):
 		// fn and the read-back succeeded but the commit did not say so: it
@@ -186,64 +188,99 @@ func dedupe(ids []string) []string {
 	return slices.Compact(ids)
 }
 
-// apply returns s with w's rows in place: the tables it touched are copied
-// (a snapshot already handed out never changes), merged in the backend's
-// order, oldest first.
-func (w *written) apply(s Snapshot) Snapshot {
-	s.Nodes = merge(s.Nodes, w.nodes, w.goneNodes, func(n domain.Node) (time.Time, string) { return n.CreatedAt, n.ID })
-	s.Clusters = merge(s.Clusters, w.clusters, w.goneClusters, func(c domain.Cluster) (time.Time, string) { return c.CreatedAt, c.ID })
-	s.Machines = merge(s.Machines, w.machines, nil, func(m domain.Machine) (time.Time, string) { return m.CreatedAt, m.ID })
+// apply returns s with w's rows in place, in the backend's order (oldest
+// first). The tables it touches are copied: a snapshot already handed out
+// never changes.
+func (w *written) apply(s Snapshot, idx *index) Snapshot {
+	s.Nodes = upsert(s.Nodes, w.nodes, w.goneNodes, idx.nodes, func(n domain.Node) (time.Time, string) { return n.CreatedAt, n.ID })
+	s.Clusters = upsert(s.Clusters, w.clusters, w.goneClusters, idx.clusters, func(c domain.Cluster) (time.Time, string) { return c.CreatedAt, c.ID })
+	s.Machines = upsert(s.Machines, w.machines, nil, idx.machines, func(m domain.Machine) (time.Time, string) { return m.CreatedAt, m.ID })
 	if w.reservations {
 		s.Reservations = w.allRes
 	}
 	return s
 }
 
-// merge returns a copy of rows (sorted by key) with upserts replacing or
-// joining rows of the same ID and the rows of gone IDs left out, in
-// O(len(rows) + k log k) for k changes.
-func merge[T any](rows, upserts []T, gone []string, key func(T) (time.Time, string)) []T {
-	if len(upserts) == 0 && len(gone) == 0 {
+// index is, for each table of the copy, the creation time of every row by
+// ID: where a row sits (the order is by creation time, then ID). Only
+// Updates, one at a time, use it.
+type index struct {
+	nodes, clusters, machines map[string]time.Time
+}
+
+func newIndex(s Snapshot) *index {
+	idx := &index{nodes: make(map[string]time.Time, len(s.Nodes)), clusters: make(map[string]time.Time, len(s.Clusters)),
+		machines: make(map[string]time.Time, len(s.Machines))}
+	for _, n := range s.Nodes {
+		idx.nodes[n.ID] = n.CreatedAt
+	}
+	for _, c := range s.Clusters {
+		idx.clusters[c.ID] = c.CreatedAt
+	}
+	for _, m := range s.Machines {
+		idx.machines[m.ID] = m.CreatedAt
+	}
+	return idx
+}
+
+// byKey orders rows as the backend does: ORDER BY created_at NULLS FIRST,
+// id (a zero time is stored as NULL).
+func byKey(ta time.Time, ia string, tb time.Time, ib string) int {
+	if za, zb := ta.IsZero(), tb.IsZero(); za != zb {
+		if za {
+			return -1
+		}
+		return 1
+	}
+	if c := ta.Compare(tb); c != 0 {
+		return c
+	}
+	return cmp.Compare(ia, ib)
+}
+
+// upsert returns a copy of rows with ups replacing or joining the rows of
+// the same ID and the rows of gone IDs left out, keeping the order and
+// created (the index of rows) up to date. Each change costs a binary
+// search and at most one move of the rows after it.
+func upsert[T any](rows, ups []T, gone []string, created map[string]time.Time, key func(T) (time.Time, string)) []T {
+	if len(ups) == 0 && len(gone) == 0 {
 		return rows
 	}
-	compare := func(a, b T) int {
-		ta, ia := key(a)
-		tb, ib := key(b)
-		// ORDER BY created_at NULLS FIRST, id: a zero time is NULL.
-		if za, zb := ta.IsZero(), tb.IsZero(); za != zb {
-			if za {
-				return -1
-			}
-			return 1
-		}
-		if c := ta.Compare(tb); c != 0 {
-			return c
-		}
-		return cmp.Compare(ia, ib)
+	out := make([]T, len(rows), len(rows)+len(ups))
+	copy(out, rows)
+	find := func(t time.Time, id string) (int, bool) {
+		return slices.BinarySearchFunc(out, id, func(r T, id string) int {
+			rt, rid := key(r)
+			return byKey(rt, rid, t, id)
+		})
 	}
-	drop := make(map[string]bool, len(upserts)+len(gone))
+	remove := func(id string) {
+		t, ok := created[id]
+		if !ok {
+			return
+		}
+		if i, found := find(t, id); found {
+			out = slices.Delete(out, i, i+1)
+		}
+		delete(created, id)
+	}
 	for _, id := range gone {
-		drop[id] = true
+		remove(id)
 	}
-	for _, u := range upserts {
-		_, id := key(u)
-		drop[id] = true // replaced by the upsert, merged in below
-	}
-	ins := slices.Clone(upserts)
-	slices.SortFunc(ins, compare)
-	out := make([]T, 0, len(rows)+len(ins))
-	i := 0
-	for _, r := range rows {
-		if _, id := key(r); drop[id] {
-			continue
+	for _, u := range ups {
+		t, id := key(u)
+		if old, ok := created[id]; ok && old.Equal(t) {
+			if i, found := find(t, id); found {
+				out[i] = u
+				continue
+			}
 		}
-		for i < len(ins) && compare(ins[i], r) < 0 {
-			out = append(out, ins[i])
-			i++
-		}
-		out = append(out, r)
+		remove(id)
+		i, _ := find(t, id)
+		out = slices.Insert(out, i, u)
+		created[id] = t
 	}
-	return append(out, ins[i:]...)
+	return out
 }
 
 // recordingTx notes the IDs of the snapshot rows a transaction writes.
