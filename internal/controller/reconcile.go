@@ -126,6 +126,7 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 			case <-ctx.Done():
 				return
 			}
+			moved := c.moved.Load()
 			err := f(ctx, n)
 			<-c.workers
 			if ctx.Err() != nil {
@@ -147,11 +148,15 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 				return
 			}
 			// Background step: report through the log and let the loop
-			// see what changed (or plan the retry) at once.
+			// see what changed (or plan the retry) at once. A step that
+			// moved no node (a drain waiting for its pods) does not: the
+			// next pass comes at the interval, or when pods go.
 			if err != nil {
 				c.log.Warn("node step failed; retrying with backoff", "err", err)
 			}
-			c.Kick()
+			if err != nil || c.moved.Load() != moved {
+				c.Kick()
+			}
 		})
 	}
 	for _, n := range nodes {

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 )
 
 // The world is persisted as a snapshot plus an append-only log of changes.
@@ -118,6 +120,75 @@ type store struct {
 	// the log ends in a torn record that was not cut off yet); the next
 	// change, or retry, writes a snapshot instead of appending.
 	stale bool
+
+	// Group commit: lines are written under the fleet's lock and fsynced
+	// outside it, one fsync for every line written by then. Under smu:
+	smu      sync.Mutex
+	written  int64         // seq of the last line written to the log
+	synced   int64         // every change up to this seq is on disk
+	syncing  bool          // an fsync is running
+	syncDone chan struct{} // closed when the running fsync ends
+	// syncFailed: an fsync failed; the next save writes a snapshot.
+	syncFailed bool
+}
+
+// durable reports whether every change up to seq is on disk.
+func (s *store) durable(seq int64) bool {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	return s.synced >= seq
+}
+
+// waitSync returns once every change up to seq is on disk, running the
+// fsync itself unless one is running already (then it waits for that
+// one, and runs another if the lines it waits for came after). It is
+// called without the fleet's lock.
+func (s *store) waitSync(ctx context.Context, seq int64) error {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	for s.synced < seq {
+		if s.syncing {
+			done := s.syncDone
+			s.smu.Unlock()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				s.smu.Lock()
+				return ctx.Err()
+			}
+			s.smu.Lock()
+			continue
+		}
+		target, file := s.written, s.log
+		if file == nil || target < seq {
+			// Nothing left to sync (a snapshot made it durable) or not
+			// written (a failed write: that call reported it).
+			return nil
+		}
+		s.syncing, s.syncDone = true, make(chan struct{})
+		s.smu.Unlock()
+		err := file.Sync()
+		s.smu.Lock()
+		s.syncing = false
+		close(s.syncDone)
+		if err != nil {
+			s.syncFailed = true
+			return fmt.Errorf("save sim state: sync log: %w", err)
+		}
+		s.synced = max(s.synced, target)
+	}
+	return nil
+}
+
+// quiesce waits until no fsync runs, with smu held, for the compaction
+// that replaces the log.
+func (s *store) quiesce() {
+	for s.syncing {
+		done := s.syncDone
+		s.smu.Unlock()
+		<-done
+		s.smu.Lock()
+	}
 }
 
 func logPath(statePath string) string { return statePath + ".log" }
@@ -255,6 +326,11 @@ func (w *world) putNode(n *node) {
 // or a new snapshot if the store is stale or has none yet. A failure
 // leaves the store stale, so the next call writes a snapshot.
 func (s *store) save(w *world, c change) error {
+	s.smu.Lock()
+	if s.syncFailed {
+		s.stale, s.syncFailed = true, false
+	}
+	s.smu.Unlock()
 	if c.empty() && !s.stale {
 		return nil
 	}
@@ -290,15 +366,18 @@ func (s *store) append(rec logRecord) error {
 		if err != nil {
 			return fmt.Errorf("open log: %w", err)
 		}
-		s.log = f
 		syncDir(filepath.Dir(s.logPath)) // the new file's name
+		s.smu.Lock()
+		s.log = f
+		s.smu.Unlock()
 	}
 	if _, err := s.log.Write(line); err != nil {
 		return fmt.Errorf("append to log: %w", err)
 	}
-	if err := s.log.Sync(); err != nil {
-		return fmt.Errorf("sync log: %w", err)
-	}
+	// Not synced here: see waitSync.
+	s.smu.Lock()
+	s.written = rec.Seq
+	s.smu.Unlock()
 	s.logSize += int64(len(line))
 	return nil
 }
@@ -327,10 +406,15 @@ func (s *store) compact(w *world) error {
 		return fmt.Errorf("write snapshot: %w", err)
 	}
 	s.snapSize = int64(len(data))
+	// Every change up to s.seq is on disk in the snapshot.
+	s.smu.Lock()
+	s.quiesce()
+	s.synced, s.written = max(s.synced, s.seq), max(s.written, s.seq)
 	if s.log != nil {
 		s.log.Close()
 		s.log = nil
 	}
+	s.smu.Unlock()
 	s.logSize = 0
 	// The snapshot holds everything the log did; should the removal not
 	// reach the disk, LogSeq makes the old lines harmless on replay.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sparecap/sparecap/internal/clock"
@@ -34,6 +35,26 @@ func BenchmarkPersist(b *testing.B) {
 			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
+	// parallel: 16 callers at once, as the controller's node steps call
+	// it; their lines share fsyncs (group commit), so ns/op falls well
+	// below one fsync.
+	b.Run("parallel16/nodes=12000", func(b *testing.B) {
+		f, names := benchFleet(b, 12_000)
+		var next atomic.Int64
+		b.SetParallelism(16 / runtime.GOMAXPROCS(0))
+		cpu := cpuTime()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				i := int(next.Add(1))
+				if err := f.Annotate(ctx, cluster, names[i%len(names)], "bench", strconv.Itoa(i)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+	})
 	b.Run("compact/nodes=12000", func(b *testing.B) {
 		f, _ := benchFleet(b, 12_000)
 		cpu := cpuTime()

@@ -151,14 +151,28 @@ func durationOr(d, def time.Duration) time.Duration {
 	return d
 }
 
-// finish ends every public call with the lock held: it persists what the
-// call changed (the zero change: nothing), and retries an earlier save
-// that failed.
-func (f *Fleet) finish(c change) error {
+// finish ends every public call with the lock held: it writes what the
+// call changed (the zero change: nothing) and retries an earlier save
+// that failed. Then, the lock released meanwhile, it waits until every
+// change written so far is on disk (the call's own, and any it may have
+// seen): one fsync serves every call waiting for it (group commit), so
+// concurrent calls do not queue behind each other's fsyncs. A call whose
+// ctx ends first returns ctx's error, as a request to an API server that
+// timed out: its change may or may not survive a crash.
+func (f *Fleet) finish(ctx context.Context, c change) error {
 	if f.store == nil {
 		return nil
 	}
-	return f.store.save(&f.st, c)
+	if err := f.store.save(&f.st, c); err != nil {
+		return err
+	}
+	upTo := f.store.seq
+	if f.store.durable(upTo) {
+		return nil
+	}
+	f.mu.Unlock()
+	defer f.mu.Lock()
+	return f.store.waitSync(ctx, upTo)
 }
 
 // ---- ClusterDriver ----
@@ -176,7 +190,7 @@ func (f *Fleet) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 	defer f.mu.Unlock()
 	k := nodeKey{spec.ClusterID, spec.NodeName}
 	if _, ok := f.st.nodes[k]; ok {
-		return f.finish(change{})
+		return f.finish(ctx, change{})
 	}
 	profile, templates := "custom", f.pods
 	if templates == nil {
@@ -207,13 +221,14 @@ func (f *Fleet) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 		})
 	}
 	f.st.nodes[k] = n
-	return f.finish(changedNode(n, true))
+	return f.finish(ctx, changedNode(n, true))
 }
 
 // AddPod starts a pod on the node, as its kubelet would once the scheduler
 // placed it there. Tests use it; a pod of that name already there is an
 // error.
 func (f *Fleet) AddPod(clusterID, nodeName string, t PodTemplate) error {
+	ctx := context.Background()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n, err := f.lookup("add pod to", clusterID, nodeName)
@@ -229,7 +244,7 @@ func (f *Fleet) AddPod(clusterID, nodeName string, t PodTemplate) error {
 	}
 	n.Pods = append(n.Pods, &pod{Namespace: t.Namespace, Name: t.Name, TerminationGracePeriod: t.TerminationGracePeriod,
 		ExitAfter: t.ExitAfter, DaemonSet: t.DaemonSet})
-	return f.finish(changedNode(n, true))
+	return f.finish(ctx, changedNode(n, true))
 }
 
 // lookup returns the node or an error wrapping ErrNoNode.
@@ -254,7 +269,7 @@ func (f *Fleet) Cordon(ctx context.Context, clusterID, nodeName string) error {
 	}
 	changed := !n.Unschedulable
 	n.Unschedulable = true
-	return f.finish(changedNode(n, changed))
+	return f.finish(ctx, changedNode(n, changed))
 }
 
 // Taint adds the taint. A taint with the same key and effect is Kubernetes'
@@ -276,14 +291,14 @@ func (f *Fleet) Taint(ctx context.Context, clusterID, nodeName string, t driver.
 	for i, have := range n.Taints {
 		if have.Key == t.Key && have.Effect == t.Effect {
 			if have == t {
-				return f.finish(change{})
+				return f.finish(ctx, change{})
 			}
 			n.Taints[i] = t
-			return f.finish(changedNode(n, true))
+			return f.finish(ctx, changedNode(n, true))
 		}
 	}
 	n.Taints = append(n.Taints, t)
-	return f.finish(changedNode(n, true))
+	return f.finish(ctx, changedNode(n, true))
 }
 
 // Annotate sets an annotation on the node.
@@ -298,10 +313,10 @@ func (f *Fleet) Annotate(ctx context.Context, clusterID, nodeName, key, value st
 		return err
 	}
 	if have, ok := n.Annotations[key]; ok && have == value {
-		return f.finish(change{})
+		return f.finish(ctx, change{})
 	}
 	n.Annotations[key] = value
-	return f.finish(changedNode(n, true))
+	return f.finish(ctx, changedNode(n, true))
 }
 
 // PostEvent posts an event about the node. Like Kubernetes' event
@@ -340,7 +355,7 @@ func (f *Fleet) postEvent(ctx context.Context, clusterID, nodeName, podKey strin
 				f.st.Events[i].Count, f.st.Events[i].LastAt = have.Count, now
 				c.Events = []*event{f.st.Events[i]}
 			}
-			return f.finish(c)
+			return f.finish(ctx, c)
 		}
 	}
 	f.st.EventSeq++
@@ -362,7 +377,7 @@ func (f *Fleet) postEvent(ctx context.Context, clusterID, nodeName, podKey strin
 	if over := len(f.st.Events) - maxLogEvents; over > 0 {
 		f.st.Events = slices.Delete(f.st.Events, 0, over)
 	}
-	return f.finish(change{Nodes: []*node{n}, Events: []*event{&logged}})
+	return f.finish(ctx, change{Nodes: []*node{n}, Events: []*event{&logged}})
 }
 
 // ListPods lists the pods on the node that have not exited as of the clock's
@@ -393,7 +408,7 @@ func (f *Fleet) ListPods(ctx context.Context, clusterID, nodeName string) ([]dri
 			out = append(out, dp)
 		}
 	}
-	return out, f.finish(change{})
+	return out, f.finish(ctx, change{})
 }
 
 // DeletePod deletes the pod with the grace period, with the API server's
@@ -426,15 +441,15 @@ func (f *Fleet) deletePod(ctx context.Context, clusterID, nodeName string, dp dr
 	defer f.mu.Unlock()
 	n, ok := f.st.nodes[nodeKey{clusterID, nodeName}]
 	if !ok {
-		return f.finish(change{})
+		return f.finish(ctx, change{})
 	}
 	ns := cmp.Or(dp.Namespace, "default")
 	i := slices.IndexFunc(n.Pods, func(p *pod) bool { return p.Namespace == ns && p.Name == dp.Name })
 	if i < 0 {
-		return f.finish(change{})
+		return f.finish(ctx, change{})
 	}
 	now := f.clock.Now()
-	return f.finish(changedNode(n, n.Pods[i].delete(now, grace(n.Pods[i], now))))
+	return f.finish(ctx, changedNode(n, n.Pods[i].delete(now, grace(n.Pods[i], now))))
 }
 
 // DeleteNode removes the node and its pods. A missing node is not an error.
@@ -446,10 +461,10 @@ func (f *Fleet) DeleteNode(ctx context.Context, clusterID, nodeName string) erro
 	defer f.mu.Unlock()
 	k := nodeKey{clusterID, nodeName}
 	if _, ok := f.st.nodes[k]; !ok {
-		return f.finish(change{})
+		return f.finish(ctx, change{})
 	}
 	delete(f.st.nodes, k)
-	return f.finish(change{DeleteNodes: []nodeRef{{clusterID, nodeName}}})
+	return f.finish(ctx, change{DeleteNodes: []nodeRef{{clusterID, nodeName}}})
 }
 
 // Health reports whether the node exists and since when it has not been
@@ -472,6 +487,7 @@ var _ driver.NodeWatcher = (*Fleet)(nil)
 // SetReady stands in for a kubelet that stops (ready=false) or resumes
 // reporting Ready. Tests use it.
 func (f *Fleet) SetReady(clusterID, nodeName string, ready bool) error {
+	ctx := context.Background()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n, err := f.lookup("set ready on", clusterID, nodeName)
@@ -484,12 +500,13 @@ func (f *Fleet) SetReady(clusterID, nodeName string, ready bool) error {
 	case n.NotReadySince.IsZero():
 		n.NotReadySince = f.clock.Now()
 	}
-	return f.finish(changedNode(n, true))
+	return f.finish(ctx, changedNode(n, true))
 }
 
 // Uncordon stands in for a tenant who runs kubectl uncordon and removes
 // the node's taints. Tests use it.
 func (f *Fleet) Uncordon(clusterID, nodeName string) error {
+	ctx := context.Background()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n, err := f.lookup("uncordon", clusterID, nodeName)
@@ -497,7 +514,7 @@ func (f *Fleet) Uncordon(clusterID, nodeName string) error {
 		return err
 	}
 	n.Unschedulable, n.Taints = false, nil
-	return f.finish(changedNode(n, true))
+	return f.finish(ctx, changedNode(n, true))
 }
 
 // ---- MachineProvider ----
@@ -517,7 +534,7 @@ func (f *Fleet) Prepare(ctx context.Context, m domain.Machine, spec driver.NodeS
 	now := f.clock.Now()
 	mc, ok := f.st.machines[m.ID]
 	if ok && mc.Job == jobPrepare && mc.ClusterID == spec.ClusterID && mc.NodeName == spec.NodeName {
-		return !now.Before(mc.StartedAt.Add(f.provision)), f.finish(change{})
+		return !now.Before(mc.StartedAt.Add(f.provision)), f.finish(ctx, change{})
 	}
 	f.st.machines[m.ID] = &machine{
 		ID:        m.ID,
@@ -526,7 +543,7 @@ func (f *Fleet) Prepare(ctx context.Context, m domain.Machine, spec driver.NodeS
 		NodeName:  spec.NodeName,
 		StartedAt: now,
 	}
-	return f.provision <= 0, f.finish(change{Machines: []*machine{f.st.machines[m.ID]}})
+	return f.provision <= 0, f.finish(ctx, change{Machines: []*machine{f.st.machines[m.ID]}})
 }
 
 // Wipe starts wiping the machine after the node on its first call and
@@ -543,11 +560,11 @@ func (f *Fleet) Wipe(ctx context.Context, m domain.Machine, clusterID, nodeName 
 	now := f.clock.Now()
 	mc, ok := f.st.machines[m.ID]
 	if ok && mc.Job == jobWipe && mc.NodeName == nodeName {
-		return !now.Before(mc.StartedAt.Add(f.wipe)), f.finish(change{})
+		return !now.Before(mc.StartedAt.Add(f.wipe)), f.finish(ctx, change{})
 	}
 	next := &machine{ID: m.ID, Job: jobWipe, ClusterID: clusterID, NodeName: nodeName, StartedAt: now}
 	f.st.machines[m.ID] = next
-	return f.wipe <= 0, f.finish(change{Machines: []*machine{next}})
+	return f.wipe <= 0, f.finish(ctx, change{Machines: []*machine{next}})
 }
 
 // ---- default pod profiles ----
