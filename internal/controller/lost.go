@@ -21,12 +21,17 @@ func (c *Controller) sweep(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	ready, err := c.store.ListNodes(ctx, store.NodeFilter{States: []domain.NodeState{domain.NodeReady}})
+	// The ready nodes of the snapshot, which the leader holds in memory:
+	// a sweep costs no read of every node from the database.
+	s, err := c.snapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("list ready nodes: %w", err)
 	}
 	var errs []error
-	for _, n := range ready {
+	for _, n := range s.Nodes {
+		if n.State != domain.NodeReady {
+			continue
+		}
 		h, err := w.Health(ctx, n.ClusterID, n.Name)
 		if err != nil {
 			continue
