@@ -104,7 +104,11 @@ type Controller struct {
 	// Kubernetes watch).
 	OnClusterGone func(clusterID string)
 
-	mu        sync.Mutex // serializes plan + commit
+	mu sync.Mutex // serializes plan + commit
+	// tq holds transitions waiting for the next holder of mu to commit
+	// them together (see transition).
+	tqMu      sync.Mutex
+	tq        []*pendingTransition
 	kick      chan struct{}
 	changedMu sync.Mutex
 	changed   chan struct{}

@@ -285,53 +285,122 @@ var errStale = errors.New("node state changed")
 // (anyState: whatever its state), in one transaction under the plan lock,
 // with the events change returns (stamped now unless they carry the time
 // of what they report).
+//
+// Transitions are group-committed: each joins a queue, and whoever takes
+// the plan lock next commits every queued transition in one transaction,
+// so the steps of many nodes share one commit (and one fsync) instead of
+// queueing for a commit each. A transition that finds its node moved on
+// (errStale, or gone) drops out of the batch alone; any other error rolls
+// the batch back, and its transitions are then committed one by one, so
+// each gets its own outcome as before.
 func (c *Controller) transition(ctx context.Context, id string, from domain.NodeState, change func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error)) (domain.Node, error) {
+	t := &pendingTransition{id: id, from: from, change: change, done: make(chan struct{})}
+	c.tqMu.Lock()
+	c.tq = append(c.tq, t)
+	c.tqMu.Unlock()
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.flushTransitions(ctx)
+	c.mu.Unlock()
+	<-t.done // committed by this flush or by an earlier lock holder's
+	return t.n, t.err
+}
+
+// pendingTransition is one queued transition and, once done is closed,
+// its outcome.
+type pendingTransition struct {
+	id     string
+	from   domain.NodeState
+	change func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error)
+	done   chan struct{}
+	n      domain.Node
+	obs    []Observation
+	err    error
+	// dropped: it failed before writing anything (its node moved on or
+	// is gone), so the rest of its batch may commit.
+	dropped bool
+}
+
+// flushTransitions commits the queued transitions; c.mu is held.
+func (c *Controller) flushTransitions(ctx context.Context) {
+	c.tqMu.Lock()
+	batch := c.tq
+	c.tq = nil
+	c.tqMu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	defer func() {
+		// Observers hear of the transitions in commit order, under the
+		// lock, as of every other commit.
+		for _, t := range batch {
+			if t.err == nil {
+				c.moved.Add(1)
+				c.observe(t.obs)
+				if len(t.obs) > 0 {
+					c.notify()
+				}
+			}
+			close(t.done)
+		}
+	}()
 	now := c.clock.Now()
-	var n domain.Node
-	var obs []Observation
 	err := c.store.Update(ctx, func(tx store.Tx) error {
-		obs = obs[:0]
-		var err error
-		n, err = tx.GetNode(ctx, id)
-		if err != nil {
-			return err
-		}
-		if from != anyState && n.State != from {
-			return errStale
-		}
-		evs, err := change(tx, &n, now)
-		if err != nil {
-			return err
-		}
-		if err := tx.UpdateNode(ctx, n); err != nil {
-			return err
-		}
-		for _, e := range evs {
-			e.ID = c.NewID("ev-")
-			if e.Timestamp.IsZero() {
-				e.Timestamp = now
-			}
-			if e.NodeID == "" && e.Reason != domain.ReasonTargetUnfulfilled {
-				e.NodeID, e.NodeName, e.ClusterID = n.ID, n.Name, n.ClusterID
-			}
-			if _, err := tx.AddEvent(ctx, e); err != nil {
+		for _, t := range batch {
+			if err := c.applyTransition(ctx, tx, t, now); err != nil && !t.dropped {
 				return err
 			}
-			obs = append(obs, Observation{Time: e.Timestamp, Kind: KindEvent, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message})
 		}
 		return nil
 	})
+	if err == nil || len(batch) == 1 {
+		if err != nil {
+			batch[0].err = err
+		}
+		return
+	}
+	for _, t := range batch {
+		t.err = c.store.Update(ctx, func(tx store.Tx) error { return c.applyTransition(ctx, tx, t, now) })
+	}
+}
+
+// applyTransition runs t in tx and records its outcome in t.
+func (c *Controller) applyTransition(ctx context.Context, tx store.Tx, t *pendingTransition, now time.Time) error {
+	t.obs, t.err, t.dropped = t.obs[:0], nil, false
+	n, err := tx.GetNode(ctx, t.id)
 	if err != nil {
-		return n, err
+		t.err, t.dropped = err, errors.Is(err, domain.ErrNotFound)
+		return err
 	}
-	c.moved.Add(1)
-	c.observe(obs)
-	if len(obs) > 0 {
-		c.notify()
+	if t.from != anyState && n.State != t.from {
+		t.n, t.err, t.dropped = n, errStale, true
+		return errStale
 	}
-	return n, nil
+	// change returns errStale only before it writes anything.
+	evs, err := t.change(tx, &n, now)
+	if err != nil {
+		t.n, t.err, t.dropped = n, err, errors.Is(err, errStale)
+		return err
+	}
+	if err := tx.UpdateNode(ctx, n); err != nil {
+		t.err = err
+		return err
+	}
+	for _, e := range evs {
+		e.ID = c.NewID("ev-")
+		if e.Timestamp.IsZero() {
+			e.Timestamp = now
+		}
+		if e.NodeID == "" && e.Reason != domain.ReasonTargetUnfulfilled {
+			e.NodeID, e.NodeName, e.ClusterID = n.ID, n.Name, n.ClusterID
+		}
+		if _, err := tx.AddEvent(ctx, e); err != nil {
+			t.err = err
+			return err
+		}
+		t.obs = append(t.obs, Observation{Time: e.Timestamp, Kind: KindEvent, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message})
+	}
+	t.n = n
+	return nil
 }
 
 func (c *Controller) spec(n domain.Node) driver.NodeSpec {
