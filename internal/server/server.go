@@ -260,7 +260,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	s.Controller.OnClusterGone = s.Kube.Reload
 	s.Metrics = metrics.New(cached)
 	s.Controller.Observer = s.Metrics.Observe
-	s.Meter = metering.New(cached, clk, o.Log)
+	// The meter writes only usage records, none of the snapshot's rows:
+	// its long transactions need not wait for the copy's writers.
+	s.Meter = metering.New(fenced, clk, o.Log)
 	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
 	apiHandler := api.New(cached, s.Controller, clk, s.AdminToken, o.Log)
 	apiHandler.Meter = s.Meter

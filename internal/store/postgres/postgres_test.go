@@ -10,32 +10,23 @@ import (
 
 func TestConformance(t *testing.T) {
 	postgres.TestDSN(t) // fail once, clearly, if PostgreSQL is down
-	storetest.Run(t, func(t *testing.T) storetest.Opener {
-		dsn := postgres.TestDSN(t)
-		return func(t *testing.T) store.Store {
-			s, err := postgres.Open(t.Context(), dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
-	})
+	storetest.Run(t, newDB)
 }
 
 // TestConformanceCached: the suite passes on the leader's in-memory
 // snapshot (store.Cached) as on the backend itself.
 func TestConformanceCached(t *testing.T) {
 	postgres.TestDSN(t)
-	storetest.Run(t, func(t *testing.T) storetest.Opener {
-		dsn := postgres.TestDSN(t)
-		return func(t *testing.T) store.Store {
-			s, err := postgres.Open(t.Context(), dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := store.NewCached(s)
-			c.Enable()
-			return c
+	storetest.RunCached(t, newDB)
+}
+
+func newDB(t *testing.T) storetest.Opener {
+	dsn := postgres.TestDSN(t)
+	return func(t *testing.T) store.Store {
+		s, err := postgres.Open(t.Context(), dsn)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+		return s
+	}
 }

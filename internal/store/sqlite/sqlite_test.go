@@ -11,34 +11,21 @@ import (
 	"github.com/sparecap/sparecap/internal/store/storetest"
 )
 
-func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Opener {
-		path := filepath.Join(t.TempDir(), "sparecap.db")
-		return func(t *testing.T) store.Store {
-			s, err := sqlite.Open(t.Context(), path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
-	})
-}
+func TestConformance(t *testing.T) { storetest.Run(t, newDB) }
 
 // TestConformanceCached: the suite passes on the leader's in-memory
 // snapshot (store.Cached) as on the backend itself.
-func TestConformanceCached(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Opener {
-		path := filepath.Join(t.TempDir(), "sparecap.db")
-		return func(t *testing.T) store.Store {
-			s, err := sqlite.Open(t.Context(), path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := store.NewCached(s)
-			c.Enable()
-			return c
+func TestConformanceCached(t *testing.T) { storetest.RunCached(t, newDB) }
+
+func newDB(t *testing.T) storetest.Opener {
+	path := filepath.Join(t.TempDir(), "sparecap.db")
+	return func(t *testing.T) store.Store {
+		s, err := sqlite.Open(t.Context(), path)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+		return s
+	}
 }
 
 // TestMemory: ":memory:" gives a working private database. It cannot run

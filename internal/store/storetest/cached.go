@@ -12,6 +12,19 @@ import (
 	"github.com/sparecap/sparecap/internal/store"
 )
 
+// RunCached runs the suite on store.Cached (enabled) over newDB's stores:
+// the leader's in-memory snapshot passes it as the backend does.
+func RunCached(t *testing.T, newDB NewDB) {
+	Run(t, func(t *testing.T) Opener {
+		o := newDB(t)
+		return func(t *testing.T) store.Store {
+			c := store.NewCached(o(t))
+			c.Enable()
+			return c
+		}
+	})
+}
+
 // testCached: the leader's in-memory snapshot (store.Cached) equals the
 // backend's after every Update of a random sequence that creates, changes,
 // removes and deletes machines, reservations, clusters and nodes, attaches
