@@ -96,11 +96,13 @@ func shared(s Snapshot) Snapshot {
 
 // Update runs fn through the backend and applies what it wrote to the copy.
 func (c *Cached) Update(ctx context.Context, fn func(Tx) error) error {
+	// Under wmu even while disabled: an Update that began before Enable
+	// must commit before the copy is loaded.
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if !c.enabled.Load() {
 		return c.Store.Update(ctx, fn)
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	var wrote written
 	ran := false
 	err := c.Store.Update(ctx, func(tx Tx) error {
