@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -95,6 +97,100 @@ func TestTransitionsShareCommits(t *testing.T) {
 		}
 		if !errors.Is(errs[n.ID], wantErr) || h.node(n.ID).LastError != want {
 			t.Errorf("node %s: err %v, LastError %q; want %v, %q", n.Name, errs[n.ID], h.node(n.ID).LastError, wantErr, want)
+		}
+	}
+}
+
+// TestCreatesShareCommits: creates queued while the plan lock is held are
+// planned and committed together, each with its own answer: a duplicate
+// name in the batch is a conflict, a create the fleet cannot hold is
+// refused with its shortfall, and one whose own writes fail gets that
+// error while the others are created (committed one by one then).
+func TestCreatesShareCommits(t *testing.T) {
+	h := newHarness(t, quickPods, 8)
+	cs := &countingStore{Store: h.st}
+	c := New(cs, h.sim, h.sim, h.clk, h.cfg, nil)
+	boom := errors.New("boom")
+	type req struct {
+		name string
+		gpus int
+		also func(store.Tx, string) error
+	}
+	run := func(reqs []req) map[string]error {
+		c.mu.Lock()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		errs := map[string]error{}
+		for i, r := range reqs {
+			wg.Go(func() {
+				cl := domain.Cluster{ID: fmt.Sprintf("c%d-%s", i, r.name), Name: r.name, ProjectID: "p", Region: region, GPUType: gpu,
+					Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, NumGPUs: r.gpus}
+				var also []func(store.Tx, string) error
+				if r.also != nil {
+					also = append(also, r.also)
+				}
+				_, err := c.CreateCluster(h.ctx, cl, also...)
+				mu.Lock()
+				errs[fmt.Sprintf("%d-%s", i, r.name)] = err
+				mu.Unlock()
+			})
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			c.cqMu.Lock()
+			queued := len(c.cq)
+			c.cqMu.Unlock()
+			if queued == len(reqs) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d creates queued", queued, len(reqs))
+			}
+		}
+		cs.updates.Store(0)
+		c.mu.Unlock()
+		wg.Wait()
+		return errs
+	}
+
+	errs := run([]req{{"a", 8, nil}, {"b", 8, nil}, {"c", 8, nil}, {"a", 8, nil}, {"huge", 800, nil}})
+	if got := cs.updates.Load(); got != 1 {
+		t.Errorf("5 queued creates took %d transactions, want 1", got)
+	}
+	var created, conflicts, short int
+	for k, err := range errs {
+		var sf *ShortfallError
+		switch {
+		case err == nil:
+			created++
+		case errors.Is(err, domain.ErrConflict):
+			conflicts++
+		case errors.As(err, &sf) && strings.HasSuffix(k, "-huge"):
+			short++
+		default:
+			t.Errorf("create %s: %v", k, err)
+		}
+	}
+	if created != 3 || conflicts != 1 || short != 1 {
+		t.Errorf("created %d, conflicts %d, refused %d; want 3, 1, 1 (%v)", created, conflicts, short, errs)
+	}
+
+	errs = run([]req{{"d", 8, nil}, {"e", 8, func(store.Tx, string) error { return boom }}, {"f", 8, nil}})
+	for k, err := range errs {
+		if want := strings.HasSuffix(k, "-e"); errors.Is(err, boom) != want || (!want && err != nil) {
+			t.Errorf("create %s: %v", k, err)
+		}
+	}
+	for _, name := range []string{"d", "f"} {
+		cls, err := h.st.ListClusters(h.ctx, "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, cl := range cls {
+			found = found || cl.Name == name
+		}
+		if !found {
+			t.Errorf("cluster %s not created", name)
 		}
 	}
 }

@@ -107,8 +107,12 @@ type Controller struct {
 	mu sync.Mutex // serializes plan + commit
 	// tq holds transitions waiting for the next holder of mu to commit
 	// them together (see transition).
-	tqMu      sync.Mutex
-	tq        []*pendingTransition
+	tqMu sync.Mutex
+	tq   []*pendingTransition
+	// cq holds creates waiting for the next holder of mu (see
+	// CreateCluster).
+	cqMu      sync.Mutex
+	cq        []*createReq
 	kick      chan struct{}
 	changedMu sync.Mutex
 	changed   chan struct{}
@@ -281,48 +285,139 @@ func (c *Controller) plan(s allocator.Snapshot, now time.Time) allocator.Plan {
 // otherwise, having changed nothing. The caller validates the request.
 // also, if set, writes more in the same transaction (the cluster's
 // kubeconfig, so no node is ever provisioned before it is attached).
+// Concurrent creates are planned and committed together (see createReq),
+// each with its own answer.
 func (c *Controller) CreateCluster(ctx context.Context, cl domain.Cluster, also ...func(tx store.Tx, id string) error) (domain.Cluster, error) {
+	r := &createReq{cl: cl, also: also, done: make(chan struct{})}
+	c.cqMu.Lock()
+	c.cq = append(c.cq, r)
+	c.cqMu.Unlock()
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.flushCreates(ctx)
+	c.mu.Unlock()
+	<-r.done // answered by this flush or by an earlier lock holder's
+	if r.err != nil {
+		return domain.Cluster{}, r.err
+	}
+	c.Kick()
+	return c.store.GetCluster(ctx, r.cl.ID)
+}
+
+// createReq is one CreateCluster waiting for the next holder of the plan
+// lock, which plans and commits every waiting create together: concurrent
+// creates share one plan and one commit instead of queueing for one each.
+type createReq struct {
+	cl   domain.Cluster
+	also []func(tx store.Tx, id string) error
+	done chan struct{}
+	err  error
+}
+
+// flushCreates answers the queued creates; c.mu is held. The batch runs
+// on a context of its own: one client going away must not fail the
+// creates of the others.
+func (c *Controller) flushCreates(ctx context.Context) {
+	c.cqMu.Lock()
+	batch := c.cq
+	c.cq = nil
+	c.cqMu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	defer func() {
+		for _, r := range batch {
+			close(r.done)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	c.createBatch(ctx, batch)
+}
+
+// createBatch creates the clusters of rs that conflict with no other and
+// whose standard capacity can be found, in one plan and one commit, and
+// sets each request's error. If the commit fails (one request's own
+// writes, say), each request is planned and committed alone, for its own
+// answer.
+func (c *Controller) createBatch(ctx context.Context, rs []*createReq) {
 	now := c.clock.Now()
-	if cl.ID == "" {
-		cl.ID = c.NewID("c-")
-	}
-	cl.CreatedAt = now
-	cl.Status = domain.StatusWaiting
-	if cl.Weight <= 0 {
-		cl.Weight = 1
-	}
 	s, err := c.snapshot(ctx)
 	if err != nil {
-		return domain.Cluster{}, err
-	}
-	for _, o := range s.Clusters {
-		if o.ProjectID == cl.ProjectID && o.Name == cl.Name && !o.Deleting {
-			return domain.Cluster{}, fmt.Errorf("project %s already has a cluster named %q (%s): %w", cl.ProjectID, cl.Name, o.ID, domain.ErrConflict)
+		for _, r := range rs {
+			r.err = err
 		}
+		return
 	}
-	s.Clusters = append(s.Clusters, cl)
-	pl := c.plan(s, now)
-	if sf := shortfallOf(pl, cl.ID); sf != nil {
-		return domain.Cluster{}, &ShortfallError{*sf}
+	existing := s.Clusters
+	var accepted []*createReq
+	for _, r := range rs {
+		cl := &r.cl
+		if cl.ID == "" {
+			cl.ID = c.NewID("c-")
+		}
+		cl.CreatedAt, cl.Status = now, domain.StatusWaiting
+		if cl.Weight <= 0 {
+			cl.Weight = 1
+		}
+		r.err = nil
+		clash := func(o domain.Cluster) bool { return o.ProjectID == cl.ProjectID && o.Name == cl.Name && !o.Deleting }
+		if i := slices.IndexFunc(existing, clash); i >= 0 {
+			r.err = fmt.Errorf("project %s already has a cluster named %q (%s): %w", cl.ProjectID, cl.Name, existing[i].ID, domain.ErrConflict)
+			continue
+		}
+		if i := slices.IndexFunc(accepted, func(a *createReq) bool { return clash(a.cl) }); i >= 0 {
+			r.err = fmt.Errorf("project %s already has a cluster named %q (%s): %w", cl.ProjectID, cl.Name, accepted[i].cl.ID, domain.ErrConflict)
+			continue
+		}
+		accepted = append(accepted, r)
+	}
+	// Plan with every accepted create; refuse those left short and plan
+	// again without them, until none is.
+	var pl allocator.Plan
+	for len(accepted) > 0 {
+		s.Clusters = slices.Clip(existing)
+		for _, r := range accepted {
+			s.Clusters = append(s.Clusters, r.cl)
+		}
+		pl = c.plan(s, now)
+		var keep []*createReq
+		for _, r := range accepted {
+			if sf := shortfallOf(pl, r.cl.ID); sf != nil {
+				r.err = &ShortfallError{*sf}
+				continue
+			}
+			keep = append(keep, r)
+		}
+		if len(keep) == len(accepted) {
+			break
+		}
+		accepted = keep
+	}
+	if len(accepted) == 0 {
+		return
 	}
 	err = c.commit(ctx, s, pl, now, func(tx store.Tx) error {
-		if err := tx.CreateCluster(ctx, cl); err != nil {
-			return err
-		}
-		for _, f := range also {
-			if err := f(tx, cl.ID); err != nil {
+		for _, r := range accepted {
+			if err := tx.CreateCluster(ctx, r.cl); err != nil {
 				return err
+			}
+			for _, f := range r.also {
+				if err := f(tx, r.cl.ID); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return domain.Cluster{}, fmt.Errorf("create cluster %s: %w", cl.ID, err)
+	switch {
+	case err == nil:
+	case len(accepted) == 1:
+		accepted[0].err = fmt.Errorf("create cluster %s: %w", accepted[0].cl.ID, err)
+	default:
+		for _, r := range accepted {
+			c.createBatch(ctx, []*createReq{r})
+		}
 	}
-	c.Kick()
-	return c.store.GetCluster(ctx, cl.ID)
 }
 
 // UpdateCluster changes a cluster's standard GPUs and/or preemptible
