@@ -59,9 +59,7 @@ func TestTransitionsShareCommits(t *testing.T) {
 			})
 		}
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			c.tqMu.Lock()
-			queued := len(c.tq)
-			c.tqMu.Unlock()
+			queued := c.tq.len()
 			if queued == len(nodes) {
 				break
 			}
@@ -136,9 +134,7 @@ func TestCreatesShareCommits(t *testing.T) {
 			})
 		}
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			c.cqMu.Lock()
-			queued := len(c.cq)
-			c.cqMu.Unlock()
+			queued := c.cq.len()
 			if queued == len(reqs) {
 				break
 			}

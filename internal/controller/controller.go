@@ -107,12 +107,10 @@ type Controller struct {
 	mu sync.Mutex // serializes plan + commit
 	// tq holds transitions waiting for the next holder of mu to commit
 	// them together (see transition).
-	tqMu sync.Mutex
-	tq   []*pendingTransition
+	tq batchQueue[*pendingTransition]
 	// cq holds creates waiting for the next holder of mu (see
 	// CreateCluster).
-	cqMu      sync.Mutex
-	cq        []*createReq
+	cq        batchQueue[*createReq]
 	kick      chan struct{}
 	changedMu sync.Mutex
 	changed   chan struct{}
@@ -289,9 +287,7 @@ func (c *Controller) plan(s allocator.Snapshot, now time.Time) allocator.Plan {
 // each with its own answer.
 func (c *Controller) CreateCluster(ctx context.Context, cl domain.Cluster, also ...func(tx store.Tx, id string) error) (domain.Cluster, error) {
 	r := &createReq{cl: cl, also: also, done: make(chan struct{})}
-	c.cqMu.Lock()
-	c.cq = append(c.cq, r)
-	c.cqMu.Unlock()
+	c.cq.push(r)
 	c.mu.Lock()
 	c.flushCreates(ctx)
 	c.mu.Unlock()
@@ -301,6 +297,33 @@ func (c *Controller) CreateCluster(ctx context.Context, cl domain.Cluster, also 
 	}
 	c.Kick()
 	return c.store.GetCluster(ctx, r.cl.ID)
+}
+
+// batchQueue holds work waiting for the next holder of the plan lock, who
+// takes all of it at once.
+type batchQueue[T any] struct {
+	mu    sync.Mutex
+	items []T
+}
+
+func (q *batchQueue[T]) push(t T) {
+	q.mu.Lock()
+	q.items = append(q.items, t)
+	q.mu.Unlock()
+}
+
+func (q *batchQueue[T]) take() []T {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items = nil
+	return items
+}
+
+func (q *batchQueue[T]) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items)
 }
 
 // createReq is one CreateCluster waiting for the next holder of the plan
@@ -317,10 +340,7 @@ type createReq struct {
 // on a context of its own: one client going away must not fail the
 // creates of the others.
 func (c *Controller) flushCreates(ctx context.Context) {
-	c.cqMu.Lock()
-	batch := c.cq
-	c.cq = nil
-	c.cqMu.Unlock()
+	batch := c.cq.take()
 	if len(batch) == 0 {
 		return
 	}

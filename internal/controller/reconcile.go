@@ -295,9 +295,7 @@ var errStale = errors.New("node state changed")
 // each gets its own outcome as before.
 func (c *Controller) transition(ctx context.Context, id string, from domain.NodeState, change func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error)) (domain.Node, error) {
 	t := &pendingTransition{id: id, from: from, change: change, done: make(chan struct{})}
-	c.tqMu.Lock()
-	c.tq = append(c.tq, t)
-	c.tqMu.Unlock()
+	c.tq.push(t)
 	c.mu.Lock()
 	c.flushTransitions(ctx)
 	c.mu.Unlock()
@@ -322,10 +320,7 @@ type pendingTransition struct {
 
 // flushTransitions commits the queued transitions; c.mu is held.
 func (c *Controller) flushTransitions(ctx context.Context) {
-	c.tqMu.Lock()
-	batch := c.tq
-	c.tq = nil
-	c.tqMu.Unlock()
+	batch := c.tq.take()
 	if len(batch) == 0 {
 		return
 	}
