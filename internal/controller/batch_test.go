@@ -25,6 +25,17 @@ func (s *countingStore) Update(ctx context.Context, fn func(store.Tx) error) err
 	return s.Store.Update(ctx, fn)
 }
 
+// waitQueued waits until n items are queued (behind the plan lock the
+// test holds).
+func waitQueued(t *testing.T, what string, queued func() int, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); queued() != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d %s queued", queued(), n, what)
+		}
+	}
+}
+
 // TestTransitionsShareCommits: transitions queued while the plan lock is
 // held commit together in one transaction; one that fails with a real
 // error rolls its batch back, and the others then commit one by one
@@ -58,15 +69,7 @@ func TestTransitionsShareCommits(t *testing.T) {
 				mu.Unlock()
 			})
 		}
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			queued := c.tq.len()
-			if queued == len(nodes) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d transitions queued", queued, len(nodes))
-			}
-		}
+		waitQueued(t, "transitions", c.tq.len, len(nodes))
 		cs.updates.Store(0)
 		c.mu.Unlock()
 		wg.Wait()
@@ -133,15 +136,7 @@ func TestCreatesShareCommits(t *testing.T) {
 				mu.Unlock()
 			})
 		}
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			queued := c.cq.len()
-			if queued == len(reqs) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d creates queued", queued, len(reqs))
-			}
-		}
+		waitQueued(t, "creates", c.cq.len, len(reqs))
 		cs.updates.Store(0)
 		c.mu.Unlock()
 		wg.Wait()
