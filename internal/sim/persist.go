@@ -128,8 +128,11 @@ type store struct {
 	synced   int64         // every change up to this seq is on disk
 	syncing  bool          // an fsync is running
 	syncDone chan struct{} // closed when the running fsync ends
+	syncErr  error         // the last fsync's error
 	// syncFailed: an fsync failed; the next save writes a snapshot.
 	syncFailed bool
+	// syncFile fsyncs the log (nil: (*os.File).Sync; tests stall it).
+	syncFile func(*os.File) error
 }
 
 // durable reports whether every change up to seq is on disk.
@@ -147,37 +150,51 @@ func (s *store) waitSync(ctx context.Context, seq int64) error {
 	s.smu.Lock()
 	defer s.smu.Unlock()
 	for s.synced < seq {
-		if s.syncing {
-			done := s.syncDone
-			s.smu.Unlock()
-			select {
-			case <-done:
-			case <-ctx.Done():
-				s.smu.Lock()
-				return ctx.Err()
+		if !s.syncing {
+			target, file := s.written, s.log
+			if file == nil || target < seq {
+				// Nothing left to sync (a snapshot made it durable) or not
+				// written (a failed write: that call reported it).
+				return nil
 			}
-			s.smu.Lock()
-			continue
+			// The fsync runs on its own goroutine, so even the caller that
+			// started it can give up at its ctx's end while the disk stalls.
+			s.syncing, s.syncDone, s.syncErr = true, make(chan struct{}), nil
+			go s.sync(file, target, s.syncDone)
 		}
-		target, file := s.written, s.log
-		if file == nil || target < seq {
-			// Nothing left to sync (a snapshot made it durable) or not
-			// written (a failed write: that call reported it).
-			return nil
-		}
-		s.syncing, s.syncDone = true, make(chan struct{})
+		done := s.syncDone
 		s.smu.Unlock()
-		err := file.Sync()
-		s.smu.Lock()
-		s.syncing = false
-		close(s.syncDone)
-		if err != nil {
-			s.syncFailed = true
-			return fmt.Errorf("save sim state: sync log: %w", err)
+		select {
+		case <-done:
+		case <-ctx.Done():
+			s.smu.Lock()
+			return ctx.Err()
 		}
-		s.synced = max(s.synced, target)
+		s.smu.Lock()
+		if s.syncErr != nil && s.synced < seq {
+			return fmt.Errorf("save sim state: sync log: %w", s.syncErr)
+		}
 	}
 	return nil
+}
+
+// sync fsyncs file, which holds every line up to target, and ends the
+// round done.
+func (s *store) sync(file *os.File, target int64, done chan struct{}) {
+	fsync := s.syncFile
+	if fsync == nil {
+		fsync = (*os.File).Sync
+	}
+	err := fsync(file)
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	s.syncing, s.syncErr = false, err
+	if err != nil {
+		s.syncFailed = true
+	} else {
+		s.synced = max(s.synced, target)
+	}
+	close(done)
 }
 
 // quiesce waits until no fsync runs, with smu held, for the compaction

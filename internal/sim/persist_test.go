@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -427,5 +428,45 @@ func TestConcurrentChangesAreDurable(t *testing.T) {
 		if !ok || len(n.Annotations) < each {
 			t.Fatalf("node n-%d after reopen: %d annotations, want %d", i, len(n.Annotations), each)
 		}
+	}
+}
+
+// TestStalledDiskDoesNotHoldACallPastItsContext: while the disk does not
+// finish an fsync, a change waiting for it returns its context's error at
+// the context's end (a drain step's calls end at the deadline), other
+// calls are not blocked behind the fleet's lock, and once the disk answers
+// the change is there.
+func TestStalledDiskDoesNotHoldACallPastItsContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sim-state.json")
+	f, fc := newFleet(t, Config{StatePath: path})
+	if err := f.AddNode(ctx, spec("n-1")); err != nil {
+		t.Fatal(err)
+	}
+	stall := make(chan struct{})
+	f.store.syncFile = func(file *os.File) error { <-stall; return file.Sync() }
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := f.Annotate(short, cluster, "n-1", "k", "v")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a change on a stalled disk: %v, want the context's deadline", err)
+	}
+	if waited := time.Since(start); waited > 2*time.Second {
+		t.Fatalf("returned %s after a 100ms context", waited)
+	}
+	// The fleet's lock is free: a read gets it, then waits for the stalled
+	// line (it may have seen that change) and gives up with its context.
+	short2, cancel2 := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel2()
+	if _, err := f.ListPods(short2, cluster, "n-1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a read behind the stalled line: %v", err)
+	}
+	close(stall)
+	if err := f.Annotate(ctx, cluster, "n-1", "k2", "v2"); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := reopen(t, fc, path).Node(cluster, "n-1")
+	if n.Annotations["k"] != "v" || n.Annotations["k2"] != "v2" {
+		t.Fatalf("annotations after the disk came back: %v", n.Annotations)
 	}
 }
