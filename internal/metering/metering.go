@@ -4,9 +4,15 @@
 // billing.Stop) or now — and writes it over the old one. Nothing is
 // accumulated, so a crash at any moment neither loses nor double-counts a
 // second: the next Cut writes the same record again, only longer.
+//
+// The background loop (Run) writes a running node's record only when what
+// is stored lags by Refresh or more, so its cost per pass follows what
+// changed (nodes that became ready or stopped), not the fleet; Cut, which
+// usage queries call, brings every record up to the second.
 package metering
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -24,13 +30,24 @@ type Meter struct {
 	store store.Store
 	clock clock.Clock
 	log   *slog.Logger
+	// Reads, if set, is where cuts look up clusters and machines (its
+	// Snapshot): the leader's in-memory copy rather than a query per row.
+	// A cluster missing from it (deleted) is read from the store.
+	Reads interface {
+		Snapshot(context.Context) (store.Snapshot, error)
+	}
+	// Refresh is how far a running node's stored record may lag before
+	// the background loop rewrites it (default DefaultRefresh).
+	Refresh time.Duration
 	// OnBilled, if set, is told how many GPU-seconds each Cut added per
 	// compute class (for metrics). Seconds metered before this process
 	// started are not reported again.
 	OnBilled func(class string, gpuSeconds float64)
 	// last is each running node's End as last written: from the store at
 	// the first Cut, then from this process's cuts.
-	last   map[string]time.Time
+	last map[string]time.Time
+	// stored is each running node's End as stored.
+	stored map[string]time.Time
 	loaded bool
 	// mu serializes cuts: the background loop and usage queries both cut.
 	mu sync.Mutex
@@ -41,12 +58,22 @@ func New(st store.Store, clk clock.Clock, log *slog.Logger) *Meter {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Meter{store: st, clock: clk, log: log, last: map[string]time.Time{}}
+	return &Meter{store: st, clock: clk, log: log, last: map[string]time.Time{}, stored: map[string]time.Time{}}
 }
+
+// DefaultRefresh is Meter.Refresh's default: a running node's stored record
+// is at most this much (plus a pass) behind. Usage queries on the leader
+// cut first and so are exact to the second.
+const DefaultRefresh = 15 * time.Minute
 
 // Cut writes the current usage record of every node not yet final, in one
 // transaction.
-func (m *Meter) Cut(ctx context.Context) error {
+func (m *Meter) Cut(ctx context.Context) error { return m.cut(ctx, true) }
+
+// cut writes the records of nodes that became ready or stopped and, when
+// all is set, of every running node; otherwise only those whose stored
+// record lags by Refresh.
+func (m *Meter) cut(ctx context.Context, all bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clock.Now()
@@ -57,6 +84,7 @@ func (m *Meter) Cut(ctx context.Context) error {
 		}
 		for _, r := range open {
 			m.last[r.NodeID] = r.End
+			m.stored[r.NodeID] = r.End
 		}
 		m.loaded = true
 	}
@@ -69,7 +97,20 @@ func (m *Meter) Cut(ctx context.Context) error {
 	}
 	clusters := map[string]domain.Cluster{}
 	machines := map[string]domain.Machine{}
-	var recs []domain.UsageRecord
+	if m.Reads != nil {
+		s, err := m.Reads.Snapshot(ctx)
+		if err != nil {
+			return fmt.Errorf("meter: read clusters and machines: %w", err)
+		}
+		for _, c := range s.Clusters {
+			clusters[c.ID] = c
+		}
+		for _, mc := range s.Machines {
+			machines[mc.ID] = mc
+		}
+	}
+	refresh := cmp.Or(m.Refresh, DefaultRefresh)
+	var recs, writes []domain.UsageRecord
 	for _, n := range nodes {
 		c, ok := clusters[n.ClusterID]
 		if !ok {
@@ -85,21 +126,37 @@ func (m *Meter) Cut(ctx context.Context) error {
 			}
 			machines[n.MachineID] = mc
 		}
-		if r, ok := billing.Record(n, c, mc, now); ok {
-			recs = append(recs, r)
+		r, ok := billing.Record(n, c, mc, now)
+		if !ok {
+			continue
+		}
+		recs = append(recs, r)
+		if stored, ok := m.stored[r.NodeID]; all || r.Final || !ok || r.End.Sub(stored) >= refresh {
+			writes = append(writes, r)
 		}
 	}
-	err = m.store.Update(ctx, func(tx store.Tx) error {
-		for _, r := range recs {
-			if err := tx.PutUsage(ctx, r); err != nil {
-				return err
+	if len(writes) > 0 {
+		err = m.store.Update(ctx, func(tx store.Tx) error {
+			for _, r := range writes {
+				if err := tx.PutUsage(ctx, r); err != nil {
+					return err
+				}
 			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("meter: write usage: %w", err)
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("meter: write usage: %w", err)
 	}
+	for _, r := range writes {
+		if r.Final {
+			delete(m.stored, r.NodeID)
+		} else {
+			m.stored[r.NodeID] = r.End
+		}
+	}
+	// What was billed is reported as it is metered, written or not: a
+	// crash loses no second of it, as the next cut recomputes the record.
 	for _, r := range recs {
 		prev, ok := m.last[r.NodeID]
 		if !ok {
@@ -121,7 +178,7 @@ func (m *Meter) Cut(ctx context.Context) error {
 // so a running node shows on the bill while it runs) until ctx ends.
 func (m *Meter) Run(ctx context.Context, every time.Duration) {
 	for {
-		if err := m.Cut(ctx); err != nil && ctx.Err() == nil {
+		if err := m.cut(ctx, false); err != nil && ctx.Err() == nil {
 			m.log.Error("metering", "err", err)
 		}
 		select {

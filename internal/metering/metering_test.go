@@ -45,9 +45,13 @@ func open(t *testing.T, dir string, clk *clock.Fake, ids *int) *world {
 		t.Fatal(err)
 	}
 	w := &world{t: t, dir: dir, clk: clk, st: st, ids: ids}
-	w.ctrl = controller.New(st, fl, fl, clk, controller.Config{Cooldown: -1}, nil)
+	w.ctrl = controller.New(st, fl, fl, clk, controller.Config{Cooldown: -1, Workers: 1}, nil) // one worker: steps in order, so runs repeat exactly
 	w.ctrl.NewID = func(p string) string { *ids++; return fmt.Sprintf("%s%04d", p, *ids) }
 	w.meter = New(st, clk, nil)
+	// As on a server: clusters and machines from a snapshot, and the
+	// background pass's lag short enough to matter in a 20-minute run.
+	w.meter.Reads = st
+	w.meter.Refresh = 2 * time.Minute
 	return w
 }
 
@@ -94,7 +98,8 @@ func scenario(t *testing.T, crashAt map[int]bool) []domain.UsageRecord {
 			t.Fatal(err)
 		}
 		if step%12 == 0 || crashAt[step-1] { // every minute, and right after a restart
-			if err := w.meter.Cut(ctx); err != nil {
+			// The background loop's pass: running records are left to lag.
+			if err := w.meter.cut(ctx, false); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -242,5 +247,84 @@ func TestConcurrentCuts(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestBackgroundPassWritesWhatChanged: the loop's pass writes a record when
+// its node becomes ready or stops, a running one only once it lags by
+// Refresh; metrics hear of every second anyway, and Cut is exact.
+func TestBackgroundPassWritesWhatChanged(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	ids := 0
+	w := open(t, t.TempDir(), clk, &ids)
+	defer w.close()
+	w.meter.Refresh = 5 * time.Minute
+	f, _ := fleet.Parse([]byte("pools: [{region: r, gpu_type: H100, machines: 1}]"))
+	fleet.Register(ctx, w.st, f, t0)
+	w.st.Update(ctx, func(tx store.Tx) error { return tx.CreateProject(ctx, domain.Project{ID: "a", CreatedAt: t0}) })
+	if _, err := w.ctrl.CreateCluster(ctx, domain.Cluster{ID: "c", Name: "c", ProjectID: "a", Region: "r", GPUType: "H100",
+		Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, NumGPUs: 8}); err != nil {
+		t.Fatal(err)
+	}
+	var billed float64
+	w.meter.OnBilled = func(class string, s float64) { billed += s }
+	stored := func() domain.UsageRecord {
+		t.Helper()
+		recs, err := w.st.ListUsage(ctx, store.UsageFilter{ProjectID: "a"})
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("usage records: %+v, %v; want one", recs, err)
+		}
+		return recs[0]
+	}
+	pass := func() {
+		t.Helper()
+		if err := w.meter.cut(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 10; i++ { // provisioning takes the simulated 20s
+		w.ctrl.Reconcile(ctx)
+		clk.Step(5 * time.Second)
+	}
+	pass()
+	first := stored()
+	if first.Final || !first.End.Equal(clk.Now().Truncate(time.Second)) {
+		t.Fatalf("a node that just became ready: stored %+v at %v; want its record written at once", first, clk.Now())
+	}
+	clk.Step(4 * time.Minute)
+	pass()
+	if got := stored(); !got.End.Equal(first.End) {
+		t.Errorf("4 minutes on, the pass rewrote the running record (end %v -> %v); Refresh is 5 minutes", first.End, got.End)
+	}
+	if want := 4 * 60 * 8.0; billed != want+first.End.Sub(first.Start).Seconds()*8 {
+		t.Errorf("metrics heard of %v GPU-seconds; want every second metered, written or not", billed)
+	}
+	clk.Step(time.Minute)
+	pass()
+	if got := stored(); !got.End.Equal(clk.Now().Truncate(time.Second)) {
+		t.Errorf("5 minutes on, the stored record ends %v; want it rewritten to %v", got.End, clk.Now())
+	}
+	clk.Step(30 * time.Second)
+	if err := w.meter.Cut(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(); !got.End.Equal(clk.Now().Truncate(time.Second)) {
+		t.Errorf("after Cut the record ends %v; want now, %v", got.End, clk.Now())
+	}
+	// The node stops: the very next pass writes the final record.
+	if _, err := w.ctrl.DeleteCluster(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ { // its pod exits 90s after SIGTERM
+		w.ctrl.Reconcile(ctx)
+		if n, err := w.st.ListNodes(ctx, store.NodeFilter{ClusterID: "c"}); err == nil && len(n) == 0 {
+			break
+		}
+		clk.Step(time.Second)
+	}
+	pass()
+	if got := stored(); !got.Final {
+		t.Errorf("the cluster's node was removed, yet the pass left its record open: %+v", got)
 	}
 }
