@@ -497,11 +497,13 @@ func (c *Controller) registerBy(n domain.Node) time.Time {
 // finishDeletions marks deleted clusters whose nodes are all removed as
 // gone.
 func (c *Controller) finishDeletions(ctx context.Context) error {
-	clusters, err := c.store.ListClusters(ctx, "")
+	// The snapshot (in memory on the leader) lists the same clusters as
+	// ListClusters without a query per pass.
+	s, err := c.store.Snapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("list clusters: %w", err)
 	}
-	for _, cl := range clusters {
+	for _, cl := range s.Clusters {
 		if !cl.Deleting {
 			continue
 		}
