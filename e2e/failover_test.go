@@ -295,6 +295,27 @@ func TestFailover(t *testing.T) {
 	waitCluster(t, tenantA, clA.ClusterID, 2*time.Minute, "23 preemptible nodes ready", func(c *apiv1.Cluster) bool {
 		return c.Status == "Ready" && c.AllocatedPreemptibleGPUs == 23*8
 	})
+	// Usage read through a follower is the leader's, metered to the
+	// second: every node of the cluster is on it.
+	// (The last node may have become ready less than a second ago.)
+	for wait := time.Now().Add(5 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		u, err := tenantA.Usage(ctx, client.UsageQuery{From: clA.CreatedAt.Add(-time.Hour), To: clA.CreatedAt.Add(24 * time.Hour)})
+		if err != nil {
+			t.Fatalf("usage through a follower: %v", err)
+		}
+		billed := map[string]bool{}
+		for _, l := range u.LineItems {
+			if l.GPUSeconds > 0 {
+				billed[l.NodeID] = true
+			}
+		}
+		if len(billed) == 24 {
+			break
+		}
+		if time.Now().After(wait) {
+			t.Fatalf("usage through a follower bills %d nodes, want the cluster's 24 ready nodes: %+v", len(billed), u.LineItems)
+		}
+	}
 	_, cursor := allEvents(t, client.New(follower.URL, adminToken), clA.ClusterID, "")
 	var watches []*resilientWatch
 	for i := range rs.servers {

@@ -27,24 +27,41 @@ type Forwarder struct {
 	Auth func(*http.Request) (string, error)
 	// Transport to the leader (default: http.DefaultTransport).
 	Transport http.RoundTripper
+	// LeaderReads, if set, picks the reads the leader answers best (usage,
+	// which it meters to the second): they are forwarded while a leader
+	// is known and served here, from what is stored, while none is or it
+	// does not answer.
+	LeaderReads func(*http.Request) bool
 }
 
 func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	read := false
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		f.Next.ServeHTTP(w, r)
-		return
+		if f.LeaderReads == nil || !f.LeaderReads(r) {
+			f.Next.ServeHTTP(w, r)
+			return
+		}
+		read = true
 	}
 	if f.Elector.Epoch() >= 0 {
 		f.Next.ServeHTTP(w, r)
 		return
 	}
 	if r.Header.Get(ForwardedHeader) != "" {
+		if read {
+			f.Next.ServeHTTP(w, r)
+			return
+		}
 		unavailable(w, "this server was leader when the request was forwarded to it and is not any more; retry")
 		return
 	}
 	addr, ok := f.Elector.Leader()
 	if !ok || addr == "" {
+		if read {
+			f.Next.ServeHTTP(w, r)
+			return
+		}
 		unavailable(w, "no leader is elected right now (one is normally within a few seconds); nothing was changed: retry")
 		return
 	}
@@ -74,7 +91,13 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			pr.SetXForwarded()
 		},
 		Transport: f.Transport,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			if read {
+				// Nothing was written before the leader answered: serve
+				// the request as it came in (its own cookie and headers).
+				f.Next.ServeHTTP(w, r)
+				return
+			}
 			// The leader may have died mid-request: the change may or may
 			// not have been made. Say so rather than guess.
 			unavailable(w, "the leader did not answer ("+err.Error()+"); the change may or may not have been made: check, then retry")

@@ -132,19 +132,16 @@ func TestForwarder(t *testing.T) {
 	defer leader.Close()
 	local := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "local") })
 	f := NewElector(st, fast("f", "http://f"))
-	fw := &Forwarder{Elector: f, Next: local}
-	do := func(method string) (int, string) {
-		req := httptest.NewRequest(method, "/v1/clusters", strings.NewReader("{}"))
-		req.Header.Set("Authorization", "Bearer tok")
-		rec := httptest.NewRecorder()
-		fw.ServeHTTP(rec, req)
-		return rec.Code, rec.Body.String()
-	}
+	fw := &Forwarder{Elector: f, Next: local, LeaderReads: func(r *http.Request) bool { return r.URL.Path == "/v1/usage" }}
+	do := func(method string) (int, string) { return doPath(fw, method, "/v1/clusters") }
 	if code, body := do("POST"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no leader") {
 		t.Fatalf("a write with no leader: %d %s", code, body)
 	}
 	if code, body := do("GET"); code != 200 || body != "local" {
 		t.Fatalf("a read on a follower: %d %s", code, body)
+	}
+	if code, body := doPath(fw, "GET", "/v1/usage"); code != 200 || body != "local" {
+		t.Fatalf("a leader read with no leader is served from what is stored: %d %s", code, body)
 	}
 	if _, ok, err := st.AcquireLease(t.Context(), "l", leader.URL, time.Minute); err != nil || !ok {
 		t.Fatal(ok, err)
@@ -154,10 +151,16 @@ func TestForwarder(t *testing.T) {
 	if code, body := do("POST"); code != 200 || body != "leader" {
 		t.Fatalf("a forwarded write: %d %s", code, body)
 	}
+	if code, body := doPath(fw, "GET", "/v1/usage"); code != 200 || body != "leader" {
+		t.Fatalf("a leader read with a leader: %d %s", code, body)
+	}
+	if code, body := do("GET"); code != 200 || body != "local" {
+		t.Fatalf("a read with a leader: %d %s", code, body)
+	}
 	mu.Lock()
 	got := strings.Join(leaderGot, "\n")
 	mu.Unlock()
-	if got != "POST /v1/clusters Bearer tok f" {
+	if got != "POST /v1/clusters Bearer tok f\nGET /v1/usage Bearer tok f" {
 		t.Fatalf("the leader got %q", got)
 	}
 	// A forwarded request is never forwarded again.
@@ -168,9 +171,21 @@ func TestForwarder(t *testing.T) {
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("a twice-forwarded write: %d", rec.Code)
 	}
-	// A dead leader: 503 that says the outcome is unknown.
+	// A dead leader: 503 that says the outcome is unknown; a leader read
+	// is served here.
 	leader.Close()
 	if code, body := do("DELETE"); code != http.StatusServiceUnavailable || !strings.Contains(body, "may or may not") {
 		t.Fatalf("a write to a dead leader: %d %s", code, body)
 	}
+	if code, body := doPath(fw, "GET", "/v1/usage"); code != 200 || body != "local" {
+		t.Fatalf("a leader read while the leader does not answer: %d %s", code, body)
+	}
+}
+
+func doPath(fw *Forwarder, method, path string) (int, string) {
+	req := httptest.NewRequest(method, path, strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer tok")
+	rec := httptest.NewRecorder()
+	fw.ServeHTTP(rec, req)
+	return rec.Code, rec.Body.String()
 }

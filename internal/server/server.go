@@ -263,9 +263,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	// The meter writes only usage records, none of the snapshot's rows:
 	// its long transactions need not wait for the copy's writers.
 	s.Meter = metering.New(fenced, clk, o.Log)
+	s.Meter.Reads = cached
 	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
 	apiHandler := api.New(cached, s.Controller, clk, s.AdminToken, o.Log)
-	apiHandler.Meter = s.Meter
+	apiHandler.Meter = leaderMeter{s}
 	apiHandler.Sealer = sealer
 	apiHandler.AllowKubeconfigPlugins = o.AllowKubeconfigPlugins
 	apiHandler.OnKubeconfig = func(id string) {
@@ -302,7 +303,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			return "follower"
 		}
 		// Followers serve reads and forward writes to the leader.
-		instrumented = &ha.Forwarder{Elector: s.Elector, Next: instrumented, Auth: apiHandler.ForwardAuth, Transport: ha.NewTransport()}
+		// Usage and invoices too, while a leader answers: it meters to the
+		// second; what is stored lags by up to the meter's Refresh.
+		instrumented = &ha.Forwarder{Elector: s.Elector, Next: instrumented, Auth: apiHandler.ForwardAuth, Transport: ha.NewTransport(),
+			LeaderReads: func(r *http.Request) bool { return r.URL.Path == "/v1/usage" || r.URL.Path == "/v1/invoices" }}
 	}
 	handler := http.NewServeMux()
 	handler.Handle("GET /metrics", s.Metrics.Handler())
@@ -611,4 +615,15 @@ func writeClientConfig(path, url, token string) error {
 		return fmt.Errorf("write CLI config: %w", err)
 	}
 	return nil
+}
+
+// leaderMeter cuts usage before a usage query only while this server
+// leads: only the leader meters (a follower serves what is stored).
+type leaderMeter struct{ s *Server }
+
+func (m leaderMeter) Cut(ctx context.Context) error {
+	if m.s.Elector != nil && m.s.Elector.Epoch() < 0 {
+		return nil
+	}
+	return m.s.Meter.Cut(ctx)
 }
