@@ -103,8 +103,23 @@ func Open(ctx context.Context, dsn string) (store.Store, error) {
 		// Seq commits before the next one can draw a larger one.
 		EventLock: fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, key+1),
 	}
-	return sqlstore.New(d, db, db), nil
+	// Connections are kept for reuse: opening one costs the database a
+	// process (database/sql keeps only 2 idle by default).
+	db.SetMaxIdleConns(maxIdleConns)
+	st := sqlstore.New(d, db, db)
+	// The leader renews its lease on connections of its own, never
+	// waiting behind its own load for one.
+	leases := stdlib.OpenDB(*cfg)
+	leases.SetMaxOpenConns(2)
+	leases.SetMaxIdleConns(2)
+	st.SetLeasePool(leases)
+	return st, nil
 }
+
+// maxIdleConns is how many idle connections a server keeps. Every
+// connection counts against the database's max_connections (100 by
+// default), shared by all replicas.
+const maxIdleConns = 16
 
 // lockKey derives the advisory lock keys of a schema: key for migrations,
 // key+1 for events.

@@ -22,7 +22,7 @@ func (s *Store) AcquireLease(ctx context.Context, holder, address string, ttl ti
 	var epoch, expires, at int64
 	won := false
 	// The lease and the epoch fenced commits read change together.
-	err := s.Update(ctx, func(stx store.Tx) error {
+	err := s.updateOn(ctx, s.l, func(stx store.Tx) error {
 		q := stx.(*tx).q
 		err := q.QueryRowContext(ctx, rebind(s.d, `UPDATE leader SET holder = ?, address = ?, epoch = epoch + 1,
 			expires_at = `+now+` + ? WHERE id = 1 AND (holder = '' OR holder = ? OR expires_at <= `+now+`)
@@ -49,7 +49,7 @@ func (s *Store) AcquireLease(ctx context.Context, holder, address string, ttl ti
 }
 
 func (s *Store) RenewLease(ctx context.Context, holder string, epoch int64, ttl time.Duration) (bool, error) {
-	res, err := s.w.ExecContext(ctx, rebind(s.d, `UPDATE leader SET expires_at = `+s.d.NowMicros+` + ?
+	res, err := s.l.ExecContext(ctx, rebind(s.d, `UPDATE leader SET expires_at = `+s.d.NowMicros+` + ?
 		WHERE id = 1 AND holder = ? AND epoch = ?`), ttl.Microseconds(), holder, epoch)
 	if err != nil {
 		return false, fmt.Errorf("%s: renew lease: %w", s.d.Name, err)
@@ -62,7 +62,7 @@ func (s *Store) RenewLease(ctx context.Context, holder string, epoch int64, ttl 
 }
 
 func (s *Store) ReleaseLease(ctx context.Context, holder string, epoch int64) error {
-	_, err := s.w.ExecContext(ctx, rebind(s.d, `UPDATE leader SET holder = '', address = '', expires_at = 0
+	_, err := s.l.ExecContext(ctx, rebind(s.d, `UPDATE leader SET holder = '', address = '', expires_at = 0
 		WHERE id = 1 AND holder = ? AND epoch = ?`), holder, epoch)
 	if err != nil {
 		return fmt.Errorf("%s: release lease: %w", s.d.Name, err)
@@ -73,7 +73,11 @@ func (s *Store) ReleaseLease(ctx context.Context, holder string, epoch int64) er
 func (s *Store) GetLease(ctx context.Context) (store.Lease, error) {
 	var l store.Lease
 	var expires, at int64
-	err := s.r.QueryRowContext(ctx, `SELECT holder, address, epoch, expires_at, `+s.d.NowMicros+` FROM leader WHERE id = 1`).
+	db := s.r
+	if s.l != s.w {
+		db = s.l // the lease's own pool
+	}
+	err := db.QueryRowContext(ctx, `SELECT holder, address, epoch, expires_at, `+s.d.NowMicros+` FROM leader WHERE id = 1`).
 		Scan(&l.Holder, &l.Address, &l.Epoch, &expires, &at)
 	if err != nil {
 		return l, fmt.Errorf("%s: read lease: %w", s.d.Name, err)

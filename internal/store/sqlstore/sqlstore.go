@@ -60,7 +60,10 @@ type Store struct {
 	d Dialect
 	// w serves Update; r serves reads and Snapshot. They are the same
 	// pool except where the backend wants a single writer connection.
-	w, r      *sql.DB
+	w, r *sql.DB
+	// l serves the leader lease (default w): a pool of its own lets the
+	// leader renew without waiting for a connection behind its own load.
+	l         *sql.DB
 	closeOnce sync.Once
 	closeErr  error
 	q         queries
@@ -76,7 +79,7 @@ func New(d Dialect, write, read *sql.DB) *Store {
 	if read == nil {
 		read = write
 	}
-	s := &Store{d: d, w: write, r: read, q: buildQueries(d), hq: buildHistoryQueries(d)}
+	s := &Store{d: d, w: write, r: read, l: write, q: buildQueries(d), hq: buildHistoryQueries(d)}
 	if d.MaxScans > 0 {
 		s.scans = make(chan struct{}, d.MaxScans)
 	}
@@ -90,17 +93,31 @@ func (s *Store) Close() error {
 		if s.r != s.w {
 			err = errors.Join(err, s.r.Close())
 		}
+		if s.l != s.w {
+			err = errors.Join(err, s.l.Close())
+		}
 		s.closeErr = err
 	})
 	return s.closeErr
 }
 
+// SetLeasePool makes the lease methods use db, which Close then closes.
+func (s *Store) SetLeasePool(db *sql.DB) { s.l = db }
+
+// Pools returns the connection pools of writes, reads and the lease (for
+// tests and diagnostics; they may be the same pool).
+func (s *Store) Pools() (write, read, lease *sql.DB) { return s.w, s.r, s.l }
+
 // Update runs fn in a transaction and commits it, re-running it on a
 // retryable failure.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return s.updateOn(ctx, s.w, fn)
+}
+
+func (s *Store) updateOn(ctx context.Context, db *sql.DB, fn func(store.Tx) error) error {
 	backoff := time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := s.update(ctx, fn)
+		err := s.update(ctx, db, fn)
 		if err == nil || s.d.Retryable == nil || !s.d.Retryable(err) || errors.Is(err, store.ErrFenced) {
 			return err
 		}
@@ -118,8 +135,8 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	}
 }
 
-func (s *Store) update(ctx context.Context, fn func(store.Tx) error) error {
-	sqlTx, err := s.w.BeginTx(ctx, &s.d.UpdateTx)
+func (s *Store) update(ctx context.Context, db *sql.DB, fn func(store.Tx) error) error {
+	sqlTx, err := db.BeginTx(ctx, &s.d.UpdateTx)
 	if err != nil {
 		return fmt.Errorf("%s: begin: %w", s.d.Name, err)
 	}
