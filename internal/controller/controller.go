@@ -105,6 +105,13 @@ type Controller struct {
 	OnClusterGone func(clusterID string)
 
 	mu sync.Mutex // serializes plan + commit
+	// settled is the last plan replan found nothing to commit in, and the
+	// snapshot it was made from (under mu; see replan).
+	settled *settledPlan
+	// settledHits counts plans reused; checkSettled, set by tests, is
+	// given each reused plan with the one planning afresh would make.
+	settledHits  atomic.Int64
+	checkSettled func(settled, fresh allocator.Plan, s allocator.Snapshot, now time.Time)
 	// tq holds transitions waiting for the next holder of mu to commit
 	// them together (see transition).
 	tq batchQueue[*pendingTransition]

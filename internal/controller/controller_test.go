@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/allocator"
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
@@ -82,6 +83,12 @@ func (h *harness) open() {
 	h.c = New(cached, fl, fl, h.clk, h.cfg, nil)
 	h.c.NewID = func(prefix string) string { h.ids++; return fmt.Sprintf("%s%03d", prefix, h.ids) }
 	h.c.Observer = func(o Observation) { h.notes = append(h.notes, o) }
+	// Every plan the loop reuses must be the one it would make afresh.
+	h.c.checkSettled = func(settled, fresh allocator.Plan, s allocator.Snapshot, now time.Time) {
+		if changes(s, fresh, now) || !reflect.DeepEqual(settled.Clusters, fresh.Clusters) || !settled.NextWake.Equal(fresh.NextWake) {
+			h.t.Errorf("at %s the loop reused a settled plan, but planning afresh gives another:\n settled %+v\n fresh   %+v", now, settled, fresh)
+		}
+	}
 	h.t.Cleanup(func() {
 		if h.st == store.Store(cached) { // not closed by restart
 			h.checkCache(cached, st)
@@ -599,4 +606,27 @@ func podEvents(v sim.NodeView, pod string) []sim.EventView {
 		}
 	}
 	return out
+}
+
+// TestSettledLoopReusesItsPlan: once nothing changes, a pass reuses the
+// last plan rather than planning the fleet again (the harness checks every
+// reuse against a fresh plan), and a change plans afresh.
+func TestSettledLoopReusesItsPlan(t *testing.T) {
+	h := newHarness(t, quickPods, 3)
+	h.create("a", 8, 8)
+	h.advance(30 * time.Second)
+	if got := len(h.nodes("a", domain.NodeReady)); got != 2 {
+		t.Fatalf("a has %d ready nodes, want 2", got)
+	}
+	before := h.c.settledHits.Load()
+	h.advance(10 * time.Second)
+	if hits := h.c.settledHits.Load() - before; hits < 10 {
+		t.Fatalf("10 settled passes reused the plan %d times; want every pass to", hits)
+	}
+	// A change is planned: b's create commits, and the next pass plans it.
+	h.create("b", 0, 8)
+	h.advance(30 * time.Second)
+	if got := len(h.nodes("b", domain.NodeReady)); got != 1 {
+		t.Fatalf("b has %d ready nodes after the change, want 1", got)
+	}
 }

@@ -219,14 +219,46 @@ func (c *Controller) replan(ctx context.Context) (allocator.Plan, error) {
 	if err != nil {
 		return allocator.Plan{}, err
 	}
+	if p := c.settled; p != nil && p.valid(s, now) {
+		c.settledHits.Add(1)
+		if c.checkSettled != nil {
+			c.checkSettled(p.plan, c.plan(s, now), s, now)
+		}
+		return p.plan, nil
+	}
 	pl := c.plan(s, now)
 	if !changes(s, pl, now) {
+		c.settled = &settledPlan{snap: s, plan: pl}
 		return pl, nil
 	}
+	c.settled = nil
 	if err := c.commit(ctx, s, pl, now, nil); err != nil {
 		return allocator.Plan{}, fmt.Errorf("commit plan: %w", err)
 	}
 	return pl, nil
+}
+
+// settledPlan is a plan that changed nothing. Planned again from the
+// same snapshot before its NextWake it would change nothing again: a
+// plan depends on time only through cooldowns (NextWake) and through
+// what it changes (deadlines, unmet_since), and this one changed
+// nothing. The leader's in-memory snapshot keeps its slices while nothing
+// is written (store.Cached copies a table on every change), so a settled
+// loop plans once, not every pass.
+type settledPlan struct {
+	snap allocator.Snapshot
+	plan allocator.Plan
+}
+
+func (p *settledPlan) valid(s allocator.Snapshot, now time.Time) bool {
+	return (p.plan.NextWake.IsZero() || now.Before(p.plan.NextWake)) &&
+		same(p.snap.Machines, s.Machines) && same(p.snap.Reservations, s.Reservations) &&
+		same(p.snap.Clusters, s.Clusters) && same(p.snap.Nodes, s.Nodes)
+}
+
+// same reports whether a and b are the same slice (not equal copies).
+func same[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 func changes(s allocator.Snapshot, pl allocator.Plan, now time.Time) bool {
