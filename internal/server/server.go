@@ -364,7 +364,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			o.Log.Warn("cannot list clusters to start their Kubernetes drivers; they start on first use", "err", err)
 		}
 		metered := make(chan struct{})
-		go func() { s.Meter.Run(ctx, time.Minute); close(metered) }()
+		go func() { s.Meter.Run(ctx, meterEvery(s.Speed)); close(metered) }()
 		if err := s.Controller.Run(ctx); err != nil {
 			o.Log.Error("controller stopped", "err", err)
 		}
@@ -626,4 +626,12 @@ func (m leaderMeter) Cut(ctx context.Context) error {
 		return nil
 	}
 	return m.s.Meter.Cut(ctx)
+}
+
+// meterEvery is how often the meter's background pass runs, in clock
+// time: every minute, and on a clock faster than real time at most every
+// 5 seconds of real time (a pass lists the fleet's running nodes; usage
+// queries cut to the second anyway).
+func meterEvery(speed float64) time.Duration {
+	return max(time.Minute, time.Duration(float64(5*time.Second)*speed))
 }

@@ -98,3 +98,16 @@ func TestPprof(t *testing.T) {
 		t.Errorf("the API listener serves the profiles too (%d)", code)
 	}
 }
+
+// TestMeterEvery: the meter passes every minute of clock time, and on a
+// fast clock no more often than every 5 real seconds.
+func TestMeterEvery(t *testing.T) {
+	for _, tc := range []struct {
+		speed float64
+		want  time.Duration
+	}{{1, time.Minute}, {12, time.Minute}, {60, 5 * time.Minute}, {600, 50 * time.Minute}} {
+		if got := meterEvery(tc.speed); got != tc.want {
+			t.Errorf("speed %g: every %s, want %s", tc.speed, got, tc.want)
+		}
+	}
+}
