@@ -476,10 +476,10 @@ func TestNodeDeletedBehindOurBackIsLost(t *testing.T) {
 	if err := h.sim.DeleteNode(h.ctx, "a", pre.Name); err != nil {
 		t.Fatal(err)
 	}
-	h.advance(sweepEvery)
+	h.advance(time.Second) // the node watch reports it: a sweep at once
 	n := h.node(pre.ID)
-	if n.State.Live() || n.Outcome != domain.OutcomeLost || n.RemovedAt.Before(tLost) || n.RemovedAt.After(tLost.Add(sweepEvery)) {
-		t.Fatalf("after its Node was deleted: %+v", n)
+	if n.State.Live() || n.Outcome != domain.OutcomeLost || n.RemovedAt.Before(tLost) || n.RemovedAt.After(tLost.Add(time.Second)) {
+		t.Fatalf("a second after its Node was deleted: %+v", n)
 	}
 	if e, ok := h.event("a", pre.ID, domain.ReasonNodeLost); !ok || !strings.Contains(e.Message, "deleted") {
 		t.Fatalf("NodeLost %+v", e)
@@ -507,13 +507,32 @@ func TestNotReadyNodeIsLostAfterTheTimeout(t *testing.T) {
 	if err := h.sim.SetReady("a", pre.Name, false); err != nil {
 		t.Fatal(err)
 	}
-	h.advance(5*time.Minute - sweepEvery)
+	notReady := h.clk.Now()
+	h.advance(5*time.Minute - time.Second)
 	if n := h.node(pre.ID); n.State != domain.NodeReady {
 		t.Fatalf("lost too early: %s", n.State)
 	}
-	h.advance(sweepEvery + time.Second)
-	if n := h.node(pre.ID); n.Outcome != domain.OutcomeLost {
-		t.Fatalf("NotReady for 5 min: %+v", n)
+	h.advance(time.Second) // the sweep is due when NodeLostAfter runs out
+	if n := h.node(pre.ID); n.Outcome != domain.OutcomeLost || !n.RemovedAt.Equal(notReady.Add(5*time.Minute)) {
+		t.Fatalf("NotReady for 5 min: %+v, want lost at %s", n, notReady.Add(5*time.Minute))
+	}
+}
+
+// TestUnreportedNodeChangeIsFoundByTheBackstop: a Node deleted with no
+// watch to report it is found by the periodic sweep, within sweepEvery.
+func TestUnreportedNodeChangeIsFoundByTheBackstop(t *testing.T) {
+	h := newHarness(t, quickPods, 2)
+	pre := fillPreemptible(h)
+	h.sim.SetOnNodeChange(nil)
+	h.advance(time.Minute)
+	tLost := h.clk.Now()
+	if err := h.sim.DeleteNode(h.ctx, "a", pre.Name); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(sweepEvery)
+	n := h.node(pre.ID)
+	if n.State.Live() || n.Outcome != domain.OutcomeLost || n.RemovedAt.After(tLost.Add(sweepEvery)) {
+		t.Fatalf("%s after its Node was deleted unreported: %+v", sweepEvery, n)
 	}
 }
 

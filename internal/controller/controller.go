@@ -133,6 +133,9 @@ type Controller struct {
 	// sweepNow asks the next pass to check them at once.
 	lastSweep time.Time
 	sweepNow  atomic.Bool
+	// lostDue is when the first NotReady node the last sweep saw reaches
+	// NodeLostAfter (zero: none is NotReady).
+	lostDue time.Time
 }
 
 // Observation is a step the controller took on a node. Kind says which:

@@ -28,6 +28,8 @@ func (c *Controller) sweep(ctx context.Context) error {
 		return fmt.Errorf("list ready nodes: %w", err)
 	}
 	var errs []error
+	var due time.Time
+	defer func() { c.lostDue = due }()
 	for _, n := range s.Nodes {
 		if n.State != domain.NodeReady {
 			continue
@@ -37,6 +39,11 @@ func (c *Controller) sweep(ctx context.Context) error {
 			continue
 		}
 		now := c.clock.Now()
+		if nr := h.NotReadySince; !nr.IsZero() {
+			if at := nr.Add(c.cfg.NodeLostAfter); at.After(now) && (due.IsZero() || at.Before(due)) {
+				due = at
+			}
+		}
 		var why string
 		switch {
 		case h.Gone:

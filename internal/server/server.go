@@ -257,6 +257,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}, o.Log)
 	s.Kube.SetOnPodsGone(s.Controller.Kick)
 	s.Kube.SetOnNodeChange(s.Controller.SweepSoon)
+	s.Sim.SetOnNodeChange(s.Controller.SweepSoon)
 	s.Controller.OnClusterGone = s.Kube.Reload
 	s.Metrics = metrics.New(cached)
 	s.Controller.Observer = s.Metrics.Observe

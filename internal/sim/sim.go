@@ -94,6 +94,23 @@ type Fleet struct {
 	st world
 	// store persists st; nil without Config.StatePath.
 	store *store
+	// onNodeChange is called (under mu; it must not call the Fleet) when a
+	// Node is deleted or changes readiness, as a node watch would see it.
+	onNodeChange func()
+}
+
+// SetOnNodeChange sets the callback for Nodes deleted or changing
+// readiness (the controller's SweepSoon).
+func (f *Fleet) SetOnNodeChange(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onNodeChange = fn
+}
+
+func (f *Fleet) nodeChanged() {
+	if f.onNodeChange != nil {
+		f.onNodeChange()
+	}
 }
 
 // New returns a Fleet, loading its state from cfg.StatePath (the snapshot
@@ -464,6 +481,7 @@ func (f *Fleet) DeleteNode(ctx context.Context, clusterID, nodeName string) erro
 		return f.finish(ctx, change{})
 	}
 	delete(f.st.nodes, k)
+	f.nodeChanged()
 	return f.finish(ctx, change{DeleteNodes: []nodeRef{{clusterID, nodeName}}})
 }
 
@@ -500,6 +518,7 @@ func (f *Fleet) SetReady(clusterID, nodeName string, ready bool) error {
 	case n.NotReadySince.IsZero():
 		n.NotReadySince = f.clock.Now()
 	}
+	f.nodeChanged()
 	return f.finish(ctx, changedNode(n, true))
 }
 
