@@ -519,7 +519,7 @@ func TestNotReadyNodeIsLostAfterTheTimeout(t *testing.T) {
 }
 
 // TestUnreportedNodeChangeIsFoundByTheBackstop: a Node deleted with no
-// watch to report it is found by the periodic sweep, within sweepEvery.
+// watch to report it is found by the periodic sweep, within Config.SweepEvery.
 func TestUnreportedNodeChangeIsFoundByTheBackstop(t *testing.T) {
 	h := newHarness(t, quickPods, 2)
 	pre := fillPreemptible(h)
@@ -529,10 +529,10 @@ func TestUnreportedNodeChangeIsFoundByTheBackstop(t *testing.T) {
 	if err := h.sim.DeleteNode(h.ctx, "a", pre.Name); err != nil {
 		t.Fatal(err)
 	}
-	h.advance(sweepEvery)
+	h.advance(h.c.cfg.SweepEvery)
 	n := h.node(pre.ID)
-	if n.State.Live() || n.Outcome != domain.OutcomeLost || n.RemovedAt.After(tLost.Add(sweepEvery)) {
-		t.Fatalf("%s after its Node was deleted unreported: %+v", sweepEvery, n)
+	if n.State.Live() || n.Outcome != domain.OutcomeLost || n.RemovedAt.After(tLost.Add(h.c.cfg.SweepEvery)) {
+		t.Fatalf("%s after its Node was deleted unreported: %+v", h.c.cfg.SweepEvery, n)
 	}
 }
 

@@ -51,6 +51,10 @@ type Config struct {
 	// cluster whose API is slow or down gets its cleanup retried in the
 	// background instead.
 	CleanupBudget time.Duration
+	// SweepEvery is how often ready nodes are checked against their Node
+	// objects when no watch reported a change and no NotReady node is
+	// due (default 1 minute): the backstop for a change no watch saw.
+	SweepEvery time.Duration
 }
 
 // MaxFailures is how many registration timeouts in a row take a machine
@@ -75,6 +79,9 @@ func (c *Config) defaults() {
 	}
 	if c.NodeLostAfter <= 0 {
 		c.NodeLostAfter = 5 * time.Minute
+	}
+	if c.SweepEvery <= 0 {
+		c.SweepEvery = time.Minute
 	}
 	if c.RegisterTimeout <= 0 {
 		c.RegisterTimeout = 15 * time.Minute

@@ -64,13 +64,6 @@ func (c *Controller) Reconcile(ctx context.Context) (time.Time, error) {
 	return c.pass(ctx, true)
 }
 
-// sweepEvery is how often ready nodes are checked against their Node
-// objects (a deleted Node, or one NotReady too long, makes the node lost)
-// when nothing asks sooner: the drivers' node watches ask at once
-// (SweepSoon), and a NotReady node is checked again when its NodeLostAfter
-// runs out. This is the backstop for a change no watch reported.
-const sweepEvery = time.Minute
-
 // pass is Reconcile; with wait false it returns without waiting for the
 // node steps it started. A node whose step is still running from an
 // earlier pass is left to it, and a step that finishes kicks the loop, so
@@ -174,7 +167,7 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 	for _, n := range cleanups {
 		start(cleanupKey(n.ID), n, c.stepCleanup)
 	}
-	if c.sweepNow.Swap(false) || now.Sub(c.lastSweep) >= sweepEvery || (!c.lostDue.IsZero() && !now.Before(c.lostDue)) {
+	if c.sweepNow.Swap(false) || now.Sub(c.lastSweep) >= c.cfg.SweepEvery || (!c.lostDue.IsZero() && !now.Before(c.lostDue)) {
 		if err := c.sweep(ctx); err != nil {
 			errs = append(errs, err)
 		}

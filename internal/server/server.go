@@ -254,6 +254,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	s.Controller = controller.New(cached, s.Kube, machines, clk, controller.Config{
 		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval, Workers: o.Workers,
 		NodeLostAfter: o.NodeLostAfter, RegisterTimeout: o.RegisterTimeout,
+		SweepEvery: atLeastReal(time.Minute, 10*time.Second, s.Speed),
 	}, o.Log)
 	s.Kube.SetOnPodsGone(s.Controller.Kick)
 	s.Kube.SetOnNodeChange(s.Controller.SweepSoon)
@@ -265,6 +266,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	// its long transactions need not wait for the copy's writers.
 	s.Meter = metering.New(fenced, clk, o.Log)
 	s.Meter.Reads = cached
+	s.Meter.Refresh = atLeastReal(metering.DefaultRefresh, time.Minute, s.Speed)
 	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
 	apiHandler := api.New(cached, s.Controller, clk, s.AdminToken, o.Log)
 	apiHandler.Meter = leaderMeter{s}
@@ -365,7 +367,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			o.Log.Warn("cannot list clusters to start their Kubernetes drivers; they start on first use", "err", err)
 		}
 		metered := make(chan struct{})
-		go func() { s.Meter.Run(ctx, meterEvery(s.Speed)); close(metered) }()
+		go func() { s.Meter.Run(ctx, atLeastReal(time.Minute, 10*time.Second, s.Speed)); close(metered) }()
 		if err := s.Controller.Run(ctx); err != nil {
 			o.Log.Error("controller stopped", "err", err)
 		}
@@ -629,10 +631,11 @@ func (m leaderMeter) Cut(ctx context.Context) error {
 	return m.s.Meter.Cut(ctx)
 }
 
-// meterEvery is how often the meter's background pass runs, in clock
-// time: every minute, and on a clock faster than real time at most every
-// 5 seconds of real time (a pass lists the fleet's running nodes; usage
-// queries cut to the second anyway).
-func meterEvery(speed float64) time.Duration {
-	return max(time.Minute, time.Duration(float64(5*time.Second)*speed))
+// atLeastReal is d of clock time, but at least real of real time on a
+// clock running speed times faster: for background work whose cost
+// follows the fleet, not what changed (the meter's pass and its refresh
+// of running records, the backstop sweep), which a fast clock would
+// otherwise repeat many times a real second.
+func atLeastReal(d, real time.Duration, speed float64) time.Duration {
+	return max(d, time.Duration(float64(real)*speed))
 }
