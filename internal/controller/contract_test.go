@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,6 +61,14 @@ func (a *tenantAPI) Taint(ctx context.Context, c, n string, t driver.Taint) erro
 		return err
 	}
 	return a.Fleet.Taint(ctx, c, n, t)
+}
+func (a *tenantAPI) MarkDraining(ctx context.Context, c, n string, t driver.Taint, ann map[string]string) error {
+	for _, op := range []string{"Cordon", "Taint", "Annotate"} {
+		if err := a.check(op); err != nil {
+			return err
+		}
+	}
+	return a.Fleet.MarkDraining(ctx, c, n, t, ann)
 }
 func (a *tenantAPI) Annotate(ctx context.Context, c, n, k, v string) error {
 	if err := a.check("Annotate"); err != nil {
@@ -592,4 +601,40 @@ func TestLateStepFindsNodeRegistered(t *testing.T) {
 	if m, _ := h.st.GetMachine(h.ctx, n.MachineID); m.Failures != 0 {
 		t.Fatalf("machine blamed: %+v", m)
 	}
+}
+
+// TestNoticesDoNotWaitBehindOtherSteps: every worker is held by a
+// provisioning step stuck in a slow cluster API, and a reclaim's notice
+// still goes out at once: notices have workers of their own.
+func TestNoticesDoNotWaitBehindOtherSteps(t *testing.T) {
+	h := newHarness(t, quickPods, 3)
+	pre := fillPreemptible(h)
+	h.cfg.Workers = 1
+	var stuck atomic.Bool
+	release := make(chan struct{})
+	withAPI(h, &tenantAPI{addNode: func(s driver.NodeSpec) error {
+		if s.ClusterID == "x" {
+			stuck.Store(true)
+			<-release
+		}
+		return nil
+	}})
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan struct{})
+	go func() { h.c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { close(release) }) // first: the stuck step returns
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("10s (wall) on, still waiting for %s", what)
+			}
+			h.clk.Step(100 * time.Millisecond)
+		}
+	}
+	h.create("x", 8, 0) // the free machine: its node's AddNode hangs
+	waitFor("x's node to hang in AddNode, holding the only worker", stuck.Load)
+	h.create("b", 8, 0) // reclaims a's preemptible node
+	waitFor("the notice of a's preemptible node", func() bool { return h.node(pre.ID).Notified })
 }

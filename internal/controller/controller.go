@@ -33,8 +33,10 @@ type Config struct {
 	// Interval between reconciles when nothing wakes the loop earlier, in
 	// clock time (default 1s).
 	Interval time.Duration
-	// Workers is how many node steps run at once (default 64). Steps wait
-	// on their cluster's API, so this bounds concurrent API calls, not CPU.
+	// Workers is how many node steps run at once (default 64), and as many
+	// again that deliver drain notices, which never wait behind the others.
+	// Steps wait on their cluster's API, so this bounds concurrent API
+	// calls, not CPU.
 	Workers int
 	// NodeLostAfter: a ready node whose Node object stays NotReady this
 	// long is lost: billing stops, its machine is taken back and the node
@@ -131,7 +133,11 @@ type Controller struct {
 	lastPrune time.Time
 	moved     atomic.Int64 // node transitions so far
 
-	workers chan struct{}  // a token per node step running
+	workers chan struct{} // a token per node step running
+	// notices are the tokens of steps that deliver a drain's notice: a
+	// pool of their own, so a burst's notices never wait behind
+	// provisioning steps or drains already notified.
+	notices chan struct{}
 	steps   sync.WaitGroup // node steps running
 	busyMu  sync.Mutex
 	busy    map[string]bool // nodes whose step is running
@@ -224,6 +230,7 @@ func New(st store.Store, cd driver.ClusterDriver, mp driver.MachineProvider, clk
 		kick:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
 		workers: make(chan struct{}, cfg.Workers),
+		notices: make(chan struct{}, cfg.Workers),
 		busy:    map[string]bool{},
 	}
 }

@@ -117,14 +117,18 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 			defer c.steps.Done()
 			defer wg.Done()
 			defer c.release(key)
+			pool := c.workers
+			if n.State == domain.NodeDraining && !n.Notified {
+				pool = c.notices
+			}
 			select {
-			case c.workers <- struct{}{}:
+			case pool <- struct{}{}:
 			case <-ctx.Done():
 				return
 			}
 			moved := c.moved.Load()
 			err := f(ctx, n)
-			<-c.workers
+			<-pool
 			if ctx.Err() != nil {
 				return
 			}

@@ -284,9 +284,7 @@ func (f *Fleet) Cordon(ctx context.Context, clusterID, nodeName string) error {
 	if err != nil {
 		return err
 	}
-	changed := !n.Unschedulable
-	n.Unschedulable = true
-	return f.finish(ctx, changedNode(n, changed))
+	return f.finish(ctx, changedNode(n, cordon(n)))
 }
 
 // Taint adds the taint. A taint with the same key and effect is Kubernetes'
@@ -305,17 +303,7 @@ func (f *Fleet) Taint(ctx context.Context, clusterID, nodeName string, t driver.
 	if err != nil {
 		return err
 	}
-	for i, have := range n.Taints {
-		if have.Key == t.Key && have.Effect == t.Effect {
-			if have == t {
-				return f.finish(ctx, change{})
-			}
-			n.Taints[i] = t
-			return f.finish(ctx, changedNode(n, true))
-		}
-	}
-	n.Taints = append(n.Taints, t)
-	return f.finish(ctx, changedNode(n, true))
+	return f.finish(ctx, changedNode(n, taint(n, t)))
 }
 
 // Annotate sets an annotation on the node.
@@ -329,11 +317,62 @@ func (f *Fleet) Annotate(ctx context.Context, clusterID, nodeName, key, value st
 	if err != nil {
 		return err
 	}
+	return f.finish(ctx, changedNode(n, annotate(n, key, value)))
+}
+
+// MarkDraining cordons, taints and annotates the node in one write, as
+// the Kubernetes driver does with one patch.
+func (f *Fleet) MarkDraining(ctx context.Context, clusterID, nodeName string, t driver.Taint, annotations map[string]string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if t.Key == "" {
+		return errors.New("sim: taint has no key")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, err := f.lookup("mark", clusterID, nodeName)
+	if err != nil {
+		return err
+	}
+	changed := cordon(n)
+	changed = taint(n, t) || changed
+	for k, v := range annotations {
+		changed = annotate(n, k, v) || changed
+	}
+	return f.finish(ctx, changedNode(n, changed))
+}
+
+var _ driver.Marker = (*Fleet)(nil)
+
+// cordon, taint and annotate change n (under f.mu) and report whether
+// anything changed.
+func cordon(n *node) bool {
+	changed := !n.Unschedulable
+	n.Unschedulable = true
+	return changed
+}
+
+func taint(n *node, t driver.Taint) bool {
+	for i, have := range n.Taints {
+		if have.Key == t.Key && have.Effect == t.Effect {
+			if have == t {
+				return false
+			}
+			n.Taints[i] = t
+			return true
+		}
+	}
+	n.Taints = append(n.Taints, t)
+	return true
+}
+
+func annotate(n *node, key, value string) bool {
 	if have, ok := n.Annotations[key]; ok && have == value {
-		return f.finish(ctx, change{})
+		return false
 	}
 	n.Annotations[key] = value
-	return f.finish(ctx, changedNode(n, true))
+	return true
 }
 
 // PostEvent posts an event about the node. Like Kubernetes' event

@@ -666,3 +666,35 @@ func TestDeletePodBy(t *testing.T) {
 		t.Errorf("forced: %+v", v)
 	}
 }
+
+// TestMarkDraining: one call cordons, taints and annotates, like the
+// Kubernetes driver's one patch; repeating it changes nothing, and what it
+// did survives a restart.
+func TestMarkDraining(t *testing.T) {
+	dir := t.TempDir()
+	f, fc := newFleet(t, Config{Pods: []PodTemplate{}, StatePath: dir + "/sim.json"})
+	mustAdd(t, f, "n1")
+	taint := driver.Taint{Key: domain.TaintPreempted, Value: "preempted", Effect: "NoSchedule"}
+	ann := map[string]string{domain.AnnotationDeadline: "2025-03-01T12:05:00Z"}
+	for range 2 {
+		if err := f.MarkDraining(ctx, cluster, "n1", taint, ann); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(f *Fleet, when string) {
+		t.Helper()
+		v, _ := f.Node(cluster, "n1")
+		if !v.Unschedulable || !reflect.DeepEqual(v.Taints, []driver.Taint{taint}) || !reflect.DeepEqual(v.Annotations, ann) {
+			t.Fatalf("%s: node %+v; want cordoned, tainted once, annotated", when, v)
+		}
+	}
+	check(f, "after two marks")
+	f2, err := New(Config{Clock: fc, Pods: []PodTemplate{}, StatePath: dir + "/sim.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(f2, "after a restart")
+	if err := f.MarkDraining(ctx, cluster, "n2", taint, ann); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("marking a missing node: %v, want not found", err)
+	}
+}
