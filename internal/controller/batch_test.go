@@ -185,3 +185,29 @@ func TestCreatesShareCommits(t *testing.T) {
 		}
 	}
 }
+
+// TestPendingNodeWaitsWithoutTransactions: a node pending on a machine
+// that is still being drained costs no transaction per pass; it starts
+// when the machine is free.
+func TestPendingNodeWaitsWithoutTransactions(t *testing.T) {
+	h := newHarness(t, stubbornPods, 2)
+	cs := &countingStore{Store: h.st}
+	h.c = New(cs, h.sim, h.sim, h.clk, h.cfg, nil)
+	h.create("a", 8, 8)
+	h.advance(30 * time.Second)
+	h.create("b", 8, 0) // reclaims a's preemptible node: b's waits for its machine
+	h.advance(5 * time.Second)
+	pending := h.onlyNode("b", domain.Standard)
+	if pending.State != domain.NodePending {
+		t.Fatalf("b's node is %s, want pending behind the drain", pending.State)
+	}
+	cs.updates.Store(0)
+	h.advance(10 * time.Second)
+	if n := cs.updates.Load(); n != 0 {
+		t.Errorf("10 passes while b's node waited for its machine ran %d transactions, want none", n)
+	}
+	h.advance(6 * time.Minute) // the drain ends at its deadline; wipe, provision
+	if n := h.node(pending.ID); n.State != domain.NodeReady {
+		t.Fatalf("after the drain b's node is %s, want ready", n.State)
+	}
+}

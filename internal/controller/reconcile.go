@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -159,12 +160,23 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 			}
 		})
 	}
+	busy, err := c.busyMachines(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
 	for _, n := range nodes {
 		switch n.State {
 		case domain.NodeDraining:
 			earlier(n.Deadline)
 		case domain.NodeProvisioning:
 			earlier(c.registerBy(n))
+		case domain.NodePending:
+			if busy[n.MachineID] {
+				// Its machine is still being vacated: the step would find
+				// that in a transaction of its own. The removal that frees
+				// the machine starts the node (and kicks the loop).
+				continue
+			}
 		}
 		start(n.ID, n, c.step)
 	}
@@ -209,6 +221,25 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 		}
 	}
 	return next, errors.Join(errs...)
+}
+
+// busyMachines are the machines a node holds that is provisioning,
+// ready, draining or removing (what stepPending waits for), as the
+// snapshot (memory on the leader) has them.
+var holding = []domain.NodeState{domain.NodeProvisioning, domain.NodeReady, domain.NodeDraining, domain.NodeRemoving}
+
+func (c *Controller) busyMachines(ctx context.Context) (map[string]bool, error) {
+	s, err := c.store.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot: %w", err)
+	}
+	busy := map[string]bool{}
+	for _, n := range s.Nodes {
+		if slices.Contains(holding, n.State) {
+			busy[n.MachineID] = true
+		}
+	}
+	return busy, nil
 }
 
 // replan commits the allocator's plan when it changes anything.
@@ -447,7 +478,7 @@ func (c *Controller) spec(n domain.Node) driver.NodeSpec {
 // node that was planned onto a machine just as it was vacated.
 func (c *Controller) stepPending(ctx context.Context, n domain.Node) error {
 	_, err := c.transition(ctx, n.ID, domain.NodePending, func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
-		busy, err := tx.ListNodes(ctx, store.NodeFilter{MachineID: n.MachineID, States: []domain.NodeState{domain.NodeProvisioning, domain.NodeReady, domain.NodeDraining, domain.NodeRemoving}})
+		busy, err := tx.ListNodes(ctx, store.NodeFilter{MachineID: n.MachineID, States: holding})
 		if err != nil {
 			return nil, err
 		}
