@@ -113,31 +113,24 @@ func (c *Controller) drain(ctx context.Context, n domain.Node) ([]driver.Pod, er
 	signal := func(p driver.Pod) bool {
 		return turn(p) && (!p.Terminating || p.KillAt.After(n.Deadline))
 	}
+	if err := c.deletePods(ctx, n, pods, signal, n.Deadline); err != nil {
+		return nil, err
+	}
 	// Events explain the notice: on the node once, and on each pod that
-	// gets its SIGTERM now (on every workload pod until the notice is
-	// recorded, in case a crash came between SIGTERMs and Events). They
-	// are posted while the pods are deleted, not after: each is a round
-	// trip to the cluster's API, and the notice counts as delivered only
-	// when all are done. A failure anywhere fails the step, which repeats
-	// it all (every call is idempotent).
+	// got its SIGTERM now (on every workload pod until the notice is
+	// recorded, in case a crash came between SIGTERMs and Events).
 	told := slices.DeleteFunc(slices.Clone(pods), func(p driver.Pod) bool {
 		if !n.Notified && !p.DaemonSet {
 			return false
 		}
 		return !turn(p) || p.Terminating
 	})
-	var g errgroup.Group
-	g.Go(func() error { return c.deletePods(ctx, n, pods, signal, n.Deadline) })
 	if !n.Notified && !gone {
-		g.Go(func() error {
-			if err := c.postNodeEvent(ctx, n, clusterEvent(n)); err != nil && !errors.Is(err, domain.ErrNotFound) {
-				return err
-			}
-			return nil
-		})
+		if err := c.postNodeEvent(ctx, n, clusterEvent(n)); err != nil && !errors.Is(err, domain.ErrNotFound) {
+			return nil, err
+		}
 	}
-	g.Go(func() error { return c.postPodEvents(ctx, n, told) })
-	if err := g.Wait(); err != nil {
+	if err := c.postPodEvents(ctx, n, told); err != nil {
 		return nil, err
 	}
 	return pods, nil
