@@ -198,10 +198,49 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, p principa
 		}
 		project = p.project
 	}
-	cs, err := s.store.ListClusters(ctx, project)
+	cs, byCluster, err := s.clustersWithNodes(ctx, project)
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	out := apiv1.ClusterList{Clusters: make([]apiv1.Cluster, 0, len(cs))}
+	for _, c := range cs {
+		out.Clusters = append(out.Clusters, clusterView(c, byCluster[c.ID], s.apiAddressRedactor(ctx, c)))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// loadedSnapshot is the leader's in-memory copy (store.Cached).
+type loadedSnapshot interface {
+	Loaded() (store.Snapshot, bool)
+}
+
+// clustersWithNodes lists project's clusters (every one for "") and their
+// live nodes: from the leader's in-memory copy when it is loaded (it
+// holds exactly what the database does, in the same order), else from
+// the store.
+func (s *Server) clustersWithNodes(ctx context.Context, project string) ([]domain.Cluster, map[string][]domain.Node, error) {
+	byCluster := map[string][]domain.Node{}
+	if l, ok := s.store.(loadedSnapshot); ok {
+		if snap, ok := l.Loaded(); ok {
+			var cs []domain.Cluster
+			for _, c := range snap.Clusters {
+				if project == "" || c.ProjectID == project {
+					cs = append(cs, c)
+					byCluster[c.ID] = nil
+				}
+			}
+			for _, n := range snap.Nodes {
+				if ns, ok := byCluster[n.ClusterID]; ok {
+					byCluster[n.ClusterID] = append(ns, n)
+				}
+			}
+			return cs, byCluster, nil
+		}
+	}
+	cs, err := s.store.ListClusters(ctx, project)
+	if err != nil {
+		return nil, nil, err
 	}
 	// Read only the listed clusters' nodes, not the fleet's: a project's
 	// list costs what it returns. A list too long for one IN clause (an
@@ -215,19 +254,13 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, p principa
 	var nodes []domain.Node
 	if len(cs) > 0 {
 		if nodes, err = s.store.ListNodes(ctx, f); err != nil {
-			s.fail(w, r, err)
-			return
+			return nil, nil, err
 		}
 	}
-	byCluster := map[string][]domain.Node{}
 	for _, n := range nodes {
 		byCluster[n.ClusterID] = append(byCluster[n.ClusterID], n)
 	}
-	out := apiv1.ClusterList{Clusters: make([]apiv1.Cluster, 0, len(cs))}
-	for _, c := range cs {
-		out.Clusters = append(out.Clusters, clusterView(c, byCluster[c.ID], s.apiAddressRedactor(ctx, c)))
-	}
-	writeJSON(w, http.StatusOK, out)
+	return cs, byCluster, nil
 }
 
 func (s *Server) updateCluster(w http.ResponseWriter, r *http.Request, p principal) {

@@ -88,6 +88,20 @@ func (c *Cached) Snapshot(ctx context.Context) (Snapshot, error) {
 	return shared(s), nil
 }
 
+// Loaded returns the copy if the cache is enabled and loaded, without
+// loading it: readers that can also ask the backend use it when it is
+// there (the API's lists on the leader).
+func (c *Cached) Loaded() (Snapshot, bool) {
+	if !c.enabled.Load() {
+		return Snapshot{}, false
+	}
+	s := c.cur.Load()
+	if s == nil {
+		return Snapshot{}, false
+	}
+	return shared(*s), true
+}
+
 // shared caps each slice so an append by one caller copies it.
 func shared(s Snapshot) Snapshot {
 	return Snapshot{Machines: slices.Clip(s.Machines), Reservations: slices.Clip(s.Reservations),
