@@ -224,7 +224,7 @@ func New(st store.Store, cd driver.ClusterDriver, mp driver.MachineProvider, clk
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Controller{
+	c := &Controller{
 		store: st, cluster: cd, machines: mp, clock: clk, cfg: cfg, log: log,
 		NewID:   RandomID,
 		kick:    make(chan struct{}, 1),
@@ -233,6 +233,11 @@ func New(st store.Store, cd driver.ClusterDriver, mp driver.MachineProvider, clk
 		notices: make(chan struct{}, cfg.Workers),
 		busy:    map[string]bool{},
 	}
+	// The driver's node watches ask for a sweep when a Node changes.
+	if n, ok := cd.(driver.NodeChangeNotifier); ok {
+		n.SetOnNodeChange(c.SweepSoon)
+	}
+	return c
 }
 
 // Config returns the effective configuration.

@@ -83,7 +83,6 @@ func (h *harness) open() {
 	h.c = New(cached, fl, fl, h.clk, h.cfg, nil)
 	h.c.NewID = func(prefix string) string { h.ids++; return fmt.Sprintf("%s%03d", prefix, h.ids) }
 	h.c.Observer = func(o Observation) { h.notes = append(h.notes, o) }
-	fl.SetOnNodeChange(h.c.SweepSoon) // as the server wires it
 	// Every plan the loop reuses must be the one it would make afresh.
 	h.c.checkSettled = func(settled, fresh allocator.Plan, s allocator.Snapshot, now time.Time) {
 		if changes(s, fresh, now) || !reflect.DeepEqual(settled.Clusters, fresh.Clusters) || !settled.NextWake.Equal(fresh.NextWake) {

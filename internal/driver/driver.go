@@ -170,6 +170,14 @@ type NodeWatcher interface {
 	Health(ctx context.Context, clusterID, nodeName string) (NodeHealth, error)
 }
 
+// NodeChangeNotifier is implemented by drivers that report, through the
+// callback, a managed Node deleted or changing readiness, so the
+// controller checks for lost nodes at once rather than at its backstop
+// sweep. The callback must not block or call the driver.
+type NodeChangeNotifier interface {
+	SetOnNodeChange(func())
+}
+
 // MachineProvider prepares machines for clusters and wipes them afterwards.
 // Both calls are polled: they start the work on the first call and report
 // done=true once it has finished.

@@ -43,12 +43,18 @@ func (r *Router) SetOnPodsGone(f func()) {
 }
 
 // SetOnNodeChange sets the callback the node watches call when a managed
-// Node is deleted or changes readiness (the controller's SweepSoon).
+// Node is deleted or changes readiness (the controller's SweepSoon), and
+// passes it on to the fallback driver if it reports such changes too.
 func (r *Router) SetOnNodeChange(f func()) {
 	r.mu.Lock()
 	r.opts.OnNodeChange = f
 	r.mu.Unlock()
+	if n, ok := r.fallback.(driver.NodeChangeNotifier); ok {
+		n.SetOnNodeChange(f)
+	}
 }
+
+var _ driver.NodeChangeNotifier = (*Router)(nil)
 
 // Start builds the drivers of the given clusters now, in the background,
 // so their watches have synced before the first reclaim after a restart

@@ -257,8 +257,6 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		SweepEvery: atLeastReal(time.Minute, 10*time.Second, s.Speed),
 	}, o.Log)
 	s.Kube.SetOnPodsGone(s.Controller.Kick)
-	s.Kube.SetOnNodeChange(s.Controller.SweepSoon)
-	s.Sim.SetOnNodeChange(s.Controller.SweepSoon)
 	s.Controller.OnClusterGone = s.Kube.Reload
 	s.Metrics = metrics.New(cached)
 	s.Controller.Observer = s.Metrics.Observe

@@ -343,7 +343,10 @@ func (f *Fleet) MarkDraining(ctx context.Context, clusterID, nodeName string, t 
 	return f.finish(ctx, changedNode(n, changed))
 }
 
-var _ driver.Marker = (*Fleet)(nil)
+var (
+	_ driver.Marker             = (*Fleet)(nil)
+	_ driver.NodeChangeNotifier = (*Fleet)(nil)
+)
 
 // cordon, taint and annotate change n (under f.mu) and report whether
 // anything changed.
