@@ -184,17 +184,7 @@ func TestReclaimedNodeStopsAtNotice(t *testing.T) {
 
 func TestRunningNodeShowsWhileItRuns(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	ids := 0
-	w := open(t, t.TempDir(), clk, &ids)
-	defer w.close()
-	f, _ := fleet.Parse([]byte("pools: [{region: r, gpu_type: H100, machines: 1}]"))
-	fleet.Register(ctx, w.st, f, t0)
-	w.st.Update(ctx, func(tx store.Tx) error { return tx.CreateProject(ctx, domain.Project{ID: "a", CreatedAt: t0}) })
-	if _, err := w.ctrl.CreateCluster(ctx, domain.Cluster{ID: "c", Name: "c", ProjectID: "a", Region: "r", GPUType: "H100",
-		Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, NumGPUs: 8}); err != nil {
-		t.Fatal(err)
-	}
+	w, clk := oneNode(t)
 	var billed float64
 	w.meter.OnBilled = func(class string, s float64) { billed += s }
 	for i := 0; i < 5; i++ {
@@ -255,18 +245,8 @@ func TestConcurrentCuts(t *testing.T) {
 // Refresh; metrics hear of every second anyway, and Cut is exact.
 func TestBackgroundPassWritesWhatChanged(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	ids := 0
-	w := open(t, t.TempDir(), clk, &ids)
-	defer w.close()
+	w, clk := oneNode(t)
 	w.meter.Refresh = 5 * time.Minute
-	f, _ := fleet.Parse([]byte("pools: [{region: r, gpu_type: H100, machines: 1}]"))
-	fleet.Register(ctx, w.st, f, t0)
-	w.st.Update(ctx, func(tx store.Tx) error { return tx.CreateProject(ctx, domain.Project{ID: "a", CreatedAt: t0}) })
-	if _, err := w.ctrl.CreateCluster(ctx, domain.Cluster{ID: "c", Name: "c", ProjectID: "a", Region: "r", GPUType: "H100",
-		Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, NumGPUs: 8}); err != nil {
-		t.Fatal(err)
-	}
 	var billed float64
 	w.meter.OnBilled = func(class string, s float64) { billed += s }
 	stored := func() domain.UsageRecord {
@@ -327,4 +307,22 @@ func TestBackgroundPassWritesWhatChanged(t *testing.T) {
 	if got := stored(); !got.Final {
 		t.Errorf("the cluster's node was removed, yet the pass left its record open: %+v", got)
 	}
+}
+
+// oneNode is a world of one machine and one cluster, c of project a, with
+// one standard node to come; it closes with the test.
+func oneNode(t *testing.T) (*world, *clock.Fake) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	ids := 0
+	w := open(t, t.TempDir(), clk, &ids)
+	t.Cleanup(w.close)
+	f, _ := fleet.Parse([]byte("pools: [{region: r, gpu_type: H100, machines: 1}]"))
+	fleet.Register(ctx, w.st, f, t0)
+	w.st.Update(ctx, func(tx store.Tx) error { return tx.CreateProject(ctx, domain.Project{ID: "a", CreatedAt: t0}) })
+	if _, err := w.ctrl.CreateCluster(ctx, domain.Cluster{ID: "c", Name: "c", ProjectID: "a", Region: "r", GPUType: "H100",
+		Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, NumGPUs: 8}); err != nil {
+		t.Fatal(err)
+	}
+	return w, clk
 }
