@@ -82,6 +82,16 @@ type replicaSet struct {
 // startReplicas starts n servers on dsn; the first one migrates the schema
 // and the audit is installed before the others start.
 func startReplicas(t *testing.T, dir, dsn string, n int) *replicaSet {
+	dsns := make([]string, n)
+	for i := range dsns {
+		dsns[i] = dsn
+	}
+	return startReplicasOn(t, dir, dsn, dsns)
+}
+
+// startReplicasOn starts a server per entry of dsns (each its own way to
+// the database of dsn, which the test reads directly).
+func startReplicasOn(t *testing.T, dir, dsn string, dsns []string) *replicaSet {
 	fleetFile := filepath.Join(dir, "fleet.yaml")
 	writeFile(t, fleetFile, failoverFleet)
 	db, err := sql.Open("pgx", dsn)
@@ -90,7 +100,7 @@ func startReplicas(t *testing.T, dir, dsn string, n int) *replicaSet {
 	}
 	t.Cleanup(func() { db.Close() })
 	rs := &replicaSet{t: t, db: db}
-	for i := range n {
+	for i, dsn := range dsns {
 		addr := freeAddr(t)
 		s := startServer(t, serverConfig{
 			DataDir:    filepath.Join(dir, fmt.Sprintf("data-%d", i)),

@@ -199,6 +199,12 @@ func (p principal) sees(project string) bool { return p.admin || p.project == pr
 
 type handler func(w http.ResponseWriter, r *http.Request, p principal)
 
+// storeError is a failure to authenticate that is the store's, not the
+// caller's: never a 401.
+type storeError struct{ err error }
+
+func (e storeError) Error() string { return e.err.Error() }
+
 func (s *Server) authenticate(r *http.Request) (principal, error) {
 	// The scheme is case-insensitive (RFC 7235).
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -222,7 +228,8 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 		if errors.Is(err, domain.ErrNotFound) {
 			return principal{}, errors.New("invalid token")
 		}
-		return principal{}, err
+		// The token could not be checked: not the caller's fault.
+		return principal{}, storeError{err}
 	}
 	return principal{project: t.ProjectID}, nil
 }
@@ -268,6 +275,11 @@ func (s *Server) sessionToken(r *http.Request) (string, error) {
 func (s *Server) auth(h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
+		var se storeError
+		if errors.As(err, &se) {
+			s.fail(w, r, se.err)
+			return
+		}
 		if err != nil {
 			writeError(w, http.StatusUnauthorized, apiv1.CodeUnauthorized, "", err.Error())
 			return
@@ -339,6 +351,17 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// Leadership moved while the request ran: nothing was committed.
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "", "leadership is moving to another server; nothing was changed: retry")
+	case store.Unavailable(err):
+		// The database could not be reached or the connection broke.
+		w.Header().Set("Retry-After", "1")
+		msg := "the database is unreachable right now; retry"
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			msg = "the database connection failed; the change may or may not have been made: check, then retry"
+		}
+		s.log.Warn("database unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "", msg)
 	case errors.Is(err, context.Canceled):
 		// The client went away.
 	default:
