@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -209,5 +210,40 @@ func TestPendingNodeWaitsWithoutTransactions(t *testing.T) {
 	h.advance(6 * time.Minute) // the drain ends at its deadline; wipe, provision
 	if n := h.node(pending.ID); n.State != domain.NodeReady {
 		t.Fatalf("after the drain b's node is %s, want ready", n.State)
+	}
+}
+
+// TestNodesInFlightFromMemory: the pass's list of nodes in flight, read
+// from the in-memory copy, is the store's, in its order, through a
+// reclaim (pending, provisioning, draining and removing nodes).
+func TestNodesInFlightFromMemory(t *testing.T) {
+	h := newHarness(t, stubbornPods, 3)
+	h.create("a", 8, 16)
+	h.advance(30 * time.Second)
+	h.create("b", 16, 0)
+	cached := h.st.(*store.Cached)
+	states := map[domain.NodeState]bool{}
+	for range 40 {
+		if _, err := h.st.Snapshot(h.ctx); err != nil { // loaded, as the next plan would
+			t.Fatal(err)
+		}
+		got, err := h.c.nodesInFlight(h.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := cached.Store.ListNodes(h.ctx, store.NodeFilter{States: inFlight})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (len(got) > 0 || len(want) > 0) && !reflect.DeepEqual(got, want) {
+			t.Fatalf("at %s the in-memory list differs:\n got %+v\nwant %+v", h.clk.Now(), got, want)
+		}
+		for _, n := range got {
+			states[n.State] = true
+		}
+		h.advance(10 * time.Second)
+	}
+	if len(states) < 3 {
+		t.Fatalf("the scenario showed only %v: too little to compare", states)
 	}
 }

@@ -83,7 +83,7 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 		}
 	}
 	moved := c.moved.Load()
-	nodes, err := c.store.ListNodes(ctx, store.NodeFilter{States: inFlight})
+	nodes, err := c.nodesInFlight(ctx)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("list nodes in flight: %w", err)
 	}
@@ -221,6 +221,24 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 		}
 	}
 	return next, errors.Join(errs...)
+}
+
+// nodesInFlight lists the nodes the step machine moves on: from the
+// leader's in-memory copy when it is loaded (it holds the live nodes in
+// the store's order), else from the store.
+func (c *Controller) nodesInFlight(ctx context.Context) ([]domain.Node, error) {
+	if l, ok := c.store.(interface{ Loaded() (store.Snapshot, bool) }); ok {
+		if s, ok := l.Loaded(); ok {
+			var out []domain.Node
+			for _, n := range s.Nodes {
+				if slices.Contains(inFlight, n.State) {
+					out = append(out, n)
+				}
+			}
+			return out, nil
+		}
+	}
+	return c.store.ListNodes(ctx, store.NodeFilter{States: inFlight})
 }
 
 // busyMachines are the machines a node holds that is provisioning,
