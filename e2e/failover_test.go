@@ -367,13 +367,7 @@ func TestFailover(t *testing.T) {
 	}
 
 	// Creates sent to every server while the leader is gone.
-	type outcome struct {
-		name string
-		code int
-		err  error
-	}
-	var outcomes []outcome
-	var omu sync.Mutex
+	var creates createLog
 	var cwg sync.WaitGroup
 	for i, s := range rs.servers {
 		if s == lead {
@@ -384,20 +378,8 @@ func TestFailover(t *testing.T) {
 			defer cwg.Done()
 			c := client.New(s.URL, projB.Token)
 			for j := 0; time.Since(killedAt) < 8*time.Second; j++ {
-				name := fmt.Sprintf("during-%d-%d", i, j)
-				cctx, ccancel := context.WithTimeout(context.Background(), 15*time.Second)
-				_, err := c.CreateCluster(cctx, apiv1.CreateClusterRequest{ClusterName: name, Region: otherRegion, GPUType: gpuType, NumGPUs: 8})
-				ccancel()
-				o := outcome{name: name, code: 201, err: err}
-				var ae *client.APIError
-				if errors.As(err, &ae) {
-					o.code = ae.Status
-				} else if err != nil {
-					o.code = -1
-				}
-				omu.Lock()
-				outcomes = append(outcomes, o)
-				omu.Unlock()
+				creates.create(c, apiv1.CreateClusterRequest{ClusterName: fmt.Sprintf("during-%d-%d", i, j),
+					Region: otherRegion, GPUType: gpuType, NumGPUs: 8}, 15*time.Second)
 				time.Sleep(300 * time.Millisecond)
 			}
 		}()
@@ -446,33 +428,11 @@ func TestFailover(t *testing.T) {
 		t.Errorf("double assignment seen: %v", violations)
 	}
 
-	// Creates: 201, or a clean refusal (409: no capacity; 503: no leader,
-	// retry). A 201 exists afterwards; a refusal that says nothing was
-	// changed left nothing behind.
-	existing := map[string]bool{}
 	list, err := client.New(newLead.URL, projB.Token).ListClusters(ctx, client.ListClustersOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range list.Clusters {
-		existing[c.ClusterName] = true
-	}
-	counts := map[int]int{}
-	for _, o := range outcomes {
-		counts[o.code]++
-		switch o.code {
-		case 201:
-			if !existing[o.name] {
-				t.Errorf("create %s succeeded but the cluster does not exist", o.name)
-			}
-		case 409, 503:
-			if o.code == 503 && !strings.Contains(o.err.Error(), "may or may not") && existing[o.name] {
-				t.Errorf("create %s was refused (%v) yet the cluster exists", o.name, o.err)
-			}
-		default:
-			t.Errorf("create %s during the failover: %d %v; want 201, 409 or 503", o.name, o.code, o.err)
-		}
-	}
+	counts := creates.check(t, list.Clusters, nil)
 	t.Logf("creates during the failover, by status: %v", counts)
 
 	// SSE: every event after the watch's cursor reached every watcher.
@@ -563,3 +523,69 @@ func TestPausedLeader(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// createOutcome is how one create sent during a fault ended: its HTTP
+// status, or -1 for no answer.
+type createOutcome struct {
+	name string
+	code int
+	err  error
+}
+
+// createLog collects the outcomes of creates sent from several goroutines.
+type createLog struct {
+	mu       sync.Mutex
+	outcomes []createOutcome
+}
+
+// create sends one create and records how it ended.
+func (l *createLog) create(c *client.Client, req apiv1.CreateClusterRequest, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	_, err := c.CreateCluster(ctx, req)
+	cancel()
+	o := createOutcome{name: req.ClusterName, code: 201, err: err}
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		o.code = ae.Status
+	} else if err != nil {
+		o.code = -1
+	}
+	l.mu.Lock()
+	l.outcomes = append(l.outcomes, o)
+	l.mu.Unlock()
+}
+
+// check fails the test unless every create got a 201 and its cluster is
+// in clusters (then created, if set, is called with it), or a clean
+// refusal (409: no capacity; 503: no leader or database, retry) that left
+// nothing behind unless it said the change may or may not have been
+// made. It returns the count of each status.
+func (l *createLog) check(t *testing.T, clusters []apiv1.Cluster, created func(apiv1.Cluster)) map[int]int {
+	t.Helper()
+	byName := map[string]apiv1.Cluster{}
+	for _, c := range clusters {
+		byName[c.ClusterName] = c
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	counts := map[int]int{}
+	for _, o := range l.outcomes {
+		counts[o.code]++
+		c, exists := byName[o.name]
+		switch o.code {
+		case 201:
+			if !exists {
+				t.Errorf("create %s succeeded but the cluster does not exist", o.name)
+			} else if created != nil {
+				created(c)
+			}
+		case 409, 503:
+			if exists && !strings.Contains(o.err.Error(), "may or may not") {
+				t.Errorf("create %s was refused (%v) yet the cluster exists", o.name, o.err)
+			}
+		default:
+			t.Errorf("create %s: %d %v; want 201, 409 or 503", o.name, o.code, o.err)
+		}
+	}
+	return counts
+}

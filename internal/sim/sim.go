@@ -275,72 +275,53 @@ func (f *Fleet) lookup(op, clusterID, nodeName string) (*node, error) {
 
 // Cordon marks the node unschedulable.
 func (f *Fleet) Cordon(ctx context.Context, clusterID, nodeName string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n, err := f.lookup("cordon", clusterID, nodeName)
-	if err != nil {
-		return err
-	}
-	return f.finish(ctx, changedNode(n, cordon(n)))
+	return f.changeNode(ctx, "cordon", clusterID, nodeName, cordon)
 }
 
 // Taint adds the taint. A taint with the same key and effect is Kubernetes'
 // notion of the same taint: an identical one is left alone, one with another
 // value is updated in place, never duplicated.
 func (f *Fleet) Taint(ctx context.Context, clusterID, nodeName string, t driver.Taint) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	if t.Key == "" {
 		return errors.New("sim: taint has no key")
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n, err := f.lookup("taint", clusterID, nodeName)
-	if err != nil {
-		return err
-	}
-	return f.finish(ctx, changedNode(n, taint(n, t)))
+	return f.changeNode(ctx, "taint", clusterID, nodeName, func(n *node) bool { return taint(n, t) })
 }
 
 // Annotate sets an annotation on the node.
 func (f *Fleet) Annotate(ctx context.Context, clusterID, nodeName, key, value string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n, err := f.lookup("annotate", clusterID, nodeName)
-	if err != nil {
-		return err
-	}
-	return f.finish(ctx, changedNode(n, annotate(n, key, value)))
+	return f.changeNode(ctx, "annotate", clusterID, nodeName, func(n *node) bool { return annotate(n, key, value) })
 }
 
 // MarkDraining cordons, taints and annotates the node in one write, as
 // the Kubernetes driver does with one patch.
 func (f *Fleet) MarkDraining(ctx context.Context, clusterID, nodeName string, t driver.Taint, annotations map[string]string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	if t.Key == "" {
 		return errors.New("sim: taint has no key")
 	}
+	return f.changeNode(ctx, "mark", clusterID, nodeName, func(n *node) bool {
+		changed := cordon(n)
+		changed = taint(n, t) || changed
+		for k, v := range annotations {
+			changed = annotate(n, k, v) || changed
+		}
+		return changed
+	})
+}
+
+// changeNode applies apply to the node under the lock and saves it if
+// apply reports that anything changed.
+func (f *Fleet) changeNode(ctx context.Context, op, clusterID, nodeName string, apply func(*node) bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n, err := f.lookup("mark", clusterID, nodeName)
+	n, err := f.lookup(op, clusterID, nodeName)
 	if err != nil {
 		return err
 	}
-	changed := cordon(n)
-	changed = taint(n, t) || changed
-	for k, v := range annotations {
-		changed = annotate(n, k, v) || changed
-	}
-	return f.finish(ctx, changedNode(n, changed))
+	return f.finish(ctx, changedNode(n, apply(n)))
 }
 
 var (
