@@ -160,9 +160,11 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 			}
 		})
 	}
-	busy, err := c.busyMachines(ctx)
-	if err != nil {
-		return time.Time{}, err
+	var busy map[string]bool // built only when a node is pending
+	if slices.ContainsFunc(nodes, func(n domain.Node) bool { return n.State == domain.NodePending }) {
+		if busy, err = c.busyMachines(ctx); err != nil {
+			return time.Time{}, err
+		}
 	}
 	for _, n := range nodes {
 		switch n.State {
@@ -231,7 +233,8 @@ func (c *Controller) nodesInFlight(ctx context.Context) ([]domain.Node, error) {
 		if s, ok := l.Loaded(); ok {
 			var out []domain.Node
 			for _, n := range s.Nodes {
-				if slices.Contains(inFlight, n.State) {
+				switch n.State {
+				case domain.NodePending, domain.NodeProvisioning, domain.NodeDraining, domain.NodeRemoving: // inFlight
 					out = append(out, n)
 				}
 			}
