@@ -210,33 +210,26 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, p principa
 	writeJSON(w, http.StatusOK, out)
 }
 
-// loadedSnapshot is the leader's in-memory copy (store.Cached).
-type loadedSnapshot interface {
-	Loaded() (store.Snapshot, bool)
-}
-
 // clustersWithNodes lists project's clusters (every one for "") and their
 // live nodes: from the leader's in-memory copy when it is loaded (it
 // holds exactly what the database does, in the same order), else from
 // the store.
 func (s *Server) clustersWithNodes(ctx context.Context, project string) ([]domain.Cluster, map[string][]domain.Node, error) {
 	byCluster := map[string][]domain.Node{}
-	if l, ok := s.store.(loadedSnapshot); ok {
-		if snap, ok := l.Loaded(); ok {
-			var cs []domain.Cluster
-			for _, c := range snap.Clusters {
-				if project == "" || c.ProjectID == project {
-					cs = append(cs, c)
-					byCluster[c.ID] = nil
-				}
+	if snap, ok := store.LoadedSnapshot(s.store); ok {
+		var cs []domain.Cluster
+		for _, c := range snap.Clusters {
+			if project == "" || c.ProjectID == project {
+				cs = append(cs, c)
+				byCluster[c.ID] = nil
 			}
-			for _, n := range snap.Nodes {
-				if ns, ok := byCluster[n.ClusterID]; ok {
-					byCluster[n.ClusterID] = append(ns, n)
-				}
-			}
-			return cs, byCluster, nil
 		}
+		for _, n := range snap.Nodes {
+			if ns, ok := byCluster[n.ClusterID]; ok {
+				byCluster[n.ClusterID] = append(ns, n)
+			}
+		}
+		return cs, byCluster, nil
 	}
 	cs, err := s.store.ListClusters(ctx, project)
 	if err != nil {

@@ -229,17 +229,14 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 // leader's in-memory copy when it is loaded (it holds the live nodes in
 // the store's order), else from the store.
 func (c *Controller) nodesInFlight(ctx context.Context) ([]domain.Node, error) {
-	if l, ok := c.store.(interface{ Loaded() (store.Snapshot, bool) }); ok {
-		if s, ok := l.Loaded(); ok {
-			var out []domain.Node
-			for _, n := range s.Nodes {
-				switch n.State {
-				case domain.NodePending, domain.NodeProvisioning, domain.NodeDraining, domain.NodeRemoving: // inFlight
-					out = append(out, n)
-				}
+	if s, ok := store.LoadedSnapshot(c.store); ok {
+		var out []domain.Node
+		for _, n := range s.Nodes {
+			if slices.Contains(inFlight, n.State) {
+				out = append(out, n)
 			}
-			return out, nil
 		}
+		return out, nil
 	}
 	return c.store.ListNodes(ctx, store.NodeFilter{States: inFlight})
 }

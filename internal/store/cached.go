@@ -102,6 +102,15 @@ func (c *Cached) Loaded() (Snapshot, bool) {
 	return shared(*s), true
 }
 
+// LoadedSnapshot returns st's in-memory copy if st is a Cached whose copy
+// is enabled and loaded (the leader's), without loading it.
+func LoadedSnapshot(st Store) (Snapshot, bool) {
+	if c, ok := st.(*Cached); ok {
+		return c.Loaded()
+	}
+	return Snapshot{}, false
+}
+
 // shared caps each slice so an append by one caller copies it.
 func shared(s Snapshot) Snapshot {
 	return Snapshot{Machines: slices.Clip(s.Machines), Reservations: slices.Clip(s.Reservations),
