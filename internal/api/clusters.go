@@ -102,22 +102,41 @@ func (s *Server) checkOffering(ctx context.Context, region, gpuType string) erro
 	if err != nil {
 		return err
 	}
-	regions, types, here := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for _, m := range snap.Machines {
-		regions[m.Region], types[m.GPUType] = true, true
-		if m.Region == region {
-			here[m.GPUType] = true
-		}
+	o := s.offers.Load()
+	if o == nil || !store.Same(o.machines, snap.Machines) {
+		o = offeringsOf(snap.Machines)
+		s.offers.Store(o)
 	}
-	switch {
-	case !regions[region]:
-		return invalid("region", "unknown region %q; the fleet has %s", region, list(regions))
-	case !types[gpuType]:
-		return invalid("gpu_type", "unknown gpu_type %q; the fleet has %s", gpuType, list(types))
+	switch here := o.types[region]; {
+	case here == nil:
+		return invalid("region", "unknown region %q; the fleet has %s", region, list(o.regions))
+	case !o.anyType[gpuType]:
+		return invalid("gpu_type", "unknown gpu_type %q; the fleet has %s", gpuType, list(o.anyType))
 	case !here[gpuType]:
 		return invalid("gpu_type", "region %s has no %s machines; it has %s", region, gpuType, list(here))
 	}
 	return nil
+}
+
+// offerings are the regions and GPU types of a fleet's machines. On the
+// leader they are worked out once per version of the in-memory machine
+// table, not per create (a million-GPU fleet has 125,000 machines).
+type offerings struct {
+	machines []domain.Machine // what they were worked out from
+	regions  map[string]bool
+	anyType  map[string]bool
+	types    map[string]map[string]bool // by region
+}
+
+func offeringsOf(ms []domain.Machine) *offerings {
+	o := &offerings{machines: ms, regions: map[string]bool{}, anyType: map[string]bool{}, types: map[string]map[string]bool{}}
+	for _, m := range ms {
+		if o.types[m.Region] == nil {
+			o.regions[m.Region], o.types[m.Region] = true, map[string]bool{}
+		}
+		o.types[m.Region][m.GPUType], o.anyType[m.GPUType] = true, true
+	}
+	return o
 }
 
 func (s *Server) checkReservation(ctx context.Context, project, region, gpuType string) error {

@@ -2,10 +2,12 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -48,5 +50,40 @@ func TestListsFromMemoryMatchTheStore(t *testing.T) {
 		if tc.path == "/v1/clusters" && tc.who == "admin" && bytes.Count(want, []byte(`"cluster_id"`)) < 3 {
 			t.Fatalf("the admin list shows too little to compare: %s", want)
 		}
+	}
+}
+
+// TestOfferingsFollowTheMachines: a create checks its region and GPU type
+// against what the leader worked out once per version of the in-memory
+// machine table; a machine in a new region is offered from the next
+// create on, and nothing is worked out again while the table is the same.
+func TestOfferingsFollowTheMachines(t *testing.T) {
+	e := newEnv(t)
+	cached := store.NewCached(e.st)
+	cached.Enable()
+	s := New(cached, e.ctrl, e.clk, adminToken, nil)
+	var invalid *badRequest
+	if err := s.checkOffering(e.ctx, "mars-1", "L40S"); !errors.As(err, &invalid) || invalid.field != "region" {
+		t.Fatalf("mars-1 before it has machines: %v", err)
+	}
+	first := s.offers.Load()
+	if err := s.checkOffering(e.ctx, "eu-west-1", "L40S"); err != nil {
+		t.Fatal(err)
+	}
+	if s.offers.Load() != first {
+		t.Fatal("the offerings were worked out again from the same machine table")
+	}
+	err := cached.Update(e.ctx, func(tx store.Tx) error {
+		return tx.CreateMachine(e.ctx, domain.Machine{ID: "m-mars", Region: "mars-1", GPUType: "L40S", GPUs: 8, CreatedAt: e.clk.Now()})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.checkOffering(e.ctx, "mars-1", "L40S"); err != nil {
+		t.Fatalf("mars-1 once it has a machine: %v", err)
+	}
+	if err := s.checkOffering(e.ctx, "mars-1", "RTX_6000_PCI"); !errors.As(err, &invalid) || invalid.field != "gpu_type" ||
+		!strings.Contains(err.Error(), "region mars-1 has no RTX_6000_PCI machines; it has L40S") {
+		t.Fatalf("a GPU type mars-1 does not have: %v", err)
 	}
 }

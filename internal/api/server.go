@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
@@ -45,6 +46,8 @@ type Server struct {
 	// Role, if set, names this server's part (leader or follower) in
 	// the /readyz answer; "" while it is starting (not ready).
 	Role func() string
+	// offers caches what checkOffering works out from the machines.
+	offers atomic.Pointer[offerings]
 	// Options are set after New, before the server handles requests
 	// (their fields are promoted: s.Sealer = …, or s.Options = …).
 	Options

@@ -302,13 +302,8 @@ type settledPlan struct {
 
 func (p *settledPlan) valid(s allocator.Snapshot, now time.Time) bool {
 	return (p.plan.NextWake.IsZero() || now.Before(p.plan.NextWake)) &&
-		same(p.snap.Machines, s.Machines) && same(p.snap.Reservations, s.Reservations) &&
-		same(p.snap.Clusters, s.Clusters) && same(p.snap.Nodes, s.Nodes)
-}
-
-// same reports whether a and b are the same slice (not equal copies).
-func same[T any](a, b []T) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+		store.Same(p.snap.Machines, s.Machines) && store.Same(p.snap.Reservations, s.Reservations) &&
+		store.Same(p.snap.Clusters, s.Clusters) && store.Same(p.snap.Nodes, s.Nodes)
 }
 
 func changes(s allocator.Snapshot, pl allocator.Plan, now time.Time) bool {

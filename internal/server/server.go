@@ -15,6 +15,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -332,6 +333,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			return fail(fmt.Errorf("listen on %s for profiling: %w", o.PprofAddr, err))
 		}
 		s.PprofURL = "http://" + pln.Addr().String()
+		// Where the plan lock and the store's write lock are waited for
+		// (/debug/pprof/mutex): one contended unlock in ten is sampled.
+		runtime.SetMutexProfileFraction(10)
 		mux := http.NewServeMux()
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -111,6 +111,14 @@ func LoadedSnapshot(st Store) (Snapshot, bool) {
 	return Snapshot{}, false
 }
 
+// Same reports whether a and b are the same rows of the in-memory copy
+// (the same slice, not equal copies): the copy replaces a table's slice
+// whenever it writes one of its rows, so what was worked out from a table
+// holds while Same says so.
+func Same[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
 // shared caps each slice so an append by one caller copies it.
 func shared(s Snapshot) Snapshot {
 	return Snapshot{Machines: slices.Clip(s.Machines), Reservations: slices.Clip(s.Reservations),
