@@ -120,10 +120,7 @@ func openPool(ctx context.Context, path string, n int, extra url.Values) (*sql.D
 	for k, vs := range extra {
 		q[k] = append(q[k], vs...)
 	}
-	db, err := sql.Open("sqlite", path+"?"+q.Encode())
-	if err != nil {
-		return nil, err
-	}
+	db := sql.OpenDB(connector{dsn: path + "?" + q.Encode(), drv: &sqlite.Driver{}})
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
 	if err := db.PingContext(ctx); err != nil {
