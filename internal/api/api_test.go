@@ -649,3 +649,49 @@ func TestLastEventIDWinsOverCursor(t *testing.T) {
 	}
 	t.Fatal("no event streamed")
 }
+
+// TestPrettyForPeople: a person's tool (curl, Wget, HTTPie) or ?pretty
+// gets indented JSON; programs get it compact, the same document.
+func TestPrettyForPeople(t *testing.T) {
+	e := newEnv(t)
+	e.create("p", createBody)
+	get := func(path, agent string) string {
+		req, _ := http.NewRequest("GET", e.srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+e.tokens["p"])
+		if agent != "" {
+			req.Header.Set("User-Agent", agent)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, data)
+		}
+		return string(data)
+	}
+	compact := get("/v1/clusters", "")
+	if strings.Contains(compact, "\n ") || !strings.HasPrefix(compact, `{"clusters":[{"cluster_id":`) {
+		t.Fatalf("a program's list is not compact: %.200s", compact)
+	}
+	for _, tc := range []struct{ path, agent string }{
+		{"/v1/clusters", "curl/8.5.0"}, {"/v1/clusters", "Wget/1.21"}, {"/v1/clusters", "HTTPie/3.2"},
+		{"/v1/clusters?pretty", ""}, {"/v1/clusters?pretty=true", "Go-http-client/1.1"}, {"/v1/clusters?pretty=1", ""},
+	} {
+		got := get(tc.path, tc.agent)
+		if !strings.HasPrefix(got, "{\n  \"clusters\": [\n") {
+			t.Errorf("%s as %q is not indented: %.80q", tc.path, tc.agent, got)
+		}
+		var a, b bytes.Buffer
+		json.Compact(&a, []byte(got))
+		json.Compact(&b, []byte(compact))
+		if a.String() != b.String() {
+			t.Errorf("%s as %q is another document", tc.path, tc.agent)
+		}
+	}
+	if got := get("/v1/clusters?pretty=false", "curl/8.5.0"); strings.Contains(got, "\n ") {
+		t.Errorf("?pretty=false from curl is indented: %.80q", got)
+	}
+}

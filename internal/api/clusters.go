@@ -236,17 +236,25 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, p principa
 func (s *Server) clustersWithNodes(ctx context.Context, project string) ([]domain.Cluster, map[string][]domain.Node, error) {
 	byCluster := map[string][]domain.Node{}
 	if snap, ok := store.LoadedSnapshot(s.store); ok {
+		ix := s.lists.Load()
+		if ix == nil || !store.Same(ix.clusters, snap.Clusters) || !store.Same(ix.nodes, snap.Nodes) {
+			ix = listIndexOf(snap)
+			s.lists.Store(ix)
+		}
 		var cs []domain.Cluster
-		for _, c := range snap.Clusters {
-			if project == "" || c.ProjectID == project {
-				cs = append(cs, c)
-				byCluster[c.ID] = nil
+		if project == "" {
+			cs = ix.clusters
+		} else {
+			for _, i := range ix.byProject[project] {
+				cs = append(cs, ix.clusters[i])
 			}
 		}
-		for _, n := range snap.Nodes {
-			if ns, ok := byCluster[n.ClusterID]; ok {
-				byCluster[n.ClusterID] = append(ns, n)
+		for _, c := range cs {
+			ns := make([]domain.Node, 0, len(ix.nodesOf[c.ID]))
+			for _, i := range ix.nodesOf[c.ID] {
+				ns = append(ns, ix.nodes[i])
 			}
+			byCluster[c.ID] = ns
 		}
 		return cs, byCluster, nil
 	}
@@ -273,6 +281,29 @@ func (s *Server) clustersWithNodes(ctx context.Context, project string) ([]domai
 		byCluster[n.ClusterID] = append(byCluster[n.ClusterID], n)
 	}
 	return cs, byCluster, nil
+}
+
+// listIndex is where each project's clusters and each cluster's nodes
+// sit in a version of the leader's in-memory copy, worked out once per
+// version so that a list costs what it returns, not the fleet.
+type listIndex struct {
+	clusters  []domain.Cluster // what it indexes
+	nodes     []domain.Node
+	byProject map[string][]int // positions in clusters, in order
+	nodesOf   map[string][]int // positions in nodes by cluster, in order
+}
+
+func listIndexOf(snap store.Snapshot) *listIndex {
+	ix := &listIndex{clusters: snap.Clusters, nodes: snap.Nodes, byProject: map[string][]int{}, nodesOf: map[string][]int{}}
+	for i := range snap.Clusters {
+		p := snap.Clusters[i].ProjectID
+		ix.byProject[p] = append(ix.byProject[p], i)
+	}
+	for i := range snap.Nodes {
+		c := snap.Nodes[i].ClusterID
+		ix.nodesOf[c] = append(ix.nodesOf[c], i)
+	}
+	return ix
 }
 
 func (s *Server) updateCluster(w http.ResponseWriter, r *http.Request, p principal) {

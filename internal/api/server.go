@@ -48,6 +48,8 @@ type Server struct {
 	Role func() string
 	// offers caches what checkOffering works out from the machines.
 	offers atomic.Pointer[offerings]
+	// lists indexes the in-memory copy for cluster lists.
+	lists atomic.Pointer[listIndex]
 	// Options are set after New, before the server handles requests
 	// (their fields are promoted: s.Sealer = …, or s.Options = …).
 	Options
@@ -166,7 +168,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The server's clock may run faster than real time (--speed): clients
 	// measure ages and countdowns against this, not their own clock.
 	w.Header().Set(TimeHeader, s.clock.Now().UTC().Format(time.RFC3339Nano))
-	rec := &statusRecorder{ResponseWriter: w, status: 200}
+	rec := &statusRecorder{ResponseWriter: w, status: 200, compact: !wantsPretty(r)}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.unrouted(rec, r)
 	} else {
@@ -178,6 +180,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	// compact: the JSON body is written without indentation (see
+	// wantsPretty).
+	compact bool
+}
+
+// wantsPretty reports whether a request gets indented JSON: asked for
+// with ?pretty (or ?pretty=true), or sent by curl, Wget or HTTPie, which
+// show the body to a person. Programs (the CLI, the SDKs, the console)
+// get compact JSON: indenting a 50-cluster list cost a third of its
+// answer time. kube-apiserver chooses the same way.
+func wantsPretty(r *http.Request) bool {
+	if v, ok := r.URL.Query()["pretty"]; ok {
+		return len(v) == 0 || v[0] == "" || v[0] == "true" || v[0] == "1"
+	}
+	ua := r.UserAgent()
+	return strings.HasPrefix(ua, "curl/") || strings.HasPrefix(ua, "Wget/") || strings.HasPrefix(ua, "HTTPie/")
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -305,8 +323,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	if !compactJSON(w) {
+		enc.SetIndent("", "  ")
+	}
 	_ = enc.Encode(v)
+}
+
+// compactJSON reports whether the JSON written to w goes without
+// indentation (see wantsPretty).
+func compactJSON(w http.ResponseWriter) bool {
+	rec, ok := w.(*statusRecorder)
+	return ok && rec.compact
 }
 
 func writeError(w http.ResponseWriter, status int, code, field, msg string) {

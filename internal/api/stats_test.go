@@ -152,7 +152,7 @@ func TestPreemptionStatsReclaim(t *testing.T) {
 	if f := e.stats("p", "region", "eu-west-1", "gpu_type", "RTX_6000_PCI"); f.Stats == nil || len(f.Stats) != 0 {
 		t.Fatalf("a region without that GPU type: %+v", f)
 	}
-	if !strings.Contains(string(e.do("p", "GET", statsPath("region", "eu-west-1", "gpu_type", "RTX_6000_PCI"), "", 200, nil)), `"stats": []`) {
+	if !strings.Contains(string(e.do("p", "GET", statsPath("region", "eu-west-1", "gpu_type", "RTX_6000_PCI"), "", 200, nil)), `"stats":[]`) {
 		t.Fatal("an empty result is not an empty JSON array")
 	}
 }

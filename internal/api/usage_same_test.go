@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -38,11 +40,7 @@ func TestUsageStreamSameBytes(t *testing.T) {
 				if csvOut {
 					path += "&format=csv"
 				}
-				got := serveBody(t, s, path)
-				if string(got) != string(want) {
-					t.Errorf("%s: %d bytes differ from the %d of the in-memory implementation\n got %.300s\nwant %.300s",
-						path, len(got), len(want), got, want)
-				}
+				sameBytes(t, s, path, want, csvOut)
 			}
 		}
 	}
@@ -53,8 +51,30 @@ func TestUsageStreamSameBytes(t *testing.T) {
 		if csvOut {
 			path += "&format=csv"
 		}
-		if got, want := serveBody(t, s, path), refUsage(b, nil, start, start.AddDate(0, 0, 1), "node", csvOut); string(got) != string(want) {
-			t.Errorf("empty: got\n%s\nwant\n%s", got, want)
+		sameBytes(t, s, path, refUsage(b, nil, start, start.AddDate(0, 0, 1), "node", csvOut), csvOut)
+	}
+}
+
+// sameBytes checks that path answers want (indented, as writeJSON writes
+// outside a request) when asked for ?pretty, and want compacted
+// otherwise; CSV is the same either way.
+func sameBytes(t *testing.T, s *Server, path string, want []byte, csvOut bool) {
+	t.Helper()
+	compact := want
+	if !csvOut {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, want); err != nil {
+			t.Fatal(err)
+		}
+		compact = append(buf.Bytes(), '\n')
+	}
+	for _, tc := range []struct {
+		path string
+		want []byte
+	}{{path, compact}, {path + "&pretty", want}} {
+		if got := serveBody(t, s, tc.path); string(got) != string(tc.want) {
+			t.Errorf("%s: %d bytes differ from the %d of the in-memory implementation\n got %.300s\nwant %.300s",
+				tc.path, len(got), len(tc.want), got, tc.want)
 		}
 	}
 }

@@ -60,21 +60,24 @@ type usageStream struct {
 	suffix []byte
 	buf    bytes.Buffer
 	enc    *json.Encoder
+	// compact: no indentation (see wantsPretty)
+	compact bool
 	// CSV
 	cw *csv.Writer
 }
 
-// lineItems is where the lines go in the document writeJSON writes.
-var lineItems = []byte(`"line_items": []`)
-
 // jsonParts splits the document writeJSON writes for u, without lines,
 // around the inside of its line_items array: prefix ends with its '[',
 // suffix starts with its ']'.
-func jsonParts(u apiv1.Usage) (prefix, suffix []byte) {
+func jsonParts(u apiv1.Usage, compact bool) (prefix, suffix []byte) {
 	u.LineItems = []apiv1.UsageLine{}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
+	lineItems := []byte(`"line_items":[]`)
+	if !compact {
+		enc.SetIndent("", "  ")
+		lineItems = []byte(`"line_items": []`)
+	}
 	_ = enc.Encode(u)
 	doc := buf.Bytes()
 	i := bytes.Index(doc, lineItems) + len(lineItems) - 1 // at the ']'
@@ -90,11 +93,14 @@ func (u *usageStream) start() {
 	u.w.Header().Set("Content-Type", "application/json")
 	u.w.WriteHeader(http.StatusOK)
 	u.bw = bufio.NewWriterSize(u.w, 32<<10)
-	prefix, _ := jsonParts(u.head)
+	u.compact = compactJSON(u.w)
+	prefix, _ := jsonParts(u.head, u.compact)
 	u.bw.Write(prefix)
 	// An element of line_items, as the document's encoder indents it.
 	u.enc = json.NewEncoder(&u.buf)
-	u.enc.SetIndent("    ", "  ")
+	if !u.compact {
+		u.enc.SetIndent("    ", "  ")
+	}
 }
 
 func (u *usageStream) line(l apiv1.UsageLine) error {
@@ -112,7 +118,9 @@ func (u *usageStream) line(l apiv1.UsageLine) error {
 	if u.n > 1 {
 		u.buf.WriteByte(',')
 	}
-	u.buf.WriteString("\n    ")
+	if !u.compact {
+		u.buf.WriteString("\n    ")
+	}
 	if err := u.enc.Encode(l); err != nil {
 		return err
 	}
@@ -128,10 +136,10 @@ func (u *usageStream) finish() error {
 		endUsageCSV(u.cw, u.head.Totals)
 		return u.cw.Error()
 	}
-	if u.n > 0 {
+	if u.n > 0 && !u.compact {
 		u.bw.WriteString("\n  ")
 	}
-	_, suffix := jsonParts(u.head)
+	_, suffix := jsonParts(u.head, u.compact)
 	u.bw.Write(suffix)
 	return u.bw.Flush()
 }

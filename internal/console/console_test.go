@@ -64,7 +64,7 @@ func newEnv(t *testing.T) *env {
 		var tok string
 		st.Update(ctx, func(tx store.Tx) error { return nil })
 		body := e.apiAs("adm", "POST", "/v1/admin/projects", `{"project_id":"`+p+`"}`, 201)
-		tok = regexp.MustCompile(`"token": "([^"]+)"`).FindStringSubmatch(body)[1]
+		tok = regexp.MustCompile(`"token":\s*"([^"]+)"`).FindStringSubmatch(body)[1]
 		e.tokens[p] = tok
 	}
 	return e
@@ -256,7 +256,7 @@ func TestCreateThroughTheFormWithFieldErrors(t *testing.T) {
 func TestAnotherProjectsClusterIsNotReachable(t *testing.T) {
 	e := newEnv(t)
 	body := e.apiAs(e.tokens["p"], "POST", "/v1/clusters", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8}`, 201)
-	id := regexp.MustCompile(`"cluster_id": "([^"]+)"`).FindStringSubmatch(body)[1]
+	id := regexp.MustCompile(`"cluster_id":\s*"([^"]+)"`).FindStringSubmatch(body)[1]
 	b := e.browser()
 	csrf := b.signIn(e.tokens["q"])
 	for _, path := range []string{"/console/clusters/" + id, "/console/clusters/" + id + "/scale"} {
@@ -308,7 +308,7 @@ func TestAPISessionCookieNeedsCSRFForChanges(t *testing.T) {
 func TestScaleUsageAndFleetPages(t *testing.T) {
 	e := newEnv(t)
 	body := e.apiAs(e.tokens["p"], "POST", "/v1/clusters", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8,"num_preemptible_gpus":8}`, 201)
-	id := regexp.MustCompile(`"cluster_id": "([^"]+)"`).FindStringSubmatch(body)[1]
+	id := regexp.MustCompile(`"cluster_id":\s*"([^"]+)"`).FindStringSubmatch(body)[1]
 	for i := 0; i < 10; i++ {
 		e.ctrl.Reconcile(context.Background())
 		e.clk.Step(10 * time.Second)
@@ -326,7 +326,7 @@ func TestScaleUsageAndFleetPages(t *testing.T) {
 	if status, _, _ := b.post("/console/clusters/"+id+"/scale", url.Values{"csrf": {csrf}, "num_gpus": {"8"}, "num_preemptible_gpus": {"16"}}); status != http.StatusSeeOther {
 		t.Fatalf("scale %d", status)
 	}
-	if !strings.Contains(e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200), `"desired_preemptible_gpus": 16`) {
+	if !strings.Contains(e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200), `"desired_preemptible_gpus":16`) {
 		t.Fatal("scale not applied")
 	}
 	status, page, _ = b.get("/console/usage")
@@ -355,12 +355,12 @@ func TestScaleUsageAndFleetPages(t *testing.T) {
 func TestClusterPageShowsLostNode(t *testing.T) {
 	e := newEnv(t)
 	body := e.apiAs(e.tokens["p"], "POST", "/v1/clusters", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8,"num_preemptible_gpus":8}`, 201)
-	id := regexp.MustCompile(`"cluster_id": "([^"]+)"`).FindStringSubmatch(body)[1]
+	id := regexp.MustCompile(`"cluster_id":\s*"([^"]+)"`).FindStringSubmatch(body)[1]
 	for i := 0; i < 10; i++ {
 		e.ctrl.Reconcile(context.Background())
 		e.clk.Step(10 * time.Second)
 	}
-	name := regexp.MustCompile(`"node_name": "(gpu-preemptible-dp-[0-9]+)"`).FindStringSubmatch(e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200))[1]
+	name := regexp.MustCompile(`"node_name":\s*"(gpu-preemptible-dp-[0-9]+)"`).FindStringSubmatch(e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200))[1]
 	if err := e.sim.DeleteNode(context.Background(), id, name); err != nil {
 		t.Fatal(err)
 	}
