@@ -77,13 +77,17 @@ func TestOneLeaderAndHandover(t *testing.T) {
 	stopA()
 	<-aDone
 	eventually(t, "b takes over", func() bool { return b.Epoch() > first })
+	// The elector sets its epoch just before it starts the term: wait for
+	// the term to record itself rather than race it.
+	eventually(t, "b's term runs with b's epoch", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return running["b"] == b.Epoch()
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if overlap {
 		t.Fatal("two terms ran at once")
-	}
-	if running["b"] != b.Epoch() {
-		t.Fatalf("b's term runs with epoch %d, want %d", running["b"], b.Epoch())
 	}
 }
 
