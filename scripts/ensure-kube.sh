@@ -21,7 +21,10 @@ if ! command -v etcd >/dev/null 2>&1; then
 		exit 1
 	fi
 fi
-etcd --version | head -1
+# Not "| head -1": head exits after one line, etcd then dies of SIGPIPE and
+# pipefail turns that into a failure (CI failed that way).
+etcd_version=$(etcd --version)
+echo "${etcd_version%%$'\n'*}"
 
 # build NAME TOOLS-DIR PACKAGE: builds PACKAGE in tools/TOOLS-DIR into the
 # cache unless it is there, then checks that it runs.
