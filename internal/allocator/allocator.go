@@ -16,7 +16,7 @@ type Snapshot struct {
 	// Clusters not fully deleted.
 	Clusters []domain.Cluster
 	// Nodes not removed.
-	Nodes []domain.Node
+	Nodes []*domain.Node
 }
 
 // Config holds the knobs of a plan.
@@ -224,7 +224,7 @@ func (p *planner) index() {
 	p.nCluster, p.nMachine, p.cNodes = nodeInts[:nn], nodeInts[nn:2*nn], nodeInts[2*nn:]
 	p.gone = make([]bool, nn)
 	for i := range s.Nodes {
-		n := &s.Nodes[i]
+		n := s.Nodes[i]
 		ci := clusterIdx.find(n.ClusterID)
 		mi := machineIdx.find(n.MachineID)
 		p.nCluster[i], p.nMachine[i] = ci, mi
@@ -361,7 +361,7 @@ func (p *planner) reclaim(ni int32, cause domain.DrainCause) {
 	if p.gone[ni] {
 		return
 	}
-	n := &p.s.Nodes[ni]
+	n := p.s.Nodes[ni]
 	p.gone[ni] = true
 	if ci := p.nCluster[ni]; ci >= 0 {
 		p.count(ci, n, -1)
@@ -476,7 +476,7 @@ func stateRank(s domain.NodeState) int {
 }
 
 func (p *planner) youngerFirst(a, b int32) int {
-	na, nb := &p.s.Nodes[a], &p.s.Nodes[b]
+	na, nb := p.s.Nodes[a], p.s.Nodes[b]
 	if c := stateRank(na.State) - stateRank(nb.State); c != 0 {
 		return c
 	}
@@ -935,7 +935,7 @@ func (p *planner) status() {
 		st.AllocatedPreemptibleGPUs = int(p.preReady[ci])
 		waiting := p.stdWait[ci]
 		for _, ni := range p.nodesOf(int32(ci)) {
-			n := &p.s.Nodes[ni]
+			n := p.s.Nodes[ni]
 			if n.Class == domain.Standard && p.liveNode(ni) && n.State != domain.NodeReady {
 				waiting = true
 			}

@@ -98,7 +98,7 @@ func TestPlanInvariants(t *testing.T) {
 func checkPlan(rt *rapid.T, w *world, pl Plan) {
 	nodes := map[string]domain.Node{}
 	for _, n := range w.s.Nodes {
-		nodes[n.ID] = n
+		nodes[n.ID] = *n
 	}
 	seen := map[string]bool{}
 	for _, r := range pl.Reclaims {

@@ -83,7 +83,7 @@ func (w *world) apply(pl Plan) {
 	}
 	removed := map[string]bool{}
 	for _, r := range pl.Reclaims {
-		n := &w.s.Nodes[idx[r.NodeID]]
+		n := w.s.Nodes[idx[r.NodeID]]
 		if r.Cancel {
 			removed[n.ID] = true
 			continue
@@ -101,7 +101,7 @@ func (w *world) apply(pl Plan) {
 		if pv.Pending {
 			st = domain.NodePending
 		}
-		w.s.Nodes = append(w.s.Nodes, domain.Node{
+		w.s.Nodes = append(w.s.Nodes, &domain.Node{
 			ID: fmt.Sprintf("%s-n%d", c.ID, c.NodeSeq), ClusterID: c.ID, MachineID: pv.MachineID,
 			Name: domain.NodeName(pv.Class, c.NodeSeq), Class: pv.Class, GPUs: pv.GPUs, State: st, CreatedAt: w.now,
 		})
@@ -130,7 +130,7 @@ func (w *world) dropNodes(removed map[string]bool) {
 func (w *world) finishDrains(done func(n domain.Node) bool) {
 	removed := map[string]bool{}
 	for _, n := range w.s.Nodes {
-		if (n.State == domain.NodeDraining || n.State == domain.NodeRemoving) && (done(n) || !w.now.Before(n.Deadline)) {
+		if (n.State == domain.NodeDraining || n.State == domain.NodeRemoving) && (done(*n) || !w.now.Before(n.Deadline)) {
 			removed[n.ID] = true
 		}
 	}
@@ -142,7 +142,7 @@ func (w *world) finishDrains(done func(n domain.Node) bool) {
 		}
 	}
 	for i := range w.s.Nodes {
-		n := &w.s.Nodes[i]
+		n := w.s.Nodes[i]
 		if n.State == domain.NodePending && !occupied[n.MachineID] {
 			n.State = domain.NodeProvisioning
 			occupied[n.MachineID] = true
@@ -193,12 +193,12 @@ func (w *world) nodesOf(clusterID string, class domain.ComputeClass, states ...d
 			continue
 		}
 		if len(states) == 0 {
-			out = append(out, n)
+			out = append(out, *n)
 			continue
 		}
 		for _, s := range states {
 			if n.State == s {
-				out = append(out, n)
+				out = append(out, *n)
 			}
 		}
 	}

@@ -148,11 +148,11 @@ func checkReservationTarget(ctx context.Context, tx store.Tx, req apiv1.CreateMa
 }
 
 // machineStates maps machine IDs to their active node.
-func machineNodes(nodes []domain.Node) map[string]*domain.Node {
+func machineNodes(nodes []*domain.Node) map[string]*domain.Node {
 	out := make(map[string]*domain.Node, len(nodes))
-	for i := range nodes {
-		if nodes[i].State.Active() {
-			out[nodes[i].MachineID] = &nodes[i]
+	for _, n := range nodes {
+		if n.State.Active() {
+			out[n.MachineID] = n
 		}
 	}
 	return out
@@ -205,7 +205,7 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request, _ principa
 		s.fail(w, r, err)
 		return
 	}
-	byMachine := machineNodes(nodes)
+	byMachine := machineNodes(store.Pointers(nodes))
 	out := apiv1.MachineList{Machines: []apiv1.Machine{}}
 	for _, m := range ms {
 		v := machineView(m, byMachine[m.ID])
@@ -250,7 +250,7 @@ func (s *Server) updateMachine(w http.ResponseWriter, r *http.Request, _ princip
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, machineView(m, machineNodes(nodes)[id]))
+	writeJSON(w, http.StatusOK, machineView(m, machineNodes(store.Pointers(nodes))[id]))
 }
 
 func (s *Server) createReservation(w http.ResponseWriter, r *http.Request, _ principal) {

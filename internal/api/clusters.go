@@ -252,7 +252,7 @@ func (s *Server) clustersWithNodes(ctx context.Context, project string) ([]domai
 		for _, c := range cs {
 			ns := make([]domain.Node, 0, len(ix.nodesOf[c.ID]))
 			for _, i := range ix.nodesOf[c.ID] {
-				ns = append(ns, ix.nodes[i])
+				ns = append(ns, *ix.nodes[i])
 			}
 			byCluster[c.ID] = ns
 		}
@@ -288,7 +288,7 @@ func (s *Server) clustersWithNodes(ctx context.Context, project string) ([]domai
 // version so that a list costs what it returns, not the fleet.
 type listIndex struct {
 	clusters  []domain.Cluster // what it indexes
-	nodes     []domain.Node
+	nodes     []*domain.Node
 	byProject map[string][]int // positions in clusters, in order
 	nodesOf   map[string][]int // positions in nodes by cluster, in order
 }

@@ -54,7 +54,7 @@ func (c *Controller) sweep(ctx context.Context) error {
 		default:
 			continue
 		}
-		if err := c.lose(ctx, n, why); err != nil {
+		if err := c.lose(ctx, *n, why); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -233,7 +233,7 @@ func (c *Controller) nodesInFlight(ctx context.Context) ([]domain.Node, error) {
 		var out []domain.Node
 		for _, n := range s.Nodes {
 			if slices.Contains(inFlight, n.State) {
-				out = append(out, n)
+				out = append(out, *n)
 			}
 		}
 		return out, nil

@@ -168,7 +168,7 @@ type written struct {
 	nodeIDs, clusterIDs, machineIDs []string
 	reservations                    bool
 
-	nodes        []domain.Node
+	nodes        []*domain.Node
 	goneNodes    []string // removed: no longer in the snapshot
 	clusters     []domain.Cluster
 	goneClusters []string // fully deleted
@@ -185,7 +185,7 @@ func (w *written) readBack(ctx context.Context, tx Tx) error {
 		if n.State == domain.NodeRemoved {
 			w.goneNodes = append(w.goneNodes, id)
 		} else {
-			w.nodes = append(w.nodes, n)
+			w.nodes = append(w.nodes, &n)
 		}
 	}
 	for _, id := range dedupe(w.clusterIDs) {
@@ -225,7 +225,7 @@ func dedupe(ids []string) []string {
 // first). The tables it touches are copied: a snapshot already handed out
 // never changes.
 func (w *written) apply(s Snapshot, idx *index) Snapshot {
-	s.Nodes = upsert(s.Nodes, w.nodes, w.goneNodes, idx.nodes, func(n domain.Node) (time.Time, string) { return n.CreatedAt, n.ID })
+	s.Nodes = upsert(s.Nodes, w.nodes, w.goneNodes, idx.nodes, func(n *domain.Node) (time.Time, string) { return n.CreatedAt, n.ID })
 	s.Clusters = upsert(s.Clusters, w.clusters, w.goneClusters, idx.clusters, func(c domain.Cluster) (time.Time, string) { return c.CreatedAt, c.ID })
 	s.Machines = upsert(s.Machines, w.machines, nil, idx.machines, func(m domain.Machine) (time.Time, string) { return m.CreatedAt, m.ID })
 	if w.reservations {

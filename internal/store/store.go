@@ -234,6 +234,27 @@ type Snapshot struct {
 	Machines     []domain.Machine
 	Reservations []domain.Reservation
 	Clusters     []domain.Cluster
-	// Nodes not removed.
-	Nodes []domain.Node
+	// Nodes not removed. Pointers, so that the leader's in-memory copy
+	// (Cached) replaces a written node's pointer rather than copying every
+	// node on every commit; what they point to is never modified.
+	Nodes []*domain.Node
+}
+
+// Pointers returns pointers to the elements of rows (which stay in one
+// allocation, for the allocator's scans).
+func Pointers[T any](rows []T) []*T {
+	out := make([]*T, len(rows))
+	for i := range rows {
+		out[i] = &rows[i]
+	}
+	return out
+}
+
+// Values returns copies of what ptrs point to.
+func Values[T any](ptrs []*T) []T {
+	out := make([]T, len(ptrs))
+	for i, p := range ptrs {
+		out[i] = *p
+	}
+	return out
 }

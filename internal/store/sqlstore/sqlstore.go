@@ -180,9 +180,11 @@ func (s *Store) Snapshot(ctx context.Context) (snap store.Snapshot, err error) {
 	if snap.Clusters, err = r.ListClusters(ctx, ""); err != nil {
 		return store.Snapshot{}, fmt.Errorf("snapshot: %w", err)
 	}
-	if snap.Nodes, err = r.ListNodes(ctx, store.NodeFilter{}); err != nil {
+	nodes, err := r.ListNodes(ctx, store.NodeFilter{})
+	if err != nil {
 		return store.Snapshot{}, fmt.Errorf("snapshot: %w", err)
 	}
+	snap.Nodes = store.Pointers(nodes)
 	return snap, nil
 }
 

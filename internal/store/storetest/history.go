@@ -109,7 +109,7 @@ func testArchiveNodes(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantEqual(t, "snapshot nodes", nodeIDs(snap.Nodes), []string{"live"})
+	wantEqual(t, "snapshot nodes", nodeIDs(store.Values(snap.Nodes)), []string{"live"})
 	for _, f := range []store.NodeFilter{
 		{},
 		{Unmetered: true},
@@ -216,7 +216,7 @@ func testArchiveNodesOnlyFinished(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantEqual(t, "snapshot", nodeIDs(snap.Nodes), []string{"draining"})
+	wantEqual(t, "snapshot", nodeIDs(store.Values(snap.Nodes)), []string{"draining"})
 	all, err := s.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
 	if err != nil {
 		t.Fatal(err)

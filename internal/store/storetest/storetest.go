@@ -717,9 +717,9 @@ func testSnapshot(t *testing.T, s store.Store) {
 	wantEqual(t, "snapshot machines", snap.Machines, []domain.Machine{m1, m2})
 	wantEqual(t, "snapshot reservations", snap.Reservations, []domain.Reservation{r})
 	wantEqual(t, "snapshot clusters (deleted excluded)", snap.Clusters, []domain.Cluster{c1})
-	wantEqual(t, "snapshot nodes (removed excluded)", nodeIDs(snap.Nodes), []string{"live", "draining"})
+	wantEqual(t, "snapshot nodes (removed excluded)", nodeIDs(store.Values(snap.Nodes)), []string{"live", "draining"})
 	live, _ := s.GetNode(ctx, "live")
-	wantEqual(t, "snapshot node", snap.Nodes[0], live)
+	wantEqual(t, "snapshot node", *snap.Nodes[0], live)
 }
 
 func testRollback(t *testing.T, s store.Store) {
@@ -1635,7 +1635,7 @@ func testNodeLastError(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantEqual(t, "snapshot nodes", snap.Nodes, []domain.Node{a, b})
+	wantEqual(t, "snapshot nodes", store.Values(snap.Nodes), []domain.Node{a, b})
 }
 
 // testNodeCleanup: the cleanup work list selects nodes whose tenant-side
