@@ -37,6 +37,11 @@ type Cached struct {
 	cur     atomic.Pointer[Snapshot] // nil: not loaded
 	idx     *index                   // where cur's rows are (under wmu)
 	loads   atomic.Int64
+
+	// nodes is cur's nodes by ID, for GetNode: changed by the Update that
+	// changes cur, just before it (nmu is never held across a backend call).
+	nmu   sync.RWMutex
+	nodes map[string]*domain.Node
 }
 
 // NewCached wraps st; the cache starts disabled.
@@ -84,8 +89,33 @@ func (c *Cached) Snapshot(ctx context.Context) (Snapshot, error) {
 	}
 	c.loads.Add(1)
 	c.idx = newIndex(s)
+	byID := make(map[string]*domain.Node, len(s.Nodes))
+	for _, n := range s.Nodes {
+		byID[n.ID] = n
+	}
+	c.nmu.Lock()
+	c.nodes = byID
+	c.nmu.Unlock()
 	c.cur.Store(&s)
 	return shared(s), nil
+}
+
+// GetNode reads a live node from the copy while it is loaded (a node step
+// starts with it: on the leader that read costs a map lookup, not a
+// query). A node the copy lacks (removed, or not loaded) is read from the
+// backend. The copy may trail the backend by the commit being applied,
+// as a read just before that commit would: whoever acts on the node
+// checks its state again in its transaction.
+func (c *Cached) GetNode(ctx context.Context, id string) (domain.Node, error) {
+	if c.enabled.Load() && c.cur.Load() != nil {
+		c.nmu.RLock()
+		n, ok := c.nodes[id]
+		c.nmu.RUnlock()
+		if ok {
+			return *n, nil
+		}
+	}
+	return c.Store.GetNode(ctx, id)
 }
 
 // Loaded returns the copy if the cache is enabled and loaded, without
@@ -153,6 +183,14 @@ func (c *Cached) Update(ctx context.Context, fn func(Tx) error) error {
 	case cur == nil:
 	case err == nil:
 		next := wrote.apply(*cur, c.idx)
+		c.nmu.Lock()
+		for _, id := range wrote.goneNodes {
+			delete(c.nodes, id)
+		}
+		for _, n := range wrote.nodes {
+			c.nodes[n.ID] = n
+		}
+		c.nmu.Unlock()
 		c.cur.Store(&next)
 	case ran && !errors.Is(err, ErrFenced) && !errors.Is(err, context.Canceled):
 		// fn and the read-back succeeded but the commit did not say so: it

@@ -1,10 +1,12 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,7 +33,8 @@ func RunCached(t *testing.T, newDB NewDB) {
 // and detaches kubeconfigs, and rolls some transactions back.
 func testCached(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	c := store.NewCached(s)
+	backend := &countingGets{Store: s}
+	c := store.NewCached(backend)
 	c.Enable()
 	rng := rand.New(rand.NewPCG(9, 9))
 	update(t, s, func(tx store.Tx) error {
@@ -42,6 +45,7 @@ func testCached(t *testing.T, s store.Store) {
 		clusters []string              // not fully deleted
 		live     = map[string]string{} // node ID -> machine, nodes not removed
 		busy     = map[string]bool{}   // machines with a live node
+		created  []string              // every node ID committed, removed ones too
 		seq      int
 	)
 	// Times often tie, so the order by ID is exercised too; some are zero.
@@ -69,6 +73,23 @@ func testCached(t *testing.T, s store.Store) {
 		wantEqual(t, fmt.Sprintf("step %d (%s): reservations", step, what), got.Reservations, want.Reservations)
 		wantEqual(t, fmt.Sprintf("step %d (%s): clusters", step, what), got.Clusters, want.Clusters)
 		wantEqual(t, fmt.Sprintf("step %d (%s): nodes", step, what), got.Nodes, want.Nodes)
+		// GetNode answers live nodes from memory, removed ones from the
+		// backend: both as the backend has them.
+		for _, id := range created {
+			asked := backend.nodes.Load()
+			gn, err := c.GetNode(ctx, id)
+			if err != nil {
+				t.Fatalf("step %d (%s): get node %s: %v", step, what, id, err)
+			}
+			if _, isLive := live[id]; isLive && backend.nodes.Load() != asked {
+				t.Fatalf("step %d (%s): live node %s was read from the backend, not from the copy", step, what, id)
+			}
+			wn, err := s.GetNode(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEqual(t, fmt.Sprintf("step %d (%s): node %s", step, what, id), gn, wn)
+		}
 	}
 	boom := errors.New("rolled back on purpose")
 	check(0, "empty")
@@ -150,7 +171,7 @@ func testCached(t *testing.T, s store.Store) {
 						return err
 					}
 					busy[m] = true // within this transaction too
-					after = append(after, func() { live[n.ID] = m })
+					after = append(after, func() { live[n.ID] = m; created = append(created, n.ID) })
 				default:
 					what = "update node"
 					var nid string
@@ -210,4 +231,15 @@ func testCached(t *testing.T, s store.Store) {
 	if n := c.Loads(); n != 1 {
 		t.Errorf("the copy was loaded %d times, want once", n)
 	}
+}
+
+// countingGets counts the GetNode calls that reach the backend.
+type countingGets struct {
+	store.Store
+	nodes atomic.Int64
+}
+
+func (c *countingGets) GetNode(ctx context.Context, id string) (domain.Node, error) {
+	c.nodes.Add(1)
+	return c.Store.GetNode(ctx, id)
 }
