@@ -143,6 +143,7 @@ func TestServerFlagErrors(t *testing.T) {
 		{[]string{"--kube-timeout", "10ms"}, "--kube-timeout must be at least 1s"},
 		{[]string{"--kube-qps", "0"}, "--kube-qps and --kube-burst must be positive"},
 		{[]string{"--workers", "0"}, "--workers must be at least 1"},
+		{[]string{"--notice-workers", "-5"}, "--notice-workers must be at least 1"},
 		{[]string{"--provision-hook-env", "SITE=a"}, "--provision-hook-env needs --machine-provider exec"},
 		{[]string{"--machine-provider", "exec", "--provision-hook", "/bin/true", "--provision-hook-env", "SPARECAP_ADMIN_TOKEN"},
 			"--provision-hook-env: SPARECAP_ADMIN_TOKEN: SPARECAP_ variables are the server's own"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +31,8 @@ type tenantAPI struct {
 	// addNode, if set, replaces AddNode's answer after the simulation
 	// registered the node.
 	addNode func(spec driver.NodeSpec) error
+	// markDraining, if set, runs before MarkDraining reaches the simulation.
+	markDraining func()
 }
 
 var errRefused = errors.New("the cluster's API refused the call")
@@ -67,6 +70,9 @@ func (a *tenantAPI) MarkDraining(ctx context.Context, c, n string, t driver.Tain
 		if err := a.check(op); err != nil {
 			return err
 		}
+	}
+	if a.markDraining != nil {
+		a.markDraining()
 	}
 	return a.Fleet.MarkDraining(ctx, c, n, t, ann)
 }
@@ -637,4 +643,59 @@ func TestNoticesDoNotWaitBehindOtherSteps(t *testing.T) {
 	waitFor("x's node to hang in AddNode, holding the only worker", stuck.Load)
 	h.create("b", 8, 0) // reclaims a's preemptible node
 	waitFor("the notice of a's preemptible node", func() bool { return h.node(pre.ID).Notified })
+}
+
+// TestNoticesRunTogether: a burst's notices run at once, NoticeWorkers of
+// them, not Workers: each of four cordons waits until all four have
+// reached the cluster's API, which only happens if four run together.
+func TestNoticesRunTogether(t *testing.T) {
+	const burst = 4
+	h := newHarness(t, quickPods, 1+burst)
+	h.create("a", 8, 8*burst)
+	h.reconcile()
+	h.advance(20 * time.Second)
+	if got := len(h.nodes("a", domain.NodeReady)); got != 1+burst {
+		t.Fatalf("%d of a's nodes ready, want %d", got, 1+burst)
+	}
+	h.cfg.Workers, h.cfg.NoticeWorkers = 1, burst
+	var (
+		mu      sync.Mutex
+		arrived int
+		all     = make(chan struct{})
+		stop    = make(chan struct{})
+	)
+	withAPI(h, &tenantAPI{markDraining: func() {
+		mu.Lock()
+		if arrived++; arrived == burst {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+		case <-stop:
+		}
+	}})
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan struct{})
+	go func() { h.c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { close(stop) }) // first: cordons held at the barrier return
+	h.create("b", 8*burst, 0)         // reclaims a's four preemptible nodes
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		notified := 0
+		for _, n := range h.nodes("a") {
+			if n.Class == domain.Preemptible && n.Notified {
+				notified++
+			}
+		}
+		if notified == burst {
+			return
+		}
+		if time.Now().After(end) {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("10s (wall) on, %d of %d notices delivered; %d cordons reached the API together", notified, burst, arrived)
+		}
+		h.clk.Step(100 * time.Millisecond)
+	}
 }

@@ -97,8 +97,9 @@ type Options struct {
 	// run commands on this host with the server's environment or send a
 	// cluster's traffic elsewhere. Off by default.
 	AllowKubeconfigPlugins bool
-	// Workers bounds the node steps running at once (controller.Config).
-	Workers int
+	// Workers bounds the node steps running at once, NoticeWorkers those
+	// delivering drain notices (controller.Config).
+	Workers, NoticeWorkers int
 	// NodeLostAfter and RegisterTimeout: see controller.Config.
 	NodeLostAfter   time.Duration
 	RegisterTimeout time.Duration
@@ -253,7 +254,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return fail(err)
 	}
 	s.Controller = controller.New(cached, s.Kube, machines, clk, controller.Config{
-		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval, Workers: o.Workers,
+		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval, Workers: o.Workers, NoticeWorkers: o.NoticeWorkers,
 		NodeLostAfter: o.NodeLostAfter, RegisterTimeout: o.RegisterTimeout,
 		SweepEvery: atLeastReal(time.Minute, 10*time.Second, s.Speed),
 	}, o.Log)
