@@ -140,6 +140,7 @@ type Controller struct {
 	changed   chan struct{}
 	lastPrune time.Time
 	moved     atomic.Int64 // node transitions so far
+	inFlight  atomic.Pointer[inFlightNodes]
 
 	workers chan struct{} // a token per node step running
 	// notices are the tokens of steps that deliver a drain's notice: a

@@ -230,15 +230,28 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 // the store's order), else from the store.
 func (c *Controller) nodesInFlight(ctx context.Context) ([]domain.Node, error) {
 	if s, ok := store.LoadedSnapshot(c.store); ok {
+		// Worked out once per version of the copy: a settled fleet's
+		// passes (ten a wall second) do not walk every node.
+		if f := c.inFlight.Load(); f != nil && store.Same(f.of, s.Nodes) {
+			return f.nodes, nil
+		}
 		var out []domain.Node
 		for _, n := range s.Nodes {
 			if slices.Contains(inFlight, n.State) {
 				out = append(out, *n)
 			}
 		}
+		c.inFlight.Store(&inFlightNodes{of: s.Nodes, nodes: out})
 		return out, nil
 	}
 	return c.store.ListNodes(ctx, store.NodeFilter{States: inFlight})
+}
+
+// inFlightNodes are the nodes in flight of a version of the in-memory
+// copy's nodes (of); callers must not modify them.
+type inFlightNodes struct {
+	of    []*domain.Node
+	nodes []domain.Node
 }
 
 // busyMachines are the machines a node holds that is provisioning,
@@ -580,7 +593,8 @@ func (c *Controller) finishDeletions(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list clusters: %w", err)
 	}
-	for _, cl := range s.Clusters {
+	for i := range s.Clusters {
+		cl := &s.Clusters[i] // not a copy of every cluster on every pass
 		if !cl.Deleting {
 			continue
 		}

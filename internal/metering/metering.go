@@ -49,6 +49,16 @@ type Meter struct {
 	// stored is each running node's End as stored.
 	stored map[string]time.Time
 	loaded bool
+	// lookup is the clusters and machines of Reads' snapshot by ID, for
+	// the version of it they were worked out from (the leader's copy keeps
+	// its slices while nothing is written, so a settled fleet's cuts reuse
+	// them rather than hashing the whole fleet every minute).
+	lookup struct {
+		clusters []domain.Cluster
+		machines []domain.Machine
+		cByID    map[string]*domain.Cluster
+		mByID    map[string]*domain.Machine
+	}
 	// mu serializes cuts: the background loop and usage queries both cut.
 	mu sync.Mutex
 }
@@ -95,32 +105,44 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 	if len(nodes) == 0 {
 		return nil
 	}
-	clusters := map[string]domain.Cluster{}
-	machines := map[string]domain.Machine{}
+	lk := &m.lookup
 	if m.Reads != nil {
 		s, err := m.Reads.Snapshot(ctx)
 		if err != nil {
 			return fmt.Errorf("meter: read clusters and machines: %w", err)
 		}
-		for _, c := range s.Clusters {
-			clusters[c.ID] = c
+		if lk.cByID == nil || !store.Same(lk.clusters, s.Clusters) || !store.Same(lk.machines, s.Machines) {
+			lk.clusters, lk.machines = s.Clusters, s.Machines
+			lk.cByID = make(map[string]*domain.Cluster, len(s.Clusters))
+			for i := range s.Clusters {
+				lk.cByID[s.Clusters[i].ID] = &s.Clusters[i]
+			}
+			lk.mByID = make(map[string]*domain.Machine, len(s.Machines))
+			for i := range s.Machines {
+				lk.mByID[s.Machines[i].ID] = &s.Machines[i]
+			}
 		}
-		for _, mc := range s.Machines {
-			machines[mc.ID] = mc
-		}
+	} else {
+		lk.cByID, lk.mByID = map[string]*domain.Cluster{}, map[string]*domain.Machine{}
 	}
+	// Rows the snapshot lacks (a deleted cluster) are read once per cut.
+	clusters, machines := map[string]domain.Cluster{}, map[string]domain.Machine{}
 	refresh := cmp.Or(m.Refresh, DefaultRefresh)
 	var recs, writes []domain.UsageRecord
 	for _, n := range nodes {
-		c, ok := clusters[n.ClusterID]
-		if !ok {
+		var c domain.Cluster
+		if p, ok := lk.cByID[n.ClusterID]; ok {
+			c = *p
+		} else if c, ok = clusters[n.ClusterID]; !ok {
 			if c, err = m.store.GetClusterRecord(ctx, n.ClusterID); err != nil {
 				return fmt.Errorf("meter: cluster of node %s: %w", n.ID, err)
 			}
 			clusters[n.ClusterID] = c
 		}
-		mc, ok := machines[n.MachineID]
-		if !ok {
+		var mc domain.Machine
+		if p, ok := lk.mByID[n.MachineID]; ok {
+			mc = *p
+		} else if mc, ok = machines[n.MachineID]; !ok {
 			if mc, err = m.store.GetMachine(ctx, n.MachineID); err != nil {
 				return fmt.Errorf("meter: machine of node %s: %w", n.ID, err)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -325,4 +326,61 @@ func oneNode(t *testing.T) (*world, *clock.Fake) {
 		t.Fatal(err)
 	}
 	return w, clk
+}
+
+// TestLookupFollowsTheSnapshot: with the leader's in-memory copy as Reads,
+// cuts reuse their lookup of clusters and machines while the copy is
+// unchanged, and a machine written in between is seen at the next cut.
+func TestLookupFollowsTheSnapshot(t *testing.T) {
+	ctx := context.Background()
+	w, clk := oneNode(t)
+	cached := store.NewCached(w.st)
+	cached.Enable()
+	w.meter.Reads = cached
+	w.ctrl.Reconcile(ctx)
+	clk.Step(30 * time.Second)
+	w.ctrl.Reconcile(ctx)
+	reservation := func() string {
+		t.Helper()
+		if err := w.meter.Cut(ctx); err != nil {
+			t.Fatal(err)
+		}
+		recs, _ := w.st.ListUsage(ctx, store.UsageFilter{ProjectID: "a"})
+		if len(recs) != 1 {
+			t.Fatalf("records: %+v", recs)
+		}
+		return recs[0].ReservationID
+	}
+	if got := reservation(); got != "" {
+		t.Fatalf("reservation %q before the machine joined one", got)
+	}
+	before := w.meter.lookup.mByID
+	clk.Step(time.Minute)
+	reservation()
+	if !sameMap(before, w.meter.lookup.mByID) {
+		t.Fatal("the lookup was worked out again for an unchanged copy")
+	}
+	err := cached.Update(ctx, func(tx store.Tx) error {
+		if err := tx.CreateReservation(ctx, domain.Reservation{ID: "r-1", ProjectID: "a", Region: "r", GPUType: "H100", CreatedAt: t0}); err != nil {
+			return err
+		}
+		ms, err := tx.ListMachines(ctx)
+		if err != nil {
+			return err
+		}
+		ms[0].ReservationID = "r-1"
+		return tx.UpdateMachine(ctx, ms[0])
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Minute)
+	if got := reservation(); got != "r-1" {
+		t.Fatalf("reservation %q after the machine joined r-1", got)
+	}
+}
+
+// sameMap: a and b are the same map, not equal ones.
+func sameMap[K comparable, V any](a, b map[K]V) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
