@@ -122,10 +122,9 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 				lk.mByID[s.Machines[i].ID] = &s.Machines[i]
 			}
 		}
-	} else {
-		lk.cByID, lk.mByID = map[string]*domain.Cluster{}, map[string]*domain.Machine{}
 	}
-	// Rows the snapshot lacks (a deleted cluster) are read once per cut.
+	// Rows the snapshot lacks (a deleted cluster; every row without Reads,
+	// whose lookup stays nil) are read once per cut.
 	clusters, machines := map[string]domain.Cluster{}, map[string]domain.Machine{}
 	refresh := cmp.Or(m.Refresh, DefaultRefresh)
 	var recs, writes []domain.UsageRecord
