@@ -559,6 +559,7 @@ func TestRegistrationTimeout(t *testing.T) {
 	withAPI(h, &tenantAPI{addNode: func(driver.NodeSpec) error { return driver.ErrNotReady }})
 	h.create("a", 8, 0)
 	first := h.onlyNode("a", domain.Standard)
+	h.reconcile() // the first Prepare: the window starts now
 	h.advance(15*time.Minute - time.Second)
 	if n := h.node(first.ID); n.State != domain.NodeProvisioning {
 		t.Fatalf("before the timeout: %s", n.State)
@@ -606,6 +607,55 @@ func TestLateStepFindsNodeRegistered(t *testing.T) {
 	}
 	if m, _ := h.st.GetMachine(h.ctx, n.MachineID); m.Failures != 0 {
 		t.Fatalf("machine blamed: %+v", m)
+	}
+}
+
+// TestQueuedFirstStepGetsItsWindow: a node whose first provisioning step
+// runs only after the registration window (its step queued behind
+// thousands in a busy controller) was never started on its machine: the
+// window counts from the first Prepare the provider accepted, so the node
+// is not failed and its machine is not blamed.
+func TestQueuedFirstStepGetsItsWindow(t *testing.T) {
+	h := newHarness(t, quickPods, 1)
+	h.create("a", 8, 0)
+	n := h.onlyNode("a", domain.Standard)
+	// No step for 16 minutes: the machine was never asked to prepare.
+	h.clk.Step(16 * time.Minute)
+	h.reconcile() // the first Prepare: the machine starts booting now
+	if got := h.node(n.ID); got.State != domain.NodeProvisioning {
+		t.Fatalf("a node first stepped after the window: %s (%s)", got.State, got.LastError)
+	}
+	h.advance(5 * time.Minute)
+	if got := h.node(n.ID); got.State != domain.NodeReady {
+		t.Fatalf("5 min after its first Prepare: %s (%s)", got.State, got.LastError)
+	}
+	if _, failed := h.event("a", n.ID, domain.ReasonRegistrationFailed); failed {
+		t.Fatal("RegistrationFailed for a node whose machine was never asked in time")
+	}
+	if m, _ := h.st.GetMachine(h.ctx, n.MachineID); m.Failures != 0 {
+		t.Fatalf("machine blamed: %+v", m)
+	}
+}
+
+// TestPreparingForgetsNodesThatLeft: a node removed while provisioning
+// (its cluster deleted) leaves no record of its first Prepare behind.
+func TestPreparingForgetsNodesThatLeft(t *testing.T) {
+	h := newHarness(t, quickPods, 1)
+	h.create("a", 8, 0)
+	n := h.onlyNode("a", domain.Standard)
+	h.reconcile()
+	if h.c.preparing.since(n.ID).IsZero() {
+		t.Fatal("the first Prepare was not recorded")
+	}
+	if _, err := h.c.DeleteCluster(h.ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(time.Minute)
+	if got := h.node(n.ID); got.State.Live() {
+		t.Fatalf("node of a deleted cluster: %s", got.State)
+	}
+	if at := h.c.preparing.since(n.ID); !at.IsZero() {
+		t.Fatalf("the record of its first Prepare (%s) is left", at)
 	}
 }
 

@@ -151,6 +151,9 @@ type Controller struct {
 	busyMu  sync.Mutex
 	busy    map[string]bool // nodes whose step is running
 	backoff backoff
+	// preparing is when this process's first Prepare of each node in
+	// provisioning was accepted: the registration window counts from it.
+	preparing preparing
 	// lastSweep is when ready nodes were last checked for loss;
 	// sweepNow asks the next pass to check them at once.
 	lastSweep time.Time

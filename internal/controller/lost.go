@@ -114,5 +114,6 @@ func (c *Controller) registrationFailed(ctx context.Context, n domain.Node) erro
 	if err != nil {
 		return ignoreStale(err)
 	}
+	c.preparing.forget(n.ID)
 	return c.stepRemove(ctx, n)
 }

@@ -166,11 +166,13 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 			return time.Time{}, err
 		}
 	}
+	provisioning := 0
 	for _, n := range nodes {
 		switch n.State {
 		case domain.NodeDraining:
 			earlier(n.Deadline)
 		case domain.NodeProvisioning:
+			provisioning++
 			earlier(c.registerBy(n))
 		case domain.NodePending:
 			if busy[n.MachineID] {
@@ -185,6 +187,7 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 	for _, n := range cleanups {
 		start(cleanupKey(n.ID), n, c.stepCleanup)
 	}
+	c.preparing.prune(nodes, provisioning)
 	if c.sweepNow.Swap(false) || now.Sub(c.lastSweep) >= c.cfg.SweepEvery || (!c.lostDue.IsZero() && !now.Before(c.lostDue)) {
 		if err := c.sweep(ctx); err != nil {
 			errs = append(errs, err)
@@ -541,6 +544,11 @@ func (c *Controller) stepProvision(ctx context.Context, n domain.Node) error {
 		}
 		return &providerError{domain.ReasonProvisionFailed, fmt.Errorf("prepare machine %s: %w", m.ID, err)}
 	}
+	if c.preparing.started(n.ID, c.clock.Now()) {
+		// The machine was first asked just now (the step queued behind
+		// others, or a new leader took over): its window starts here.
+		late = false
+	}
 	if !done {
 		if late {
 			return c.registrationFailed(ctx, n)
@@ -572,16 +580,78 @@ func (c *Controller) stepProvision(ctx context.Context, n domain.Node) error {
 		return []domain.Event{{Reason: domain.ReasonNodeAdded,
 			Message: fmt.Sprintf("%s node %s (%d GPUs, machine %s) joined the cluster, labelled %s=%s", n.Class, n.Name, n.GPUs, n.MachineID, domain.LabelComputeClass, n.Class)}}, nil
 	})
+	if err == nil {
+		c.preparing.forget(n.ID)
+	}
 	return ignoreStale(err)
 }
 
-// registerBy is when node n, provisioning, must be ready by.
+// registerBy is when node n, provisioning, must be ready by: the
+// registration window counts from the first Prepare of n this process
+// made, or, before that, from when n was planned.
 func (c *Controller) registerBy(n domain.Node) time.Time {
-	start := n.ProvisioningAt
+	start := c.preparing.since(n.ID)
+	if start.IsZero() {
+		start = n.ProvisioningAt
+	}
 	if start.IsZero() {
 		start = n.CreatedAt // a node stored before provisioning_at existed
 	}
 	return start.Add(c.cfg.RegisterTimeout)
+}
+
+// preparing records when each provisioning node's machine was first asked
+// to prepare. It lives in memory: a new leader gives every machine still
+// preparing one fresh window, which costs a broken machine one more
+// timeout and never fails a node for time it spent queued in sparecap.
+type preparing struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// started records now as node id's first accepted Prepare, and reports
+// whether it was the first.
+func (p *preparing) started(id string, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.at[id]; ok {
+		return false
+	}
+	if p.at == nil {
+		p.at = map[string]time.Time{}
+	}
+	p.at[id] = now
+	return true
+}
+
+func (p *preparing) since(id string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.at[id]
+}
+
+func (p *preparing) forget(id string) {
+	p.mu.Lock()
+	delete(p.at, id)
+	p.mu.Unlock()
+}
+
+// prune forgets the nodes that are no longer provisioning (removed by a
+// reclaim or a cluster's deletion); provisioning is how many of nodes
+// are, so a pass that finds nothing to forget costs no more than a count.
+func (p *preparing) prune(nodes []domain.Node, provisioning int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.at) <= provisioning {
+		return
+	}
+	keep := make(map[string]time.Time, provisioning)
+	for i := range nodes {
+		if at, ok := p.at[nodes[i].ID]; ok && nodes[i].State == domain.NodeProvisioning {
+			keep[nodes[i].ID] = at
+		}
+	}
+	p.at = keep
 }
 
 // finishDeletions marks deleted clusters whose nodes are all removed as
