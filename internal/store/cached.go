@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -214,35 +215,53 @@ type written struct {
 	allRes       []domain.Reservation
 }
 
+// readBack reads the written rows in tx, a few queries per table where
+// tx reads in bulk: on a database across a network each query is a
+// round trip inside the transaction.
 func (w *written) readBack(ctx context.Context, tx Tx) error {
-	for _, id := range dedupe(w.nodeIDs) {
-		n, err := tx.GetNode(ctx, id)
+	if ids := dedupe(w.nodeIDs); len(ids) > 0 {
+		ns, err := NodesByID(ctx, tx, ids)
 		if err != nil {
 			return err
 		}
-		if n.State == domain.NodeRemoved {
-			w.goneNodes = append(w.goneNodes, id)
-		} else {
-			w.nodes = append(w.nodes, &n)
+		if len(ns) != len(ids) {
+			return fmt.Errorf("read back %d written nodes: %d found", len(ids), len(ns))
+		}
+		for _, n := range ns {
+			if n.State == domain.NodeRemoved {
+				w.goneNodes = append(w.goneNodes, n.ID)
+			} else {
+				// A copy each: a pointer into ns would keep all of ns
+				// alive for as long as any one of these nodes is current.
+				w.nodes = append(w.nodes, &n)
+			}
 		}
 	}
-	for _, id := range dedupe(w.clusterIDs) {
-		cl, err := tx.GetCluster(ctx, id)
-		switch {
-		case errors.Is(err, domain.ErrNotFound):
-			w.goneClusters = append(w.goneClusters, id)
-		case err != nil:
-			return err
-		default:
-			w.clusters = append(w.clusters, cl)
-		}
-	}
-	for _, id := range dedupe(w.machineIDs) {
-		m, err := tx.GetMachine(ctx, id)
+	if ids := dedupe(w.clusterIDs); len(ids) > 0 {
+		cs, err := ClustersByID(ctx, tx, ids)
 		if err != nil {
 			return err
 		}
-		w.machines = append(w.machines, m)
+		w.clusters = cs
+		found := make(map[string]bool, len(cs))
+		for _, c := range cs {
+			found[c.ID] = true
+		}
+		for _, id := range ids {
+			if !found[id] {
+				w.goneClusters = append(w.goneClusters, id) // fully deleted
+			}
+		}
+	}
+	if ids := dedupe(w.machineIDs); len(ids) > 0 {
+		ms, err := MachinesByID(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		if len(ms) != len(ids) {
+			return fmt.Errorf("read back %d written machines: %d found", len(ids), len(ms))
+		}
+		w.machines = ms
 	}
 	if w.reservations {
 		rs, err := tx.ListReservations(ctx)

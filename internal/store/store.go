@@ -132,6 +132,16 @@ type Reader interface {
 	ListPrices(ctx context.Context) ([]domain.Price, error)
 }
 
+// BulkReader reads many rows by ID in few queries. The SQL stores'
+// transactions implement it; Cached reads back what an Update wrote with
+// it. Rows come in no particular order, and an ID with no row (a cluster
+// fully deleted, see GetCluster) is left out.
+type BulkReader interface {
+	NodesByID(ctx context.Context, ids []string) ([]domain.Node, error)
+	ClustersByID(ctx context.Context, ids []string) ([]domain.Cluster, error)
+	MachinesByID(ctx context.Context, ids []string) ([]domain.Machine, error)
+}
+
 // Tx is a transaction: reads see its own writes.
 type Tx interface {
 	Reader

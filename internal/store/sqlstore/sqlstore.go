@@ -68,6 +68,7 @@ type Store struct {
 	closeErr  error
 	q         queries
 	hq        historyQueries
+	bq        byIDQueries
 	scans     chan struct{} // ScanUsage slots; nil: unbounded
 }
 
@@ -79,7 +80,7 @@ func New(d Dialect, write, read *sql.DB) *Store {
 	if read == nil {
 		read = write
 	}
-	s := &Store{d: d, w: write, r: read, l: write, q: buildQueries(d), hq: buildHistoryQueries(d)}
+	s := &Store{d: d, w: write, r: read, l: write, q: buildQueries(d), hq: buildHistoryQueries(d), bq: buildByIDQueries(d)}
 	if d.MaxScans > 0 {
 		s.scans = make(chan struct{}, d.MaxScans)
 	}
@@ -153,7 +154,7 @@ func (s *Store) update(ctx context.Context, db *sql.DB, fn func(store.Tx) error)
 			return err
 		}
 	}
-	if err := fn(&tx{reader{s: s, q: sqlTx}}); err != nil {
+	if err := fn(&tx{reader: reader{s: s, q: sqlTx}}); err != nil {
 		return err
 	}
 	done = true

@@ -10,7 +10,12 @@ import (
 
 // tx implements store.Tx; its reads go through the transaction and so see
 // its writes.
-type tx struct{ reader }
+type tx struct {
+	reader
+	// eventLocked: this transaction holds the dialect's EventLock (held
+	// to its end, so taken once).
+	eventLocked bool
+}
 
 // create runs an INSERT … ON CONFLICT DO NOTHING and turns "no row
 // inserted" into ErrConflict.
@@ -139,10 +144,11 @@ func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
 }
 
 func (t *tx) AddEvent(ctx context.Context, e domain.Event) (domain.Event, error) {
-	if t.s.q.eventLock != "" {
+	if t.s.q.eventLock != "" && !t.eventLocked {
 		if _, err := t.q.ExecContext(ctx, t.s.q.eventLock); err != nil {
 			return e, fmt.Errorf("%s: add event: lock: %w", t.s.d.Name, err)
 		}
+		t.eventLocked = true
 	}
 	if _, err := t.q.ExecContext(ctx, t.s.q.deleteEventKey, e.ClusterID, e.NodeID, string(e.Reason)); err != nil {
 		return e, fmt.Errorf("%s: add event: replace: %w", t.s.d.Name, err)

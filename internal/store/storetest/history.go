@@ -20,6 +20,7 @@ func runHistory(t *testing.T, newDB NewDB) {
 		{"ArchiveNodesOnlyFinished", testArchiveNodesOnlyFinished},
 		{"ArchiveNodesLimit", testArchiveNodesLimit},
 		{"ScanUsage", testScanUsage},
+		{"BulkReads", testBulkReads},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -326,4 +327,112 @@ func testScanUsage(t *testing.T, s store.Store) {
 	if _, err := s.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// testBulkReads: a transaction reads rows by ID in bulk (store.BulkReader)
+// as GetNode, GetCluster and GetMachine read them one by one: archived
+// nodes included, fully deleted clusters and unknown IDs left out, and
+// lists longer than one statement's.
+func testBulkReads(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	live, done := historyWorld(t, s)
+	archive(t, s, 11, 100)
+	const many = 700
+	var manyIDs, machineIDs []string
+	update(t, s, func(tx store.Tx) error {
+		gone := cluster("c2", "p1", at(1))
+		gone.DeletedAt = at(5)
+		if err := tx.CreateCluster(ctx, gone); err != nil {
+			return err
+		}
+		for i := range many {
+			m := machine(fmt.Sprintf("bulk-m%03d", i), at(2))
+			n := node(fmt.Sprintf("bulk-n%03d", i), "c1", m.ID, domain.NodeReady, at(3))
+			if err := tx.CreateMachine(ctx, m); err != nil {
+				return err
+			}
+			if err := tx.CreateNode(ctx, n); err != nil {
+				return err
+			}
+			manyIDs, machineIDs = append(manyIDs, n.ID), append(machineIDs, m.ID)
+		}
+		return nil
+	})
+	byID := func(ns []domain.Node) map[string]domain.Node {
+		out := map[string]domain.Node{}
+		for _, n := range ns {
+			if _, dup := out[n.ID]; dup {
+				t.Fatalf("node %s read twice", n.ID)
+			}
+			out[n.ID] = n
+		}
+		return out
+	}
+	update(t, s, func(tx store.Tx) error {
+		b, ok := tx.(store.BulkReader)
+		if !ok {
+			t.Fatalf("a %T does not read in bulk", tx)
+		}
+		ns, err := b.NodesByID(ctx, []string{"live", "done", "nope"})
+		if err != nil {
+			return err
+		}
+		got := byID(ns)
+		if len(got) != 2 {
+			t.Fatalf("NodesByID(live, done, nope): %v", nodeIDs(ns))
+		}
+		wantEqual(t, "live node", got["live"], live)
+		wantEqual(t, "archived node", got["done"], done)
+		ns, err = b.NodesByID(ctx, append([]string{"live"}, manyIDs...))
+		if err != nil {
+			return err
+		}
+		if got := byID(ns); len(got) != many+1 {
+			t.Fatalf("NodesByID of %d: %d read", many+1, len(got))
+		}
+		one, err := tx.GetNode(ctx, manyIDs[many-1])
+		if err != nil {
+			return err
+		}
+		wantEqual(t, "the last of many", byID(ns)[one.ID], one)
+		cs, err := b.ClustersByID(ctx, []string{"c2", "c1", "nope"})
+		if err != nil {
+			return err
+		}
+		wantEqual(t, "ClustersByID(c2 deleted, c1, nope)", clusterIDs(cs), []string{"c1"})
+		c1, err := tx.GetCluster(ctx, "c1")
+		if err != nil {
+			return err
+		}
+		wantEqual(t, "cluster", cs[0], c1)
+		ms, err := b.MachinesByID(ctx, append(machineIDs, "m1", "nope"))
+		if err != nil {
+			return err
+		}
+		if len(ms) != many+1 {
+			t.Fatalf("MachinesByID of %d known: %d read", many+1, len(ms))
+		}
+		if ns, err := b.NodesByID(ctx, nil); err != nil || len(ns) != 0 {
+			t.Fatalf("NodesByID(nil): %v, %v", ns, err)
+		}
+		// A Tx that does not read in bulk is read row by row, alike.
+		plain := struct{ store.Tx }{tx}
+		ids := []string{"live", "done", "nope", manyIDs[0]}
+		bulk, err := store.NodesByID(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		rows, err := store.NodesByID(ctx, plain, ids)
+		if err != nil {
+			return err
+		}
+		wantEqual(t, "nodes row by row", byID(rows), byID(bulk))
+		if cs, err := store.ClustersByID(ctx, plain, []string{"c2", "c1", "nope"}); err != nil || len(cs) != 1 || cs[0].ID != "c1" {
+			t.Fatalf("clusters row by row: %v, %v", cs, err)
+		}
+		if ms, err := store.MachinesByID(ctx, plain, []string{"m1", "nope"}); err != nil || len(ms) != 1 || ms[0].ID != "m1" {
+			t.Fatalf("machines row by row: %v, %v", ms, err)
+		}
+		return nil
+	})
 }

@@ -1,0 +1,62 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// NodesByID reads the nodes of ids in tx: in bulk where tx is a
+// BulkReader, one by one otherwise. Unknown IDs are left out.
+func NodesByID(ctx context.Context, tx Tx, ids []string) ([]domain.Node, error) {
+	if b, ok := tx.(BulkReader); ok {
+		return b.NodesByID(ctx, ids)
+	}
+	return eachByID(ctx, ids, tx.GetNode)
+}
+
+// ClustersByID is NodesByID for clusters (fully deleted ones left out).
+func ClustersByID(ctx context.Context, tx Tx, ids []string) ([]domain.Cluster, error) {
+	if b, ok := tx.(BulkReader); ok {
+		return b.ClustersByID(ctx, ids)
+	}
+	return eachByID(ctx, ids, tx.GetCluster)
+}
+
+// MachinesByID is NodesByID for machines.
+func MachinesByID(ctx context.Context, tx Tx, ids []string) ([]domain.Machine, error) {
+	if b, ok := tx.(BulkReader); ok {
+		return b.MachinesByID(ctx, ids)
+	}
+	return eachByID(ctx, ids, tx.GetMachine)
+}
+
+func eachByID[T any](ctx context.Context, ids []string, get func(context.Context, string) (T, error)) ([]T, error) {
+	out := make([]T, 0, len(ids))
+	for _, id := range ids {
+		v, err := get(ctx, id)
+		if errors.Is(err, domain.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// The reads of a Cached transaction go to the backend's.
+
+func (t *recordingTx) NodesByID(ctx context.Context, ids []string) ([]domain.Node, error) {
+	return NodesByID(ctx, t.Tx, ids)
+}
+
+func (t *recordingTx) ClustersByID(ctx context.Context, ids []string) ([]domain.Cluster, error) {
+	return ClustersByID(ctx, t.Tx, ids)
+}
+
+func (t *recordingTx) MachinesByID(ctx context.Context, ids []string) ([]domain.Machine, error) {
+	return MachinesByID(ctx, t.Tx, ids)
+}
