@@ -659,6 +659,30 @@ func TestPreparingForgetsNodesThatLeft(t *testing.T) {
 	}
 }
 
+// TestBackgroundWorkAnswersWaitingCreatesFirst: whoever takes the plan
+// lock for background work (a node's transition, a replan) first answers
+// the creates waiting for it, so a client's create never queues behind a
+// fleet's worth of node steps.
+func TestBackgroundWorkAnswersWaitingCreatesFirst(t *testing.T) {
+	h := newHarness(t, quickPods, 2)
+	r := &createReq{cl: domain.Cluster{ID: "a", Name: "a", ProjectID: "p", Region: region, GPUType: gpu,
+		Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, NumGPUs: 8}, done: make(chan struct{})}
+	h.c.cq.push(r)
+	h.c.lock(h.ctx)
+	h.c.mu.Unlock()
+	select {
+	case <-r.done:
+	default:
+		t.Fatal("the waiting create was not answered by the lock's holder")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if got := h.onlyNode("a", domain.Standard); got.State != domain.NodeProvisioning {
+		t.Fatalf("the create's node: %s", got.State)
+	}
+}
+
 // TestNoticesDoNotWaitBehindOtherSteps: every worker is held by a
 // provisioning step stuck in a slow cluster API, and a reclaim's notice
 // still goes out at once: notices have workers of their own.

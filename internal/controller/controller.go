@@ -340,6 +340,14 @@ func (c *Controller) CreateCluster(ctx context.Context, cl domain.Cluster, also 
 	return c.store.GetCluster(ctx, r.cl.ID)
 }
 
+// lock takes the plan lock for background work (a node's transition, a
+// replan) and first answers the creates waiting for it: a client waits on
+// its create, which must not queue behind every step of the fleet.
+func (c *Controller) lock(ctx context.Context) {
+	c.mu.Lock()
+	c.flushCreates(ctx)
+}
+
 // batchQueue holds work waiting for the next holder of the plan lock, who
 // takes all of it at once.
 type batchQueue[T any] struct {

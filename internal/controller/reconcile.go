@@ -278,7 +278,7 @@ func (c *Controller) busyMachines(ctx context.Context) (map[string]bool, error) 
 
 // replan commits the allocator's plan when it changes anything.
 func (c *Controller) replan(ctx context.Context) (allocator.Plan, error) {
-	c.mu.Lock()
+	c.lock(ctx)
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	s, err := c.snapshot(ctx)
@@ -389,7 +389,7 @@ var errStale = errors.New("node state changed")
 func (c *Controller) transition(ctx context.Context, id string, from domain.NodeState, change func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error)) (domain.Node, error) {
 	t := &pendingTransition{id: id, from: from, change: change, done: make(chan struct{})}
 	c.tq.push(t)
-	c.mu.Lock()
+	c.lock(ctx)
 	c.flushTransitions(ctx)
 	c.mu.Unlock()
 	<-t.done // committed by this flush or by an earlier lock holder's

@@ -140,7 +140,7 @@ func (c *Controller) setLastError(ctx context.Context, n domain.Node, msg string
 	if n.LastError == msg {
 		return
 	}
-	c.mu.Lock()
+	c.lock(ctx)
 	defer c.mu.Unlock()
 	var obs []Observation
 	err := c.store.Update(ctx, func(tx store.Tx) error {
