@@ -39,10 +39,12 @@ type Cached struct {
 	idx     *index                   // where cur's rows are (under wmu)
 	loads   atomic.Int64
 
-	// nodes is cur's nodes by ID, for GetNode: changed by the Update that
-	// changes cur, just before it (nmu is never held across a backend call).
-	nmu   sync.RWMutex
-	nodes map[string]*domain.Node
+	// nodes and machines are cur's by ID, for GetNode and GetMachine:
+	// changed by the Update that changes cur, just before it (nmu is never
+	// held across a backend call).
+	nmu      sync.RWMutex
+	nodes    map[string]*domain.Node
+	machines map[string]*domain.Machine
 }
 
 // NewCached wraps st; the cache starts disabled.
@@ -94,8 +96,12 @@ func (c *Cached) Snapshot(ctx context.Context) (Snapshot, error) {
 	for _, n := range s.Nodes {
 		byID[n.ID] = n
 	}
+	machines := make(map[string]*domain.Machine, len(s.Machines))
+	for i := range s.Machines {
+		machines[s.Machines[i].ID] = &s.Machines[i]
+	}
 	c.nmu.Lock()
-	c.nodes = byID
+	c.nodes, c.machines = byID, machines
 	c.nmu.Unlock()
 	c.cur.Store(&s)
 	return shared(s), nil
@@ -117,6 +123,20 @@ func (c *Cached) GetNode(ctx context.Context, id string) (domain.Node, error) {
 		}
 	}
 	return c.Store.GetNode(ctx, id)
+}
+
+// GetMachine reads a machine from the copy while it is loaded, as GetNode
+// reads a node (a provisioning step asks for its machine on every poll).
+func (c *Cached) GetMachine(ctx context.Context, id string) (domain.Machine, error) {
+	if c.enabled.Load() && c.cur.Load() != nil {
+		c.nmu.RLock()
+		m, ok := c.machines[id]
+		c.nmu.RUnlock()
+		if ok {
+			return *m, nil
+		}
+	}
+	return c.Store.GetMachine(ctx, id)
 }
 
 // Loaded returns the copy if the cache is enabled and loaded, without
@@ -190,6 +210,9 @@ func (c *Cached) Update(ctx context.Context, fn func(Tx) error) error {
 		}
 		for _, n := range wrote.nodes {
 			c.nodes[n.ID] = n
+		}
+		for _, m := range wrote.machines {
+			c.machines[m.ID] = &m
 		}
 		c.nmu.Unlock()
 		c.cur.Store(&next)

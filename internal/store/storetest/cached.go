@@ -90,6 +90,22 @@ func testCached(t *testing.T, s store.Store) {
 			}
 			wantEqual(t, fmt.Sprintf("step %d (%s): node %s", step, what, id), gn, wn)
 		}
+		// GetMachine answers from memory too, as the backend has it.
+		for _, id := range machines {
+			asked := backend.machines.Load()
+			gm, err := c.GetMachine(ctx, id)
+			if err != nil {
+				t.Fatalf("step %d (%s): get machine %s: %v", step, what, id, err)
+			}
+			if backend.machines.Load() != asked {
+				t.Fatalf("step %d (%s): machine %s was read from the backend, not from the copy", step, what, id)
+			}
+			wm, err := s.GetMachine(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEqual(t, fmt.Sprintf("step %d (%s): machine %s", step, what, id), gm, wm)
+		}
 	}
 	boom := errors.New("rolled back on purpose")
 	check(0, "empty")
@@ -233,10 +249,16 @@ func testCached(t *testing.T, s store.Store) {
 	}
 }
 
-// countingGets counts the GetNode calls that reach the backend.
+// countingGets counts the GetNode and GetMachine calls that reach the
+// backend.
 type countingGets struct {
 	store.Store
-	nodes atomic.Int64
+	nodes, machines atomic.Int64
+}
+
+func (c *countingGets) GetMachine(ctx context.Context, id string) (domain.Machine, error) {
+	c.machines.Add(1)
+	return c.Store.GetMachine(ctx, id)
 }
 
 func (c *countingGets) GetNode(ctx context.Context, id string) (domain.Node, error) {
