@@ -41,6 +41,7 @@ type queries struct {
 	getKubeconfig, setKubeconfig, dropKubeconfig string
 	listNodes, createNode, updateNode            string
 	listEvents, deleteEventKey, insertEvent      string
+	replaceEvent                                 string
 	pruneEvents, eventLock                       string
 	listUsage, putUsage, listPrices, createPrice string
 }
@@ -101,7 +102,10 @@ func buildQueries(d Dialect) queries {
 		// Events without a timestamp count as older than any time, as the
 		// zero time.Time is.
 		pruneEvents: r(`DELETE FROM events WHERE ts IS NULL OR ts < ?`),
-		eventLock:   d.EventLock,
+		// replaceEvent is deleteEventKey and insertEvent in one statement
+		// where the dialect allows (see Dialect.UpsertDefault).
+		replaceEvent: replaceEvent(d),
+		eventLock:    d.EventLock,
 
 		// listUsage is completed by ListUsage.
 		listUsage: `SELECT ` + usageCols + ` FROM usage`,
@@ -115,4 +119,17 @@ func buildQueries(d Dialect) queries {
 		listPrices:  r(`SELECT ` + priceCols + ` FROM prices ORDER BY effective_from NULLS FIRST, id`),
 		createPrice: r(`INSERT INTO prices (` + priceCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 	}
+}
+
+func replaceEvent(d Dialect) string {
+	if !d.UpsertDefault {
+		return ""
+	}
+	// The replaced event takes a new Seq, as a delete and an insert give
+	// it: readers after its old Seq see it again.
+	return rebind(d, `INSERT INTO events (id, cluster_id, node_id, node_name, reason, message, ts, deadline)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (cluster_id, node_id, reason) DO UPDATE SET seq = DEFAULT, id = excluded.id,
+			node_name = excluded.node_name, message = excluded.message, ts = excluded.ts, deadline = excluded.deadline
+		RETURNING seq`)
 }

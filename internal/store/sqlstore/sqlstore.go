@@ -42,6 +42,10 @@ type Dialect struct {
 	// Update (e.g. " FOR SHARE") so the row stays as read until the
 	// commit; empty where the transaction already holds the write lock.
 	FenceLock string
+	// UpsertDefault: the database sets an identity column to its next
+	// value in ON CONFLICT DO UPDATE (PostgreSQL), so AddEvent replaces an
+	// event in one statement, one round trip.
+	UpsertDefault bool
 	// EventLock, when set, runs in AddEvent before a Seq is drawn and
 	// must hold until the transaction ends (see the package doc).
 	EventLock string

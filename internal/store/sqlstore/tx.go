@@ -150,12 +150,17 @@ func (t *tx) AddEvent(ctx context.Context, e domain.Event) (domain.Event, error)
 		}
 		t.eventLocked = true
 	}
-	if _, err := t.q.ExecContext(ctx, t.s.q.deleteEventKey, e.ClusterID, e.NodeID, string(e.Reason)); err != nil {
-		return e, fmt.Errorf("%s: add event: replace: %w", t.s.d.Name, err)
+	args := []any{e.ID, e.ClusterID, e.NodeID, e.NodeName, string(e.Reason), e.Message,
+		t.s.timeArg(e.Timestamp), t.s.timeArg(e.Deadline)}
+	var err error
+	if t.s.q.replaceEvent != "" {
+		err = t.q.QueryRowContext(ctx, t.s.q.replaceEvent, args...).Scan(&e.Seq)
+	} else {
+		if _, err := t.q.ExecContext(ctx, t.s.q.deleteEventKey, e.ClusterID, e.NodeID, string(e.Reason)); err != nil {
+			return e, fmt.Errorf("%s: add event: replace: %w", t.s.d.Name, err)
+		}
+		err = t.q.QueryRowContext(ctx, t.s.q.insertEvent, args...).Scan(&e.Seq)
 	}
-	err := t.q.QueryRowContext(ctx, t.s.q.insertEvent,
-		e.ID, e.ClusterID, e.NodeID, e.NodeName, string(e.Reason), e.Message,
-		t.s.timeArg(e.Timestamp), t.s.timeArg(e.Deadline)).Scan(&e.Seq)
 	if err != nil {
 		return e, t.writeErr("add event", err)
 	}
