@@ -247,3 +247,38 @@ func TestNodesInFlightFromMemory(t *testing.T) {
 		t.Fatalf("the scenario showed only %v: too little to compare", states)
 	}
 }
+
+// TestPrefetchedRereadsWrittenNodes: a batch's transaction reads its nodes
+// in one bulk read, and a node it writes (a removal starting the pending
+// node of its machine, say) is read again, not served stale to a later
+// transition of the same batch.
+func TestPrefetchedRereadsWrittenNodes(t *testing.T) {
+	h := newHarness(t, quickPods, 2)
+	h.create("a", 16, 0)
+	ns := h.nodes("a")
+	if len(ns) != 2 {
+		t.Fatalf("%d nodes, want 2", len(ns))
+	}
+	a, b := ns[0], ns[1]
+	h.update(func(tx store.Tx) error {
+		p, err := prefetch(h.ctx, tx, []string{a.ID, b.ID, "n-missing"})
+		if err != nil {
+			return err
+		}
+		if got, err := p.GetNode(h.ctx, a.ID); err != nil || !reflect.DeepEqual(got, a) {
+			t.Fatalf("prefetched %s: %+v, %v", a.ID, got, err)
+		}
+		if _, err := p.GetNode(h.ctx, "n-missing"); !errors.Is(err, domain.ErrNotFound) {
+			t.Fatalf("a node that is not there: %v", err)
+		}
+		changed := b
+		changed.LastError = "written in this transaction"
+		if err := p.UpdateNode(h.ctx, changed); err != nil {
+			return err
+		}
+		if got, err := p.GetNode(h.ctx, b.ID); err != nil || got.LastError != changed.LastError {
+			t.Fatalf("%s after the transaction wrote it: %+v, %v", b.ID, got, err)
+		}
+		return nil
+	})
+}

@@ -433,6 +433,17 @@ func (c *Controller) flushTransitions(ctx context.Context) {
 	}()
 	now := c.clock.Now()
 	err := c.store.Update(ctx, func(tx store.Tx) error {
+		if len(batch) > 1 {
+			ids := make([]string, len(batch))
+			for i, t := range batch {
+				ids[i] = t.id
+			}
+			p, err := prefetch(ctx, tx, ids)
+			if err != nil {
+				return err
+			}
+			tx = p
+		}
 		for _, t := range batch {
 			if err := c.applyTransition(ctx, tx, t, now); err != nil && !t.dropped {
 				return err
@@ -449,6 +460,44 @@ func (c *Controller) flushTransitions(ctx context.Context) {
 	for _, t := range batch {
 		t.err = c.store.Update(ctx, func(tx store.Tx) error { return c.applyTransition(ctx, tx, t, now) })
 	}
+}
+
+// prefetched is a transaction whose first read of each of a batch's
+// nodes is served from one bulk read made at its start, rather than a
+// query (a round trip to a database across a network) per transition. A
+// node the transaction writes is read from it again.
+type prefetched struct {
+	store.Tx
+	nodes map[string]domain.Node
+}
+
+func prefetch(ctx context.Context, tx store.Tx, ids []string) (*prefetched, error) {
+	ns, err := store.NodesByID(ctx, tx, ids)
+	if err != nil {
+		return nil, err
+	}
+	p := &prefetched{Tx: tx, nodes: make(map[string]domain.Node, len(ns))}
+	for _, n := range ns {
+		p.nodes[n.ID] = n
+	}
+	return p, nil
+}
+
+func (p *prefetched) GetNode(ctx context.Context, id string) (domain.Node, error) {
+	if n, ok := p.nodes[id]; ok {
+		return n, nil
+	}
+	return p.Tx.GetNode(ctx, id)
+}
+
+func (p *prefetched) CreateNode(ctx context.Context, n domain.Node) error {
+	delete(p.nodes, n.ID)
+	return p.Tx.CreateNode(ctx, n)
+}
+
+func (p *prefetched) UpdateNode(ctx context.Context, n domain.Node) error {
+	delete(p.nodes, n.ID)
+	return p.Tx.UpdateNode(ctx, n)
 }
 
 // applyTransition runs t in tx and records its outcome in t.
