@@ -157,14 +157,7 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 		}
 	}
 	if len(writes) > 0 {
-		err = m.store.Update(ctx, func(tx store.Tx) error {
-			for _, r := range writes {
-				if err := tx.PutUsage(ctx, r); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		err = m.store.Update(ctx, func(tx store.Tx) error { return store.PutUsages(ctx, tx, writes) })
 		if err != nil {
 			return fmt.Errorf("meter: write usage: %w", err)
 		}

@@ -60,3 +60,28 @@ func (t *recordingTx) ClustersByID(ctx context.Context, ids []string) ([]domain.
 func (t *recordingTx) MachinesByID(ctx context.Context, ids []string) ([]domain.Machine, error) {
 	return MachinesByID(ctx, t.Tx, ids)
 }
+
+// BulkWriter writes many rows in few statements. The SQL stores'
+// transactions implement it.
+type BulkWriter interface {
+	// PutUsages is PutUsage of each record, in order.
+	PutUsages(ctx context.Context, us []domain.UsageRecord) error
+}
+
+// PutUsages writes records in tx: in bulk where tx is a BulkWriter, one
+// by one otherwise.
+func PutUsages(ctx context.Context, tx Tx, us []domain.UsageRecord) error {
+	if b, ok := tx.(BulkWriter); ok {
+		return b.PutUsages(ctx, us)
+	}
+	for _, u := range us {
+		if err := tx.PutUsage(ctx, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *recordingTx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
+	return PutUsages(ctx, t.Tx, us) // usage is none of the copy's tables
+}

@@ -108,14 +108,8 @@ func buildQueries(d Dialect) queries {
 		eventLock:    d.EventLock,
 
 		// listUsage is completed by ListUsage.
-		listUsage: `SELECT ` + usageCols + ` FROM usage`,
-		putUsage: r(`INSERT INTO usage (` + usageCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (node_id) DO UPDATE SET node_name = excluded.node_name, cluster_id = excluded.cluster_id,
-			cluster_name = excluded.cluster_name, project_id = excluded.project_id, region = excluded.region,
-			gpu_type = excluded.gpu_type, class = excluded.class, billing_type = excluded.billing_type,
-			reservation_id = excluded.reservation_id, gpus = excluded.gpus, start_at = excluded.start_at,
-			end_at = excluded.end_at, final = excluded.final
-			WHERE NOT usage.final AND (excluded.final OR excluded.end_at >= usage.end_at)`),
+		listUsage:   `SELECT ` + usageCols + ` FROM usage`,
+		putUsage:    r(`INSERT INTO usage (` + usageCols + `) VALUES ` + usageRow + usageUpsert),
 		listPrices:  r(`SELECT ` + priceCols + ` FROM prices ORDER BY effective_from NULLS FIRST, id`),
 		createPrice: r(`INSERT INTO prices (` + priceCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 	}
@@ -133,3 +127,16 @@ func replaceEvent(d Dialect) string {
 			node_name = excluded.node_name, message = excluded.message, ts = excluded.ts, deadline = excluded.deadline
 		RETURNING seq`)
 }
+
+// usageRow is one row of putUsage's VALUES; usageUpsert its conflict
+// clause, shared with the bulk statements of PutUsages.
+const (
+	usageRow    = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	usageUpsert = `
+			ON CONFLICT (node_id) DO UPDATE SET node_name = excluded.node_name, cluster_id = excluded.cluster_id,
+			cluster_name = excluded.cluster_name, project_id = excluded.project_id, region = excluded.region,
+			gpu_type = excluded.gpu_type, class = excluded.class, billing_type = excluded.billing_type,
+			reservation_id = excluded.reservation_id, gpus = excluded.gpus, start_at = excluded.start_at,
+			end_at = excluded.end_at, final = excluded.final
+			WHERE NOT usage.final AND (excluded.final OR excluded.end_at >= usage.end_at)`
+)

@@ -186,10 +186,7 @@ func (t *tx) PruneEvents(ctx context.Context, before time.Time) (int, error) {
 }
 
 func (t *tx) PutUsage(ctx context.Context, u domain.UsageRecord) error {
-	_, err := t.q.ExecContext(ctx, t.s.q.putUsage,
-		u.NodeID, u.NodeName, u.ClusterID, u.ClusterName, u.ProjectID, u.Region, u.GPUType,
-		string(u.Class), string(u.BillingType), u.ReservationID, u.GPUs,
-		t.s.timeArg(u.Start), t.s.timeArg(u.End), u.Final)
+	_, err := t.q.ExecContext(ctx, t.s.q.putUsage, t.usageArgs(u)...)
 	if err != nil {
 		return t.writeErr("put usage of node "+u.NodeID, err)
 	}
@@ -197,6 +194,13 @@ func (t *tx) PutUsage(ctx context.Context, u domain.UsageRecord) error {
 		return t.markMetered(ctx, u.NodeID)
 	}
 	return nil
+}
+
+// usageArgs are u's values in the order of usageCols.
+func (t *tx) usageArgs(u domain.UsageRecord) []any {
+	return []any{u.NodeID, u.NodeName, u.ClusterID, u.ClusterName, u.ProjectID, u.Region, u.GPUType,
+		string(u.Class), string(u.BillingType), u.ReservationID, u.GPUs,
+		t.s.timeArg(u.Start), t.s.timeArg(u.End), u.Final}
 }
 
 func (t *tx) CreatePrice(ctx context.Context, p domain.Price) error {

@@ -3,6 +3,8 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/sparecap/sparecap/internal/domain"
@@ -21,6 +23,7 @@ func runHistory(t *testing.T, newDB NewDB) {
 		{"ArchiveNodesLimit", testArchiveNodesLimit},
 		{"ScanUsage", testScanUsage},
 		{"BulkReads", testBulkReads},
+		{"PutUsages", testPutUsages},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -435,4 +438,84 @@ func testBulkReads(t *testing.T, s store.Store) {
 		}
 		return nil
 	})
+}
+
+// testPutUsages: writing records in bulk (store.BulkWriter) ends as writing
+// them one by one does, rule for rule (a final record stays, a running one
+// is replaced only by one reaching further), in batches of every size,
+// with a node twice in one batch, and a final record marks its node
+// metered.
+func testPutUsages(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(3, 4))
+	type write struct {
+		node  int
+		end   int
+		final bool
+	}
+	var rounds [][]write
+	for range 6 {
+		var round []write
+		for range rng.IntN(150) {
+			round = append(round, write{rng.IntN(120), 1 + rng.IntN(40), rng.IntN(6) == 0})
+		}
+		rounds = append(rounds, round)
+	}
+	rounds = append(rounds, []write{{7, 50, false}, {7, 60, false}}) // twice in one batch
+	rec := func(prefix string, w write) domain.UsageRecord {
+		return usageRecord(fmt.Sprintf("%s%03d", prefix, w.node), "c1", prefix, at(0), at(w.end), w.final)
+	}
+	for _, round := range rounds {
+		var bulk []domain.UsageRecord
+		update(t, s, func(tx store.Tx) error {
+			bulk = bulk[:0]
+			for _, w := range round {
+				if err := tx.PutUsage(ctx, rec("row-", w)); err != nil {
+					return err
+				}
+				bulk = append(bulk, rec("bulk-", w))
+			}
+			if _, ok := tx.(store.BulkWriter); !ok {
+				t.Fatalf("a %T does not write in bulk", tx)
+			}
+			return store.PutUsages(ctx, tx, bulk)
+		})
+	}
+	list := func(project string) []domain.UsageRecord {
+		got, err := s.ListUsage(ctx, store.UsageFilter{ProjectID: project})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			got[i].NodeID = strings.TrimPrefix(got[i].NodeID, project)
+			got[i].ProjectID = ""
+		}
+		return got
+	}
+	rows, bulk := list("row-"), list("bulk-")
+	if len(rows) == 0 {
+		t.Fatal("nothing written")
+	}
+	wantEqual(t, "usage written in bulk vs row by row", bulk, rows)
+
+	// A final record written in bulk marks its node metered.
+	seed(t, s)
+	update(t, s, func(tx store.Tx) error {
+		gone := node("gone", "c1", "m1", domain.NodeRemoved, at(1))
+		gone.ReadyAt, gone.RemovedAt = at(2), at(9)
+		if err := tx.CreateNode(ctx, gone); err != nil {
+			return err
+		}
+		return store.PutUsages(ctx, tx, []domain.UsageRecord{
+			usageRecord("other", "c1", "p1", at(0), at(3), false),
+			usageRecord("gone", "c1", "p1", at(2), at(9), true),
+		})
+	})
+	ns, err := s.ListNodes(ctx, store.NodeFilter{Unmetered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ns) != 0 {
+		t.Fatalf("unmetered after a final record in bulk: %v", nodeIDs(ns))
+	}
 }

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
 	"math/bits"
 	"strings"
 
@@ -13,9 +14,13 @@ import (
 // one statement text the database has seen before, not one per count.
 const byIDSizes = 10
 
-// byIDQueries are the bulk reads' statements, by table and list size.
+// usageSizes: PutUsages writes 1, 2, 4, … 64 records per statement.
+const usageSizes = 7
+
+// byIDQueries are the bulk statements, by table and size.
 type byIDQueries struct {
 	nodes, clusters, machines [byIDSizes]string
+	usage                     [usageSizes]string
 }
 
 func buildByIDQueries(d Dialect) byIDQueries {
@@ -26,6 +31,10 @@ func buildByIDQueries(d Dialect) byIDQueries {
 			UNION ALL SELECT `+nodeCols+` FROM node_history WHERE id IN (`+in+`)`)
 		q.clusters[i] = rebind(d, `SELECT `+clusterCols+` FROM clusters WHERE id IN (`+in+`) AND deleted_at IS NULL`)
 		q.machines[i] = rebind(d, `SELECT `+machineCols+` FROM machines WHERE id IN (`+in+`)`)
+	}
+	for i := range usageSizes {
+		rows := strings.TrimSuffix(strings.Repeat(usageRow+", ", 1<<i), ", ")
+		q.usage[i] = rebind(d, `INSERT INTO usage (`+usageCols+`) VALUES `+rows+usageUpsert)
 	}
 	return q
 }
@@ -64,4 +73,42 @@ func (r reader) ClustersByID(ctx context.Context, ids []string) ([]domain.Cluste
 
 func (r reader) MachinesByID(ctx context.Context, ids []string) ([]domain.Machine, error) {
 	return byIDs(ctx, r, scanMachine, "machines", &r.s.bq.machines, 1, ids)
+}
+
+// PutUsages writes records as PutUsage does, up to 64 per statement: a
+// cut of the meter writes a record for every running node.
+func (t *tx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
+	seen := make(map[string]bool, len(us))
+	for _, u := range us {
+		if seen[u.NodeID] {
+			// One statement cannot upsert a row twice: keep the order.
+			for _, u := range us {
+				if err := t.PutUsage(ctx, u); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		seen[u.NodeID] = true
+	}
+	for len(us) > 0 {
+		i := min(bits.Len(uint(len(us)))-1, usageSizes-1) // the largest size that fits
+		chunk := us[:1<<i]
+		us = us[len(chunk):]
+		args := make([]any, 0, 14*len(chunk))
+		for _, u := range chunk {
+			args = append(args, t.usageArgs(u)...)
+		}
+		if _, err := t.q.ExecContext(ctx, t.s.bq.usage[i], args...); err != nil {
+			return t.writeErr(fmt.Sprintf("put usage of %d nodes", len(chunk)), err)
+		}
+		for _, u := range chunk {
+			if u.Final {
+				if err := t.markMetered(ctx, u.NodeID); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
