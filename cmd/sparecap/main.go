@@ -124,7 +124,7 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.IntVar(&o.Workers, "workers", 64, "node steps (provisioning, drains) run at once")
 	f.IntVar(&o.NoticeWorkers, "notice-workers", 1024, "steps delivering drain notices run at once, apart from the other steps")
 	f.DurationVar(&o.NodeLostAfter, "node-lost-after", 5*time.Minute, "a ready node whose Node object stays NotReady this long is lost: billing stops, its machine is taken back and the node replaced (a Node deleted by someone else is lost at once)")
-	f.DurationVar(&o.RegisterTimeout, "register-timeout", 15*time.Minute, "a node not registered Ready this long after provisioning started goes back and is replaced; its machine goes out of service after 3 such failures in a row")
+	f.DurationVar(&o.RegisterTimeout, "register-timeout", 15*time.Minute, "a node not registered Ready this long after its machine was first asked to prepare goes back and is replaced; its machine goes out of service after 3 such failures in a row")
 	f.BoolVar(&o.AllowKubeconfigPlugins, "allow-kubeconfig-plugins", false, "accept kubeconfigs with exec credential plugins, auth-providers or proxy-urls. "+
 		"RISKY: such a kubeconfig (often written by the tenant) runs its command on this host as the server user, with the server's environment (the admin token included), "+
 		"or sends the cluster's traffic and credentials through the proxy it names")
