@@ -719,6 +719,7 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 			}
 		}
 
+		created := make([]domain.Node, 0, len(pl.Provisions))
 		for _, p := range pl.Provisions {
 			cl, err := getCluster(p.ClusterID)
 			if err != nil {
@@ -733,9 +734,11 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 			if p.Pending {
 				n.State, n.ProvisioningAt = domain.NodePending, time.Time{}
 			}
-			if err := tx.CreateNode(ctx, n); err != nil {
-				return fmt.Errorf("provision %s on %s: %w", n.Name, p.MachineID, err)
-			}
+			created = append(created, n)
+		}
+		// In a few statements: a plan may provision thousands of nodes.
+		if err := store.CreateNodes(ctx, tx, created); err != nil {
+			return fmt.Errorf("provision %d nodes: %w", len(created), err)
 		}
 
 		for i, cs := range pl.Clusters {

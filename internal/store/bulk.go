@@ -66,6 +66,9 @@ func (t *recordingTx) MachinesByID(ctx context.Context, ids []string) ([]domain.
 type BulkWriter interface {
 	// PutUsages is PutUsage of each record, in order.
 	PutUsages(ctx context.Context, us []domain.UsageRecord) error
+	// CreateNodes is CreateNode of each node, except that on ErrConflict
+	// which of them were created is not said.
+	CreateNodes(ctx context.Context, ns []domain.Node) error
 }
 
 // PutUsages writes records in tx: in bulk where tx is a BulkWriter, one
@@ -84,4 +87,40 @@ func PutUsages(ctx context.Context, tx Tx, us []domain.UsageRecord) error {
 
 func (t *recordingTx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
 	return PutUsages(ctx, t.Tx, us) // usage is none of the copy's tables
+}
+
+// CreateNodes creates nodes in tx: in bulk where tx is a BulkWriter, one
+// by one otherwise.
+func CreateNodes(ctx context.Context, tx Tx, ns []domain.Node) error {
+	if b, ok := tx.(BulkWriter); ok {
+		return b.CreateNodes(ctx, ns)
+	}
+	for _, n := range ns {
+		if err := tx.CreateNode(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *recordingTx) CreateNodes(ctx context.Context, ns []domain.Node) error {
+	ids := make([]string, len(ns))
+	for i, n := range ns {
+		ids[i] = n.ID
+	}
+	err := CreateNodes(ctx, t.Tx, ns)
+	if err != nil {
+		// Some may have been created, and the transaction may still
+		// commit: note the ones that are there now.
+		there, rerr := NodesByID(ctx, t.Tx, ids)
+		if rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		ids = ids[:0]
+		for _, n := range there {
+			ids = append(ids, n.ID)
+		}
+	}
+	t.w.nodeIDs = append(t.w.nodeIDs, ids...)
+	return err
 }

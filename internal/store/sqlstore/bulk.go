@@ -14,13 +14,18 @@ import (
 // one statement text the database has seen before, not one per count.
 const byIDSizes = 10
 
-// usageSizes: PutUsages writes 1, 2, 4, … 64 records per statement.
-const usageSizes = 7
+// usageSizes: PutUsages writes 1, 2, 4, … 64 records per statement;
+// nodeSizes: CreateNodes 1, 2, … 32 nodes.
+const (
+	usageSizes = 7
+	nodeSizes  = 6
+)
 
 // byIDQueries are the bulk statements, by table and size.
 type byIDQueries struct {
 	nodes, clusters, machines [byIDSizes]string
 	usage                     [usageSizes]string
+	createNodes               [nodeSizes]string
 }
 
 func buildByIDQueries(d Dialect) byIDQueries {
@@ -35,6 +40,10 @@ func buildByIDQueries(d Dialect) byIDQueries {
 	for i := range usageSizes {
 		rows := strings.TrimSuffix(strings.Repeat(usageRow+", ", 1<<i), ", ")
 		q.usage[i] = rebind(d, `INSERT INTO usage (`+usageCols+`) VALUES `+rows+usageUpsert)
+	}
+	for i := range nodeSizes {
+		rows := strings.TrimSuffix(strings.Repeat(nodeRow+", ", 1<<i), ", ")
+		q.createNodes[i] = rebind(d, `INSERT INTO nodes (`+nodeCols+`, metered) VALUES `+rows+` ON CONFLICT DO NOTHING RETURNING id`)
 	}
 	return q
 }
@@ -106,6 +115,63 @@ func (t *tx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
 			if u.Final {
 				if err := t.markMetered(ctx, u.NodeID); err != nil {
 					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// CreateNodes creates nodes as CreateNode does, up to 32 per statement
+// after one check of their IDs: a plan's commit creates a node for every
+// provision. On ErrConflict, which of ns were created is not said; the
+// transaction stays usable.
+func (t *tx) CreateNodes(ctx context.Context, ns []domain.Node) error {
+	ids := make([]string, len(ns))
+	seen := make(map[string]bool, len(ns))
+	for i, n := range ns {
+		if seen[n.ID] {
+			// One statement would skip the second silently: keep
+			// CreateNode's answers.
+			for _, n := range ns {
+				if err := t.CreateNode(ctx, n); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		seen[n.ID], ids[i] = true, n.ID
+	}
+	// An ID of a live or an archived node stays taken (see ArchiveNodes).
+	taken, err := t.NodesByID(ctx, ids)
+	if err != nil {
+		return err
+	}
+	if len(taken) > 0 {
+		return fmt.Errorf("create node %s: %w", taken[0].ID, domain.ErrConflict)
+	}
+	for len(ns) > 0 {
+		i := min(bits.Len(uint(len(ns)))-1, nodeSizes-1) // the largest size that fits
+		chunk := ns[:1<<i]
+		ns = ns[len(chunk):]
+		args := make([]any, 0, 20*len(chunk))
+		for _, n := range chunk {
+			args = append(args, t.newNodeArgs(n)...)
+		}
+		created, err := list(ctx, t.reader, func(sc scanner) (id string, err error) { return id, sc.Scan(&id) },
+			"created nodes", t.s.bq.createNodes[i], args...)
+		if err != nil {
+			return t.writeErr(fmt.Sprintf("create %d nodes", len(chunk)), err)
+		}
+		if len(created) < len(chunk) {
+			done := make(map[string]bool, len(created))
+			for _, id := range created {
+				done[id] = true
+			}
+			for _, n := range chunk {
+				if !done[n.ID] {
+					// Its machine already has a live node in the same stage.
+					return fmt.Errorf("create node %s: %w", n.ID, domain.ErrConflict)
 				}
 			}
 		}

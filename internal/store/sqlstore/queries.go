@@ -86,9 +86,7 @@ func buildQueries(d Dialect) queries {
 		// clause and oldestFirst, then rebound. GetNode is in history.go.
 		listNodes: `SELECT ` + nodeCols + ` FROM nodes`,
 		// metered starts set if the node's final record is already there.
-		createNode: r(`INSERT INTO nodes (` + nodeCols + `, metered)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-			EXISTS (SELECT 1 FROM usage WHERE node_id = ? AND final)) ON CONFLICT DO NOTHING`),
+		createNode: r(`INSERT INTO nodes (` + nodeCols + `, metered) VALUES ` + nodeRow + ` ON CONFLICT DO NOTHING`),
 		updateNode: r(`UPDATE nodes SET cluster_id = ?, machine_id = ?, name = ?, class = ?, gpus = ?,
 			state = ?, created_at = ?, ready_at = ?, drain_started_at = ?, deadline = ?, drain_cause = ?,
 			notified = ?, drained_at = ?, outcome = ?, removed_at = ?, last_error = ?,
@@ -140,3 +138,8 @@ const (
 			end_at = excluded.end_at, final = excluded.final
 			WHERE NOT usage.final AND (excluded.final OR excluded.end_at >= usage.end_at)`
 )
+
+// nodeRow is one row of createNode's VALUES, shared with CreateNodes:
+// metered starts set if the node's final record is already there.
+const nodeRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+			EXISTS (SELECT 1 FROM usage WHERE node_id = ? AND final))`

@@ -128,11 +128,15 @@ func (t *tx) CreateNode(ctx context.Context, n domain.Node) error {
 		}
 		return err
 	}
-	return t.create(ctx, "node "+n.ID, t.s.q.createNode,
-		n.ID, n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
+	return t.create(ctx, "node "+n.ID, t.s.q.createNode, t.newNodeArgs(n)...)
+}
+
+// newNodeArgs are n's values for a row of nodeRow.
+func (t *tx) newNodeArgs(n domain.Node) []any {
+	return []any{n.ID, n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
 		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
 		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
-		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError, n.CleanupPending, t.s.timeArg(n.ProvisioningAt), n.ID)
+		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError, n.CleanupPending, t.s.timeArg(n.ProvisioningAt), n.ID}
 }
 
 func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {

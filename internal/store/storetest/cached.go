@@ -178,16 +178,33 @@ func testCached(t *testing.T, s store.Store) {
 					}
 				case op == 6:
 					what = "create node"
-					m := machines[rng.IntN(len(machines))]
-					if busy[m] {
-						continue
+					var ns []domain.Node
+					for range 1 + rng.IntN(3) {
+						m := machines[rng.IntN(len(machines))]
+						if busy[m] {
+							continue
+						}
+						ns = append(ns, node(id("n-"), clusters[rng.IntN(len(clusters))], m, domain.NodeProvisioning, when()))
+						busy[m] = true // within this transaction too
 					}
-					n := node(id("n-"), clusters[rng.IntN(len(clusters))], m, domain.NodeProvisioning, when())
-					if err := tx.CreateNode(ctx, n); err != nil {
-						return err
+					if len(ns) > 1 || rng.IntN(2) == 0 {
+						what = "create nodes" // in bulk (store.BulkWriter)
+						if err := store.CreateNodes(ctx, tx, ns); err != nil {
+							return err
+						}
+					} else {
+						for _, n := range ns {
+							if err := tx.CreateNode(ctx, n); err != nil {
+								return err
+							}
+						}
 					}
-					busy[m] = true // within this transaction too
-					after = append(after, func() { live[n.ID] = m; created = append(created, n.ID) })
+					after = append(after, func() {
+						for _, n := range ns {
+							live[n.ID] = n.MachineID
+							created = append(created, n.ID)
+						}
+					})
 				default:
 					what = "update node"
 					var nid string

@@ -24,6 +24,7 @@ func runHistory(t *testing.T, newDB NewDB) {
 		{"ScanUsage", testScanUsage},
 		{"BulkReads", testBulkReads},
 		{"PutUsages", testPutUsages},
+		{"CreateNodes", testCreateNodes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -517,5 +518,68 @@ func testPutUsages(t *testing.T, s store.Store) {
 	}
 	if len(ns) != 0 {
 		t.Fatalf("unmetered after a final record in bulk: %v", nodeIDs(ns))
+	}
+}
+
+// testCreateNodes: creating nodes in bulk (store.BulkWriter) stores them as
+// CreateNode does, across statements of every size, and refuses what it
+// refuses: an archived node's ID, a live node's ID, a machine with a live
+// node, an ID twice; the transaction stays usable after a refusal.
+func testCreateNodes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, done := historyWorld(t, s)
+	archive(t, s, 11, 100)
+	const many = 45 // 32 + 8 + 4 + 1
+	var want []domain.Node
+	update(t, s, func(tx store.Tx) error {
+		want = want[:0]
+		for i := range many {
+			m := machine(fmt.Sprintf("cn-m%02d", i), at(1))
+			if err := tx.CreateMachine(ctx, m); err != nil {
+				return err
+			}
+			n := node(fmt.Sprintf("cn-n%02d", i), "c1", m.ID, domain.NodeProvisioning, at(2))
+			n.ProvisioningAt = at(2)
+			want = append(want, n)
+		}
+		for i := range 3 {
+			if err := tx.CreateMachine(ctx, machine(fmt.Sprintf("free-%d", i), at(1))); err != nil {
+				return err
+			}
+		}
+		if _, ok := tx.(store.BulkWriter); !ok {
+			t.Fatalf("a %T does not write in bulk", tx)
+		}
+		return store.CreateNodes(ctx, tx, want)
+	})
+	for _, n := range want {
+		got, err := s.GetNode(ctx, n.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, "node created in bulk", got, n)
+	}
+	fresh := func(id, machineID string) domain.Node {
+		return node(id, "c1", machineID, domain.NodeProvisioning, at(3))
+	}
+	for _, tc := range []struct {
+		name string
+		ns   []domain.Node
+	}{
+		{"an archived node's ID", []domain.Node{fresh("ok-1", "free-0"), fresh(done.ID, "free-1")}},
+		{"a live node's ID", []domain.Node{fresh("cn-n03", "free-0")}},
+		{"a machine with a live node", []domain.Node{fresh("ok-2", "free-0"), fresh("ok-3", "m1")}},
+		{"an ID twice", []domain.Node{fresh("twice", "free-0"), fresh("twice", "free-1")}},
+	} {
+		update(t, s, func(tx store.Tx) error {
+			err := store.CreateNodes(ctx, tx, tc.ns)
+			wantErr(t, tc.name, err, domain.ErrConflict)
+			// The transaction is still usable.
+			_, err = tx.GetNode(ctx, "cn-n00")
+			return err
+		})
+	}
+	if n, err := s.GetNode(ctx, "cn-n03"); err != nil || n.MachineID != "cn-m03" {
+		t.Fatalf("the live node whose ID was asked again: %+v, %v", n, err)
 	}
 }
