@@ -77,12 +77,7 @@ func PutUsages(ctx context.Context, tx Tx, us []domain.UsageRecord) error {
 	if b, ok := tx.(BulkWriter); ok {
 		return b.PutUsages(ctx, us)
 	}
-	for _, u := range us {
-		if err := tx.PutUsage(ctx, u); err != nil {
-			return err
-		}
-	}
-	return nil
+	return Each(ctx, us, tx.PutUsage)
 }
 
 func (t *recordingTx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
@@ -95,12 +90,7 @@ func CreateNodes(ctx context.Context, tx Tx, ns []domain.Node) error {
 	if b, ok := tx.(BulkWriter); ok {
 		return b.CreateNodes(ctx, ns)
 	}
-	for _, n := range ns {
-		if err := tx.CreateNode(ctx, n); err != nil {
-			return err
-		}
-	}
-	return nil
+	return Each(ctx, ns, tx.CreateNode)
 }
 
 func (t *recordingTx) CreateNodes(ctx context.Context, ns []domain.Node) error {
@@ -123,4 +113,14 @@ func (t *recordingTx) CreateNodes(ctx context.Context, ns []domain.Node) error {
 	}
 	t.w.nodeIDs = append(t.w.nodeIDs, ids...)
 	return err
+}
+
+// Each runs one on every row in order, stopping at the first error.
+func Each[T any](ctx context.Context, rows []T, one func(context.Context, T) error) error {
+	for _, r := range rows {
+		if err := one(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
 )
 
 // The bulk reads (store.BulkReader) send IN lists of a few sizes only,
@@ -84,26 +85,38 @@ func (r reader) MachinesByID(ctx context.Context, ids []string) ([]domain.Machin
 	return byIDs(ctx, r, scanMachine, "machines", &r.s.bq.machines, 1, ids)
 }
 
+// distinct returns the keys of rows, and false if two share one: one
+// statement cannot write a row twice (an upsert fails, an insert skips the
+// second silently), so such rows are written one by one.
+func distinct[T any](rows []T, key func(T) string) ([]string, bool) {
+	keys := make([]string, len(rows))
+	seen := make(map[string]bool, len(rows))
+	for i, r := range rows {
+		k := key(r)
+		if seen[k] {
+			return nil, false
+		}
+		seen[k], keys[i] = true, k
+	}
+	return keys, true
+}
+
+// nextChunk splits off the first rows for the largest statement of sizes
+// (1, 2, 4, …) that fits, and says which size it is.
+func nextChunk[T any](rows []T, sizes int) (size int, chunk, rest []T) {
+	size = min(bits.Len(uint(len(rows)))-1, sizes-1)
+	return size, rows[:1<<size], rows[1<<size:]
+}
+
 // PutUsages writes records as PutUsage does, up to 64 per statement: a
 // cut of the meter writes a record for every running node.
 func (t *tx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
-	seen := make(map[string]bool, len(us))
-	for _, u := range us {
-		if seen[u.NodeID] {
-			// One statement cannot upsert a row twice: keep the order.
-			for _, u := range us {
-				if err := t.PutUsage(ctx, u); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		seen[u.NodeID] = true
+	if _, ok := distinct(us, func(u domain.UsageRecord) string { return u.NodeID }); !ok {
+		return store.Each(ctx, us, t.PutUsage)
 	}
 	for len(us) > 0 {
-		i := min(bits.Len(uint(len(us)))-1, usageSizes-1) // the largest size that fits
-		chunk := us[:1<<i]
-		us = us[len(chunk):]
+		i, chunk, rest := nextChunk(us, usageSizes)
+		us = rest
 		args := make([]any, 0, 14*len(chunk))
 		for _, u := range chunk {
 			args = append(args, t.usageArgs(u)...)
@@ -127,20 +140,9 @@ func (t *tx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
 // provision. On ErrConflict, which of ns were created is not said; the
 // transaction stays usable.
 func (t *tx) CreateNodes(ctx context.Context, ns []domain.Node) error {
-	ids := make([]string, len(ns))
-	seen := make(map[string]bool, len(ns))
-	for i, n := range ns {
-		if seen[n.ID] {
-			// One statement would skip the second silently: keep
-			// CreateNode's answers.
-			for _, n := range ns {
-				if err := t.CreateNode(ctx, n); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		seen[n.ID], ids[i] = true, n.ID
+	ids, ok := distinct(ns, func(n domain.Node) string { return n.ID })
+	if !ok {
+		return store.Each(ctx, ns, t.CreateNode) // CreateNode's answers
 	}
 	// An ID of a live or an archived node stays taken (see ArchiveNodes).
 	taken, err := t.NodesByID(ctx, ids)
@@ -151,9 +153,8 @@ func (t *tx) CreateNodes(ctx context.Context, ns []domain.Node) error {
 		return fmt.Errorf("create node %s: %w", taken[0].ID, domain.ErrConflict)
 	}
 	for len(ns) > 0 {
-		i := min(bits.Len(uint(len(ns)))-1, nodeSizes-1) // the largest size that fits
-		chunk := ns[:1<<i]
-		ns = ns[len(chunk):]
+		i, chunk, rest := nextChunk(ns, nodeSizes)
+		ns = rest
 		args := make([]any, 0, 20*len(chunk))
 		for _, n := range chunk {
 			args = append(args, t.newNodeArgs(n)...)
