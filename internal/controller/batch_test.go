@@ -253,7 +253,7 @@ func TestNodesInFlightFromMemory(t *testing.T) {
 // node of its machine, say) is read again, not served stale to a later
 // transition of the same batch.
 func TestPrefetchedRereadsWrittenNodes(t *testing.T) {
-	h := newHarness(t, quickPods, 2)
+	h := newHarness(t, quickPods, 3)
 	h.create("a", 16, 0)
 	ns := h.nodes("a")
 	if len(ns) != 2 {
@@ -278,6 +278,18 @@ func TestPrefetchedRereadsWrittenNodes(t *testing.T) {
 		}
 		if got, err := p.GetNode(h.ctx, b.ID); err != nil || got.LastError != changed.LastError {
 			t.Fatalf("%s after the transaction wrote it: %+v, %v", b.ID, got, err)
+		}
+		// Nodes created through it, in bulk, are read from the transaction.
+		if _, err := p.GetNode(h.ctx, "n-missing"); !errors.Is(err, domain.ErrNotFound) {
+			t.Fatal(err)
+		}
+		created := domain.Node{ID: "n-missing", ClusterID: "a", MachineID: "m02", Name: "late", Class: domain.Preemptible,
+			GPUs: 8, State: domain.NodePending, CreatedAt: h.clk.Now()}
+		if err := store.CreateNodes(h.ctx, p, []domain.Node{created}); err != nil {
+			return err
+		}
+		if got, err := p.GetNode(h.ctx, created.ID); err != nil || got.Name != "late" {
+			t.Fatalf("a node created through the prefetched transaction: %+v, %v", got, err)
 		}
 		return nil
 	})

@@ -662,6 +662,19 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 				return err
 			}
 		}
+		if len(pl.Reclaims) > 1 {
+			// A burst's plan reclaims hundreds of nodes: read them in one
+			// query, not one each.
+			ids := make([]string, len(pl.Reclaims))
+			for i, r := range pl.Reclaims {
+				ids[i] = r.NodeID
+			}
+			p, err := prefetch(ctx, tx, ids)
+			if err != nil {
+				return err
+			}
+			tx = p
+		}
 		clusters := map[string]*domain.Cluster{}
 		getCluster := func(id string) (*domain.Cluster, error) {
 			if cl, ok := clusters[id]; ok {

@@ -500,6 +500,20 @@ func (p *prefetched) UpdateNode(ctx context.Context, n domain.Node) error {
 	return p.Tx.UpdateNode(ctx, n)
 }
 
+// The bulk writes of the transaction underneath are kept.
+var _ store.BulkWriter = (*prefetched)(nil)
+
+func (p *prefetched) CreateNodes(ctx context.Context, ns []domain.Node) error {
+	for _, n := range ns {
+		delete(p.nodes, n.ID)
+	}
+	return store.CreateNodes(ctx, p.Tx, ns)
+}
+
+func (p *prefetched) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
+	return store.PutUsages(ctx, p.Tx, us)
+}
+
 // applyTransition runs t in tx and records its outcome in t.
 func (c *Controller) applyTransition(ctx context.Context, tx store.Tx, t *pendingTransition, now time.Time) error {
 	t.obs, t.err, t.dropped = t.obs[:0], nil, false

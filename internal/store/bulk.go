@@ -49,6 +49,11 @@ func eachByID[T any](ctx context.Context, ids []string, get func(context.Context
 
 // The reads of a Cached transaction go to the backend's.
 
+var (
+	_ BulkReader = (*recordingTx)(nil)
+	_ BulkWriter = (*recordingTx)(nil)
+)
+
 func (t *recordingTx) NodesByID(ctx context.Context, ids []string) ([]domain.Node, error) {
 	return NodesByID(ctx, t.Tx, ids)
 }

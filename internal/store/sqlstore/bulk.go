@@ -22,6 +22,11 @@ const (
 	nodeSizes  = 6
 )
 
+var (
+	_ store.BulkReader = (*tx)(nil)
+	_ store.BulkWriter = (*tx)(nil)
+)
+
 // byIDQueries are the bulk statements, by table and size.
 type byIDQueries struct {
 	nodes, clusters, machines [byIDSizes]string
