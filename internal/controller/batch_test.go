@@ -261,7 +261,7 @@ func TestPrefetchedRereadsWrittenNodes(t *testing.T) {
 	}
 	a, b := ns[0], ns[1]
 	h.update(func(tx store.Tx) error {
-		p, err := prefetch(h.ctx, tx, []string{a.ID, b.ID, "n-missing"})
+		p, err := prefetch(h.ctx, tx, []string{a.ID, b.ID, "n-missing"}, func(id string) string { return id })
 		if err != nil {
 			return err
 		}

@@ -662,18 +662,11 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 				return err
 			}
 		}
-		if len(pl.Reclaims) > 1 {
-			// A burst's plan reclaims hundreds of nodes: read them in one
-			// query, not one each.
-			ids := make([]string, len(pl.Reclaims))
-			for i, r := range pl.Reclaims {
-				ids[i] = r.NodeID
-			}
-			p, err := prefetch(ctx, tx, ids)
-			if err != nil {
-				return err
-			}
-			tx = p
+		// A burst's plan reclaims hundreds of nodes: read them in one
+		// query, not one each.
+		tx, err := prefetch(ctx, tx, pl.Reclaims, func(r allocator.Reclaim) string { return r.NodeID })
+		if err != nil {
+			return err
 		}
 		clusters := map[string]*domain.Cluster{}
 		getCluster := func(id string) (*domain.Cluster, error) {

@@ -433,16 +433,9 @@ func (c *Controller) flushTransitions(ctx context.Context) {
 	}()
 	now := c.clock.Now()
 	err := c.store.Update(ctx, func(tx store.Tx) error {
-		if len(batch) > 1 {
-			ids := make([]string, len(batch))
-			for i, t := range batch {
-				ids[i] = t.id
-			}
-			p, err := prefetch(ctx, tx, ids)
-			if err != nil {
-				return err
-			}
-			tx = p
+		tx, err := prefetch(ctx, tx, batch, func(t *pendingTransition) string { return t.id })
+		if err != nil {
+			return err
 		}
 		for _, t := range batch {
 			if err := c.applyTransition(ctx, tx, t, now); err != nil && !t.dropped {
@@ -471,7 +464,16 @@ type prefetched struct {
 	nodes map[string]domain.Node
 }
 
-func prefetch(ctx context.Context, tx store.Tx, ids []string) (*prefetched, error) {
+// prefetch reads the nodes of work (id names each one's node) in tx; for
+// less than two there is nothing to save and tx is returned as it is.
+func prefetch[T any](ctx context.Context, tx store.Tx, work []T, id func(T) string) (store.Tx, error) {
+	if len(work) < 2 {
+		return tx, nil
+	}
+	ids := make([]string, len(work))
+	for i, w := range work {
+		ids[i] = id(w)
+	}
 	ns, err := store.NodesByID(ctx, tx, ids)
 	if err != nil {
 		return nil, err
