@@ -133,6 +133,7 @@ type planner struct {
 
 	nCluster []int32
 	nMachine []int32
+	facts    []nodeFact
 	gone     []bool // reclaimed or cancelled by this plan
 
 	// Per partition.
@@ -152,11 +153,15 @@ type planner struct {
 // Compute plans what should change. It is deterministic: the same snapshot
 // and time give the same plan.
 func Compute(s Snapshot, now time.Time, cfg Config) Plan {
+	return compute(s, now, cfg, &Planner{})
+}
+
+func compute(s Snapshot, now time.Time, cfg Config, pl *Planner) Plan {
 	if cfg.DrainWindow <= 0 {
 		cfg.DrainWindow = domain.DefaultDrainWindow
 	}
 	p := &planner{s: &s, now: now, cfg: cfg}
-	p.index()
+	p.index(pl)
 	p.deleted()
 	p.outOfService()
 	p.scaleDown()
@@ -170,77 +175,48 @@ func Compute(s Snapshot, now time.Time, cfg Config) Plan {
 	return p.out
 }
 
-func (p *planner) index() {
+func (p *planner) index(pl *Planner) {
 	s := p.s
 	nm, nc, nn := len(s.Machines), len(s.Clusters), len(s.Nodes)
+	ml, cl, nj := pl.layouts(s)
 
 	p.resProject = make(map[string]string, len(s.Reservations))
 	for i := range s.Reservations {
 		p.resProject[s.Reservations[i].ID] = s.Reservations[i].ProjectID
 	}
 
-	parts := make(map[partKey]int32, 16)
-	// Machines and clusters of a partition mostly come in runs: the last
-	// answer is reused without hashing two strings.
-	last, lastID := partKey{}, int32(-1)
-	partOf := func(region, gpu string) int32 {
-		k := partKey{region, gpu}
-		if lastID >= 0 && k == last {
-			return lastID
-		}
-		id, ok := parts[k]
-		if !ok {
-			id = int32(len(parts))
-			parts[k] = id
-		}
-		last, lastID = k, id
-		return id
-	}
-
-	machineIdx := newIDIndex(nm, func(i int) string { return s.Machines[i].ID })
-	p.mPart = make([]int32, nm)
+	p.mPart = ml.mPart
 	p.occ = make([]int32, 2*nm)
 	p.claim = p.occ[nm:]
 	p.occ = p.occ[:nm]
-	for i := range s.Machines {
-		m := &s.Machines[i]
-		p.mPart[i] = partOf(m.Region, m.GPUType)
+	for i := range p.occ {
 		p.occ[i], p.claim[i] = -1, -1
 	}
 
-	clusterIdx := newIDIndex(nc, func(i int) string { return s.Clusters[i].ID })
-	p.cPart = make([]int32, nc)
+	p.cPart = cl.cPart
 	ints := make([]int32, 5*nc)
 	p.stdLive, p.preLive, p.preReady = ints[:nc], ints[nc:2*nc], ints[2*nc:3*nc]
 	p.fair, p.dem, p.cStart = ints[3*nc:4*nc], ints[4*nc:5*nc], make([]int32, nc+1)
 	bools := make([]bool, 2*nc)
 	p.stdWait, p.short = bools[:nc], bools[nc:]
-	for i := range s.Clusters {
-		c := &s.Clusters[i]
-		p.cPart[i] = partOf(c.Region, c.GPUType)
-	}
 
-	nodeInts := make([]int32, 3*nn)
-	p.nCluster, p.nMachine, p.cNodes = nodeInts[:nn], nodeInts[nn:2*nn], nodeInts[2*nn:]
+	p.nCluster, p.nMachine, p.facts, p.cNodes = nj.nCluster, nj.nMachine, nj.facts, make([]int32, nn)
 	p.gone = make([]bool, nn)
-	for i := range s.Nodes {
-		n := s.Nodes[i]
-		ci := clusterIdx.find(n.ClusterID)
-		mi := machineIdx.find(n.MachineID)
-		p.nCluster[i], p.nMachine[i] = ci, mi
+	for i, f := range p.facts {
+		ci, mi := p.nCluster[i], p.nMachine[i]
 		if ci >= 0 {
 			p.cStart[ci+1]++
 		}
 		if mi >= 0 {
 			switch {
-			case n.State == domain.NodePending:
+			case f.is(fPending):
 				p.claim[mi] = int32(i)
-			case n.State.Active():
+			case f.is(fActive):
 				p.occ[mi] = int32(i)
 			}
 		}
-		if ci >= 0 && n.State.Live() {
-			p.count(ci, n, +1)
+		if ci >= 0 && f.is(fLive) {
+			p.count(ci, f, +1)
 		}
 	}
 	// Group node indexes by cluster (counting sort).
@@ -255,73 +231,24 @@ func (p *planner) index() {
 		}
 	}
 
-	// Group machines and clusters by partition.
-	np := len(parts)
-	p.partMachines = make([][]int32, np)
-	p.partClusters = make([][]int32, np)
-	p.partGPM = make([]int, np)
-	mCount := make([]int, np)
-	cCount := make([]int, np)
-	for _, part := range p.mPart {
-		mCount[part]++
-	}
-	for _, part := range p.cPart {
-		cCount[part]++
-	}
-	mFlat := make([]int32, 0, nm)
-	cFlat := make([]int32, 0, nc)
-	for part := 0; part < np; part++ {
-		p.partMachines[part] = mFlat[len(mFlat) : len(mFlat) : len(mFlat)+mCount[part]]
-		mFlat = mFlat[:len(mFlat)+mCount[part]]
-		p.partClusters[part] = cFlat[len(cFlat) : len(cFlat) : len(cFlat)+cCount[part]]
-		cFlat = cFlat[:len(cFlat)+cCount[part]]
-		p.partGPM[part] = domain.DefaultGPUsPerMachine
-	}
-	for i, part := range p.mPart {
-		p.partMachines[part] = append(p.partMachines[part], int32(i))
-		p.partGPM[part] = s.Machines[i].GPUs
-	}
-	for i, part := range p.cPart {
-		p.partClusters[part] = append(p.partClusters[part], int32(i))
-	}
-	for _, cs := range p.partClusters {
-		slices.SortFunc(cs, func(a, b int32) int {
-			ca, cb := &s.Clusters[a], &s.Clusters[b]
-			if c := ca.CreatedAt.Compare(cb.CreatedAt); c != 0 {
-				return c
-			}
-			return cmpString(ca.ID, cb.ID)
-		})
-	}
+	p.partMachines, p.partClusters, p.partGPM = cl.partMachines, cl.partClusters, cl.partGPM
 
 	// New nodes go mostly to free or draining machines, at most one each:
 	// sizing Provisions for those spares the slice its growth copies.
 	open := 16
 	for mi := range p.claim {
-		if p.claim[mi] < 0 && !s.Machines[mi].OutOfService && (p.occ[mi] < 0 || !s.Nodes[p.occ[mi]].State.Live()) {
+		if p.claim[mi] < 0 && !s.Machines[mi].OutOfService && (p.occ[mi] < 0 || !p.facts[p.occ[mi]].is(fLive)) {
 			open++
 		}
 	}
 	p.out.Provisions = make([]Provision, 0, open)
 
-	// Group each partition's machines by pool so free machines of a pool
-	// are found with a cursor instead of a scan.
-	// A partition's machines are kept in that order (on-demand first, then
-	// each reservation; snapshot order within a pool).
-	p.pools = make(map[poolKey]*poolRange, 2*np)
-	for part, group := range p.partMachines {
-		slices.SortStableFunc(group, func(a, b int32) int {
-			return cmpString(s.Machines[a].ReservationID, s.Machines[b].ReservationID)
-		})
-		for i := 0; i < len(group); {
-			res := s.Machines[group[i]].ReservationID
-			j := i
-			for j < len(group) && s.Machines[group[j]].ReservationID == res {
-				j++
-			}
-			p.pools[poolKey{int32(part), res}] = &poolRange{ms: group[i:j]}
-			i = j
-		}
+	// Free machines of a pool are found with a cursor instead of a scan.
+	p.pools = make(map[poolKey]*poolRange, len(ml.pools))
+	ranges := make([]poolRange, len(ml.pools))
+	for i, sp := range ml.pools {
+		ranges[i].ms = sp.ms
+		p.pools[sp.key] = &ranges[i]
 	}
 }
 
@@ -344,14 +271,14 @@ func cmpString(a, b string) int {
 	return 0
 }
 
-func (p *planner) count(ci int32, n *domain.Node, sign int32) {
-	switch n.Class {
-	case domain.Standard:
-		p.stdLive[ci] += sign * int32(n.GPUs)
-	case domain.Preemptible:
+func (p *planner) count(ci int32, f nodeFact, sign int32) {
+	switch {
+	case f.is(fStandard):
+		p.stdLive[ci] += sign * f.gpus
+	case f.is(fPreemptible):
 		p.preLive[ci] += sign
-		if n.State == domain.NodeReady {
-			p.preReady[ci] += sign * int32(n.GPUs)
+		if f.is(fReady) {
+			p.preReady[ci] += sign * f.gpus
 		}
 	}
 }
@@ -364,7 +291,7 @@ func (p *planner) reclaim(ni int32, cause domain.DrainCause) {
 	n := p.s.Nodes[ni]
 	p.gone[ni] = true
 	if ci := p.nCluster[ni]; ci >= 0 {
-		p.count(ci, n, -1)
+		p.count(ci, p.facts[ni], -1)
 	}
 	r := Reclaim{NodeID: n.ID, ClusterID: n.ClusterID, MachineID: n.MachineID, Cause: cause}
 	if n.State == domain.NodePending {
@@ -389,12 +316,18 @@ func (p *planner) liveNode(ni int32) bool {
 	if int(ni) >= len(p.s.Nodes) {
 		return true
 	}
-	return !p.gone[ni] && p.s.Nodes[ni].State.Live()
+	return !p.gone[ni] && p.facts[ni].is(fLive)
 }
 
 func (p *planner) classOf(ni int32) domain.ComputeClass {
 	if int(ni) >= len(p.s.Nodes) {
 		return p.out.Provisions[int(ni)-len(p.s.Nodes)].Class
+	}
+	switch f := p.facts[ni]; {
+	case f.is(fStandard):
+		return domain.Standard
+	case f.is(fPreemptible):
+		return domain.Preemptible
 	}
 	return p.s.Nodes[ni].Class
 }
@@ -457,7 +390,7 @@ func (p *planner) nodesOf(ci int32) []int32 {
 func (p *planner) victimsOf(ci int32, class domain.ComputeClass) []int32 {
 	p.scratch = p.scratch[:0]
 	for _, ni := range p.nodesOf(ci) {
-		if p.liveNode(ni) && p.s.Nodes[ni].Class == class {
+		if p.liveNode(ni) && p.classOf(ni) == class {
 			p.scratch = append(p.scratch, ni)
 		}
 	}
@@ -494,7 +427,7 @@ func (p *planner) scaleDown() {
 		}
 		if int(p.stdLive[ci]) > c.NumGPUs {
 			for _, ni := range p.victimsOf(int32(ci), domain.Standard) {
-				if g := p.s.Nodes[ni].GPUs; int(p.stdLive[ci])-g >= c.NumGPUs {
+				if g := int(p.facts[ni].gpus); int(p.stdLive[ci])-g >= c.NumGPUs {
 					p.reclaim(ni, domain.CauseScaledDown)
 				}
 			}
@@ -591,7 +524,7 @@ func (p *planner) findStandard(part, ci int32) {
 			return
 		}
 		if cl := p.claim[mi]; int(cl) < len(p.s.Nodes) && p.liveNode(cl) && p.eligible(ci, mi) &&
-			!p.s.Machines[mi].OutOfService && p.s.Nodes[cl].Class == domain.Preemptible {
+			!p.s.Machines[mi].OutOfService && p.classOf(cl) == domain.Preemptible {
 			p.reclaim(cl, domain.CausePreempted)
 			p.provision(ci, mi, domain.Standard, true)
 		}
@@ -601,7 +534,7 @@ func (p *planner) findStandard(part, ci int32) {
 	for _, mi := range p.partMachines[part] {
 		o := p.occ[mi]
 		if int(o) < len(p.s.Nodes) && p.liveNode(o) && p.claim[mi] < 0 && p.eligible(ci, mi) &&
-			p.s.Nodes[o].Class == domain.Preemptible {
+			p.classOf(o) == domain.Preemptible {
 			cand = append(cand, mi)
 		}
 	}
@@ -935,8 +868,7 @@ func (p *planner) status() {
 		st.AllocatedPreemptibleGPUs = int(p.preReady[ci])
 		waiting := p.stdWait[ci]
 		for _, ni := range p.nodesOf(int32(ci)) {
-			n := p.s.Nodes[ni]
-			if n.Class == domain.Standard && p.liveNode(ni) && n.State != domain.NodeReady {
+			if f := p.facts[ni]; f.is(fStandard) && p.liveNode(ni) && !f.is(fReady) {
 				waiting = true
 			}
 		}
@@ -978,7 +910,7 @@ type Availability struct {
 // as Compute, so what it calls available is what a plan would use.
 func Available(s Snapshot, now time.Time, cfg Config) []Availability {
 	p := &planner{s: &s, now: now, cfg: cfg}
-	p.index()
+	p.index(&Planner{})
 	out := make([]Availability, len(p.partMachines))
 	for part, ms := range p.partMachines {
 		a := &out[part]

@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,10 +67,42 @@ func benchPlan(b *testing.B, scale int, settled bool) {
 	b.ReportMetric(float64(len(pl.Provisions)+len(pl.Reclaims)), "changes/plan")
 }
 
-// BenchmarkPlan is the periodic reconcile on a settled 100,000-GPU fleet.
+// benchNextPlan is the plan the controller makes after a node step on a
+// settled fleet: through one Planner, with one node and one cluster
+// written since the last plan (new slices for both tables, as store.Cached
+// hands them out).
+func benchNextPlan(b *testing.B, scale int) {
+	w := benchWorld(scale, true)
+	var pl Planner
+	s := w.s
+	pl.Compute(s, w.now, Config{})
+	b.ReportAllocs()
+	b.ResetTimer()
+	var out Plan
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		s.Nodes = slices.Clone(s.Nodes)
+		k := i % len(s.Nodes)
+		n := *s.Nodes[k]
+		s.Nodes[k] = &n
+		s.Clusters = slices.Clone(s.Clusters)
+		s.Clusters[i%len(s.Clusters)].NodeSeq++
+		b.StartTimer()
+		out = pl.Compute(s, w.now, Config{})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(len(out.Provisions)+len(out.Reclaims)), "changes/plan")
+}
+
+// BenchmarkPlan is the periodic reconcile on a settled 100,000-GPU fleet:
+// settled is a plan from nothing (a new leader's first), next the plan
+// after a node step through the controller's Planner, cold the first plan
+// of an empty fleet.
 func BenchmarkPlan(b *testing.B) {
 	b.Run("gpus=100k/settled", func(b *testing.B) { benchPlan(b, 1, true) })
+	b.Run("gpus=100k/next", func(b *testing.B) { benchNextPlan(b, 1) })
 	b.Run("gpus=100k/cold", func(b *testing.B) { benchPlan(b, 1, false) })
 	b.Run("gpus=1M/settled", func(b *testing.B) { benchPlan(b, 10, true) })
+	b.Run("gpus=1M/next", func(b *testing.B) { benchNextPlan(b, 10) })
 	b.Run("gpus=1M/cold", func(b *testing.B) { benchPlan(b, 10, false) })
 }

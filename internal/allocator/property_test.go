@@ -13,10 +13,13 @@ import (
 // TestPlanInvariants drives random worlds through random operations (new
 // clusters, target and size changes, deletions, machines out of service,
 // drains and provisioning finishing in any order) and checks, after every
-// plan, the invariants the product promises.
+// plan, the invariants the product promises. Every plan is also made by a
+// Planner that keeps its indexes from one plan to the next, and must be
+// the same.
 func TestPlanInvariants(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		w := newWorld(t0)
+		w.memo = &memoCheck{fatal: rt.Fatalf}
 		regions := []string{"r1", "r2"}
 		gpus := []string{"A", "B"}
 		projects := []string{"p", "q", "acme"}

@@ -2,6 +2,8 @@ package allocator
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
@@ -15,6 +17,51 @@ type world struct {
 	now    time.Time
 	seq    int
 	window time.Duration
+	// memo, when set, also plans every snapshot through one Planner fed
+	// the way store.Cached feeds the controller's, and fails the test if
+	// the two plans differ.
+	memo *memoCheck
+}
+
+type memoCheck struct {
+	pl    Planner
+	prev  Snapshot
+	fatal func(format string, args ...any)
+	plans int
+}
+
+// view returns s as store.Cached would hand it out after prev: a table
+// equal to prev's is prev's slice, a node equal to one of prev's is the
+// same pointer, and everything else is a fresh copy (the world edits its
+// rows in place, which the Planner's contract rules out).
+func (mc *memoCheck) view(s Snapshot) Snapshot {
+	v := Snapshot{Reservations: slices.Clone(s.Reservations)}
+	v.Machines = mc.prev.Machines
+	if !slices.Equal(s.Machines, v.Machines) {
+		v.Machines = slices.Clone(s.Machines)
+	}
+	v.Clusters = mc.prev.Clusters
+	if !reflect.DeepEqual(s.Clusters, v.Clusters) {
+		v.Clusters = slices.Clone(s.Clusters)
+	}
+	byID := make(map[string]*domain.Node, len(mc.prev.Nodes))
+	for _, n := range mc.prev.Nodes {
+		byID[n.ID] = n
+	}
+	v.Nodes = make([]*domain.Node, len(s.Nodes))
+	for i, n := range s.Nodes {
+		if o := byID[n.ID]; o != nil && *o == *n {
+			v.Nodes[i] = o
+			continue
+		}
+		c := *n
+		v.Nodes[i] = &c
+	}
+	if slices.Equal(v.Nodes, mc.prev.Nodes) {
+		v.Nodes = mc.prev.Nodes
+	}
+	mc.prev = v
+	return v
 }
 
 func newWorld(now time.Time) *world {
@@ -46,7 +93,15 @@ func (w *world) cluster(id string) *domain.Cluster {
 
 // plan computes a plan for the world as it is.
 func (w *world) plan() Plan {
-	return Compute(w.s, w.now, Config{DrainWindow: w.window})
+	cfg := Config{DrainWindow: w.window}
+	pl := Compute(w.s, w.now, cfg)
+	if mc := w.memo; mc != nil {
+		mc.plans++
+		if got := mc.pl.Compute(mc.view(w.s), w.now, cfg); !reflect.DeepEqual(got, pl) {
+			mc.fatal("Planner's plan differs from Compute's:\n got %+v\nwant %+v", got, pl)
+		}
+	}
+	return pl
 }
 
 // tryCluster adds a cluster the way the API does: only if the plan shows

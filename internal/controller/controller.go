@@ -103,7 +103,11 @@ func (c *Config) defaults() {
 
 // Controller plans and applies. Create it with New.
 type Controller struct {
-	store    store.Store
+	store store.Store
+	// planner keeps the allocator's indexes of the tables that did not
+	// change since the last plan (the in-memory copy hands out the same
+	// slices until a row changes).
+	planner  allocator.Planner
 	cluster  driver.ClusterDriver
 	machines driver.MachineProvider
 	clock    clock.Clock
@@ -129,6 +133,9 @@ type Controller struct {
 	// given each reused plan with the one planning afresh would make.
 	settledHits  atomic.Int64
 	checkSettled func(settled, fresh allocator.Plan, s allocator.Snapshot, now time.Time)
+	// checkPlan, set by tests, is given each plan with the one made
+	// without the planner's kept indexes.
+	checkPlan func(got, fresh allocator.Plan)
 	// tq holds transitions waiting for the next holder of mu to commit
 	// them together (see transition).
 	tq batchQueue[*pendingTransition]
@@ -316,7 +323,12 @@ func (c *Controller) snapshot(ctx context.Context) (allocator.Snapshot, error) {
 }
 
 func (c *Controller) plan(s allocator.Snapshot, now time.Time) allocator.Plan {
-	return allocator.Compute(s, now, allocator.Config{DrainWindow: c.cfg.DrainWindow, Cooldown: max(c.cfg.Cooldown, 0)})
+	cfg := allocator.Config{DrainWindow: c.cfg.DrainWindow, Cooldown: max(c.cfg.Cooldown, 0)}
+	pl := c.planner.Compute(s, now, cfg)
+	if c.checkPlan != nil {
+		c.checkPlan(pl, allocator.Compute(s, now, cfg))
+	}
+	return pl
 }
 
 // CreateCluster creates a cluster if its standard capacity can be found,

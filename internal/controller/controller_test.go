@@ -89,6 +89,13 @@ func (h *harness) open() {
 			h.t.Errorf("at %s the loop reused a settled plan, but planning afresh gives another:\n settled %+v\n fresh   %+v", now, settled, fresh)
 		}
 	}
+	// The planner's kept indexes hold only if the in-memory copy never
+	// changes what it handed out.
+	h.c.checkPlan = func(got, fresh allocator.Plan) {
+		if !reflect.DeepEqual(got, fresh) {
+			h.t.Errorf("the controller's planner made another plan than a fresh one:\n got   %+v\n fresh %+v", got, fresh)
+		}
+	}
 	h.t.Cleanup(func() {
 		if h.st == store.Store(cached) { // not closed by restart
 			h.checkCache(cached, st)
