@@ -659,6 +659,32 @@ func (c *Controller) Plan(ctx context.Context) (allocator.Plan, error) {
 	return c.plan(s, c.clock.Now()), nil
 }
 
+// prefetchClusters reads, in one query, the clusters commit writes: those
+// pl provisions nodes for and those whose state changes (not unchanged).
+func prefetchClusters(ctx context.Context, tx store.Tx, pl allocator.Plan, unchanged func(int, allocator.ClusterState) bool) (map[string]*domain.Cluster, error) {
+	var ids []string
+	for _, p := range pl.Provisions {
+		ids = append(ids, p.ClusterID)
+	}
+	for i, cs := range pl.Clusters {
+		if cs.ClusterID != "" && !unchanged(i, cs) {
+			ids = append(ids, cs.ClusterID)
+		}
+	}
+	out := map[string]*domain.Cluster{}
+	if len(ids) < 2 {
+		return out, nil
+	}
+	cls, err := store.ClustersByID(ctx, tx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for i := range cls {
+		out[cls[i].ID] = &cls[i]
+	}
+	return out, nil
+}
+
 // commit writes, in one transaction, what before writes (the request's own
 // change), then the plan's intents: drains with their deadlines, new
 // nodes, and the lifecycle events they imply, and the states of the
@@ -680,7 +706,15 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 		if err != nil {
 			return err
 		}
-		clusters := map[string]*domain.Cluster{}
+		// The clusters the plan provisions for or changes the state of,
+		// read in one query.
+		unchanged := func(i int, cs allocator.ClusterState) bool {
+			return i < len(s.Clusters) && s.Clusters[i].ID == cs.ClusterID && !statusChanged(s.Clusters[i], cs, now)
+		}
+		clusters, err := prefetchClusters(ctx, tx, pl, unchanged)
+		if err != nil {
+			return err
+		}
 		getCluster := func(id string) (*domain.Cluster, error) {
 			if cl, ok := clusters[id]; ok {
 				return cl, nil
@@ -763,7 +797,7 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 			if cs.ClusterID == "" {
 				continue
 			}
-			if _, touched := clusters[cs.ClusterID]; !touched && i < len(s.Clusters) && s.Clusters[i].ID == cs.ClusterID && !statusChanged(s.Clusters[i], cs, now) {
+			if _, touched := clusters[cs.ClusterID]; !touched && unchanged(i, cs) {
 				continue
 			}
 			cur, err := getCluster(cs.ClusterID)

@@ -502,8 +502,23 @@ func (p *prefetched) UpdateNode(ctx context.Context, n domain.Node) error {
 	return p.Tx.UpdateNode(ctx, n)
 }
 
-// The bulk writes of the transaction underneath are kept.
-var _ store.BulkWriter = (*prefetched)(nil)
+// The bulk reads and writes of the transaction underneath are kept.
+var (
+	_ store.BulkWriter = (*prefetched)(nil)
+	_ store.BulkReader = (*prefetched)(nil)
+)
+
+func (p *prefetched) NodesByID(ctx context.Context, ids []string) ([]domain.Node, error) {
+	return store.NodesByID(ctx, p.Tx, ids)
+}
+
+func (p *prefetched) ClustersByID(ctx context.Context, ids []string) ([]domain.Cluster, error) {
+	return store.ClustersByID(ctx, p.Tx, ids)
+}
+
+func (p *prefetched) MachinesByID(ctx context.Context, ids []string) ([]domain.Machine, error) {
+	return store.MachinesByID(ctx, p.Tx, ids)
+}
 
 func (p *prefetched) CreateNodes(ctx context.Context, ns []domain.Node) error {
 	for _, n := range ns {
