@@ -104,9 +104,13 @@ func Open(ctx context.Context, dsn string) (store.Store, error) {
 		// Seq commits before the next one can draw a larger one.
 		EventLock: fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, key+1),
 	}
-	// Connections are kept for reuse: opening one costs the database a
-	// process (database/sql keeps only 2 idle by default).
-	db.SetMaxIdleConns(maxIdleConns)
+	// Connections are kept for reuse, and no more are opened than kept:
+	// opening one costs the database a process and every statement a new
+	// parse, and under load a pool that opens past what it keeps idle
+	// opens and closes connections all the time (database/sql keeps only
+	// 2 idle by default). A request beyond the cap waits for a connection.
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
 	st := sqlstore.New(d, db, db)
 	// The leader renews its lease on connections of its own, never
 	// waiting behind its own load for one.
@@ -117,10 +121,11 @@ func Open(ctx context.Context, dsn string) (store.Store, error) {
 	return st, nil
 }
 
-// maxIdleConns is how many idle connections a server keeps. Every
-// connection counts against the database's max_connections (100 by
-// default), shared by all replicas.
-const maxIdleConns = 16
+// maxConns is how many connections a server opens (and keeps), besides
+// its two for the lease. Every connection counts against the database's
+// max_connections (100 by default), shared by all replicas: three
+// replicas take 66.
+const maxConns = 20
 
 // lockKey derives the advisory lock keys of a schema: key for migrations,
 // key+1 for events.
