@@ -586,6 +586,35 @@ func TestRegistrationTimeout(t *testing.T) {
 	}
 }
 
+// TestRegisteredNodeClearsMachineFailures: failures count in a row, so a
+// node that registers on a machine that failed once clears its count.
+func TestRegisteredNodeClearsMachineFailures(t *testing.T) {
+	h := newHarness(t, quickPods, 1)
+	var accept atomic.Bool
+	withAPI(h, &tenantAPI{addNode: func(driver.NodeSpec) error {
+		if accept.Load() {
+			return nil
+		}
+		return driver.ErrNotReady
+	}})
+	h.create("a", 8, 0)
+	first := h.onlyNode("a", domain.Standard)
+	h.reconcile()
+	h.advance(15*time.Minute + 10*time.Second)
+	if m, _ := h.st.GetMachine(h.ctx, first.MachineID); m.Failures != 1 {
+		t.Fatalf("machine after one failure: %+v", m)
+	}
+	accept.Store(true)
+	h.advance(5 * time.Minute)
+	repl := h.onlyNode("a", domain.Standard)
+	if repl.ID == first.ID || repl.State != domain.NodeReady {
+		t.Fatalf("replacement %s: %s (%s)", repl.ID, repl.State, repl.LastError)
+	}
+	if m, _ := h.st.GetMachine(h.ctx, first.MachineID); m.Failures != 0 {
+		t.Fatalf("machine after a node registered on it: %+v", m)
+	}
+}
+
 // TestLateStepFindsNodeRegistered: a provisioning step that runs only
 // after the registration deadline (a controller too busy to step the node
 // sooner) still asks the node first: one that registered becomes ready,

@@ -646,6 +646,11 @@ func (c *Controller) stepProvision(ctx context.Context, n domain.Node) error {
 	}
 	_, err = c.transition(ctx, n.ID, domain.NodeProvisioning, func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
 		n.State, n.ReadyAt = domain.NodeReady, now
+		// Most machines have no failures to forget: the leader's
+		// in-memory copy says so without a query per node.
+		if m, err := c.store.GetMachine(ctx, n.MachineID); err == nil && m.Failures == 0 {
+			return readyEvents(n), nil
+		}
 		m, err := tx.GetMachine(ctx, n.MachineID)
 		if err != nil {
 			return nil, err
@@ -657,13 +662,17 @@ func (c *Controller) stepProvision(ctx context.Context, n domain.Node) error {
 				return nil, err
 			}
 		}
-		return []domain.Event{{Reason: domain.ReasonNodeAdded,
-			Message: fmt.Sprintf("%s node %s (%d GPUs, machine %s) joined the cluster, labelled %s=%s", n.Class, n.Name, n.GPUs, n.MachineID, domain.LabelComputeClass, n.Class)}}, nil
+		return readyEvents(n), nil
 	})
 	if err == nil {
 		c.preparing.forget(n.ID)
 	}
 	return ignoreStale(err)
+}
+
+func readyEvents(n *domain.Node) []domain.Event {
+	return []domain.Event{{Reason: domain.ReasonNodeAdded,
+		Message: fmt.Sprintf("%s node %s (%d GPUs, machine %s) joined the cluster, labelled %s=%s", n.Class, n.Name, n.GPUs, n.MachineID, domain.LabelComputeClass, n.Class)}}
 }
 
 // registerBy is when node n, provisioning, must be ready by: the
