@@ -726,12 +726,13 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 			clusters[id] = &cl
 			return &cl, nil
 		}
+		// The plan's events (a burst posts a notice per reclaim) go in a
+		// few statements at the end.
+		var pending []domain.Event
 		addEvent := func(e domain.Event) error {
 			e.ID = c.NewID("ev-")
 			e.Timestamp = now
-			if _, err := tx.AddEvent(ctx, e); err != nil {
-				return err
-			}
+			pending = append(pending, e)
 			events++
 			obs = append(obs, Observation{Time: now, Kind: KindEvent, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message})
 			return nil
@@ -828,7 +829,7 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 				return fmt.Errorf("update cluster %s: %w", cl.ID, err)
 			}
 		}
-		return nil
+		return store.AddEvents(ctx, tx, pending)
 	})
 	if err != nil {
 		return err

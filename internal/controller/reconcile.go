@@ -437,12 +437,14 @@ func (c *Controller) flushTransitions(ctx context.Context) {
 		if err != nil {
 			return err
 		}
+		// The batch's events go in a few statements at its end.
+		var evs []domain.Event
 		for _, t := range batch {
-			if err := c.applyTransition(ctx, tx, t, now); err != nil && !t.dropped {
+			if err := c.applyTransition(ctx, tx, t, now, &evs); err != nil && !t.dropped {
 				return err
 			}
 		}
-		return nil
+		return store.AddEvents(ctx, tx, evs)
 	})
 	if err == nil || len(batch) == 1 {
 		if err != nil {
@@ -451,7 +453,7 @@ func (c *Controller) flushTransitions(ctx context.Context) {
 		return
 	}
 	for _, t := range batch {
-		t.err = c.store.Update(ctx, func(tx store.Tx) error { return c.applyTransition(ctx, tx, t, now) })
+		t.err = c.store.Update(ctx, func(tx store.Tx) error { return c.applyTransition(ctx, tx, t, now, nil) })
 	}
 }
 
@@ -527,12 +529,18 @@ func (p *prefetched) CreateNodes(ctx context.Context, ns []domain.Node) error {
 	return store.CreateNodes(ctx, p.Tx, ns)
 }
 
+func (p *prefetched) AddEvents(ctx context.Context, es []domain.Event) error {
+	return store.AddEvents(ctx, p.Tx, es)
+}
+
 func (p *prefetched) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
 	return store.PutUsages(ctx, p.Tx, us)
 }
 
-// applyTransition runs t in tx and records its outcome in t.
-func (c *Controller) applyTransition(ctx context.Context, tx store.Tx, t *pendingTransition, now time.Time) error {
+// applyTransition runs t in tx and records its outcome in t. Its events
+// are added to *later when later is set (the caller adds them before it
+// commits), else to tx at once.
+func (c *Controller) applyTransition(ctx context.Context, tx store.Tx, t *pendingTransition, now time.Time, later *[]domain.Event) error {
 	t.obs, t.err, t.dropped = t.obs[:0], nil, false
 	n, err := tx.GetNode(ctx, t.id)
 	if err != nil {
@@ -561,7 +569,9 @@ func (c *Controller) applyTransition(ctx context.Context, tx store.Tx, t *pendin
 		if e.NodeID == "" && e.Reason != domain.ReasonTargetUnfulfilled {
 			e.NodeID, e.NodeName, e.ClusterID = n.ID, n.Name, n.ClusterID
 		}
-		if _, err := tx.AddEvent(ctx, e); err != nil {
+		if later != nil {
+			*later = append(*later, e)
+		} else if _, err := tx.AddEvent(ctx, e); err != nil {
 			t.err = err
 			return err
 		}

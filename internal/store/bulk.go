@@ -74,6 +74,9 @@ type BulkWriter interface {
 	// CreateNodes is CreateNode of each node, except that on ErrConflict
 	// which of them were created is not said.
 	CreateNodes(ctx context.Context, ns []domain.Node) error
+	// AddEvents is AddEvent of each event, in order (their Seqs follow
+	// that order), without handing the Seqs back.
+	AddEvents(ctx context.Context, es []domain.Event) error
 }
 
 // PutUsages writes records in tx: in bulk where tx is a BulkWriter, one
@@ -83,6 +86,22 @@ func PutUsages(ctx context.Context, tx Tx, us []domain.UsageRecord) error {
 		return b.PutUsages(ctx, us)
 	}
 	return Each(ctx, us, tx.PutUsage)
+}
+
+// AddEvents adds events in tx: in bulk where tx is a BulkWriter, one by
+// one otherwise.
+func AddEvents(ctx context.Context, tx Tx, es []domain.Event) error {
+	if b, ok := tx.(BulkWriter); ok {
+		return b.AddEvents(ctx, es)
+	}
+	return Each(ctx, es, func(ctx context.Context, e domain.Event) error {
+		_, err := tx.AddEvent(ctx, e)
+		return err
+	})
+}
+
+func (t *recordingTx) AddEvents(ctx context.Context, es []domain.Event) error {
+	return AddEvents(ctx, t.Tx, es) // events are none of the copy's tables
 }
 
 func (t *recordingTx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {

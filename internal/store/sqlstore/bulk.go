@@ -16,10 +16,12 @@ import (
 const byIDSizes = 10
 
 // usageSizes: PutUsages writes 1, 2, 4, … 64 records per statement;
-// nodeSizes: CreateNodes 1, 2, … 32 nodes.
+// nodeSizes: CreateNodes 1, 2, … 32 nodes; eventSizes: AddEvents 1, 2, …
+// 32 events.
 const (
 	usageSizes = 7
 	nodeSizes  = 6
+	eventSizes = 6
 )
 
 var (
@@ -32,6 +34,9 @@ type byIDQueries struct {
 	nodes, clusters, machines [byIDSizes]string
 	usage                     [usageSizes]string
 	createNodes               [nodeSizes]string
+	// addEvents is empty where the dialect cannot replace an event in
+	// one statement (see Dialect.UpsertDefault).
+	addEvents [eventSizes]string
 }
 
 func buildByIDQueries(d Dialect) byIDQueries {
@@ -50,6 +55,12 @@ func buildByIDQueries(d Dialect) byIDQueries {
 	for i := range nodeSizes {
 		rows := strings.TrimSuffix(strings.Repeat(nodeRow+", ", 1<<i), ", ")
 		q.createNodes[i] = rebind(d, `INSERT INTO nodes (`+nodeCols+`, metered) VALUES `+rows+` ON CONFLICT DO NOTHING RETURNING id`)
+	}
+	if d.UpsertDefault {
+		for i := range eventSizes {
+			rows := strings.TrimSuffix(strings.Repeat(eventRow+", ", 1<<i), ", ")
+			q.addEvents[i] = rebind(d, `INSERT INTO events (`+eventInsertCols+`) VALUES `+rows+eventUpsert)
+		}
 	}
 	return q
 }
@@ -180,6 +191,36 @@ func (t *tx) CreateNodes(ctx context.Context, ns []domain.Node) error {
 					return fmt.Errorf("create node %s: %w", n.ID, domain.ErrConflict)
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// AddEvents adds events as AddEvent does, up to 32 per statement where
+// the dialect replaces an event in one: a burst's plan posts a notice for
+// every node it reclaims. Events with the same key in one call are added
+// one by one, as one statement cannot write a row twice.
+func (t *tx) AddEvents(ctx context.Context, es []domain.Event) error {
+	one := func(ctx context.Context, e domain.Event) error {
+		_, err := t.AddEvent(ctx, e)
+		return err
+	}
+	_, ok := distinct(es, func(e domain.Event) string { return e.ClusterID + "\x00" + e.NodeID + "\x00" + string(e.Reason) })
+	if t.s.bq.addEvents[0] == "" || !ok || len(es) < 2 {
+		return store.Each(ctx, es, one)
+	}
+	if err := t.lockEvents(ctx); err != nil {
+		return err
+	}
+	for len(es) > 0 {
+		i, chunk, rest := nextChunk(es, eventSizes)
+		es = rest
+		args := make([]any, 0, 8*len(chunk))
+		for _, e := range chunk {
+			args = append(args, t.eventArgs(e)...)
+		}
+		if _, err := t.q.ExecContext(ctx, t.s.bq.addEvents[i], args...); err != nil {
+			return t.writeErr(fmt.Sprintf("add %d events", len(chunk)), err)
 		}
 	}
 	return nil

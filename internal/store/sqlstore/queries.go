@@ -119,12 +119,18 @@ func replaceEvent(d Dialect) string {
 	}
 	// The replaced event takes a new Seq, as a delete and an insert give
 	// it: readers after its old Seq see it again.
-	return rebind(d, `INSERT INTO events (id, cluster_id, node_id, node_name, reason, message, ts, deadline)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (cluster_id, node_id, reason) DO UPDATE SET seq = DEFAULT, id = excluded.id,
-			node_name = excluded.node_name, message = excluded.message, ts = excluded.ts, deadline = excluded.deadline
-		RETURNING seq`)
+	return rebind(d, `INSERT INTO events (`+eventInsertCols+`) VALUES `+eventRow+eventUpsert+` RETURNING seq`)
 }
+
+// eventRow is one row of an event insert; eventUpsert the clause that
+// replaces the event of the same key, shared with AddEvents.
+const (
+	eventInsertCols = `id, cluster_id, node_id, node_name, reason, message, ts, deadline`
+	eventRow        = `(?, ?, ?, ?, ?, ?, ?, ?)`
+	eventUpsert     = `
+		ON CONFLICT (cluster_id, node_id, reason) DO UPDATE SET seq = DEFAULT, id = excluded.id,
+			node_name = excluded.node_name, message = excluded.message, ts = excluded.ts, deadline = excluded.deadline`
+)
 
 // usageRow is one row of putUsage's VALUES; usageUpsert its conflict
 // clause, shared with the bulk statements of PutUsages.

@@ -147,15 +147,27 @@ func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
 		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError, n.CleanupPending, t.s.timeArg(n.ProvisioningAt), n.ID)
 }
 
-func (t *tx) AddEvent(ctx context.Context, e domain.Event) (domain.Event, error) {
+// lockEvents takes the event lock, once per transaction.
+func (t *tx) lockEvents(ctx context.Context) error {
 	if t.s.q.eventLock != "" && !t.eventLocked {
 		if _, err := t.q.ExecContext(ctx, t.s.q.eventLock); err != nil {
-			return e, fmt.Errorf("%s: add event: lock: %w", t.s.d.Name, err)
+			return fmt.Errorf("%s: add event: lock: %w", t.s.d.Name, err)
 		}
 		t.eventLocked = true
 	}
-	args := []any{e.ID, e.ClusterID, e.NodeID, e.NodeName, string(e.Reason), e.Message,
+	return nil
+}
+
+func (t *tx) eventArgs(e domain.Event) []any {
+	return []any{e.ID, e.ClusterID, e.NodeID, e.NodeName, string(e.Reason), e.Message,
 		t.s.timeArg(e.Timestamp), t.s.timeArg(e.Deadline)}
+}
+
+func (t *tx) AddEvent(ctx context.Context, e domain.Event) (domain.Event, error) {
+	if err := t.lockEvents(ctx); err != nil {
+		return e, err
+	}
+	args := t.eventArgs(e)
 	var err error
 	if t.s.q.replaceEvent != "" {
 		err = t.q.QueryRowContext(ctx, t.s.q.replaceEvent, args...).Scan(&e.Seq)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,6 +25,7 @@ func runHistory(t *testing.T, newDB NewDB) {
 		{"ScanUsage", testScanUsage},
 		{"BulkReads", testBulkReads},
 		{"PutUsages", testPutUsages},
+		{"AddEvents", testAddEvents},
 		{"CreateNodes", testCreateNodes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -582,4 +584,65 @@ func testCreateNodes(t *testing.T, s store.Store) {
 	if n, err := s.GetNode(ctx, "cn-n03"); err != nil || n.MachineID != "cn-m03" {
 		t.Fatalf("the live node whose ID was asked again: %+v, %v", n, err)
 	}
+}
+
+// testAddEvents: adding events in bulk (store.BulkWriter) ends as adding
+// them one by one: the same events, in the same Seq order, a key added
+// again replacing its event with a later Seq, also within one call and
+// across the statements a long call is split into.
+func testAddEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	rng := rand.New(rand.NewPCG(5, 6))
+	// Node numbers: distinct within a call (one that repeats a key is
+	// added one by one), repeated across calls (replacing stored events).
+	var rounds [][]int
+	for range 5 {
+		rounds = append(rounds, rng.Perm(70)[:1+rng.IntN(69)])
+	}
+	rounds = append(rounds, []int{3, 4, 3}) // a key twice in one call
+	seq := 0
+	ev := func(prefix string, node int) domain.Event {
+		seq++
+		return domain.Event{ID: fmt.Sprintf("%sev%d", prefix, seq), ClusterID: "c1", NodeID: fmt.Sprintf("%sn%02d", prefix, node),
+			NodeName: "gpu-dp-1", Reason: domain.ReasonPreemptionNotified, Message: fmt.Sprintf("m%d", seq), Timestamp: at(seq), Deadline: at(seq + 5)}
+	}
+	for _, round := range rounds {
+		update(t, s, func(tx store.Tx) error {
+			var bulk []domain.Event
+			for _, n := range round {
+				if _, err := tx.AddEvent(ctx, ev("row-", n)); err != nil {
+					return err
+				}
+				bulk = append(bulk, ev("bulk-", n))
+			}
+			if _, ok := tx.(store.BulkWriter); !ok {
+				t.Fatalf("a %T does not write in bulk", tx)
+			}
+			return store.AddEvents(ctx, tx, bulk)
+		})
+	}
+	all, err := s.ListEvents(ctx, store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct{ node, msg string }
+	var rows, bulk []key
+	for i, e := range all {
+		if i > 0 && e.Seq <= all[i-1].Seq {
+			t.Fatalf("events out of Seq order: %d after %d", e.Seq, all[i-1].Seq)
+		}
+		switch {
+		case strings.HasPrefix(e.NodeID, "row-"):
+			rows = append(rows, key{strings.TrimPrefix(e.NodeID, "row-"), e.Message})
+		case strings.HasPrefix(e.NodeID, "bulk-"):
+			// Each bulk event was made right after its row event.
+			n, _ := strconv.Atoi(strings.TrimPrefix(e.Message, "m"))
+			bulk = append(bulk, key{strings.TrimPrefix(e.NodeID, "bulk-"), fmt.Sprintf("m%d", n-1)})
+		}
+	}
+	if len(rows) < 50 {
+		t.Fatalf("only %d events kept", len(rows))
+	}
+	wantEqual(t, "events added in bulk vs one by one (node, message)", bulk, rows)
 }
