@@ -130,16 +130,7 @@ func (t *tx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
 	if _, ok := distinct(us, func(u domain.UsageRecord) string { return u.NodeID }); !ok {
 		return store.Each(ctx, us, t.PutUsage)
 	}
-	for len(us) > 0 {
-		i, chunk, rest := nextChunk(us, usageSizes)
-		us = rest
-		args := make([]any, 0, 14*len(chunk))
-		for _, u := range chunk {
-			args = append(args, t.usageArgs(u)...)
-		}
-		if _, err := t.q.ExecContext(ctx, t.s.bq.usage[i], args...); err != nil {
-			return t.writeErr(fmt.Sprintf("put usage of %d nodes", len(chunk)), err)
-		}
+	return execChunks(ctx, t, us, t.s.bq.usage[:], t.usageArgs, "put usage of %d nodes", func(chunk []domain.UsageRecord) error {
 		for _, u := range chunk {
 			if u.Final {
 				if err := t.markMetered(ctx, u.NodeID); err != nil {
@@ -147,8 +138,8 @@ func (t *tx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
 				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // CreateNodes creates nodes as CreateNode does, up to 32 per statement
@@ -212,15 +203,27 @@ func (t *tx) AddEvents(ctx context.Context, es []domain.Event) error {
 	if err := t.lockEvents(ctx); err != nil {
 		return err
 	}
-	for len(es) > 0 {
-		i, chunk, rest := nextChunk(es, eventSizes)
-		es = rest
-		args := make([]any, 0, 8*len(chunk))
-		for _, e := range chunk {
-			args = append(args, t.eventArgs(e)...)
+	return execChunks(ctx, t, es, t.s.bq.addEvents[:], t.eventArgs, "add %d events", nil)
+}
+
+// execChunks writes rows with queries[i], the statement of 1<<i rows,
+// the largest that fits first; after, if set, runs after each statement
+// with the rows it wrote. doing names the write, with the row count.
+func execChunks[T any](ctx context.Context, t *tx, rows []T, queries []string, argsOf func(T) []any, doing string, after func([]T) error) error {
+	for len(rows) > 0 {
+		i, chunk, rest := nextChunk(rows, len(queries))
+		rows = rest
+		var args []any
+		for _, r := range chunk {
+			args = append(args, argsOf(r)...)
 		}
-		if _, err := t.q.ExecContext(ctx, t.s.bq.addEvents[i], args...); err != nil {
-			return t.writeErr(fmt.Sprintf("add %d events", len(chunk)), err)
+		if _, err := t.q.ExecContext(ctx, queries[i], args...); err != nil {
+			return t.writeErr(fmt.Sprintf(doing, len(chunk)), err)
+		}
+		if after != nil {
+			if err := after(chunk); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
