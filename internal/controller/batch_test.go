@@ -58,7 +58,7 @@ func TestTransitionsShareCommits(t *testing.T) {
 		errs := map[string]error{}
 		for _, n := range nodes {
 			wg.Go(func() {
-				_, err := c.transition(h.ctx, n.ID, domain.NodeProvisioning, func(_ store.Tx, n *domain.Node, _ time.Time) ([]domain.Event, error) {
+				_, err := c.transition(h.ctx, n.ID, domain.NodeProvisioning, func(_ func() (store.Tx, error), n *domain.Node, _ time.Time) ([]domain.Event, error) {
 					if n.ID == failing {
 						return nil, boom
 					}
@@ -293,4 +293,85 @@ func TestPrefetchedRereadsWrittenNodes(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestBatchedNodeWritesAreSeen: a batch holds its transitions' node
+// writes back to write them together, yet every change sees the
+// transaction as if each had been written at once: a change that reads
+// through the transaction sees the earlier transitions' nodes, and a
+// second transition of a node in the same batch starts from the first's
+// result.
+func TestBatchedNodeWritesAreSeen(t *testing.T) {
+	h := newHarness(t, quickPods, 8)
+	h.create("a", 64, 0)
+	nodes := h.nodes("a", domain.NodeProvisioning)
+	if len(nodes) != 8 {
+		t.Fatalf("%d provisioning nodes, want 8", len(nodes))
+	}
+	cs := &countingStore{Store: h.st}
+	c := New(cs, h.sim, h.sim, h.clk, h.cfg, nil)
+	type step struct {
+		id     string
+		change changeFunc
+	}
+	var seen []string // what the reading change found, node by node
+	mark := func(s string) changeFunc {
+		return func(_ func() (store.Tx, error), n *domain.Node, _ time.Time) ([]domain.Event, error) {
+			n.LastError += s
+			return nil, nil
+		}
+	}
+	steps := []step{}
+	for _, n := range nodes[:7] {
+		steps = append(steps, step{n.ID, mark("held")})
+	}
+	steps = append(steps, step{nodes[0].ID, mark(" again")}, step{nodes[7].ID,
+		func(txOf func() (store.Tx, error), n *domain.Node, _ time.Time) ([]domain.Event, error) {
+			tx, err := txOf()
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range nodes[:7] {
+				got, err := tx.GetNode(h.ctx, o.ID)
+				if err != nil {
+					return nil, err
+				}
+				seen = append(seen, got.LastError)
+			}
+			n.LastError = "reader"
+			return nil, nil
+		}})
+
+	c.mu.Lock() // every transition queues behind the lock, in order
+	var wg sync.WaitGroup
+	errs := make([]error, len(steps))
+	for i, s := range steps {
+		wg.Go(func() { _, errs[i] = c.transition(h.ctx, s.id, anyState, s.change) })
+		waitQueued(t, "transitions", c.tq.len, i+1)
+	}
+	cs.updates.Store(0)
+	c.mu.Unlock()
+	wg.Wait()
+
+	if got := cs.updates.Load(); got != 1 {
+		t.Errorf("%d queued transitions took %d transactions, want 1", len(steps), got)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	want := []string{"held again", "held", "held", "held", "held", "held", "held"}
+	if !reflect.DeepEqual(seen, want) {
+		t.Errorf("a change reading through the transaction saw %q, want %q", seen, want)
+	}
+	for i, n := range nodes {
+		want := map[int]string{0: "held again", 7: "reader"}[i]
+		if want == "" {
+			want = "held"
+		}
+		if got := h.node(n.ID).LastError; got != want {
+			t.Errorf("node %s committed with LastError %q, want %q", n.Name, got, want)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -738,6 +739,9 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 			return nil
 		}
 
+		// The reclaimed nodes are written in a few statements, before the
+		// new nodes: those may take the machines they free.
+		reclaimed := make([]domain.Node, 0, len(pl.Reclaims))
 		for _, r := range pl.Reclaims {
 			n, err := tx.GetNode(ctx, r.NodeID)
 			if err != nil {
@@ -767,9 +771,10 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 					obs = append(obs, drainObservation(KindDrainStarted, n, now))
 				}
 			}
-			if err := tx.UpdateNode(ctx, n); err != nil {
-				return fmt.Errorf("reclaim node %s: %w", r.NodeID, err)
-			}
+			reclaimed = append(reclaimed, n)
+		}
+		if err := store.UpdateNodes(ctx, tx, reclaimed); err != nil {
+			return fmt.Errorf("reclaim %d nodes: %w", len(reclaimed), err)
 		}
 
 		created := make([]domain.Node, 0, len(pl.Provisions))
@@ -824,10 +829,13 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 				}
 			}
 		}
+		changed := make([]domain.Cluster, 0, len(clusters))
 		for _, cl := range clusters {
-			if err := tx.UpdateCluster(ctx, *cl); err != nil {
-				return fmt.Errorf("update cluster %s: %w", cl.ID, err)
-			}
+			changed = append(changed, *cl)
+		}
+		slices.SortFunc(changed, func(a, b domain.Cluster) int { return strings.Compare(a.ID, b.ID) })
+		if err := store.UpdateClusters(ctx, tx, changed); err != nil {
+			return fmt.Errorf("update %d clusters: %w", len(changed), err)
 		}
 		return store.AddEvents(ctx, tx, pending)
 	})

@@ -43,7 +43,7 @@ func (c *Controller) stepDrain(ctx context.Context, n domain.Node) error {
 	}
 	if !n.Notified {
 		var notifiedAt time.Time
-		n, err = c.transition(ctx, n.ID, domain.NodeDraining, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+		n, err = c.transition(ctx, n.ID, domain.NodeDraining, func(_ func() (store.Tx, error), n *domain.Node, now time.Time) ([]domain.Event, error) {
 			n.Notified, notifiedAt = true, now
 			return nil, nil
 		})
@@ -212,7 +212,7 @@ func isWorkload(p driver.Pod) bool { return !p.DaemonSet }
 func (c *Controller) endDrain(ctx context.Context, n domain.Node, outcome domain.DrainOutcome) error {
 	at := c.clock.Now()
 	res := c.tryCleanUp(ctx, n, outcome)
-	n, err := c.transition(ctx, n.ID, domain.NodeDraining, func(_ store.Tx, n *domain.Node, _ time.Time) ([]domain.Event, error) {
+	n, err := c.transition(ctx, n.ID, domain.NodeDraining, func(_ func() (store.Tx, error), n *domain.Node, _ time.Time) ([]domain.Event, error) {
 		n.State, n.DrainedAt, n.Outcome, n.RemovedAt = domain.NodeRemoving, at, outcome, at
 		n.CleanupPending = res.err != nil
 		var evs []domain.Event

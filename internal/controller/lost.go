@@ -65,7 +65,7 @@ func (c *Controller) sweep(ctx context.Context) error {
 // its cleanup (the Node object if it is still there, pods bound to it)
 // is pending, and the allocator replaces it on the next plan.
 func (c *Controller) lose(ctx context.Context, n domain.Node, why string) error {
-	_, err := c.transition(ctx, n.ID, domain.NodeReady, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+	_, err := c.transition(ctx, n.ID, domain.NodeReady, func(_ func() (store.Tx, error), n *domain.Node, now time.Time) ([]domain.Event, error) {
 		n.State, n.Outcome, n.RemovedAt, n.CleanupPending = domain.NodeRemoving, domain.OutcomeLost, now, true
 		return []domain.Event{{Reason: domain.ReasonNodeLost,
 			Message: why + "; billing stopped, its machine is taken back and the node replaced"}}, nil
@@ -85,7 +85,7 @@ func (c *Controller) lose(ctx context.Context, n domain.Node, why string) error 
 func (c *Controller) registrationFailed(ctx context.Context, n domain.Node) error {
 	var ce *clusterError
 	blame := !errors.As(c.backoff.lastErr(n.ID), &ce)
-	n, err := c.transition(ctx, n.ID, domain.NodeProvisioning, func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+	n, err := c.transition(ctx, n.ID, domain.NodeProvisioning, func(txOf func() (store.Tx, error), n *domain.Node, now time.Time) ([]domain.Event, error) {
 		n.State, n.RemovedAt, n.CleanupPending = domain.NodeRemoving, now, true
 		msg := fmt.Sprintf("node %s did not register Ready within %s on machine %s; the machine goes back and the node is replaced",
 			n.Name, c.cfg.RegisterTimeout, n.MachineID)
@@ -94,6 +94,10 @@ func (c *Controller) registrationFailed(ctx context.Context, n domain.Node) erro
 				n.Name, c.cfg.RegisterTimeout)
 		}
 		if blame {
+			tx, err := txOf()
+			if err != nil {
+				return nil, err
+			}
 			m, err := tx.GetMachine(ctx, n.MachineID)
 			if err != nil {
 				return nil, err

@@ -386,7 +386,12 @@ var errStale = errors.New("node state changed")
 // (errStale, or gone) drops out of the batch alone; any other error rolls
 // the batch back, and its transitions are then committed one by one, so
 // each gets its own outcome as before.
-func (c *Controller) transition(ctx context.Context, id string, from domain.NodeState, change func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error)) (domain.Node, error) {
+//
+// change gets the transaction through txOf, which commits the batch's
+// node writes so far first (they are held back to be written together;
+// see batchWrites): a change that reads or writes anything but its own
+// node sees the same transaction as if each write had been made at once.
+func (c *Controller) transition(ctx context.Context, id string, from domain.NodeState, change changeFunc) (domain.Node, error) {
 	t := &pendingTransition{id: id, from: from, change: change, done: make(chan struct{})}
 	c.tq.push(t)
 	c.lock(ctx)
@@ -396,12 +401,16 @@ func (c *Controller) transition(ctx context.Context, id string, from domain.Node
 	return t.n, t.err
 }
 
+// changeFunc changes n, read in the transaction txOf returns, and
+// returns the events the change posts (see transition).
+type changeFunc func(txOf func() (store.Tx, error), n *domain.Node, now time.Time) ([]domain.Event, error)
+
 // pendingTransition is one queued transition and, once done is closed,
 // its outcome.
 type pendingTransition struct {
 	id     string
 	from   domain.NodeState
-	change func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error)
+	change changeFunc
 	done   chan struct{}
 	n      domain.Node
 	obs    []Observation
@@ -437,14 +446,16 @@ func (c *Controller) flushTransitions(ctx context.Context) {
 		if err != nil {
 			return err
 		}
-		// The batch's events go in a few statements at its end.
-		var evs []domain.Event
+		b := &batchWrites{tx: tx}
 		for _, t := range batch {
-			if err := c.applyTransition(ctx, tx, t, now, &evs); err != nil && !t.dropped {
+			if err := c.applyTransition(ctx, tx, t, now, b); err != nil && !t.dropped {
 				return err
 			}
 		}
-		return store.AddEvents(ctx, tx, evs)
+		if err := b.flush(ctx); err != nil {
+			return err
+		}
+		return store.AddEvents(ctx, tx, b.events)
 	})
 	if err == nil || len(batch) == 1 {
 		if err != nil {
@@ -455,6 +466,48 @@ func (c *Controller) flushTransitions(ctx context.Context) {
 	for _, t := range batch {
 		t.err = c.store.Update(ctx, func(tx store.Tx) error { return c.applyTransition(ctx, tx, t, now, nil) })
 	}
+}
+
+// batchWrites are the writes of a batch of transitions held back to be
+// written in a few statements: its events, added at its end, and the
+// writes of each transition's own node, made before anything else reads
+// or writes in the transaction (flush) and at its end. Most steps (a node
+// becoming ready) write nothing but their node.
+type batchWrites struct {
+	tx     store.Tx
+	events []domain.Event
+	nodes  []domain.Node
+	at     map[string]int // index in nodes, by ID
+}
+
+// node returns the held-back write of node id, if there is one.
+func (b *batchWrites) node(id string) (domain.Node, bool) {
+	if i, ok := b.at[id]; ok {
+		return b.nodes[i], true
+	}
+	return domain.Node{}, false
+}
+
+func (b *batchWrites) putNode(n domain.Node) {
+	if b.at == nil {
+		b.at = map[string]int{}
+	}
+	if i, ok := b.at[n.ID]; ok {
+		b.nodes[i] = n
+		return
+	}
+	b.at[n.ID] = len(b.nodes)
+	b.nodes = append(b.nodes, n)
+}
+
+// flush writes the held-back node writes.
+func (b *batchWrites) flush(ctx context.Context) error {
+	if len(b.nodes) == 0 {
+		return nil
+	}
+	err := store.UpdateNodes(ctx, b.tx, b.nodes)
+	b.nodes, b.at = b.nodes[:0], nil
+	return err
 }
 
 // prefetched is a transaction whose first read of each of a batch's
@@ -533,31 +586,58 @@ func (p *prefetched) AddEvents(ctx context.Context, es []domain.Event) error {
 	return store.AddEvents(ctx, p.Tx, es)
 }
 
+func (p *prefetched) UpdateNodes(ctx context.Context, ns []domain.Node) error {
+	for _, n := range ns {
+		delete(p.nodes, n.ID)
+	}
+	return store.UpdateNodes(ctx, p.Tx, ns)
+}
+
+func (p *prefetched) UpdateClusters(ctx context.Context, cs []domain.Cluster) error {
+	return store.UpdateClusters(ctx, p.Tx, cs)
+}
+
 func (p *prefetched) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
 	return store.PutUsages(ctx, p.Tx, us)
 }
 
-// applyTransition runs t in tx and records its outcome in t. Its events
-// are added to *later when later is set (the caller adds them before it
-// commits), else to tx at once.
-func (c *Controller) applyTransition(ctx context.Context, tx store.Tx, t *pendingTransition, now time.Time, later *[]domain.Event) error {
+// applyTransition runs t in tx and records its outcome in t. With b set
+// (a batch), its node write and its events are held back in b, which the
+// caller writes before it commits; else they are written to tx at once.
+func (c *Controller) applyTransition(ctx context.Context, tx store.Tx, t *pendingTransition, now time.Time, b *batchWrites) error {
 	t.obs, t.err, t.dropped = t.obs[:0], nil, false
-	n, err := tx.GetNode(ctx, t.id)
-	if err != nil {
-		t.err, t.dropped = err, errors.Is(err, domain.ErrNotFound)
-		return err
+	n, held := domain.Node{}, false
+	if b != nil {
+		n, held = b.node(t.id)
+	}
+	if !held {
+		var err error
+		if n, err = tx.GetNode(ctx, t.id); err != nil {
+			t.err, t.dropped = err, errors.Is(err, domain.ErrNotFound)
+			return err
+		}
 	}
 	if t.from != anyState && n.State != t.from {
 		t.n, t.err, t.dropped = n, errStale, true
 		return errStale
 	}
+	txOf := func() (store.Tx, error) {
+		if b != nil {
+			if err := b.flush(ctx); err != nil {
+				return nil, err
+			}
+		}
+		return tx, nil
+	}
 	// change returns errStale only before it writes anything.
-	evs, err := t.change(tx, &n, now)
+	evs, err := t.change(txOf, &n, now)
 	if err != nil {
 		t.n, t.err, t.dropped = n, err, errors.Is(err, errStale)
 		return err
 	}
-	if err := tx.UpdateNode(ctx, n); err != nil {
+	if b != nil {
+		b.putNode(n)
+	} else if err := tx.UpdateNode(ctx, n); err != nil {
 		t.err = err
 		return err
 	}
@@ -569,8 +649,8 @@ func (c *Controller) applyTransition(ctx context.Context, tx store.Tx, t *pendin
 		if e.NodeID == "" && e.Reason != domain.ReasonTargetUnfulfilled {
 			e.NodeID, e.NodeName, e.ClusterID = n.ID, n.Name, n.ClusterID
 		}
-		if later != nil {
-			*later = append(*later, e)
+		if b != nil {
+			b.events = append(b.events, e)
 		} else if _, err := tx.AddEvent(ctx, e); err != nil {
 			t.err = err
 			return err
@@ -596,7 +676,11 @@ func (c *Controller) spec(n domain.Node) driver.NodeSpec {
 // removal step normally does this in the same transaction; this covers a
 // node that was planned onto a machine just as it was vacated.
 func (c *Controller) stepPending(ctx context.Context, n domain.Node) error {
-	_, err := c.transition(ctx, n.ID, domain.NodePending, func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+	_, err := c.transition(ctx, n.ID, domain.NodePending, func(txOf func() (store.Tx, error), n *domain.Node, now time.Time) ([]domain.Event, error) {
+		tx, err := txOf()
+		if err != nil {
+			return nil, err
+		}
 		busy, err := tx.ListNodes(ctx, store.NodeFilter{MachineID: n.MachineID, States: holding})
 		if err != nil {
 			return nil, err
@@ -654,12 +738,16 @@ func (c *Controller) stepProvision(ctx context.Context, n domain.Node) error {
 		}
 		return &clusterError{fmt.Errorf("add node: %w", err)}
 	}
-	_, err = c.transition(ctx, n.ID, domain.NodeProvisioning, func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+	_, err = c.transition(ctx, n.ID, domain.NodeProvisioning, func(txOf func() (store.Tx, error), n *domain.Node, now time.Time) ([]domain.Event, error) {
 		n.State, n.ReadyAt = domain.NodeReady, now
 		// Most machines have no failures to forget: the leader's
 		// in-memory copy says so without a query per node.
 		if m, err := c.store.GetMachine(ctx, n.MachineID); err == nil && m.Failures == 0 {
 			return readyEvents(n), nil
+		}
+		tx, err := txOf()
+		if err != nil {
+			return nil, err
 		}
 		m, err := tx.GetMachine(ctx, n.MachineID)
 		if err != nil {

@@ -18,7 +18,7 @@ func (c *Controller) stepRemove(ctx context.Context, n domain.Node) error {
 		// A node stored by a version that deleted the Node object first:
 		// that is cleanup now.
 		var err error
-		n, err = c.transition(ctx, n.ID, domain.NodeRemoving, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+		n, err = c.transition(ctx, n.ID, domain.NodeRemoving, func(_ func() (store.Tx, error), n *domain.Node, now time.Time) ([]domain.Event, error) {
 			n.RemovedAt, n.CleanupPending = now, true
 			return []domain.Event{{Reason: domain.ReasonNodeRemoved, Message: removedMessage(*n, now, cleanup{err: errNotTried})}}, nil
 		})
@@ -40,8 +40,12 @@ func (c *Controller) stepRemove(ctx context.Context, n domain.Node) error {
 	if !done {
 		return nil
 	}
-	_, err = c.transition(ctx, n.ID, domain.NodeRemoving, func(tx store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+	_, err = c.transition(ctx, n.ID, domain.NodeRemoving, func(txOf func() (store.Tx, error), n *domain.Node, now time.Time) ([]domain.Event, error) {
 		n.State = domain.NodeRemoved
+		tx, err := txOf()
+		if err != nil {
+			return nil, err
+		}
 		// The machine is free only once n is written removed: the schema
 		// refuses a second live node on it.
 		if err := tx.UpdateNode(ctx, *n); err != nil {
@@ -189,7 +193,7 @@ func (c *Controller) stepCleanup(ctx context.Context, n domain.Node) error {
 			return &clusterError{fmt.Errorf("clean up the cluster: %w", res.err)}
 		}
 	}
-	_, err = c.transition(ctx, n.ID, anyState, func(_ store.Tx, n *domain.Node, now time.Time) ([]domain.Event, error) {
+	_, err = c.transition(ctx, n.ID, anyState, func(_ func() (store.Tx, error), n *domain.Node, now time.Time) ([]domain.Event, error) {
 		if !n.CleanupPending {
 			return nil, errStale
 		}

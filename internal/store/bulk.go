@@ -77,6 +77,11 @@ type BulkWriter interface {
 	// AddEvents is AddEvent of each event, in order (their Seqs follow
 	// that order), without handing the Seqs back.
 	AddEvents(ctx context.Context, es []domain.Event) error
+	// UpdateNodes is UpdateNode of each node, except that on an error
+	// which of them were written is not said.
+	UpdateNodes(ctx context.Context, ns []domain.Node) error
+	// UpdateClusters is UpdateNodes for clusters (UpdateCluster of each).
+	UpdateClusters(ctx context.Context, cs []domain.Cluster) error
 }
 
 // PutUsages writes records in tx: in bulk where tx is a BulkWriter, one
@@ -147,4 +152,40 @@ func Each[T any](ctx context.Context, rows []T, one func(context.Context, T) err
 		}
 	}
 	return nil
+}
+
+// UpdateNodes updates nodes in tx: in bulk where tx is a BulkWriter, one
+// by one otherwise.
+func UpdateNodes(ctx context.Context, tx Tx, ns []domain.Node) error {
+	if b, ok := tx.(BulkWriter); ok {
+		return b.UpdateNodes(ctx, ns)
+	}
+	return Each(ctx, ns, tx.UpdateNode)
+}
+
+// UpdateClusters is UpdateNodes for clusters.
+func UpdateClusters(ctx context.Context, tx Tx, cs []domain.Cluster) error {
+	if b, ok := tx.(BulkWriter); ok {
+		return b.UpdateClusters(ctx, cs)
+	}
+	return Each(ctx, cs, tx.UpdateCluster)
+}
+
+// The copy re-reads every row a bulk update named, written or not (on an
+// error some may have been): re-reading an unchanged row is harmless.
+
+func (t *recordingTx) UpdateNodes(ctx context.Context, ns []domain.Node) error {
+	err := UpdateNodes(ctx, t.Tx, ns)
+	for _, n := range ns {
+		t.w.nodeIDs = append(t.w.nodeIDs, n.ID)
+	}
+	return err
+}
+
+func (t *recordingTx) UpdateClusters(ctx context.Context, cs []domain.Cluster) error {
+	err := UpdateClusters(ctx, t.Tx, cs)
+	for _, c := range cs {
+		t.w.clusterIDs = append(t.w.clusterIDs, c.ID)
+	}
+	return err
 }

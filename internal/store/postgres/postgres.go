@@ -100,6 +100,7 @@ func Open(ctx context.Context, dsn string) (store.Store, error) {
 		NowMicros:           `CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)`,
 		FenceLock:           ` FOR SHARE`,
 		UpsertDefault:       true,
+		BulkUpdate:          true,
 		// Held until the transaction ends, so that a transaction drawing a
 		// Seq commits before the next one can draw a larger one.
 		EventLock: fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, key+1),

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/bits"
 	"strings"
@@ -17,11 +18,12 @@ const byIDSizes = 10
 
 // usageSizes: PutUsages writes 1, 2, 4, … 64 records per statement;
 // nodeSizes: CreateNodes 1, 2, … 32 nodes; eventSizes: AddEvents 1, 2, …
-// 32 events.
+// 32 events; updateSizes: UpdateNodes and UpdateClusters 1, 2, … 32 rows.
 const (
-	usageSizes = 7
-	nodeSizes  = 6
-	eventSizes = 6
+	usageSizes  = 7
+	nodeSizes   = 6
+	eventSizes  = 6
+	updateSizes = 6
 )
 
 var (
@@ -37,6 +39,8 @@ type byIDQueries struct {
 	// addEvents is empty where the dialect cannot replace an event in
 	// one statement (see Dialect.UpsertDefault).
 	addEvents [eventSizes]string
+	// updateNodes and updateClusters are empty without Dialect.BulkUpdate.
+	updateNodes, updateClusters [updateSizes]string
 }
 
 func buildByIDQueries(d Dialect) byIDQueries {
@@ -60,6 +64,12 @@ func buildByIDQueries(d Dialect) byIDQueries {
 		for i := range eventSizes {
 			rows := strings.TrimSuffix(strings.Repeat(eventRow+", ", 1<<i), ", ")
 			q.addEvents[i] = rebind(d, `INSERT INTO events (`+eventInsertCols+`) VALUES `+rows+eventUpsert)
+		}
+	}
+	if d.BulkUpdate {
+		for i := range updateSizes {
+			q.updateNodes[i] = rebind(d, bulkUpdateSet("nodes", nodeSet, 1<<i))
+			q.updateClusters[i] = rebind(d, bulkUpdateSet("clusters", clusterSet, 1<<i))
 		}
 	}
 	return q
@@ -130,7 +140,7 @@ func (t *tx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
 	if _, ok := distinct(us, func(u domain.UsageRecord) string { return u.NodeID }); !ok {
 		return store.Each(ctx, us, t.PutUsage)
 	}
-	return execChunks(ctx, t, us, t.s.bq.usage[:], t.usageArgs, "put usage of %d nodes", func(chunk []domain.UsageRecord) error {
+	return execChunks(ctx, t, us, t.s.bq.usage[:], t.usageArgs, "put usage of %d nodes", func(chunk []domain.UsageRecord, _ sql.Result) error {
 		for _, u := range chunk {
 			if u.Final {
 				if err := t.markMetered(ctx, u.NodeID); err != nil {
@@ -206,10 +216,57 @@ func (t *tx) AddEvents(ctx context.Context, es []domain.Event) error {
 	return execChunks(ctx, t, es, t.s.bq.addEvents[:], t.eventArgs, "add %d events", nil)
 }
 
+// UpdateNodes updates nodes as UpdateNode does, up to 32 per statement
+// where the dialect can (Dialect.BulkUpdate): a batch of node steps
+// writes a node for each. A node named twice is written one by one, in
+// order, as one statement cannot write a row twice.
+func (t *tx) UpdateNodes(ctx context.Context, ns []domain.Node) error {
+	_, ok := distinct(ns, func(n domain.Node) string { return n.ID })
+	if t.s.bq.updateNodes[0] == "" || !ok || len(ns) < 2 {
+		return store.Each(ctx, ns, t.UpdateNode)
+	}
+	return execChunks(ctx, t, ns, t.s.bq.updateNodes[:], t.nodeSetArgs, "update %d nodes", func(chunk []domain.Node, res sql.Result) error {
+		return allUpdated(ctx, t, chunk, res, t.UpdateNode)
+	})
+}
+
+// UpdateClusters is UpdateNodes for clusters: a plan's commit writes the
+// state of every cluster it changed.
+func (t *tx) UpdateClusters(ctx context.Context, cs []domain.Cluster) error {
+	_, ok := distinct(cs, func(c domain.Cluster) string { return c.ID })
+	if t.s.bq.updateClusters[0] == "" || !ok || len(cs) < 2 {
+		return store.Each(ctx, cs, t.UpdateCluster)
+	}
+	return execChunks(ctx, t, cs, t.s.bq.updateClusters[:], t.clusterSetArgs, "update %d clusters", func(chunk []domain.Cluster, res sql.Result) error {
+		if err := allUpdated(ctx, t, chunk, res, t.UpdateCluster); err != nil {
+			return err
+		}
+		return store.Each(ctx, chunk, t.dropKubeconfig)
+	})
+}
+
+// allUpdated checks that a bulk update (res) wrote every row of chunk. If
+// it did not, the rows are written again one by one (the same values, so
+// no harm), for the error of the first missing one.
+func allUpdated[T any](ctx context.Context, t *tx, chunk []T, res sql.Result, one func(context.Context, T) error) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: bulk update: %w", t.s.d.Name, err)
+	}
+	if int(n) == len(chunk) {
+		return nil
+	}
+	if err := store.Each(ctx, chunk, one); err != nil {
+		return err
+	}
+	return fmt.Errorf("%s: bulk update wrote %d of %d rows, each of which is there", t.s.d.Name, n, len(chunk))
+}
+
 // execChunks writes rows with queries[i], the statement of 1<<i rows,
 // the largest that fits first; after, if set, runs after each statement
-// with the rows it wrote. doing names the write, with the row count.
-func execChunks[T any](ctx context.Context, t *tx, rows []T, queries []string, argsOf func(T) []any, doing string, after func([]T) error) error {
+// with the rows it wrote and its result. doing names the write, with the
+// row count.
+func execChunks[T any](ctx context.Context, t *tx, rows []T, queries []string, argsOf func(T) []any, doing string, after func([]T, sql.Result) error) error {
 	for len(rows) > 0 {
 		i, chunk, rest := nextChunk(rows, len(queries))
 		rows = rest
@@ -217,11 +274,12 @@ func execChunks[T any](ctx context.Context, t *tx, rows []T, queries []string, a
 		for _, r := range chunk {
 			args = append(args, argsOf(r)...)
 		}
-		if _, err := t.q.ExecContext(ctx, queries[i], args...); err != nil {
+		res, err := t.q.ExecContext(ctx, queries[i], args...)
+		if err != nil {
 			return t.writeErr(fmt.Sprintf(doing, len(chunk)), err)
 		}
 		if after != nil {
-			if err := after(chunk); err != nil {
+			if err := after(chunk, res); err != nil {
 				return err
 			}
 		}

@@ -1,5 +1,10 @@
 package sqlstore
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Column lists, in the order the scan functions read them.
 const (
 	projectCols     = `id, created_at`
@@ -72,10 +77,7 @@ func buildQueries(d Dialect) queries {
 		listClustersOf:   r(`SELECT ` + clusterCols + ` FROM clusters WHERE deleted_at IS NULL AND project_id = ?` + oldestFirst),
 		createCluster: r(`INSERT INTO clusters (` + clusterWriteCols + `)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
-		updateCluster: r(`UPDATE clusters SET name = ?, project_id = ?, region = ?, gpu_type = ?, type = ?,
-			billing_type = ?, num_gpus = ?, desired_preemptible_gpus = ?, weight = ?, status = ?,
-			unfulfilled = ?, unfulfilled_message = ?, deleting = ?, node_seq = ?, created_at = ?,
-			deleted_at = ?, unmet_since = ? WHERE id = ?`),
+		updateCluster: r(updateSet(`clusters`, clusterSet)),
 		getKubeconfig: r(`SELECT kubeconfig FROM clusters WHERE id = ? AND deleted_at IS NULL`),
 		setKubeconfig: r(`UPDATE clusters SET kubeconfig = ?, kube_attached_at = ? WHERE id = ? AND deleted_at IS NULL`),
 		// dropKubeconfig runs when a cluster is fully deleted: its
@@ -87,10 +89,7 @@ func buildQueries(d Dialect) queries {
 		listNodes: `SELECT ` + nodeCols + ` FROM nodes`,
 		// metered starts set if the node's final record is already there.
 		createNode: r(`INSERT INTO nodes (` + nodeCols + `, metered) VALUES ` + nodeRow + ` ON CONFLICT DO NOTHING`),
-		updateNode: r(`UPDATE nodes SET cluster_id = ?, machine_id = ?, name = ?, class = ?, gpus = ?,
-			state = ?, created_at = ?, ready_at = ?, drain_started_at = ?, deadline = ?, drain_cause = ?,
-			notified = ?, drained_at = ?, outcome = ?, removed_at = ?, last_error = ?,
-			cleanup_pending = ?, provisioning_at = ? WHERE id = ?`),
+		updateNode: r(updateSet(`nodes`, nodeSet)),
 
 		// listEvents is completed like listNodes.
 		listEvents:     `SELECT ` + eventCols + ` FROM events WHERE seq > ?`,
@@ -144,6 +143,49 @@ const (
 			end_at = excluded.end_at, final = excluded.final
 			WHERE NOT usage.final AND (excluded.final OR excluded.end_at >= usage.end_at)`
 )
+
+// nodeSet and clusterSet are the columns UpdateNode and UpdateCluster
+// write, in the order of their arguments (the row's id follows), with
+// their PostgreSQL types: the bulk updates read them from a VALUES list,
+// whose parameters PostgreSQL must be told the types of.
+var (
+	nodeSet = []typedCol{{"cluster_id", "text"}, {"machine_id", "text"}, {"name", "text"}, {"class", "text"},
+		{"gpus", "bigint"}, {"state", "text"}, {"created_at", "timestamptz"}, {"ready_at", "timestamptz"},
+		{"drain_started_at", "timestamptz"}, {"deadline", "timestamptz"}, {"drain_cause", "text"},
+		{"notified", "boolean"}, {"drained_at", "timestamptz"}, {"outcome", "text"}, {"removed_at", "timestamptz"},
+		{"last_error", "text"}, {"cleanup_pending", "boolean"}, {"provisioning_at", "timestamptz"}}
+	clusterSet = []typedCol{{"name", "text"}, {"project_id", "text"}, {"region", "text"}, {"gpu_type", "text"},
+		{"type", "text"}, {"billing_type", "text"}, {"num_gpus", "bigint"}, {"desired_preemptible_gpus", "bigint"},
+		{"weight", "bigint"}, {"status", "text"}, {"unfulfilled", "text"}, {"unfulfilled_message", "text"},
+		{"deleting", "boolean"}, {"node_seq", "bigint"}, {"created_at", "timestamptz"},
+		{"deleted_at", "timestamptz"}, {"unmet_since", "timestamptz"}}
+)
+
+type typedCol struct{ name, typ string }
+
+// updateSet is the UPDATE statement of table that writes cols by id.
+func updateSet(table string, cols []typedCol) string {
+	set := make([]string, len(cols))
+	for i, c := range cols {
+		set[i] = c.name + " = ?"
+	}
+	return `UPDATE ` + table + ` SET ` + strings.Join(set, ", ") + ` WHERE id = ?`
+}
+
+// bulkUpdateSet is updateSet for rows rows at once: the values come from
+// a VALUES list (columns column1, column2, … in both dialects), id last.
+func bulkUpdateSet(table string, cols []typedCol, rows int) string {
+	set := make([]string, len(cols))
+	one := make([]string, len(cols)+1)
+	for i, c := range cols {
+		set[i] = fmt.Sprintf("%s = v.column%d", c.name, i+1)
+		one[i] = "CAST(? AS " + c.typ + ")"
+	}
+	one[len(cols)] = "CAST(? AS text)"
+	row := "(" + strings.Join(one, ", ") + ")"
+	return fmt.Sprintf(`UPDATE %s AS t SET %s FROM (VALUES %s) AS v WHERE t.id = v.column%d`,
+		table, strings.Join(set, ", "), strings.TrimSuffix(strings.Repeat(row+", ", rows), ", "), len(cols)+1)
+}
 
 // nodeRow is one row of createNode's VALUES, shared with CreateNodes:
 // metered starts set if the node's final record is already there.

@@ -46,6 +46,10 @@ type Dialect struct {
 	// value in ON CONFLICT DO UPDATE (PostgreSQL), so AddEvent replaces an
 	// event in one statement, one round trip.
 	UpsertDefault bool
+	// BulkUpdate: UpdateNodes and UpdateClusters write up to 32 rows per
+	// statement, an UPDATE from a VALUES list whose parameters carry
+	// PostgreSQL type names. Without, they write one row per statement.
+	BulkUpdate bool
 	// EventLock, when set, runs in AddEvent before a Seq is drawn and
 	// must hold until the transaction ends (see the package doc).
 	EventLock string

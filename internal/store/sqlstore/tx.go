@@ -96,13 +96,25 @@ func (t *tx) CreateCluster(ctx context.Context, c domain.Cluster) error {
 }
 
 func (t *tx) UpdateCluster(ctx context.Context, c domain.Cluster) error {
-	err := t.update(ctx, "cluster "+c.ID, t.s.q.updateCluster,
-		c.Name, c.ProjectID, c.Region, c.GPUType, string(c.Type), string(c.BillingType),
+	if err := t.update(ctx, "cluster "+c.ID, t.s.q.updateCluster, t.clusterSetArgs(c)...); err != nil {
+		return err
+	}
+	return t.dropKubeconfig(ctx, c)
+}
+
+// clusterSetArgs are c's values for clusterSet, then its ID.
+func (t *tx) clusterSetArgs(c domain.Cluster) []any {
+	return []any{c.Name, c.ProjectID, c.Region, c.GPUType, string(c.Type), string(c.BillingType),
 		c.NumGPUs, c.DesiredPreemptibleGPUs, c.Weight, string(c.Status), string(c.Unfulfilled),
 		c.UnfulfilledMessage, c.Deleting, c.NodeSeq, t.s.timeArg(c.CreatedAt), t.s.timeArg(c.DeletedAt),
-		t.s.timeArg(c.UnmetSince), c.ID)
-	if err != nil || c.DeletedAt.IsZero() {
-		return err
+		t.s.timeArg(c.UnmetSince), c.ID}
+}
+
+// dropKubeconfig drops the kubeconfig of c, just written, if it is fully
+// deleted: credentials do not outlive a cluster.
+func (t *tx) dropKubeconfig(ctx context.Context, c domain.Cluster) error {
+	if c.DeletedAt.IsZero() {
+		return nil
 	}
 	if _, err := t.q.ExecContext(ctx, t.s.q.dropKubeconfig, c.ID); err != nil {
 		return fmt.Errorf("%s: update cluster %s: drop kubeconfig: %w", t.s.d.Name, c.ID, err)
@@ -140,11 +152,15 @@ func (t *tx) newNodeArgs(n domain.Node) []any {
 }
 
 func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
-	return t.update(ctx, "node "+n.ID, t.s.q.updateNode,
-		n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
+	return t.update(ctx, "node "+n.ID, t.s.q.updateNode, t.nodeSetArgs(n)...)
+}
+
+// nodeSetArgs are n's values for nodeSet, then its ID.
+func (t *tx) nodeSetArgs(n domain.Node) []any {
+	return []any{n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
 		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
 		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
-		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError, n.CleanupPending, t.s.timeArg(n.ProvisioningAt), n.ID)
+		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError, n.CleanupPending, t.s.timeArg(n.ProvisioningAt), n.ID}
 }
 
 // lockEvents takes the event lock, once per transaction.

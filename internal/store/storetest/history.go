@@ -1,12 +1,14 @@
 package storetest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
@@ -27,6 +29,8 @@ func runHistory(t *testing.T, newDB NewDB) {
 		{"PutUsages", testPutUsages},
 		{"AddEvents", testAddEvents},
 		{"CreateNodes", testCreateNodes},
+		{"UpdateNodes", testUpdateNodes},
+		{"UpdateClusters", testUpdateClusters},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -645,4 +649,161 @@ func testAddEvents(t *testing.T, s store.Store) {
 		t.Fatalf("only %d events kept", len(rows))
 	}
 	wantEqual(t, "events added in bulk vs one by one (node, message)", bulk, rows)
+}
+
+// testUpdateNodes: updating nodes in bulk (store.BulkWriter) writes every
+// field as UpdateNode does (set and zero, across statements of every
+// size), a node named twice ends as its last write, and it refuses what
+// UpdateNode refuses: a missing node, a second live node on a machine.
+func testUpdateNodes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	const many = 45 // 32 + 8 + 4 + 1
+	var nodes []domain.Node
+	update(t, s, func(tx store.Tx) error {
+		nodes = nodes[:0]
+		for i := range many {
+			m := machine(fmt.Sprintf("un-m%02d", i), at(1))
+			if err := tx.CreateMachine(ctx, m); err != nil {
+				return err
+			}
+			n := node(fmt.Sprintf("un-n%02d", i), "c1", m.ID, domain.NodeProvisioning, at(2))
+			n.ProvisioningAt = at(2)
+			if err := tx.CreateNode(ctx, n); err != nil {
+				return err
+			}
+			nodes = append(nodes, n)
+		}
+		return tx.CreateCluster(ctx, cluster("c2", "p1", at(0)))
+	})
+	_, _, _, _, _, full, _ := full()
+	want := make([]domain.Node, many)
+	for i, n := range nodes {
+		w := full // every field set…
+		w.ID, w.MachineID, w.ClusterID, w.Name = n.ID, n.MachineID, "c2", fmt.Sprintf("%s-%d", full.Name, i)
+		w.GPUs = i
+		if i%3 == 1 { // …or back to its zero value
+			w.ReadyAt, w.DrainStartedAt, w.Deadline, w.DrainedAt, w.RemovedAt, w.ProvisioningAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+			w.Notified, w.CleanupPending, w.LastError, w.Outcome, w.DrainCause = false, false, "", "", ""
+			w.State = domain.NodeReady
+		}
+		want[i] = w
+	}
+	update(t, s, func(tx store.Tx) error {
+		if _, ok := tx.(store.BulkWriter); !ok {
+			t.Fatalf("a %T does not write in bulk", tx)
+		}
+		if err := store.UpdateNodes(ctx, tx, want); err != nil {
+			return err
+		}
+		// Reads in the transaction see the writes.
+		got, err := tx.GetNode(ctx, want[7].ID)
+		wantEqual(t, "a node updated in bulk, read in its transaction", got, want[7])
+		return err
+	})
+	for _, w := range want {
+		got, err := s.GetNode(ctx, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, "node updated in bulk", got, w)
+	}
+
+	// A node twice: written in order.
+	first, last := want[0], want[0]
+	first.LastError, last.LastError = "first", "last"
+	update(t, s, func(tx store.Tx) error { return store.UpdateNodes(ctx, tx, []domain.Node{first, want[1], last}) })
+	if got, err := s.GetNode(ctx, first.ID); err != nil || got.LastError != "last" {
+		t.Fatalf("a node updated twice in one call: %+v, %v; want its last write", got, err)
+	}
+
+	missing := want[2]
+	missing.ID = "no-such-node"
+	err := s.Update(ctx, func(tx store.Tx) error {
+		return store.UpdateNodes(ctx, tx, []domain.Node{want[3], missing, want[4]})
+	})
+	wantErr(t, "a missing node among others", err, domain.ErrNotFound)
+	if !strings.Contains(err.Error(), "no-such-node") {
+		t.Fatalf("the error does not name the missing node: %v", err)
+	}
+
+	// Two live nodes on one machine: refused, nothing written.
+	live := want[5]
+	live.State, live.RemovedAt = domain.NodeReady, time.Time{}
+	clash := want[6]
+	clash.State, clash.RemovedAt, clash.MachineID = domain.NodeReady, time.Time{}, live.MachineID
+	clash.LastError = "must not be written"
+	err = s.Update(ctx, func(tx store.Tx) error { return store.UpdateNodes(ctx, tx, []domain.Node{live, clash}) })
+	wantErr(t, "a second live node on a machine", err, domain.ErrConflict)
+	if got, err := s.GetNode(ctx, clash.ID); err != nil || got.LastError == clash.LastError {
+		t.Fatalf("a refused bulk update was written: %+v, %v", got, err)
+	}
+}
+
+// testUpdateClusters: updating clusters in bulk writes them as
+// UpdateCluster does: every field, a fully deleted cluster's kubeconfig
+// dropped, a missing cluster refused.
+func testUpdateClusters(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	const many = 37 // 32 + 4 + 1
+	var want []domain.Cluster
+	update(t, s, func(tx store.Tx) error {
+		want = want[:0]
+		for i := range many {
+			c := cluster(fmt.Sprintf("uc-%02d", i), "p1", at(i))
+			if err := tx.CreateCluster(ctx, c); err != nil {
+				return err
+			}
+			if err := attachFull(ctx, tx, &c); err != nil {
+				return err
+			}
+			want = append(want, c)
+		}
+		return nil
+	})
+	_, _, _, _, full, _, _ := full()
+	for i := range want {
+		w := full
+		w.ID, w.Name, w.ProjectID, w.KubeAttachedAt = want[i].ID, fmt.Sprintf("%s-%d", full.Name, i), "p1", want[i].KubeAttachedAt
+		w.NodeSeq, w.UnmetSince = int64(i), at(20+i)
+		if i%4 == 1 {
+			w.UnmetSince, w.CreatedAt, w.Deleting, w.Unfulfilled, w.UnfulfilledMessage = time.Time{}, time.Time{}, false, "", ""
+		}
+		if i == 9 { // fully deleted: its kubeconfig goes
+			w.DeletedAt = at(50)
+		}
+		want[i] = w
+	}
+	update(t, s, func(tx store.Tx) error {
+		if _, ok := tx.(store.BulkWriter); !ok {
+			t.Fatalf("a %T does not write in bulk", tx)
+		}
+		return store.UpdateClusters(ctx, tx, want)
+	})
+	for i, w := range want {
+		if i == 9 {
+			if _, err := s.GetCluster(ctx, w.ID); !errors.Is(err, domain.ErrNotFound) {
+				t.Fatalf("a cluster deleted in bulk is still found: %v", err)
+			}
+			if rec, err := s.GetClusterRecord(ctx, w.ID); err != nil || !rec.KubeAttachedAt.IsZero() {
+				t.Fatalf("a cluster deleted in bulk kept its kubeconfig (attached at %v), %v", rec.KubeAttachedAt, err)
+			}
+			continue
+		}
+		got, err := s.GetCluster(ctx, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, "cluster updated in bulk", got, w)
+		if k, err := s.GetKubeconfig(ctx, w.ID); err != nil || !bytes.Equal(k, fullKubeconfig) {
+			t.Fatalf("cluster %s updated in bulk lost its kubeconfig: %d bytes, %v", w.ID, len(k), err)
+		}
+	}
+	missing := want[2]
+	missing.ID = "no-such-cluster"
+	err := s.Update(ctx, func(tx store.Tx) error {
+		return store.UpdateClusters(ctx, tx, []domain.Cluster{want[3], missing, want[4]})
+	})
+	wantErr(t, "a missing cluster among others", err, domain.ErrNotFound)
 }
