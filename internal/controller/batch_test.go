@@ -375,3 +375,53 @@ func TestBatchedNodeWritesAreSeen(t *testing.T) {
 		}
 	}
 }
+
+// TestAnsweredWaitersLeaveTheLockQueue: a create or a transition whose
+// work the lock's holder did returns at once, while the lock is still
+// held, rather than waiting for a turn of the lock with nothing left to
+// do (on a busy fleet, thousands of such turns queued every create).
+func TestAnsweredWaitersLeaveTheLockQueue(t *testing.T) {
+	h := newHarness(t, quickPods, 8)
+	h.create("a", 16, 0)
+	nodes := h.nodes("a", domain.NodeProvisioning)
+	if len(nodes) != 2 {
+		t.Fatalf("%d provisioning nodes, want 2", len(nodes))
+	}
+	c := h.c
+	c.mu.Lock() // the test is the holder
+	created := make(chan error, 1)
+	go func() {
+		_, err := c.CreateCluster(h.ctx, domain.Cluster{ID: "b", Name: "b", ProjectID: "p", Region: region, GPUType: gpu,
+			Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, NumGPUs: 8})
+		created <- err
+	}()
+	moved := make(chan error, 1)
+	go func() {
+		_, err := c.transition(h.ctx, nodes[0].ID, domain.NodeProvisioning, func(_ func() (store.Tx, error), n *domain.Node, _ time.Time) ([]domain.Event, error) {
+			n.LastError = "moved"
+			return nil, nil
+		})
+		moved <- err
+	}()
+	waitQueued(t, "creates", c.cq.len, 1)
+	waitQueued(t, "transitions", c.tq.len, 1)
+	c.flushCreates(h.ctx) // the holder does the queued work
+	c.flushTransitions(h.ctx)
+	for what, ch := range map[string]chan error{"create": created, "transition": moved} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("a %s done by the lock's holder still waits for the lock", what)
+		}
+	}
+	c.mu.Unlock()
+	if got := h.node(nodes[0].ID).LastError; got != "moved" {
+		t.Errorf("the transition committed LastError %q, want %q", got, "moved")
+	}
+	if _, err := h.st.GetCluster(h.ctx, "b"); err != nil {
+		t.Errorf("the create was not committed: %v", err)
+	}
+}

@@ -126,7 +126,7 @@ type Controller struct {
 	// Kubernetes watch).
 	OnClusterGone func(clusterID string)
 
-	mu sync.Mutex // serializes plan + commit
+	mu planLock // serializes plan + commit
 	// settled is the last plan replan found nothing to commit in, and the
 	// snapshot it was made from (under mu; see replan).
 	settled *settledPlan
@@ -252,6 +252,7 @@ func New(st store.Store, cd driver.ClusterDriver, mp driver.MachineProvider, clk
 		workers: make(chan struct{}, cfg.Workers),
 		notices: make(chan struct{}, cfg.NoticeWorkers),
 		busy:    map[string]bool{},
+		mu:      newPlanLock(),
 	}
 	// The driver's node watches ask for a sweep when a Node changes.
 	if n, ok := cd.(driver.NodeChangeNotifier); ok {
@@ -342,10 +343,10 @@ func (c *Controller) plan(s allocator.Snapshot, now time.Time) allocator.Plan {
 func (c *Controller) CreateCluster(ctx context.Context, cl domain.Cluster, also ...func(tx store.Tx, id string) error) (domain.Cluster, error) {
 	r := &createReq{cl: cl, also: also, done: make(chan struct{})}
 	c.cq.push(r)
-	c.mu.Lock()
-	c.flushCreates(ctx)
-	c.mu.Unlock()
-	<-r.done // answered by this flush or by an earlier lock holder's
+	if c.lockUnless(ctx, r.done) {
+		c.mu.Unlock()
+	}
+	<-r.done // answered by this holder or by another
 	if r.err != nil {
 		return domain.Cluster{}, r.err
 	}
@@ -359,6 +360,47 @@ func (c *Controller) CreateCluster(ctx context.Context, cl domain.Cluster, also 
 func (c *Controller) lock(ctx context.Context) {
 	c.mu.Lock()
 	c.flushCreates(ctx)
+}
+
+// lockUnless is lock unless done is closed first (the work the caller
+// waits for was done by another holder); it reports whether it took the
+// lock.
+func (c *Controller) lockUnless(ctx context.Context, done <-chan struct{}) bool {
+	if !c.mu.lockOr(done) {
+		return false
+	}
+	c.flushCreates(ctx)
+	return true
+}
+
+// planLock is the plan lock: a mutex (a channel of one token, so its
+// waiters queue in order) that a waiter can stop waiting for. Creates and
+// transitions queue their work and wait for the lock; whoever holds it
+// does every queued item, and a waiter whose item is done leaves the
+// queue (lockOr) rather than taking the lock only to find nothing to do:
+// a busy fleet's thousands of such empty turns were most of the wait of
+// a create.
+type planLock struct{ token chan struct{} }
+
+func newPlanLock() planLock { return planLock{token: make(chan struct{}, 1)} }
+
+func (l planLock) Lock()   { l.token <- struct{}{} }
+func (l planLock) Unlock() { <-l.token }
+
+// lockOr takes the lock, unless done is closed first; it reports whether
+// it took it.
+func (l planLock) lockOr(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return false
+	default:
+	}
+	select {
+	case l.token <- struct{}{}:
+		return true
+	case <-done:
+		return false
+	}
 }
 
 // batchQueue holds work waiting for the next holder of the plan lock, who

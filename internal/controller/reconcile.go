@@ -394,10 +394,11 @@ var errStale = errors.New("node state changed")
 func (c *Controller) transition(ctx context.Context, id string, from domain.NodeState, change changeFunc) (domain.Node, error) {
 	t := &pendingTransition{id: id, from: from, change: change, done: make(chan struct{})}
 	c.tq.push(t)
-	c.lock(ctx)
-	c.flushTransitions(ctx)
-	c.mu.Unlock()
-	<-t.done // committed by this flush or by an earlier lock holder's
+	if c.lockUnless(ctx, t.done) {
+		c.flushTransitions(ctx)
+		c.mu.Unlock()
+	}
+	<-t.done // committed by this holder or by another
 	return t.n, t.err
 }
 
