@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -423,5 +424,78 @@ func TestAnsweredWaitersLeaveTheLockQueue(t *testing.T) {
 	}
 	if _, err := h.st.GetCluster(h.ctx, "b"); err != nil {
 		t.Errorf("the create was not committed: %v", err)
+	}
+}
+
+// writeLog is a store whose transactions log the clusters they create and
+// update (one by one: the log's Tx is no BulkWriter).
+type writeLog struct {
+	store.Store
+	mu               sync.Mutex
+	created, updated []string
+}
+
+func (s *writeLog) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return s.Store.Update(ctx, func(tx store.Tx) error { return fn(&logTx{Tx: tx, log: s}) })
+}
+
+type logTx struct {
+	store.Tx
+	log *writeLog
+}
+
+func (t *logTx) CreateCluster(ctx context.Context, c domain.Cluster) error {
+	t.log.mu.Lock()
+	t.log.created = append(t.log.created, c.ID)
+	t.log.mu.Unlock()
+	return t.Tx.CreateCluster(ctx, c)
+}
+
+func (t *logTx) UpdateCluster(ctx context.Context, c domain.Cluster) error {
+	t.log.mu.Lock()
+	t.log.updated = append(t.log.updated, c.ID)
+	t.log.mu.Unlock()
+	return t.Tx.UpdateCluster(ctx, c)
+}
+
+// TestCreatedClustersAreWrittenOnce: a create's commit writes the new
+// cluster's row once, with the state and node count its plan gives it,
+// not an insert and then an update (on PostgreSQL, each a round trip under
+// the plan lock).
+func TestCreatedClustersAreWrittenOnce(t *testing.T) {
+	h := newHarness(t, quickPods, 8)
+	log := &writeLog{Store: h.st}
+	c := New(log, h.sim, h.sim, h.clk, h.cfg, nil)
+	c.mu.Lock()
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = c.CreateCluster(h.ctx, domain.Cluster{ID: fmt.Sprintf("w%d", i), Name: fmt.Sprintf("w%d", i), ProjectID: "p",
+				Region: region, GPUType: gpu, Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand,
+				NumGPUs: 16, DesiredPreemptibleGPUs: 8})
+		})
+	}
+	waitQueued(t, "creates", c.cq.len, len(errs))
+	c.mu.Unlock()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+	}
+	slices.Sort(log.created)
+	if want := []string{"w0", "w1", "w2"}; !slices.Equal(log.created, want) || len(log.updated) > 0 {
+		t.Errorf("the creates' commit created %v and updated %v; want created %v, updated none", log.created, log.updated, want)
+	}
+	for i := range errs {
+		cl, err := h.st.GetCluster(h.ctx, fmt.Sprintf("w%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes := h.nodes(cl.ID, domain.NodeProvisioning)
+		if cl.Status == domain.StatusWaiting && len(nodes) == 0 || cl.NodeSeq != int64(len(nodes)) {
+			t.Errorf("cluster %s stored with status %s and node seq %d, with %d nodes", cl.ID, cl.Status, cl.NodeSeq, len(nodes))
+		}
 	}
 }

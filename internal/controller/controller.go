@@ -520,11 +520,12 @@ func (c *Controller) createBatch(ctx context.Context, rs []*createReq) {
 	if len(accepted) == 0 {
 		return
 	}
-	err = c.commit(ctx, s, pl, now, func(tx store.Tx) error {
+	fresh := make([]domain.Cluster, len(accepted))
+	for i, r := range accepted {
+		fresh[i] = r.cl
+	}
+	err = c.commit(ctx, s, pl, now, commitWrites{create: fresh, created: func(tx store.Tx) error {
 		for _, r := range accepted {
-			if err := tx.CreateCluster(ctx, r.cl); err != nil {
-				return err
-			}
 			for _, f := range r.also {
 				if err := f(tx, r.cl.ID); err != nil {
 					return err
@@ -532,7 +533,7 @@ func (c *Controller) createBatch(ctx context.Context, rs []*createReq) {
 			}
 		}
 		return nil
-	})
+	}})
 	switch {
 	case err == nil:
 	case len(accepted) == 1:
@@ -573,14 +574,14 @@ func (c *Controller) UpdateCluster(ctx context.Context, id string, numGPUs, pree
 	if sf := shortfallOf(pl, id); sf != nil && grows {
 		return domain.Cluster{}, &ShortfallError{*sf}
 	}
-	err = c.commit(ctx, s, pl, now, func(tx store.Tx) error {
+	err = c.commit(ctx, s, pl, now, commitWrites{before: func(tx store.Tx) error {
 		cur, err := tx.GetCluster(ctx, id)
 		if err != nil {
 			return err
 		}
 		cur.NumGPUs, cur.DesiredPreemptibleGPUs = cl.NumGPUs, cl.DesiredPreemptibleGPUs
 		return tx.UpdateCluster(ctx, cur)
-	})
+	}})
 	if err != nil {
 		return domain.Cluster{}, fmt.Errorf("update cluster %s: %w", id, err)
 	}
@@ -608,14 +609,14 @@ func (c *Controller) SetWeight(ctx context.Context, id string, weight int) (doma
 	}
 	s.Clusters[i].Weight = weight
 	pl := c.plan(s, now)
-	err = c.commit(ctx, s, pl, now, func(tx store.Tx) error {
+	err = c.commit(ctx, s, pl, now, commitWrites{before: func(tx store.Tx) error {
 		cur, err := tx.GetCluster(ctx, id)
 		if err != nil {
 			return err
 		}
 		cur.Weight = weight
 		return tx.UpdateCluster(ctx, cur)
-	})
+	}})
 	if err != nil {
 		return domain.Cluster{}, fmt.Errorf("set weight of cluster %s: %w", id, err)
 	}
@@ -637,7 +638,7 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 	s.Clusters[i].Deleting = true
 	pl := c.plan(s, now)
 	added := false
-	err = c.commit(ctx, s, pl, now, func(tx store.Tx) error {
+	err = c.commit(ctx, s, pl, now, commitWrites{before: func(tx store.Tx) error {
 		added = false
 		cur, err := tx.GetCluster(ctx, id)
 		if err != nil {
@@ -654,7 +655,7 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 			return err
 		}
 		return tx.UpdateCluster(ctx, cur)
-	})
+	}})
 	if err != nil {
 		return domain.Cluster{}, fmt.Errorf("delete cluster %s: %w", id, err)
 	}
@@ -702,44 +703,58 @@ func (c *Controller) Plan(ctx context.Context) (allocator.Plan, error) {
 	return c.plan(s, c.clock.Now()), nil
 }
 
-// prefetchClusters reads, in one query, the clusters commit writes: those
-// pl provisions nodes for and those whose state changes (not unchanged).
-func prefetchClusters(ctx context.Context, tx store.Tx, pl allocator.Plan, unchanged func(int, allocator.ClusterState) bool) (map[string]*domain.Cluster, error) {
+// prefetchClusters reads into known, in one query, the clusters commit
+// writes that known does not have: those pl provisions nodes for and
+// those whose state changes (not unchanged).
+func prefetchClusters(ctx context.Context, tx store.Tx, pl allocator.Plan, unchanged func(int, allocator.ClusterState) bool, known map[string]*domain.Cluster) error {
 	var ids []string
 	for _, p := range pl.Provisions {
-		ids = append(ids, p.ClusterID)
+		if known[p.ClusterID] == nil {
+			ids = append(ids, p.ClusterID)
+		}
 	}
 	for i, cs := range pl.Clusters {
-		if cs.ClusterID != "" && !unchanged(i, cs) {
+		if cs.ClusterID != "" && known[cs.ClusterID] == nil && !unchanged(i, cs) {
 			ids = append(ids, cs.ClusterID)
 		}
 	}
-	out := map[string]*domain.Cluster{}
 	if len(ids) < 2 {
-		return out, nil
+		return nil
 	}
 	cls, err := store.ClustersByID(ctx, tx, ids)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i := range cls {
-		out[cls[i].ID] = &cls[i]
+		known[cls[i].ID] = &cls[i]
 	}
-	return out, nil
+	return nil
 }
 
-// commit writes, in one transaction, what before writes (the request's own
-// change), then the plan's intents: drains with their deadlines, new
-// nodes, and the lifecycle events they imply, and the states of the
-// clusters that changed from s, the snapshot pl was planned on (a fleet's
-// thousand clusters are not rewritten for every node).
-func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl allocator.Plan, now time.Time, before func(store.Tx) error) error {
+// commitWrites are what a commit writes besides the plan.
+type commitWrites struct {
+	// before writes first: a request's change to an existing cluster.
+	before func(store.Tx) error
+	// create are new clusters (a batch of creates), each written once
+	// with the state and node count the plan gives it rather than
+	// inserted and then updated; created then writes what goes with them
+	// (their kubeconfigs), before their nodes.
+	create  []domain.Cluster
+	created func(store.Tx) error
+}
+
+// commit writes, in one transaction, w's writes, then the plan's intents:
+// drains with their deadlines, new nodes, and the lifecycle events they
+// imply, and the states of the clusters that changed from s, the snapshot
+// pl was planned on (a fleet's thousand clusters are not rewritten for
+// every node).
+func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl allocator.Plan, now time.Time, w commitWrites) error {
 	var obs []Observation
 	events := 0
 	err := c.store.Update(ctx, func(tx store.Tx) error {
 		obs, events = obs[:0], 0
-		if before != nil {
-			if err := before(tx); err != nil {
+		if w.before != nil {
+			if err := w.before(tx); err != nil {
 				return err
 			}
 		}
@@ -754,8 +769,14 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 		unchanged := func(i int, cs allocator.ClusterState) bool {
 			return i < len(s.Clusters) && s.Clusters[i].ID == cs.ClusterID && !statusChanged(s.Clusters[i], cs, now)
 		}
-		clusters, err := prefetchClusters(ctx, tx, pl, unchanged)
-		if err != nil {
+		// The new clusters are not in the store yet: their rows are
+		// worked out here and written below.
+		clusters := make(map[string]*domain.Cluster, len(w.create))
+		for i := range w.create {
+			cl := w.create[i]
+			clusters[cl.ID] = &cl
+		}
+		if err := prefetchClusters(ctx, tx, pl, unchanged, clusters); err != nil {
 			return err
 		}
 		getCluster := func(id string) (*domain.Cluster, error) {
@@ -836,10 +857,6 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 			}
 			created = append(created, n)
 		}
-		// In a few statements: a plan may provision thousands of nodes.
-		if err := store.CreateNodes(ctx, tx, created); err != nil {
-			return fmt.Errorf("provision %d nodes: %w", len(created), err)
-		}
 
 		for i, cs := range pl.Clusters {
 			if cs.ClusterID == "" {
@@ -870,6 +887,24 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 					return err
 				}
 			}
+		}
+		// The new clusters go in first, for their nodes to refer to.
+		fresh := make([]domain.Cluster, len(w.create))
+		for i, cl := range w.create {
+			fresh[i] = *clusters[cl.ID]
+			delete(clusters, cl.ID)
+		}
+		if err := store.CreateClusters(ctx, tx, fresh); err != nil {
+			return fmt.Errorf("create %d clusters: %w", len(fresh), err)
+		}
+		if w.created != nil {
+			if err := w.created(tx); err != nil {
+				return err
+			}
+		}
+		// In a few statements: a plan may provision thousands of nodes.
+		if err := store.CreateNodes(ctx, tx, created); err != nil {
+			return fmt.Errorf("provision %d nodes: %w", len(created), err)
 		}
 		changed := make([]domain.Cluster, 0, len(clusters))
 		for _, cl := range clusters {

@@ -298,7 +298,7 @@ func (c *Controller) replan(ctx context.Context) (allocator.Plan, error) {
 		return pl, nil
 	}
 	c.settled = nil
-	if err := c.commit(ctx, s, pl, now, nil); err != nil {
+	if err := c.commit(ctx, s, pl, now, commitWrites{}); err != nil {
 		return allocator.Plan{}, fmt.Errorf("commit plan: %w", err)
 	}
 	return pl, nil
@@ -596,6 +596,10 @@ func (p *prefetched) UpdateNodes(ctx context.Context, ns []domain.Node) error {
 
 func (p *prefetched) UpdateClusters(ctx context.Context, cs []domain.Cluster) error {
 	return store.UpdateClusters(ctx, p.Tx, cs)
+}
+
+func (p *prefetched) CreateClusters(ctx context.Context, cs []domain.Cluster) error {
+	return store.CreateClusters(ctx, p.Tx, cs)
 }
 
 func (p *prefetched) PutUsages(ctx context.Context, us []domain.UsageRecord) error {

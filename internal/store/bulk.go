@@ -82,6 +82,9 @@ type BulkWriter interface {
 	UpdateNodes(ctx context.Context, ns []domain.Node) error
 	// UpdateClusters is UpdateNodes for clusters (UpdateCluster of each).
 	UpdateClusters(ctx context.Context, cs []domain.Cluster) error
+	// CreateClusters is CreateCluster of each cluster, except that on
+	// ErrConflict which of them were created is not said.
+	CreateClusters(ctx context.Context, cs []domain.Cluster) error
 }
 
 // PutUsages writes records in tx: in bulk where tx is a BulkWriter, one
@@ -120,6 +123,24 @@ func CreateNodes(ctx context.Context, tx Tx, ns []domain.Node) error {
 		return b.CreateNodes(ctx, ns)
 	}
 	return Each(ctx, ns, tx.CreateNode)
+}
+
+// CreateClusters is CreateNodes for clusters.
+func CreateClusters(ctx context.Context, tx Tx, cs []domain.Cluster) error {
+	if b, ok := tx.(BulkWriter); ok {
+		return b.CreateClusters(ctx, cs)
+	}
+	return Each(ctx, cs, tx.CreateCluster)
+}
+
+func (t *recordingTx) CreateClusters(ctx context.Context, cs []domain.Cluster) error {
+	err := CreateClusters(ctx, t.Tx, cs)
+	// As for updates, the copy re-reads every row named: one not created
+	// is not found and stays out.
+	for _, c := range cs {
+		t.w.clusterIDs = append(t.w.clusterIDs, c.ID)
+	}
+	return err
 }
 
 func (t *recordingTx) CreateNodes(ctx context.Context, ns []domain.Node) error {

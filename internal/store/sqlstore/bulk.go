@@ -17,8 +17,9 @@ import (
 const byIDSizes = 10
 
 // usageSizes: PutUsages writes 1, 2, 4, … 64 records per statement;
-// nodeSizes: CreateNodes 1, 2, … 32 nodes; eventSizes: AddEvents 1, 2, …
-// 32 events; updateSizes: UpdateNodes and UpdateClusters 1, 2, … 32 rows.
+// nodeSizes: CreateNodes and CreateClusters 1, 2, … 32 rows; eventSizes:
+// AddEvents 1, 2, … 32 events; updateSizes: UpdateNodes and
+// UpdateClusters 1, 2, … 32 rows.
 const (
 	usageSizes  = 7
 	nodeSizes   = 6
@@ -33,9 +34,9 @@ var (
 
 // byIDQueries are the bulk statements, by table and size.
 type byIDQueries struct {
-	nodes, clusters, machines [byIDSizes]string
-	usage                     [usageSizes]string
-	createNodes               [nodeSizes]string
+	nodes, clusters, machines   [byIDSizes]string
+	usage                       [usageSizes]string
+	createNodes, createClusters [nodeSizes]string
 	// addEvents is empty where the dialect cannot replace an event in
 	// one statement (see Dialect.UpsertDefault).
 	addEvents [eventSizes]string
@@ -59,6 +60,8 @@ func buildByIDQueries(d Dialect) byIDQueries {
 	for i := range nodeSizes {
 		rows := strings.TrimSuffix(strings.Repeat(nodeRow+", ", 1<<i), ", ")
 		q.createNodes[i] = rebind(d, `INSERT INTO nodes (`+nodeCols+`, metered) VALUES `+rows+` ON CONFLICT DO NOTHING RETURNING id`)
+		rows = strings.TrimSuffix(strings.Repeat(clusterRow+", ", 1<<i), ", ")
+		q.createClusters[i] = rebind(d, `INSERT INTO clusters (`+clusterWriteCols+`) VALUES `+rows+` ON CONFLICT DO NOTHING RETURNING id`)
 	}
 	if d.UpsertDefault {
 		for i := range eventSizes {
@@ -169,28 +172,51 @@ func (t *tx) CreateNodes(ctx context.Context, ns []domain.Node) error {
 	if len(taken) > 0 {
 		return fmt.Errorf("create node %s: %w", taken[0].ID, domain.ErrConflict)
 	}
-	for len(ns) > 0 {
-		i, chunk, rest := nextChunk(ns, nodeSizes)
-		ns = rest
-		args := make([]any, 0, 20*len(chunk))
-		for _, n := range chunk {
-			args = append(args, t.newNodeArgs(n)...)
+	return insertChunks(ctx, t, ns, t.s.bq.createNodes[:], t.newNodeArgs, "node",
+		func(n domain.Node) string { return n.ID })
+}
+
+// CreateClusters creates clusters as CreateCluster does, up to 32 per
+// statement: a batch of concurrent creates is committed together. On
+// ErrConflict, which of cs were created is not said; the transaction
+// stays usable.
+func (t *tx) CreateClusters(ctx context.Context, cs []domain.Cluster) error {
+	if _, ok := distinct(cs, func(c domain.Cluster) string { return c.ID }); !ok {
+		return store.Each(ctx, cs, t.CreateCluster) // CreateCluster's answers
+	}
+	return insertChunks(ctx, t, cs, t.s.bq.createClusters[:], t.newClusterArgs, "cluster",
+		func(c domain.Cluster) string { return c.ID })
+}
+
+// insertChunks inserts rows with queries[i], the INSERT … ON CONFLICT DO
+// NOTHING RETURNING id of 1<<i rows, and refuses with ErrConflict naming
+// the first row that was not inserted (what, e.g. "node", names its
+// kind).
+func insertChunks[T any](ctx context.Context, t *tx, rows []T, queries []string, argsOf func(T) []any, what string, idOf func(T) string) error {
+	for len(rows) > 0 {
+		i, chunk, rest := nextChunk(rows, len(queries))
+		rows = rest
+		var args []any
+		for _, r := range chunk {
+			args = append(args, argsOf(r)...)
 		}
 		created, err := list(ctx, t.reader, func(sc scanner) (id string, err error) { return id, sc.Scan(&id) },
-			"created nodes", t.s.bq.createNodes[i], args...)
+			"created "+what+"s", queries[i], args...)
 		if err != nil {
-			return t.writeErr(fmt.Sprintf("create %d nodes", len(chunk)), err)
+			return t.writeErr(fmt.Sprintf("create %d %ss", len(chunk), what), err)
 		}
-		if len(created) < len(chunk) {
-			done := make(map[string]bool, len(created))
-			for _, id := range created {
-				done[id] = true
-			}
-			for _, n := range chunk {
-				if !done[n.ID] {
-					// Its machine already has a live node in the same stage.
-					return fmt.Errorf("create node %s: %w", n.ID, domain.ErrConflict)
-				}
+		if len(created) == len(chunk) {
+			continue
+		}
+		done := make(map[string]bool, len(created))
+		for _, id := range created {
+			done[id] = true
+		}
+		for _, r := range chunk {
+			if !done[idOf(r)] {
+				// A row with its ID (or, for a node, a live node on its
+				// machine in the same statement) is already there.
+				return fmt.Errorf("create %s %s: %w", what, idOf(r), domain.ErrConflict)
 			}
 		}
 	}

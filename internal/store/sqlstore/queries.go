@@ -75,11 +75,10 @@ func buildQueries(d Dialect) queries {
 		getClusterRecord: r(`SELECT ` + clusterCols + ` FROM clusters WHERE id = ?`),
 		listClusters:     r(`SELECT ` + clusterCols + ` FROM clusters WHERE deleted_at IS NULL` + oldestFirst),
 		listClustersOf:   r(`SELECT ` + clusterCols + ` FROM clusters WHERE deleted_at IS NULL AND project_id = ?` + oldestFirst),
-		createCluster: r(`INSERT INTO clusters (` + clusterWriteCols + `)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
-		updateCluster: r(updateSet(`clusters`, clusterSet)),
-		getKubeconfig: r(`SELECT kubeconfig FROM clusters WHERE id = ? AND deleted_at IS NULL`),
-		setKubeconfig: r(`UPDATE clusters SET kubeconfig = ?, kube_attached_at = ? WHERE id = ? AND deleted_at IS NULL`),
+		createCluster:    r(`INSERT INTO clusters (` + clusterWriteCols + `) VALUES ` + clusterRow + ` ON CONFLICT DO NOTHING`),
+		updateCluster:    r(updateSet(`clusters`, clusterSet)),
+		getKubeconfig:    r(`SELECT kubeconfig FROM clusters WHERE id = ? AND deleted_at IS NULL`),
+		setKubeconfig:    r(`UPDATE clusters SET kubeconfig = ?, kube_attached_at = ? WHERE id = ? AND deleted_at IS NULL`),
 		// dropKubeconfig runs when a cluster is fully deleted: its
 		// credentials do not outlive it.
 		dropKubeconfig: r(`UPDATE clusters SET kubeconfig = NULL, kube_attached_at = NULL WHERE id = ?`),
@@ -186,6 +185,10 @@ func bulkUpdateSet(table string, cols []typedCol, rows int) string {
 	return fmt.Sprintf(`UPDATE %s AS t SET %s FROM (VALUES %s) AS v WHERE t.id = v.column%d`,
 		table, strings.Join(set, ", "), strings.TrimSuffix(strings.Repeat(row+", ", rows), ", "), len(cols)+1)
 }
+
+// clusterRow is one row of createCluster's VALUES, shared with
+// CreateClusters.
+const clusterRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // nodeRow is one row of createNode's VALUES, shared with CreateNodes:
 // metered starts set if the node's final record is already there.

@@ -88,11 +88,15 @@ func (t *tx) UpdateMachine(ctx context.Context, m domain.Machine) error {
 }
 
 func (t *tx) CreateCluster(ctx context.Context, c domain.Cluster) error {
-	return t.create(ctx, "cluster "+c.ID, t.s.q.createCluster,
-		c.ID, c.Name, c.ProjectID, c.Region, c.GPUType, string(c.Type), string(c.BillingType),
+	return t.create(ctx, "cluster "+c.ID, t.s.q.createCluster, t.newClusterArgs(c)...)
+}
+
+// newClusterArgs are c's values for clusterWriteCols.
+func (t *tx) newClusterArgs(c domain.Cluster) []any {
+	return []any{c.ID, c.Name, c.ProjectID, c.Region, c.GPUType, string(c.Type), string(c.BillingType),
 		c.NumGPUs, c.DesiredPreemptibleGPUs, c.Weight, string(c.Status), string(c.Unfulfilled),
 		c.UnfulfilledMessage, c.Deleting, c.NodeSeq, t.s.timeArg(c.CreatedAt), t.s.timeArg(c.DeletedAt),
-		t.s.timeArg(c.UnmetSince))
+		t.s.timeArg(c.UnmetSince)}
 }
 
 func (t *tx) UpdateCluster(ctx context.Context, c domain.Cluster) error {

@@ -31,6 +31,7 @@ func runHistory(t *testing.T, newDB NewDB) {
 		{"CreateNodes", testCreateNodes},
 		{"UpdateNodes", testUpdateNodes},
 		{"UpdateClusters", testUpdateClusters},
+		{"CreateClusters", testCreateClusters},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -806,4 +807,71 @@ func testUpdateClusters(t *testing.T, s store.Store) {
 		return store.UpdateClusters(ctx, tx, []domain.Cluster{want[3], missing, want[4]})
 	})
 	wantErr(t, "a missing cluster among others", err, domain.ErrNotFound)
+}
+
+// testCreateClusters: creating clusters in bulk (store.BulkWriter) stores
+// them as CreateCluster does, every field set or zero, across statements
+// of every size; it refuses a taken ID (of a live or a deleted cluster)
+// and an ID twice, and the transaction stays usable after a refusal.
+func testCreateClusters(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	_, _, _, _, full, _, _ := full()
+	const many = 45 // 32 + 8 + 4 + 1
+	want := make([]domain.Cluster, many)
+	for i := range want {
+		w := full
+		w.ID, w.Name, w.ProjectID, w.KubeAttachedAt = fmt.Sprintf("cc-%02d", i), fmt.Sprintf("%s-%d", full.Name, i), "p1", time.Time{}
+		w.NodeSeq, w.CreatedAt = int64(i), at(i)
+		if i%3 == 1 {
+			w.UnmetSince, w.Deleting, w.Unfulfilled, w.UnfulfilledMessage, w.DesiredPreemptibleGPUs = time.Time{}, false, "", "", 0
+		}
+		want[i] = w
+	}
+	gone := cluster("cc-gone", "p1", at(0))
+	update(t, s, func(tx store.Tx) error {
+		if _, ok := tx.(store.BulkWriter); !ok {
+			t.Fatalf("a %T does not write in bulk", tx)
+		}
+		if err := store.CreateClusters(ctx, tx, want); err != nil {
+			return err
+		}
+		got, err := tx.GetCluster(ctx, want[40].ID)
+		wantEqual(t, "a cluster created in bulk, read in its transaction", got, want[40])
+		if err != nil {
+			return err
+		}
+		gone.DeletedAt = at(5)
+		if err := tx.CreateCluster(ctx, gone); err != nil {
+			return err
+		}
+		return tx.UpdateCluster(ctx, gone)
+	})
+	for _, w := range want {
+		got, err := s.GetCluster(ctx, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, "cluster created in bulk", got, w)
+	}
+	fresh := func(id string) domain.Cluster { return cluster(id, "p1", at(9)) }
+	for _, tc := range []struct {
+		name string
+		cs   []domain.Cluster
+	}{
+		{"a live cluster's ID", []domain.Cluster{fresh("ok-1"), fresh("cc-07")}},
+		{"a deleted cluster's ID", []domain.Cluster{fresh("ok-2"), fresh(gone.ID)}},
+		{"an ID twice", []domain.Cluster{fresh("twice"), fresh("twice")}},
+	} {
+		update(t, s, func(tx store.Tx) error {
+			err := store.CreateClusters(ctx, tx, tc.cs)
+			wantErr(t, tc.name, err, domain.ErrConflict)
+			// The transaction is still usable.
+			_, err = tx.GetCluster(ctx, "cc-00")
+			return err
+		})
+	}
+	if c, err := s.GetCluster(ctx, "cc-07"); err != nil || c.Name != want[7].Name {
+		t.Fatalf("the live cluster whose ID was asked again: %+v, %v", c, err)
+	}
 }
