@@ -577,10 +577,15 @@ func (p *prefetched) MachinesByID(ctx context.Context, ids []string) ([]domain.M
 }
 
 func (p *prefetched) CreateNodes(ctx context.Context, ns []domain.Node) error {
+	p.forget(ns)
+	return store.CreateNodes(ctx, p.Tx, ns)
+}
+
+// forget drops what the prefetch read of ns, about to be written.
+func (p *prefetched) forget(ns []domain.Node) {
 	for _, n := range ns {
 		delete(p.nodes, n.ID)
 	}
-	return store.CreateNodes(ctx, p.Tx, ns)
 }
 
 func (p *prefetched) AddEvents(ctx context.Context, es []domain.Event) error {
@@ -588,9 +593,7 @@ func (p *prefetched) AddEvents(ctx context.Context, es []domain.Event) error {
 }
 
 func (p *prefetched) UpdateNodes(ctx context.Context, ns []domain.Node) error {
-	for _, n := range ns {
-		delete(p.nodes, n.ID)
-	}
+	p.forget(ns)
 	return store.UpdateNodes(ctx, p.Tx, ns)
 }
 

@@ -119,28 +119,26 @@ func (t *recordingTx) PutUsages(ctx context.Context, us []domain.UsageRecord) er
 // CreateNodes creates nodes in tx: in bulk where tx is a BulkWriter, one
 // by one otherwise.
 func CreateNodes(ctx context.Context, tx Tx, ns []domain.Node) error {
+	return bulkOr(ctx, tx, ns, BulkWriter.CreateNodes, tx.CreateNode)
+}
+
+// bulkOr writes rows with many where tx is a BulkWriter, else one by one.
+func bulkOr[T any](ctx context.Context, tx Tx, rows []T, many func(BulkWriter, context.Context, []T) error, one func(context.Context, T) error) error {
 	if b, ok := tx.(BulkWriter); ok {
-		return b.CreateNodes(ctx, ns)
+		return many(b, ctx, rows)
 	}
-	return Each(ctx, ns, tx.CreateNode)
+	return Each(ctx, rows, one)
 }
 
 // CreateClusters is CreateNodes for clusters.
 func CreateClusters(ctx context.Context, tx Tx, cs []domain.Cluster) error {
-	if b, ok := tx.(BulkWriter); ok {
-		return b.CreateClusters(ctx, cs)
-	}
-	return Each(ctx, cs, tx.CreateCluster)
+	return bulkOr(ctx, tx, cs, BulkWriter.CreateClusters, tx.CreateCluster)
 }
 
 func (t *recordingTx) CreateClusters(ctx context.Context, cs []domain.Cluster) error {
-	err := CreateClusters(ctx, t.Tx, cs)
 	// As for updates, the copy re-reads every row named: one not created
 	// is not found and stays out.
-	for _, c := range cs {
-		t.w.clusterIDs = append(t.w.clusterIDs, c.ID)
-	}
-	return err
+	return t.clusters(CreateClusters(ctx, t.Tx, cs), cs)
 }
 
 func (t *recordingTx) CreateNodes(ctx context.Context, ns []domain.Node) error {
@@ -178,18 +176,12 @@ func Each[T any](ctx context.Context, rows []T, one func(context.Context, T) err
 // UpdateNodes updates nodes in tx: in bulk where tx is a BulkWriter, one
 // by one otherwise.
 func UpdateNodes(ctx context.Context, tx Tx, ns []domain.Node) error {
-	if b, ok := tx.(BulkWriter); ok {
-		return b.UpdateNodes(ctx, ns)
-	}
-	return Each(ctx, ns, tx.UpdateNode)
+	return bulkOr(ctx, tx, ns, BulkWriter.UpdateNodes, tx.UpdateNode)
 }
 
 // UpdateClusters is UpdateNodes for clusters.
 func UpdateClusters(ctx context.Context, tx Tx, cs []domain.Cluster) error {
-	if b, ok := tx.(BulkWriter); ok {
-		return b.UpdateClusters(ctx, cs)
-	}
-	return Each(ctx, cs, tx.UpdateCluster)
+	return bulkOr(ctx, tx, cs, BulkWriter.UpdateClusters, tx.UpdateCluster)
 }
 
 // The copy re-reads every row a bulk update named, written or not (on an
@@ -204,7 +196,12 @@ func (t *recordingTx) UpdateNodes(ctx context.Context, ns []domain.Node) error {
 }
 
 func (t *recordingTx) UpdateClusters(ctx context.Context, cs []domain.Cluster) error {
-	err := UpdateClusters(ctx, t.Tx, cs)
+	return t.clusters(UpdateClusters(ctx, t.Tx, cs), cs)
+}
+
+// clusters notes cs to be read back, whatever err (the result of writing
+// them) says, and returns err.
+func (t *recordingTx) clusters(err error, cs []domain.Cluster) error {
 	for _, c := range cs {
 		t.w.clusterIDs = append(t.w.clusterIDs, c.ID)
 	}

@@ -193,20 +193,14 @@ func (t *tx) CreateClusters(ctx context.Context, cs []domain.Cluster) error {
 // the first row that was not inserted (what, e.g. "node", names its
 // kind).
 func insertChunks[T any](ctx context.Context, t *tx, rows []T, queries []string, argsOf func(T) []any, what string, idOf func(T) string) error {
-	for len(rows) > 0 {
-		i, chunk, rest := nextChunk(rows, len(queries))
-		rows = rest
-		var args []any
-		for _, r := range chunk {
-			args = append(args, argsOf(r)...)
-		}
+	return eachChunk(rows, len(queries), argsOf, func(query int, chunk []T, args []any) error {
 		created, err := list(ctx, t.reader, func(sc scanner) (id string, err error) { return id, sc.Scan(&id) },
-			"created "+what+"s", queries[i], args...)
+			"created "+what+"s", queries[query], args...)
 		if err != nil {
 			return t.writeErr(fmt.Sprintf("create %d %ss", len(chunk), what), err)
 		}
 		if len(created) == len(chunk) {
-			continue
+			return nil
 		}
 		done := make(map[string]bool, len(created))
 		for _, id := range created {
@@ -218,6 +212,25 @@ func insertChunks[T any](ctx context.Context, t *tx, rows []T, queries []string,
 				// machine in the same statement) is already there.
 				return fmt.Errorf("create %s %s: %w", what, idOf(r), domain.ErrConflict)
 			}
+		}
+		return nil
+	})
+}
+
+// eachChunk splits rows into chunks of the statement sizes 1, 2, 4, … of
+// queries sizes, the largest that fits first, and calls do with each
+// chunk, the index of its statement and its arguments (argsOf of each
+// row, in order).
+func eachChunk[T any](rows []T, sizes int, argsOf func(T) []any, do func(query int, chunk []T, args []any) error) error {
+	for len(rows) > 0 {
+		i, chunk, rest := nextChunk(rows, sizes)
+		rows = rest
+		var args []any
+		for _, r := range chunk {
+			args = append(args, argsOf(r)...)
+		}
+		if err := do(i, chunk, args); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -293,22 +306,14 @@ func allUpdated[T any](ctx context.Context, t *tx, chunk []T, res sql.Result, on
 // with the rows it wrote and its result. doing names the write, with the
 // row count.
 func execChunks[T any](ctx context.Context, t *tx, rows []T, queries []string, argsOf func(T) []any, doing string, after func([]T, sql.Result) error) error {
-	for len(rows) > 0 {
-		i, chunk, rest := nextChunk(rows, len(queries))
-		rows = rest
-		var args []any
-		for _, r := range chunk {
-			args = append(args, argsOf(r)...)
-		}
-		res, err := t.q.ExecContext(ctx, queries[i], args...)
+	return eachChunk(rows, len(queries), argsOf, func(query int, chunk []T, args []any) error {
+		res, err := t.q.ExecContext(ctx, queries[query], args...)
 		if err != nil {
 			return t.writeErr(fmt.Sprintf(doing, len(chunk)), err)
 		}
 		if after != nil {
-			if err := after(chunk, res); err != nil {
-				return err
-			}
+			return after(chunk, res)
 		}
-	}
-	return nil
+		return nil
+	})
 }
