@@ -239,6 +239,10 @@ func TestCreateValidation(t *testing.T) {
 		{"missing name", `{"region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8}`, "cluster_name", "required"},
 		{"unknown field", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8,"spot":true}`, "spot", "unknown field"},
 		{"wrong type", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":"eight"}`, "num_gpus", "must be a int"},
+		{"repeated field", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":-8,"num_gpus":8}`, "num_gpus", "more than once"},
+		{"field in another case", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","NUM_GPUS":8}`, "NUM_GPUS", `case-sensitive: did you mean "num_gpus"`},
+		{"field in mixed case", `{"Cluster_Name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8}`, "Cluster_Name", "case-sensitive"},
+		{"trailing garbage", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8}x`, "", "after the object"},
 		{"malformed", `{"cluster_name":`, "", "malformed JSON"},
 		{"trailing", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8} {}`, "", "after the object"},
 		{"empty", ``, "", "empty"},
@@ -693,5 +697,34 @@ func TestPrettyForPeople(t *testing.T) {
 	}
 	if got := get("/v1/clusters?pretty=false", "curl/8.5.0"); strings.Contains(got, "\n ") {
 		t.Errorf("?pretty=false from curl is indented: %.80q", got)
+	}
+}
+
+// TestAdminNamesFollowTheFleetRule: a region or GPU type name an admin
+// sends (machines, reservations, prices) follows the fleet file's rule:
+// every tenant sees these names, in terminals too. Nothing is created.
+func TestAdminNamesFollowTheFleetRule(t *testing.T) {
+	e := newEnv(t)
+	long := strings.Repeat("a", 10000)
+	for _, bad := range []string{long, `eu\u0000west`, `eu\r\nwest`, `\u001b[31mred`, `<b>bold</b>`, ` eu-west-1`, `eu west`} {
+		for _, tc := range []struct{ path, body, field string }{
+			{"/v1/admin/machines", `{"region":"` + bad + `","gpu_type":"L40S","count":1}`, "region"},
+			{"/v1/admin/machines", `{"region":"eu-west-1","gpu_type":"` + bad + `","count":1}`, "gpu_type"},
+			{"/v1/admin/reservations", `{"project_id":"p","region":"` + bad + `","gpu_type":"L40S"}`, "region"},
+			{"/v1/admin/prices", `{"kind":"on_demand","gpu_type":"` + bad + `","value":"1.00"}`, "gpu_type"},
+			{"/v1/admin/prices", `{"kind":"on_demand","region":"` + bad + `","gpu_type":"L40S","value":"1.00"}`, "region"},
+		} {
+			got := e.apiErr("admin", "POST", tc.path, tc.body, 400)
+			if got.Field != tc.field || !strings.Contains(got.Message, "not a valid name") || len(got.Message) > 300 {
+				t.Errorf("%s with %.20q: %+v", tc.path, bad, got)
+			}
+		}
+	}
+	var ms apiv1.MachineList
+	e.do("admin", "GET", "/v1/admin/machines", "", 200, &ms)
+	for _, m := range ms.Machines {
+		if !domain.ValidName(m.Region) || !domain.ValidName(m.GPUType) {
+			t.Errorf("machine %s stored with region %q, GPU type %q", m.MachineID, m.Region, m.GPUType)
+		}
 	}
 }

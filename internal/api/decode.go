@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
@@ -29,7 +31,8 @@ func invalid(field, format string, args ...any) error {
 }
 
 // decodeStrict decodes exactly one JSON object into v, rejecting unknown
-// fields and trailing data, with messages a person can act on.
+// fields, fields in another case, repeated fields and trailing data, with
+// messages a person can act on.
 func decodeStrict(r io.Reader, v any) error {
 	data, err := io.ReadAll(io.LimitReader(r, maxBody+1))
 	if err != nil {
@@ -66,7 +69,9 @@ func decodeStrict(r io.Reader, v any) error {
 	if err := dec.Decode(&rest); err != io.EOF {
 		return invalid("", "malformed JSON: data after the object")
 	}
-	return nil
+	// encoding/json matches names without regard to case and lets a
+	// repeated key win: refuse both, naming the field.
+	return checkKeys(data, reflect.TypeOf(v))
 }
 
 // decodeEmpty accepts an empty body or an empty JSON object, for endpoints
@@ -230,10 +235,8 @@ func decodeMachines(r io.Reader) (apiv1.CreateMachinesRequest, error) {
 	case req.GPUsPerMachine != domain.GPUStep:
 		return req, invalid("gpus_per_machine", "gpus_per_machine must be %d (one node is %d GPUs); got %d", domain.GPUStep, domain.GPUStep, req.GPUsPerMachine)
 	}
-	for _, f := range []struct{ name, v string }{{"region", req.Region}, {"gpu_type", req.GPUType}} {
-		if strings.TrimSpace(f.v) != f.v || len(f.v) > 64 {
-			return req, invalid(f.name, "%s %q is not a valid name", f.name, f.v)
-		}
+	if err := checkNames(req.Region, req.GPUType); err != nil {
+		return req, err
 	}
 	for _, id := range req.MachineIDs {
 		if err := checkID("machine_ids", id); err != nil {
@@ -261,12 +264,34 @@ func decodeReservation(r io.Reader) (apiv1.CreateReservationRequest, error) {
 	case req.GPUType == "":
 		return req, invalid("gpu_type", "gpu_type is required")
 	}
+	if err := checkNames(req.Region, req.GPUType); err != nil {
+		return req, err
+	}
 	if req.ReservationID != "" {
 		if err := checkID("reservation_id", req.ReservationID); err != nil {
 			return req, err
 		}
 	}
 	return req, nil
+}
+
+// checkNames refuses a region or GPU type name the fleet file would
+// refuse: every tenant sees these names, in the console and in terminals.
+func checkNames(region, gpuType string) error {
+	for _, f := range []struct{ name, v string }{{"region", region}, {"gpu_type", gpuType}} {
+		if f.v != "" && !domain.ValidName(f.v) {
+			return invalid(f.name, "%s %s is not a valid name: 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit", f.name, strconv.QuoteToASCII(truncate(f.v, 80)))
+		}
+	}
+	return nil
+}
+
+// truncate shortens s to at most n bytes for an error message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 func decodeWeight(r io.Reader) (apiv1.SetClusterWeightRequest, error) {

@@ -562,6 +562,9 @@ func (s *Server) listPrices(w http.ResponseWriter, r *http.Request, _ principal)
 
 // CheckPrice validates a price book entry.
 func CheckPrice(p domain.Price) error {
+	if err := checkNames(p.Region, p.GPUType); err != nil {
+		return err
+	}
 	switch p.Kind {
 	case domain.PriceOnDemand:
 		if p.GPUType == "" {

@@ -672,3 +672,31 @@ func TestUnreachableServerHint(t *testing.T) {
 		t.Errorf("err = %v", r.err)
 	}
 }
+
+// TestOutputEscapesControlCharacters: names and messages from the server
+// reach the terminal with their control and bidirectional characters
+// escaped, in tables, event lines and error messages.
+func TestOutputEscapesControlCharacters(t *testing.T) {
+	const evil = "x\x1b]0;pwned\x07\x1b[2J\u202eexe\r\n\ty"
+	f := newFakeAPI(t)
+	c := cluster("Ready", 8, apiv1.Node{NodeID: "n1", NodeName: "n-" + evil, ComputeClass: "preemptible", Status: "ready", NumGPUs: 8})
+	c.ClusterName, c.Region = "name-"+evil, "region-"+evil
+	f.handle("GET /v1/clusters", 200, apiv1.ClusterList{Clusters: []apiv1.Cluster{c}})
+	f.handle("GET /v1/clusters/c1", 200, c)
+	f.handle("GET /v1/clusters/c1/events", 200, apiv1.EventList{NextCursor: "1", Events: []apiv1.Event{
+		eventAt("1", "Reason"+evil, "node-"+evil, "message "+evil, t0, nil)}})
+	f.handle("DELETE /v1/clusters/c2", 404, apiv1.Error{Error: apiv1.ErrorBody{Code: "not_found", Message: "cluster " + evil + " not found"}})
+	for _, args := range [][]string{{"clusters", "list"}, {"clusters", "get", "c1"}, {"events", "--cluster", "c1", "--limit", "1"}, {"clusters", "delete", "c2"}} {
+		r := f.run(args...)
+		out := r.stdout + r.stderr
+		if r.err != nil {
+			out += r.err.Error()
+		}
+		if strings.ContainsAny(out, "\x1b\x07\r\u202e") {
+			t.Errorf("%v printed a raw control character:\n%q", args, out)
+		}
+		if !strings.Contains(out, `\x1b]0;pwned\x07`) {
+			t.Errorf("%v does not show the escaped text:\n%q", args, out)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/client"
+	"github.com/sparecap/sparecap/internal/termsafe"
 )
 
 const defaultWaitTimeout = 15 * time.Minute
@@ -246,7 +247,7 @@ With --wait the command polls until the cluster no longer exists.`,
 				if wait {
 					verb = "deleted"
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "cluster %s %s\n", id, verb)
+				fmt.Fprintf(cmd.OutOrStdout(), "cluster %s %s\n", termsafe.Escape(id), verb)
 			}
 			return nil
 		}),

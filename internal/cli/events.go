@@ -17,6 +17,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/client"
+	"github.com/sparecap/sparecap/internal/termsafe"
 )
 
 func newNodesCmd(s *state) *cobra.Command {
@@ -204,10 +205,10 @@ func (ew *eventWriter) write(e apiv1.Event) error {
 	if node == "" {
 		node = orDash(e.NodeID)
 	}
-	msg := strings.ReplaceAll(e.Message, "\n", " ")
+	msg := termsafe.Escape(strings.ReplaceAll(e.Message, "\n", " "))
 	if e.Deadline != nil {
 		msg += " [deadline " + ew.s.deadline(e.Deadline) + "]"
 	}
-	_, err := fmt.Fprintf(ew.w, eventRowFormat, ew.s.localTime(e.Timestamp), e.Reason, node, msg)
+	_, err := fmt.Fprintf(ew.w, eventRowFormat, ew.s.localTime(e.Timestamp), termsafe.Escape(string(e.Reason)), termsafe.Escape(node), msg)
 	return err
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/sparecap/sparecap/internal/termsafe"
 )
 
 const (
@@ -54,11 +56,13 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 }
 
-// row writes one tab-separated table row.
+// row writes one tab-separated table row. Each cell is escaped
+// (termsafe): names and messages come from other people, and a tab or a
+// newline in one would also break the table.
 func row(w io.Writer, cols ...any) {
 	parts := make([]string, len(cols))
 	for i, c := range cols {
-		parts[i] = fmt.Sprint(c)
+		parts[i] = termsafe.Escape(fmt.Sprint(c))
 	}
 	fmt.Fprintln(w, strings.Join(parts, "\t"))
 }

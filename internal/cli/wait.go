@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sparecap/sparecap/internal/client"
+	"github.com/sparecap/sparecap/internal/termsafe"
 )
 
 var errTimeout = errors.New("timed out")
@@ -55,7 +56,7 @@ func (p *progress) line(l string) {
 		return
 	}
 	p.last = l
-	fmt.Fprintf(p.w, "[%6s] %s\n", shortDuration(p.s.clock.Now().Sub(p.start)), l)
+	fmt.Fprintf(p.w, "[%6s] %s\n", shortDuration(p.s.clock.Now().Sub(p.start)), termsafe.Escape(l))
 }
 
 // transient decides whether a polling error ends the wait: client errors

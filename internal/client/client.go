@@ -13,8 +13,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sparecap/sparecap/internal/apiv1"
 	"time"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/termsafe"
 )
 
 // maxErrorBody bounds how much of an error response is read: enough for any
@@ -97,7 +99,8 @@ func (e *APIError) Error() string {
 	if e.Field != "" && !strings.Contains(e.Message, e.Field) {
 		msg += " (field " + e.Field + ")"
 	}
-	return msg
+	// The message can quote what someone typed; it ends up on a terminal.
+	return termsafe.Escape(msg)
 }
 
 // IsNotFound reports whether err is an APIError with status 404.

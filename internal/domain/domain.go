@@ -6,6 +6,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 )
 
@@ -376,3 +377,12 @@ type Price struct {
 	EffectiveFrom time.Time
 	CreatedAt     time.Time
 }
+
+// nameRE is the rule for region and GPU type names, wherever they come
+// from (the fleet file, the admin API): they are shown to every tenant,
+// in terminals too, so no spaces, control characters or markup.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+// ValidName reports whether s may name a region or a GPU type: 1-63
+// letters, digits, '_', '.' or '-', starting with a letter or digit.
+func ValidName(s string) bool { return nameRE.MatchString(s) }

@@ -71,7 +71,6 @@ func Load(path string) (File, error) {
 }
 
 var (
-	nameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 	priceRE = regexp.MustCompile(`^[0-9]{1,6}(\.[0-9]{1,6})?$`)
 	idRE    = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)
 )
@@ -92,9 +91,9 @@ func Parse(data []byte) (File, error) {
 			p.GPUsPerMachine = domain.DefaultGPUsPerMachine
 		}
 		switch {
-		case !nameRE.MatchString(p.Region):
+		case !domain.ValidName(p.Region):
 			return File{}, fmt.Errorf("pool %d: region %q is not a valid name", i+1, p.Region)
-		case !nameRE.MatchString(p.GPUType):
+		case !domain.ValidName(p.GPUType):
 			return File{}, fmt.Errorf("pool %d: gpu_type %q is not a valid name", i+1, p.GPUType)
 		case p.Machines < 1 || p.Machines > 100000:
 			return File{}, fmt.Errorf("pool %d: machines must be between 1 and 100000; got %d", i+1, p.Machines)
