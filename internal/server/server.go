@@ -170,6 +170,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
+	// The data directory holds the database, the kubeconfig sealing key
+	// and the admin token: nobody else may read it.
+	if err := tighten(o.DataDir, o.Log); err != nil {
+		return nil, err
+	}
 	f := fleet.Default()
 	if o.FleetFile != "" {
 		var err error
@@ -641,4 +646,42 @@ func (m leaderMeter) Cut(ctx context.Context) error {
 // otherwise repeat many times a real second.
 func atLeastReal(d, real time.Duration, speed float64) time.Duration {
 	return max(d, time.Duration(float64(real)*speed))
+}
+
+// tighten makes dir readable by its owner only (0700) and every file in
+// it 0600, warning about each it had to change: an existing data
+// directory may have been made by hand or by an older version with the
+// umask's modes.
+func tighten(dir string, log *slog.Logger) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if mode := fi.Mode().Perm(); mode&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("data dir %s is open to others (mode %04o) and cannot be tightened: %w", dir, mode, err)
+		}
+		log.Warn("data directory was open to others; tightened to 0700", "dir", dir, "was", fmt.Sprintf("%04o", mode))
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // gone since the listing
+		}
+		if mode := info.Mode().Perm(); mode&0o077 != 0 {
+			path := filepath.Join(dir, e.Name())
+			if err := os.Chmod(path, 0o600); err != nil {
+				return fmt.Errorf("%s is open to others (mode %04o) and cannot be tightened: %w", path, mode, err)
+			}
+			log.Warn("file in the data directory was open to others; tightened to 0600", "file", path, "was", fmt.Sprintf("%04o", mode))
+		}
+	}
+	return nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,4 +112,68 @@ func TestAtLeastReal(t *testing.T) {
 			t.Errorf("speed %g: every %s, want %s", tc.speed, got, tc.want)
 		}
 	}
+}
+
+// TestFilesAreOwnerOnly: the server creates its files (the database with
+// its WAL and shared-memory files, the sealing key, the admin token) with
+// mode 0600, whatever the umask, and tightens a data directory and files
+// an older version or a person left open to others.
+func TestFilesAreOwnerOnly(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	check := func(t *testing.T, dir string) {
+		t.Helper()
+		fi, err := os.Stat(dir)
+		if err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("data dir %s: mode %v, %v; want 0700", dir, fi.Mode().Perm(), err)
+		}
+		entries, _ := os.ReadDir(dir)
+		seen := map[string]bool{}
+		for _, e := range entries {
+			info, err := e.Info()
+			if err != nil || !info.Mode().IsRegular() {
+				continue
+			}
+			seen[e.Name()] = true
+			if mode := info.Mode().Perm(); mode != 0o600 {
+				t.Errorf("%s: mode %04o, want 0600", e.Name(), mode)
+			}
+		}
+		for _, want := range []string{"sparecap.db", "sparecap.db-wal", "sparecap.db-shm", "admin-token"} {
+			if !seen[want] {
+				t.Errorf("%s was not created (files: %v)", want, seen)
+			}
+		}
+	}
+	start := func(t *testing.T, dir string) *Server {
+		t.Helper()
+		srv, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, ConfigPath: filepath.Join(t.TempDir(), "cli.yaml")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv
+	}
+	t.Run("new", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "data")
+		srv := start(t, dir)
+		defer srv.Close()
+		check(t, dir)
+	})
+	t.Run("open to others", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "data")
+		srv := start(t, dir)
+		srv.Close()
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			os.Chmod(filepath.Join(dir, e.Name()), 0o644)
+		}
+		os.Remove(filepath.Join(dir, "sparecap.db-wal"))
+		os.Remove(filepath.Join(dir, "sparecap.db-shm"))
+		srv = start(t, dir)
+		defer srv.Close()
+		check(t, dir)
+	})
 }

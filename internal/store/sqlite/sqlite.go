@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -68,6 +69,9 @@ func Open(ctx context.Context, path string) (store.Store, error) {
 	}
 	if path == ":memory:" {
 		return openMemory(ctx)
+	}
+	if err := ownerOnly(path); err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	w, err := openPool(ctx, path, 1, url.Values{
 		// synchronous stays FULL: the controller records an intent before
@@ -143,6 +147,33 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	}
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// ownerOnly creates the database file with mode 0600 if it is not there
+// and takes group and other access away from it and its WAL and
+// shared-memory files: SQLite creates those two with the database file's
+// mode, which would otherwise be the umask's (0644 as a rule).
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, 0o600); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
