@@ -20,6 +20,7 @@ import (
 	"github.com/sparecap/sparecap/internal/client"
 	"github.com/sparecap/sparecap/internal/demo"
 	"github.com/sparecap/sparecap/internal/driver"
+	"github.com/sparecap/sparecap/internal/guard"
 	"github.com/sparecap/sparecap/internal/ha"
 	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/server"
@@ -76,6 +77,9 @@ with this server's URL and that token, so the CLI works at once.`,
 			if err := provisionHookEnv(&o, hookEnv); err != nil {
 				return err
 			}
+			if err := limitFlags(o.Limits); err != nil {
+				return err
+			}
 			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			o.AdminToken = os.Getenv("SPARECAP_ADMIN_TOKEN")
 			if cfg, _ := cmd.Flags().GetString("config"); cfg != "" {
@@ -125,10 +129,44 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.IntVar(&o.NoticeWorkers, "notice-workers", 1024, "steps delivering drain notices run at once, apart from the other steps")
 	f.DurationVar(&o.NodeLostAfter, "node-lost-after", 5*time.Minute, "a ready node whose Node object stays NotReady this long is lost: billing stops, its machine is taken back and the node replaced (a Node deleted by someone else is lost at once)")
 	f.DurationVar(&o.RegisterTimeout, "register-timeout", 15*time.Minute, "a node not registered Ready this long after its machine was first asked to prepare goes back and is replaced; its machine goes out of service after 3 such failures in a row")
+	l := &o.Limits
+	f.DurationVar(&l.ReadTimeout, "read-timeout", server.DefaultReadTimeout, "how long reading one request may take, body included (event streams are not bound by it)")
+	f.DurationVar(&l.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "how long writing one response may take (event streams and long usage answers move it on as they write)")
+	f.DurationVar(&l.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "how long a kept-alive connection may wait for its next request")
+	f.IntVar(&l.MaxConnections, "max-connections", server.DefaultMaxConnections, "connections open at once; more wait to be accepted")
+	f.IntVar(&l.MaxStreamsPerToken, "max-streams-per-token", server.DefaultMaxStreamsPerToken, "event streams (watch=true) open at once with one token")
+	f.Float64Var(&l.TokenRate, "rate-limit-token", 100, "requests a second per token, in bursts of twice that (0: no limit); more get 429 with Retry-After")
+	f.Float64Var(&l.AddressRate, "rate-limit-address", 200, "requests a second per client address, in bursts of twice that (0: no limit); more get 429 with Retry-After")
+	f.IntVar(&l.AuthFailures, "auth-failures", 10, "failed authentications a minute per client address; once they are used up the address is refused (429) until they refill (0: no limit)")
+	f.StringSliceVar(&l.TrustedProxies, "trusted-proxies", nil, "addresses or CIDR prefixes of reverse proxies, and of the other servers on the same PostgreSQL, whose X-Forwarded-For names the client (comma-separated)")
 	f.BoolVar(&o.AllowKubeconfigPlugins, "allow-kubeconfig-plugins", false, "accept kubeconfigs with exec credential plugins, auth-providers or proxy-urls. "+
 		"RISKY: such a kubeconfig (often written by the tenant) runs its command on this host as the server user, with the server's environment (the admin token included), "+
 		"or sends the cluster's traffic and credentials through the proxy it names")
 	return cmd
+}
+
+// limitFlags checks the listener's limits.
+func limitFlags(l server.Limits) error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--read-timeout", l.ReadTimeout}, {"--write-timeout", l.WriteTimeout}, {"--idle-timeout", l.IdleTimeout}} {
+		if d.v < time.Second {
+			return fmt.Errorf("%s must be at least 1s; got %s", d.flag, d.v)
+		}
+	}
+	switch {
+	case l.MaxConnections < 1:
+		return fmt.Errorf("--max-connections must be at least 1; got %d", l.MaxConnections)
+	case l.MaxStreamsPerToken < 1:
+		return fmt.Errorf("--max-streams-per-token must be at least 1; got %d", l.MaxStreamsPerToken)
+	case l.TokenRate < 0 || l.AddressRate < 0 || l.AuthFailures < 0:
+		return fmt.Errorf("--rate-limit-token, --rate-limit-address and --auth-failures must not be negative (0 is no limit)")
+	}
+	if _, err := guard.ParsePrefixes(l.TrustedProxies); err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	return nil
 }
 
 // kubeFlags checks the Kubernetes and machine provider flags into o.

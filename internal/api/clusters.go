@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/allocator"
@@ -471,7 +472,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, p principal) {
 		}
 	}
 	if watch {
-		s.stream(w, r, c.ID, cursor)
+		s.stream(w, r, p, c.ID, cursor)
 		return
 	}
 	evs, err := s.store.ListEvents(ctx, store.EventFilter{ClusterID: c.ID, AfterSeq: cursor, Limit: limit})
@@ -489,13 +490,26 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, p principal) {
 
 // stream sends the cluster's events after cursor as Server-Sent Events,
 // then each new one as it is committed, until the client goes away.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, clusterID string, cursor int64) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, p principal, clusterID string, cursor int64) {
 	ctx := r.Context()
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		s.fail(w, r, errors.New("streaming unsupported by this connection"))
 		return
 	}
+	if !s.streams.acquire(p.key, s.MaxStreams) {
+		writeError(w, http.StatusTooManyRequests, apiv1.CodeRateLimited, "",
+			fmt.Sprintf("this token already has %d event streams open, the most it may; close one first", s.MaxStreams))
+		return
+	}
+	defer s.streams.release(p.key)
+	// A stream lives as long as its client: the server's read deadline
+	// (which bounds a request) is lifted, and each write gets a deadline
+	// of its own, so a client that stops reading is let go.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	writing := func() { _ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) }
+	writing()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -512,6 +526,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, clusterID string
 			}
 			return
 		}
+		writing()
 		for _, e := range evs {
 			data, _ := json.Marshal(eventView(e))
 			if _, err := fmt.Fprintf(w, "id: %d\nevent: node_lifecycle_event\ndata: %s\n\n", e.Seq, data); err != nil {
@@ -528,6 +543,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, clusterID string
 			return
 		case <-changed:
 		case <-keepAlive.C:
+			writing()
 			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
 				return
 			}
@@ -559,4 +575,37 @@ func (s *Server) capacity(w http.ResponseWriter, r *http.Request, p principal) {
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// streamWriteTimeout bounds one write of an event stream: a client that
+// reads nothing for this long is disconnected.
+const streamWriteTimeout = 30 * time.Second
+
+// streamCounts counts open event streams by token.
+type streamCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// acquire counts one more stream for key unless it has max already (max
+// 0: no cap).
+func (c *streamCounts) acquire(key string, max int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if max > 0 && c.n[key] >= max {
+		return false
+	}
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[key]++
+	return true
+}
+
+func (c *streamCounts) release(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[key]--; c.n[key] <= 0 {
+		delete(c.n, key)
+	}
 }

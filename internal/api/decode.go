@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -34,12 +35,9 @@ func invalid(field, format string, args ...any) error {
 // fields, fields in another case, repeated fields and trailing data, with
 // messages a person can act on.
 func decodeStrict(r io.Reader, v any) error {
-	data, err := io.ReadAll(io.LimitReader(r, maxBody+1))
+	data, err := readBody(r)
 	if err != nil {
-		return invalid("", "read request body: %v", err)
-	}
-	if len(data) > maxBody {
-		return invalid("", "request body larger than %d bytes", maxBody)
+		return err
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return invalid("", "request body is empty; send a JSON object")
@@ -74,12 +72,26 @@ func decodeStrict(r io.Reader, v any) error {
 	return checkKeys(data, reflect.TypeOf(v))
 }
 
+// readBody reads a request body of at most maxBody bytes; a larger one is
+// 413 (the server's body cap, http.MaxBytesReader, may stop it sooner).
+func readBody(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxBody+1))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig) || len(data) > maxBody:
+		return nil, &clientError{http.StatusRequestEntityTooLarge, apiv1.CodeTooLarge, "request body larger than the server takes; no request needs that much"}
+	case err != nil:
+		return nil, invalid("", "read request body: %v", err)
+	}
+	return data, nil
+}
+
 // decodeEmpty accepts an empty body or an empty JSON object, for endpoints
 // that take no fields.
 func decodeEmpty(r io.Reader) error {
-	data, err := io.ReadAll(io.LimitReader(r, maxBody+1))
+	data, err := readBody(r)
 	if err != nil {
-		return invalid("", "read request body: %v", err)
+		return err
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil

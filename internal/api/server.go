@@ -22,6 +22,7 @@ import (
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/guard"
 	"github.com/sparecap/sparecap/internal/secret"
 	"github.com/sparecap/sparecap/internal/store"
 )
@@ -50,6 +51,8 @@ type Server struct {
 	offers atomic.Pointer[offerings]
 	// lists indexes the in-memory copy for cluster lists.
 	lists atomic.Pointer[listIndex]
+	// streams counts the open event streams by token (see stream).
+	streams streamCounts
 	// Options are set after New, before the server handles requests
 	// (their fields are promoted: s.Sealer = …, or s.Options = …).
 	Options
@@ -70,7 +73,22 @@ type Options struct {
 	// that the driver layer reloads that cluster's client. It is called
 	// synchronously from the request and must not block for long.
 	OnKubeconfig func(clusterID string)
+	// Addrs works out a request's client address for the failed-sign-in
+	// limit and the logs.
+	Addrs guard.Addrs
+	// PerToken limits the requests of each token; AuthFailures the failed
+	// authentications of each client address, which once used up refuse
+	// that address every attempt (429) until they refill. Nil: no limit.
+	PerToken, AuthFailures *guard.Limiter
+	// MaxStreams caps the event streams (watch=true) open at once with one
+	// token; 0 is no cap.
+	MaxStreams int
 }
+
+// MaxTokenLen is the longest bearer token the API looks at: tokens it
+// issues are 64 characters, and a longer one is refused before it is
+// hashed or looked up.
+const MaxTokenLen = 256
 
 // TimeHeader carries the server's clock on every response.
 const TimeHeader = "Sparecap-Time"
@@ -203,16 +221,22 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController reach the connection (an event
+// stream clears its deadlines).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
 func (r *statusRecorder) Flush() {
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
-// principal is who is calling: the admin, or one project.
+// principal is who is calling: the admin, or one project. key names the
+// token it called with (its hash), for the per-token limits.
 type principal struct {
 	admin   bool
 	project string
+	key     string
 }
 
 // sees reports whether the caller may see a project's resources.
@@ -240,9 +264,12 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return principal{}, errors.New("missing bearer token: send Authorization: Bearer <token>")
 	}
+	if len(token) > MaxTokenLen {
+		return principal{}, fmt.Errorf("invalid token: longer than %d characters", MaxTokenLen)
+	}
 	hash := HashToken(token)
 	if s.adminHash != "" && subtle.ConstantTimeCompare([]byte(hash), []byte(s.adminHash)) == 1 {
-		return principal{admin: true}, nil
+		return principal{admin: true, key: hash}, nil
 	}
 	t, err := s.store.TokenByHash(r.Context(), hash)
 	if err != nil {
@@ -252,7 +279,7 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 		// The token could not be checked: not the caller's fault.
 		return principal{}, storeError{err}
 	}
-	return principal{project: t.ProjectID}, nil
+	return principal{project: t.ProjectID, key: hash}, nil
 }
 
 // sessionToken returns the token of the request's console session, if it
@@ -295,6 +322,14 @@ func (s *Server) sessionToken(r *http.Request) (string, error) {
 
 func (s *Server) auth(h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := s.Addrs.Of(r)
+		// An address that has used up its failed attempts is refused
+		// before its token is looked at: guessing stops there.
+		if ok, wait := s.AuthFailures.Ready(addr); !ok {
+			s.log.Info("authentication refused: too many failed attempts", "client", addr, "method", r.Method, "path", r.URL.Path)
+			tooMany(w, wait, "too many failed authentications from "+addr)
+			return
+		}
 		p, err := s.authenticate(r)
 		var se storeError
 		if errors.As(err, &se) {
@@ -302,11 +337,35 @@ func (s *Server) auth(h handler) http.Handler {
 			return
 		}
 		if err != nil {
+			s.AuthFailures.Allow(addr)
+			// Never the token: its hash would do for a guess checked offline.
+			s.log.Info("authentication failed", "client", addr, "method", r.Method, "path", r.URL.Path, "reason", err.Error())
+			if r.ContentLength != 0 {
+				// Not worth reading the rest of a body nobody will use.
+				w.Header().Set("Connection", "close")
+			}
 			writeError(w, http.StatusUnauthorized, apiv1.CodeUnauthorized, "", err.Error())
+			return
+		}
+		if ok, wait := s.PerToken.Allow(p.key); !ok {
+			tooMany(w, wait, "too many requests with this token")
 			return
 		}
 		h(w, r, p)
 	})
+}
+
+// tooMany answers 429 with Retry-After.
+func tooMany(w http.ResponseWriter, wait time.Duration, why string) {
+	after := guard.RetryAfter(wait)
+	w.Header().Set("Retry-After", after)
+	writeError(w, http.StatusTooManyRequests, apiv1.CodeRateLimited, "", why+"; retry in "+after+" s")
+}
+
+// Reject writes a refusal of the guards in front of the API (package
+// guard) in the API's error shape.
+func Reject(w http.ResponseWriter, _ *http.Request, status int, code, msg string) {
+	writeError(w, status, code, "", msg)
 }
 
 func (s *Server) admin(h handler) http.Handler {

@@ -64,6 +64,10 @@ type usageStream struct {
 	compact bool
 	// CSV
 	cw *csv.Writer
+	// rc moves the write deadline on as lines go out: a long query may
+	// outlast the server's write timeout, a client that stops reading may
+	// not.
+	rc *http.ResponseController
 }
 
 // jsonParts splits the document writeJSON writes for u, without lines,
@@ -86,6 +90,8 @@ func jsonParts(u apiv1.Usage, compact bool) (prefix, suffix []byte) {
 
 func (u *usageStream) start() {
 	u.started = true
+	u.rc = http.NewResponseController(u.w)
+	u.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 	if u.csv {
 		u.cw = startUsageCSV(u.w, usageCSVName(u.from, u.to))
 		return
@@ -108,6 +114,9 @@ func (u *usageStream) line(l apiv1.UsageLine) error {
 		u.start()
 	}
 	u.n++
+	if u.n%1024 == 0 {
+		u.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	}
 	if u.csv {
 		if err := writeCSVLine(u.cw, l); err != nil {
 			return err

@@ -274,4 +274,9 @@ const (
 	// example attaching a kubeconfig without a secret key to seal it.
 	CodeUnavailable = "unavailable"
 	CodeInternal    = "internal"
+	// CodeRateLimited: too many requests from this client address or with
+	// this token (429, with Retry-After).
+	CodeRateLimited = "rate_limited"
+	// CodeTooLarge: the request body is larger than the server takes (413).
+	CodeTooLarge = "too_large"
 )

@@ -108,6 +108,20 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/", http.StatusFound)
 		return
 	}
+	if r.Method == http.MethodPost {
+		// Parsed here, once, so that a form over the server's body cap
+		// is refused as such rather than read as an empty form.
+		if err := r.ParseForm(); err != nil {
+			var tooBig *http.MaxBytesError
+			status, msg := http.StatusBadRequest, "The form could not be read."
+			if errors.As(err, &tooBig) {
+				status, msg = http.StatusRequestEntityTooLarge, "The form is larger than the console takes."
+				w.Header().Set("Connection", "close")
+			}
+			c.render(w, status, "error", view{Title: http.StatusText(status), Error: msg}, nil)
+			return
+		}
+	}
 	c.mux.ServeHTTP(w, r)
 }
 

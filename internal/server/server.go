@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"k8s.io/klog/v2"
 
 	"github.com/sparecap/sparecap/internal/api"
@@ -29,6 +30,7 @@ import (
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/fleet"
+	"github.com/sparecap/sparecap/internal/guard"
 	"github.com/sparecap/sparecap/internal/ha"
 	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/metering"
@@ -114,8 +116,48 @@ type Options struct {
 	// (/debug/pprof/) are served, apart from the API and without
 	// authentication: keep it on loopback.
 	PprofAddr string
-	Log       *slog.Logger
+	// Limits are the listener's timeouts, caps and rate limits.
+	Limits Limits
+	Log    *slog.Logger
 }
+
+// Limits keep one client from taking what the server has. Zero timeouts
+// and caps take the defaults below; a zero rate is no limit (the
+// command's flags carry the defaults for those).
+type Limits struct {
+	// ReadTimeout bounds reading one request, body included (event
+	// streams lift it); WriteTimeout writing one response (streams move
+	// it on as they write); IdleTimeout how long a kept-alive connection
+	// may wait for its next request.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxConnections caps the connections open at once; more wait to be
+	// accepted.
+	MaxConnections int
+	// MaxStreamsPerToken caps the event streams open at once per token.
+	MaxStreamsPerToken int
+	// TokenRate and AddressRate are requests a second per token and per
+	// client address (bursts of twice that); AuthFailures is failed
+	// authentications a minute per client address, after which the
+	// address is refused outright until they refill.
+	TokenRate, AddressRate float64
+	AuthFailures           int
+	// TrustedProxies are addresses or CIDR prefixes of reverse proxies
+	// (and the other replicas, which forward writes) whose
+	// X-Forwarded-For names the client.
+	TrustedProxies []string
+}
+
+// The defaults of Limits.
+const (
+	DefaultReadTimeout        = 30 * time.Second
+	DefaultWriteTimeout       = 2 * time.Minute
+	DefaultIdleTimeout        = 2 * time.Minute
+	DefaultMaxConnections     = 1024
+	DefaultMaxStreamsPerToken = 16
+	// The request bodies the API and the console take.
+	maxAPIBody  = 1 << 20
+	maxFormBody = 64 << 10
+)
 
 // Server is a running sparecap process.
 type Server struct {
@@ -283,11 +325,22 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	sessions := console.NewSessions()
 	apiHandler.Sessions = sessions
+	lim := o.Limits
+	trusted, err := guard.ParsePrefixes(lim.TrustedProxies)
+	if err != nil {
+		return fail(fmt.Errorf("trusted proxies: %w", err))
+	}
+	addrs := guard.Addrs{Trusted: trusted}
+	apiHandler.Addrs = addrs
+	apiHandler.PerToken = guard.NewLimiter(lim.TokenRate, int(2*lim.TokenRate))
+	apiHandler.AuthFailures = guard.NewLimiter(float64(lim.AuthFailures)/60, lim.AuthFailures)
+	apiHandler.MaxStreams = cmp.Or(lim.MaxStreamsPerToken, DefaultMaxStreamsPerToken)
 	var instrumented http.Handler = s.Metrics.Middleware(apiHandler)
 	s.ln, err = net.Listen("tcp", o.Addr)
 	if err != nil {
 		return fail(fmt.Errorf("listen on %s: %w", o.Addr, err))
 	}
+	s.ln = netutil.LimitListener(s.ln, cmp.Or(lim.MaxConnections, DefaultMaxConnections))
 	s.URL = "http://" + s.ln.Addr().String()
 	var settled atomic.Bool // the first campaign is over (see below)
 	if shared {
@@ -330,7 +383,25 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			return fail(err)
 		}
 	}
-	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	guarded := guard.Handler(handler, guard.Options{
+		Addrs:   addrs,
+		MaxBody: maxAPIBody,
+		MaxBodyFor: func(r *http.Request) int64 {
+			if strings.HasPrefix(r.URL.Path, "/console/") {
+				return maxFormBody // sign-in and cluster forms
+			}
+			return maxAPIBody
+		},
+		PerAddress: guard.NewLimiter(lim.AddressRate, int(2*lim.AddressRate)),
+		Exempt:     func(r *http.Request) bool { return r.URL.Path == "/healthz" || r.URL.Path == "/readyz" },
+		Reject:     api.Reject,
+	})
+	s.http = &http.Server{Handler: guarded, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:    cmp.Or(lim.ReadTimeout, DefaultReadTimeout),
+		WriteTimeout:   cmp.Or(lim.WriteTimeout, DefaultWriteTimeout),
+		IdleTimeout:    cmp.Or(lim.IdleTimeout, DefaultIdleTimeout),
+		MaxHeaderBytes: 64 << 10,
+	}
 	var pprofSrv *http.Server
 	if o.PprofAddr != "" {
 		pln, err := net.Listen("tcp", o.PprofAddr)
@@ -648,20 +719,20 @@ func atLeastReal(d, real time.Duration, speed float64) time.Duration {
 	return max(d, time.Duration(float64(real)*speed))
 }
 
-// tighten makes dir readable by its owner only (0700) and every file in
-// it 0600, warning about each it had to change: an existing data
-// directory may have been made by hand or by an older version with the
-// umask's modes.
+// tighten takes group and other access away from dir and every file in
+// it (0755 becomes 0700, 0644 0600), warning about each it had to change:
+// an existing data directory may have been made by hand or by an older
+// version with the umask's modes.
 func tighten(dir string, log *slog.Logger) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	if mode := fi.Mode().Perm(); mode&0o077 != 0 {
-		if err := os.Chmod(dir, 0o700); err != nil {
+		if err := os.Chmod(dir, mode&^0o077); err != nil {
 			return fmt.Errorf("data dir %s is open to others (mode %04o) and cannot be tightened: %w", dir, mode, err)
 		}
-		log.Warn("data directory was open to others; tightened to 0700", "dir", dir, "was", fmt.Sprintf("%04o", mode))
+		log.Warn("data directory was open to others; tightened to its owner only", "dir", dir, "was", fmt.Sprintf("%04o", mode), "now", fmt.Sprintf("%04o", mode&^0o077))
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -677,10 +748,10 @@ func tighten(dir string, log *slog.Logger) error {
 		}
 		if mode := info.Mode().Perm(); mode&0o077 != 0 {
 			path := filepath.Join(dir, e.Name())
-			if err := os.Chmod(path, 0o600); err != nil {
+			if err := os.Chmod(path, mode&^0o077); err != nil {
 				return fmt.Errorf("%s is open to others (mode %04o) and cannot be tightened: %w", path, mode, err)
 			}
-			log.Warn("file in the data directory was open to others; tightened to 0600", "file", path, "was", fmt.Sprintf("%04o", mode))
+			log.Warn("file in the data directory was open to others; tightened to its owner only", "file", path, "was", fmt.Sprintf("%04o", mode), "now", fmt.Sprintf("%04o", mode&^0o077))
 		}
 	}
 	return nil
