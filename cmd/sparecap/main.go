@@ -82,6 +82,10 @@ with this server's URL and that token, so the CLI works at once.`,
 			}
 			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			o.AdminToken = os.Getenv("SPARECAP_ADMIN_TOKEN")
+			o.MetricsToken = os.Getenv("SPARECAP_METRICS_TOKEN")
+			if o.MetricsToken != "" && len(o.MetricsToken) < 32 {
+				return fmt.Errorf("SPARECAP_METRICS_TOKEN must be at least 32 characters; got %d", len(o.MetricsToken))
+			}
 			if cfg, _ := cmd.Flags().GetString("config"); cfg != "" {
 				o.ConfigPath = cfg
 			} else {
@@ -104,6 +108,7 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.StringVar(&o.DataDir, "data-dir", server.DefaultDataDir(), "directory for the SQLite file, the simulator state, the clock anchor and the admin token")
 	f.StringVar(&o.SecretKeyFile, "secret-key-file", "", "file holding the 32-byte key kubeconfigs are sealed with; it must exist, and every server sharing a database needs the same (default <data-dir>/secret.key, created on first start)")
 	f.StringVar(&o.AdvertiseURL, "advertise-url", "", "URL other servers on the same PostgreSQL reach this one's API at, to forward writes while it leads (default: the address it listens on; in a pod, http://$(POD_IP):PORT)")
+	f.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve /metrics on this address instead of the API's (a scrape must carry SPARECAP_METRICS_TOKEN as a bearer token when that is set, wherever /metrics is served)")
 	f.StringVar(&o.PprofAddr, "pprof-addr", "", "serve Go's profiling endpoints (/debug/pprof/) on this address, without authentication (keep it on loopback; default off)")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", ha.DefaultTTL, "how long the leader's lease lasts unless renewed (PostgreSQL): about how long the other servers wait before taking over from a leader that died")
 	f.StringVar(&o.FleetFile, "fleet", "", "fleet YAML file (default: the built-in fleet)")

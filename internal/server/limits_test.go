@@ -311,3 +311,56 @@ func TestConnectionCap(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// TestMetricsListener: --metrics-addr moves /metrics off the API's
+// listener, and a metrics token is asked of every scrape wherever
+// /metrics is served.
+func TestMetricsListener(t *testing.T) {
+	const token = "metrics-0123456789abcdef0123456789abcdef"
+	scrape := func(url, tok string) (int, string) {
+		req, _ := http.NewRequest("GET", url+"/metrics", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	start := func(o Options) *Server {
+		dir := t.TempDir()
+		o.Addr, o.DataDir, o.AdminToken, o.ConfigPath = "127.0.0.1:0", dir, testAdmin, filepath.Join(dir, "cli.yaml")
+		srv, err := Start(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		return srv
+	}
+	srv := start(Options{MetricsAddr: "127.0.0.1:0", MetricsToken: token})
+	if srv.MetricsURL == srv.URL {
+		t.Fatal("metrics share the API's listener")
+	}
+	if code, _ := scrape(srv.URL, token); code != 404 {
+		t.Errorf("/metrics on the API's listener: %d, want 404", code)
+	}
+	if code, body := scrape(srv.MetricsURL, ""); code != 401 || !strings.Contains(body, apiv1.CodeUnauthorized) {
+		t.Errorf("/metrics without the token: %d %s", code, body)
+	}
+	if code, _ := scrape(srv.MetricsURL, testAdmin); code != 401 {
+		t.Errorf("/metrics with another token: %d", code)
+	}
+	if code, body := scrape(srv.MetricsURL, token); code != 200 || !strings.Contains(body, "sparecap_nodes") {
+		t.Errorf("/metrics with its token: %d", code)
+	}
+	one := start(Options{MetricsToken: token})
+	if code, _ := scrape(one.URL, ""); code != 401 {
+		t.Errorf("/metrics on the API's listener without the token: %d", code)
+	}
+	if code, _ := scrape(one.URL, token); code != 200 {
+		t.Errorf("/metrics on the API's listener with the token: %d", code)
+	}
+}

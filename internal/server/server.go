@@ -6,6 +6,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/sparecap/sparecap/internal/api"
+	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/client"
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/console"
@@ -118,7 +120,12 @@ type Options struct {
 	PprofAddr string
 	// Limits are the listener's timeouts, caps and rate limits.
 	Limits Limits
-	Log    *slog.Logger
+	// MetricsAddr, if set, is where /metrics is served, on a listener of
+	// its own and no longer on the API's. MetricsToken, if set, is the
+	// bearer token a scrape of /metrics must carry, wherever it is
+	// served (the metrics name projects and clusters).
+	MetricsAddr, MetricsToken string
+	Log                       *slog.Logger
 }
 
 // Limits keep one client from taking what the server has. Zero timeouts
@@ -180,6 +187,9 @@ type Server struct {
 	Elector *ha.Elector
 	// PprofURL is where the profiling endpoints are served ("" if off).
 	PprofURL string
+	// MetricsURL is where /metrics is served: the API's URL unless
+	// Options.MetricsAddr moved it.
+	MetricsURL string
 
 	http *http.Server
 	ln   net.Listener
@@ -370,7 +380,13 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			LeaderReads: func(r *http.Request) bool { return r.URL.Path == "/v1/usage" || r.URL.Path == "/v1/invoices" }}
 	}
 	handler := http.NewServeMux()
-	handler.Handle("GET /metrics", s.Metrics.Handler())
+	metricsHandler := metricsAuth(s.Metrics.Handler(), o.MetricsToken)
+	if o.MetricsAddr == "" {
+		handler.Handle("GET /metrics", metricsHandler)
+		if o.MetricsToken == "" {
+			o.Log.Warn("/metrics is served on the API's listener without authentication, and names projects and clusters; set --metrics-addr or SPARECAP_METRICS_TOKEN")
+		}
+	}
 	con := console.New(instrumented, sessions, clk, o.Log)
 	con.Speed = s.Speed
 	handler.Handle("/console/", con)
@@ -401,6 +417,21 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		WriteTimeout:   cmp.Or(lim.WriteTimeout, DefaultWriteTimeout),
 		IdleTimeout:    cmp.Or(lim.IdleTimeout, DefaultIdleTimeout),
 		MaxHeaderBytes: 64 << 10,
+	}
+	s.MetricsURL = s.URL
+	var metricsSrv *http.Server
+	if o.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", o.MetricsAddr)
+		if err != nil {
+			s.ln.Close()
+			return fail(fmt.Errorf("listen on %s for metrics: %w", o.MetricsAddr, err))
+		}
+		s.MetricsURL = "http://" + mln.Addr().String()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metricsHandler)
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: DefaultReadTimeout,
+			WriteTimeout: DefaultWriteTimeout, IdleTimeout: DefaultIdleTimeout}
+		go metricsSrv.Serve(netutil.LimitListener(mln, 64))
 	}
 	var pprofSrv *http.Server
 	if o.PprofAddr != "" {
@@ -484,6 +515,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		cancel()
 		if pprofSrv != nil {
 			pprofSrv.Close()
+		}
+		if metricsSrv != nil {
+			metricsSrv.Close()
 		}
 		if !served {
 			err = <-errc
@@ -755,4 +789,23 @@ func tighten(dir string, log *slog.Logger) error {
 		}
 	}
 	return nil
+}
+
+// metricsAuth asks for token as a bearer token on every scrape, if it is
+// set.
+func metricsAuth(next http.Handler, token string) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := api.HashToken(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || len(got) > api.MaxTokenLen ||
+			subtle.ConstantTimeCompare([]byte(api.HashToken(strings.TrimSpace(got))), []byte(want)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sparecap metrics"`)
+			api.Reject(w, r, http.StatusUnauthorized, apiv1.CodeUnauthorized, "/metrics needs the metrics token: Authorization: Bearer <token>")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
