@@ -89,7 +89,7 @@ adminToken:
 postgres:
   url: ` + postgresURL + `
 adminToken:
-  value: sc_given
+  value: sc_given_0123456789abcdef0123456789abcdef
 serviceMonitor:
   enabled: true
   labels:
@@ -99,7 +99,7 @@ serviceMonitor:
 `,
 			kinds: append(slices.Clone(baseKinds), "ServiceMonitor/"+fullname),
 			check: func(t *testing.T, r *rendered) {
-				if got := r.secretData(t, fullname+"-admin-token", "token"); got != "sc_given" {
+				if got := r.secretData(t, fullname+"-admin-token", "token"); got != "sc_given_0123456789abcdef0123456789abcdef" {
 					t.Errorf("admin token = %q; want the given one", got)
 				}
 				if _, kept := r.get(t, "Secret", fullname+"-admin-token").GetAnnotations()["helm.sh/resource-policy"]; kept {
@@ -502,6 +502,7 @@ func TestBadValues(t *testing.T) {
 		{"unknown-key", []string{"--set", pg, "--set", "replicas=3"}, []string{"replicas", "not allowed"}},
 		{"bad-percentage", []string{"--set", pg, "--set", "podDisruptionBudget.minAvailable=half"}, []string{"/podDisruptionBudget/minAvailable"}},
 		{"not-postgres", []string{"--set", "postgres.url=mysql://db/sparecap"}, []string{"/postgres/url"}},
+		{"short-admin-token", []string{"--set", pg, "--set", "adminToken.value=12345678"}, []string{"/adminToken/value"}},
 		{"bad-interval", []string{"--set", pg, "--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.interval=soon"}, []string{"/serviceMonitor/interval"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/domain"
@@ -29,13 +30,13 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request, _ princip
 		s.fail(w, r, err)
 		return
 	}
-	token := NewToken()
 	now := s.clock.Now()
+	tok, token := newToken(req.ProjectID, "token", now, time.Time{})
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		if err := tx.CreateProject(ctx, domain.Project{ID: req.ProjectID, CreatedAt: now}); err != nil {
 			return err
 		}
-		return tx.CreateToken(ctx, domain.Token{Hash: HashToken(token), ProjectID: req.ProjectID, CreatedAt: now})
+		return tx.CreateToken(ctx, tok)
 	})
 	if errors.Is(err, domain.ErrConflict) {
 		err = conflict("project %q already exists", req.ProjectID)
@@ -45,30 +46,6 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request, _ princip
 		return
 	}
 	writeJSON(w, http.StatusCreated, apiv1.Project{ProjectID: req.ProjectID, Token: token, CreatedAt: now})
-}
-
-func (s *Server) createToken(w http.ResponseWriter, r *http.Request, _ principal) {
-	ctx := r.Context()
-	id := r.PathValue("id")
-	if err := decodeEmpty(r.Body); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	token := NewToken()
-	now := s.clock.Now()
-	err := s.store.Update(ctx, func(tx store.Tx) error {
-		if _, err := tx.GetProject(ctx, id); errors.Is(err, domain.ErrNotFound) {
-			return notFound("project %q not found", id)
-		} else if err != nil {
-			return err
-		}
-		return tx.CreateToken(ctx, domain.Token{Hash: HashToken(token), ProjectID: id, CreatedAt: now})
-	})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, apiv1.Project{ProjectID: id, Token: token, CreatedAt: now})
 }
 
 func (s *Server) listProjects(w http.ResponseWriter, r *http.Request, _ principal) {

@@ -25,15 +25,18 @@ import (
 	"github.com/sparecap/sparecap/internal/store/sqlite"
 )
 
-const adminToken = "admin-secret"
+const adminToken = "admin-secret-0123456789abcdef0123456789"
 
 type env struct {
-	t      *testing.T
-	ctx    context.Context
-	st     store.Store
-	clk    *clock.Fake
-	ctrl   *controller.Controller
-	srv    *httptest.Server
+	t    *testing.T
+	ctx  context.Context
+	st   store.Store
+	clk  *clock.Fake
+	ctrl *controller.Controller
+	srv  *httptest.Server
+	api  *Server
+	// wall is the API's clock for tokens (expiry, last use).
+	wall   *clock.Fake
 	tokens map[string]string
 }
 
@@ -74,7 +77,12 @@ prices: {RTX_6000_PCI: "0.89", L40S: "1.09"}
 	}
 	ctrl := controller.New(st, fl, fl, clk, controller.Config{Cooldown: -1}, nil)
 	e := &env{t: t, ctx: ctx, st: st, clk: clk, ctrl: ctrl, tokens: map[string]string{"admin": adminToken}}
-	s := New(st, ctrl, clk, adminToken, nil)
+	if _, err := BootstrapOperator(ctx, st, adminToken, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s := New(st, ctrl, clk, nil)
+	e.api, e.wall = s, clock.NewFake(time.Now())
+	s.wall = e.wall
 	s.Meter = metering.New(st, clk, nil)
 	s.KeepAlive = 50 * time.Millisecond
 	s.Options = opts

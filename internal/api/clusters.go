@@ -543,6 +543,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p principal, clu
 			return
 		case <-changed:
 		case <-keepAlive.C:
+			// A stream outlives the check its request passed: a token
+			// revoked or expired since ends it here.
+			if t, err := s.store.TokenByHash(ctx, p.key); err == nil && tokenState(t, s.wall.Now()) != "" {
+				return
+			}
 			writing()
 			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
 				return

@@ -32,7 +32,7 @@ func TestListsFromMemoryMatchTheStore(t *testing.T) {
 	if _, ok := cached.Loaded(); !ok {
 		t.Fatal("the copy is not loaded")
 	}
-	mem := New(cached, e.ctrl, e.clk, adminToken, nil)
+	mem := New(cached, e.ctrl, e.clk, nil)
 	memSrv := httptest.NewServer(mem)
 	defer memSrv.Close()
 	compare := func() {
@@ -93,7 +93,7 @@ func TestOfferingsFollowTheMachines(t *testing.T) {
 	e := newEnv(t)
 	cached := store.NewCached(e.st)
 	cached.Enable()
-	s := New(cached, e.ctrl, e.clk, adminToken, nil)
+	s := New(cached, e.ctrl, e.clk, nil)
 	var invalid *badRequest
 	if err := s.checkOffering(e.ctx, "mars-1", "L40S"); !errors.As(err, &invalid) || invalid.field != "region" {
 		t.Fatalf("mars-1 before it has machines: %v", err)

@@ -29,12 +29,16 @@ import (
 
 // Server is the HTTP API.
 type Server struct {
-	store     store.Store
-	ctrl      *controller.Controller
-	clock     clock.Clock
-	adminHash string
-	log       *slog.Logger
-	mux       *http.ServeMux
+	store store.Store
+	ctrl  *controller.Controller
+	clock clock.Clock
+	log   *slog.Logger
+	// uses are the token uses not yet written (see FlushTokenUses).
+	uses usage
+	// wall is the clock of tokens (expiry, last use): people's time, not
+	// the simulation's, which may run faster (--speed).
+	wall clock.Clock
+	mux  *http.ServeMux
 	// KeepAlive is the interval of SSE keep-alive comments.
 	KeepAlive time.Duration
 	// Meter, if set, cuts usage records before usage is read, so a bill
@@ -105,15 +109,13 @@ type Sessions interface {
 	Lookup(id string) (token, csrf string, ok bool)
 }
 
-// New returns the API server. adminToken may be empty (no admin access).
-func New(st store.Store, ctrl *controller.Controller, clk clock.Clock, adminToken string, log *slog.Logger) *Server {
+// New returns the API server. Tokens, operators' included, are the
+// store's (see BootstrapOperator).
+func New(st store.Store, ctrl *controller.Controller, clk clock.Clock, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{store: st, ctrl: ctrl, clock: clk, log: log, mux: http.NewServeMux(), KeepAlive: 15 * time.Second}
-	if adminToken != "" {
-		s.adminHash = HashToken(adminToken)
-	}
+	s := &Server{store: st, ctrl: ctrl, clock: clk, wall: clock.Real{}, log: log, mux: http.NewServeMux(), KeepAlive: 15 * time.Second}
 	s.routes()
 	return s
 }
@@ -140,7 +142,7 @@ func (s *Server) routes() {
 	s.mux.Handle("PATCH /v1/admin/clusters/{id}", s.admin(s.setClusterWeight))
 	s.mux.Handle("GET /v1/capacity", s.auth(s.capacity))
 	s.mux.Handle("GET /v1/whoami", s.auth(func(w http.ResponseWriter, r *http.Request, p principal) {
-		writeJSON(w, http.StatusOK, apiv1.WhoAmI{Admin: p.admin, ProjectID: p.project})
+		writeJSON(w, http.StatusOK, apiv1.WhoAmI{Admin: p.admin, ProjectID: p.project, TokenID: p.tokenID})
 	}))
 	s.mux.Handle("GET /v1/stats/preemptions", s.auth(s.preemptionStats))
 	s.mux.Handle("GET /v1/usage", s.auth(s.usage))
@@ -151,7 +153,14 @@ func (s *Server) routes() {
 
 	s.mux.Handle("POST /v1/admin/projects", s.admin(s.createProject))
 	s.mux.Handle("GET /v1/admin/projects", s.admin(s.listProjects))
-	s.mux.Handle("POST /v1/admin/projects/{id}/tokens", s.admin(s.createToken))
+	s.mux.Handle("GET /v1/tokens", s.auth(s.listTokens))
+	s.mux.Handle("POST /v1/tokens", s.auth(s.createToken))
+	s.mux.Handle("DELETE /v1/tokens/{token}", s.auth(s.revokeToken))
+	s.mux.Handle("POST /v1/tokens/{token}/rotate", s.auth(s.rotateToken))
+	s.mux.Handle("GET /v1/admin/projects/{project}/tokens", s.admin(s.listTokens))
+	s.mux.Handle("POST /v1/admin/projects/{project}/tokens", s.admin(s.createToken))
+	s.mux.Handle("DELETE /v1/admin/projects/{project}/tokens/{token}", s.admin(s.revokeToken))
+	s.mux.Handle("POST /v1/admin/projects/{project}/tokens/{token}/rotate", s.admin(s.rotateToken))
 	s.mux.Handle("POST /v1/admin/machines", s.admin(s.createMachines))
 	s.mux.Handle("GET /v1/admin/machines", s.admin(s.listMachines))
 	s.mux.Handle("PATCH /v1/admin/machines/{id}", s.admin(s.updateMachine))
@@ -231,12 +240,14 @@ func (r *statusRecorder) Flush() {
 	}
 }
 
-// principal is who is calling: the admin, or one project. key names the
-// token it called with (its hash), for the per-token limits.
+// principal is who is calling: an operator (admin), or one project. key
+// is the hash of the token it called with, for the per-token limits;
+// tokenID names that token in the logs.
 type principal struct {
 	admin   bool
 	project string
 	key     string
+	tokenID string
 }
 
 // sees reports whether the caller may see a project's resources.
@@ -268,9 +279,6 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 		return principal{}, fmt.Errorf("invalid token: longer than %d characters", MaxTokenLen)
 	}
 	hash := HashToken(token)
-	if s.adminHash != "" && subtle.ConstantTimeCompare([]byte(hash), []byte(s.adminHash)) == 1 {
-		return principal{admin: true, key: hash}, nil
-	}
 	t, err := s.store.TokenByHash(r.Context(), hash)
 	if err != nil {
 		if errors.Is(err, domain.ErrNotFound) {
@@ -279,7 +287,12 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 		// The token could not be checked: not the caller's fault.
 		return principal{}, storeError{err}
 	}
-	return principal{project: t.ProjectID, key: hash}, nil
+	now := s.wall.Now()
+	if why := tokenState(t, now); why != "" {
+		return principal{}, fmt.Errorf("%s (token %s)", why, t.ID)
+	}
+	s.uses.note(hash, now)
+	return principal{admin: t.Operator(), project: t.ProjectID, key: hash, tokenID: t.ID}, nil
 }
 
 // sessionToken returns the token of the request's console session, if it

@@ -181,7 +181,7 @@ func TestPreemptionStatsDeadline(t *testing.T) {
 	// Same store and clock, a simulated fleet whose pods never exit. No
 	// cluster exists yet, so nothing lives in the first simulator.
 	e.ctrl = controller.New(e.st, fl, fl, e.clk, controller.Config{Cooldown: -1}, nil)
-	srv := httptest.NewServer(New(e.st, e.ctrl, e.clk, adminToken, nil))
+	srv := httptest.NewServer(New(e.st, e.ctrl, e.clk, nil))
 	t.Cleanup(srv.Close)
 	e.srv = srv
 

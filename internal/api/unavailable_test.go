@@ -38,7 +38,7 @@ func TestDatabaseOutOfReachIsNotUnauthenticated(t *testing.T) {
 		{&net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}, 503, "unreachable"},
 		{errors.New("disk I/O error"), 500, "internal error"},
 	} {
-		srv := httptest.NewServer(New(downStore{e.st, tc.err}, e.ctrl, e.clk, adminToken, nil))
+		srv := httptest.NewServer(New(downStore{e.st, tc.err}, e.ctrl, e.clk, nil))
 		req, _ := http.NewRequest("GET", srv.URL+"/v1/clusters", nil)
 		req.Header.Set("Authorization", "Bearer "+e.tokens["p"])
 		resp, err := http.DefaultClient.Do(req)

@@ -196,6 +196,9 @@ func usageFixture(b testing.TB, n int) (*Server, time.Time) {
 	if err := tx.Commit(); err != nil {
 		b.Fatal(err)
 	}
-	s := New(st, nil, clock.NewFake(from.AddDate(0, 2, 0)), adminToken, nil)
+	if _, err := BootstrapOperator(context.Background(), st, adminToken, time.Now()); err != nil {
+		b.Fatal(err)
+	}
+	s := New(st, nil, clock.NewFake(from.AddDate(0, 2, 0)), nil)
 	return s, from
 }

@@ -162,6 +162,8 @@ type CapacityList struct {
 type WhoAmI struct {
 	Admin     bool   `json:"admin"`
 	ProjectID string `json:"project_id,omitempty"`
+	// TokenID names the token the request was made with.
+	TokenID string `json:"token_id,omitempty"`
 }
 
 // CreateProjectRequest is the body of POST /v1/admin/projects.
@@ -174,6 +176,39 @@ type Project struct {
 	ProjectID string    `json:"project_id"`
 	Token     string    `json:"token,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+}
+
+// Token describes an API token. Token (the secret) is set only in the
+// answer that made it (create, rotate): it is never shown again.
+type Token struct {
+	TokenID string `json:"token_id"`
+	Name    string `json:"name"`
+	// ProjectID is the project the token acts for; empty for an operator
+	// (admin) token.
+	ProjectID string `json:"project_id,omitempty"`
+	Operator  bool   `json:"operator"`
+	// State is active, expired or revoked.
+	State      string     `json:"state"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Token      string     `json:"token,omitempty"`
+}
+
+// TokenList is the body of GET /v1/tokens and GET
+// /v1/admin/projects/{id}/tokens, oldest first.
+type TokenList struct {
+	Tokens []Token `json:"tokens"`
+}
+
+// CreateTokenRequest is the body of POST /v1/tokens and POST
+// /v1/admin/projects/{id}/tokens; every field is optional. ExpiresIn is
+// a duration ("720h", "90m"); ExpiresAt a time. At most one of them.
+type CreateTokenRequest struct {
+	Name      string     `json:"name,omitempty"`
+	ExpiresIn string     `json:"expires_in,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
 // ProjectList is the body of GET /v1/admin/projects.

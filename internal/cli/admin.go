@@ -96,8 +96,9 @@ the server keeps only its hash. Give it to the tenant, who sets it with
 	token := &cobra.Command{
 		Use:   "token <project-id>",
 		Short: "Issue another token for a project",
-		Long: `Issue another API token for an existing project, for a new user or to rotate
-one. Earlier tokens keep working. The token is shown only this once.`,
+		Long: `Issue another API token for an existing project, for a new user. Earlier
+tokens keep working; see sparecap tokens to name, list, revoke and rotate
+them. The token is shown only this once.`,
 		Example: `  sparecap projects token team-ml`,
 		Args:    cobra.ExactArgs(1),
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {

@@ -112,6 +112,7 @@ variables, then the config file (written by the server on first start).`,
 		newInvoiceCmd(s),
 		newPricesCmd(s),
 		newProjectsCmd(s),
+		newTokensCmd(s),
 		newMachinesCmd(s),
 		newReservationsCmd(s),
 	)

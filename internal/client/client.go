@@ -332,6 +332,45 @@ func (c *Client) CreateToken(ctx context.Context, projectID string) (*apiv1.Proj
 	return call[apiv1.Project](ctx, c, http.MethodPost, "/v1/admin/projects/"+url.PathEscape(projectID)+"/tokens", nil, struct{}{})
 }
 
+// TokenScope says whose tokens a token call manages: the caller's own
+// (the zero value: its project's, or the operator tokens for an operator
+// token), or, for an operator, the project ProjectID's.
+type TokenScope struct {
+	ProjectID string
+}
+
+func (s TokenScope) path(rest ...string) string {
+	p := "/v1/tokens"
+	if s.ProjectID != "" {
+		p = "/v1/admin/projects/" + url.PathEscape(s.ProjectID) + "/tokens"
+	}
+	for _, r := range rest {
+		p += "/" + url.PathEscape(r)
+	}
+	return p
+}
+
+// ListTokens lists the tokens of scope, oldest first, without secrets.
+func (c *Client) ListTokens(ctx context.Context, scope TokenScope) (*apiv1.TokenList, error) {
+	return call[apiv1.TokenList](ctx, c, http.MethodGet, scope.path(), nil, nil)
+}
+
+// NewToken makes a token in scope; its secret (Token) is shown this once.
+func (c *Client) NewToken(ctx context.Context, scope TokenScope, req apiv1.CreateTokenRequest) (*apiv1.Token, error) {
+	return call[apiv1.Token](ctx, c, http.MethodPost, scope.path(), nil, req)
+}
+
+// RevokeToken revokes token id of scope: it stops working at once.
+func (c *Client) RevokeToken(ctx context.Context, scope TokenScope, id string) (*apiv1.Token, error) {
+	return call[apiv1.Token](ctx, c, http.MethodDelete, scope.path(id), nil, nil)
+}
+
+// RotateToken replaces token id of scope by a new one (same name and
+// lifetime) and revokes it; the new secret is shown this once.
+func (c *Client) RotateToken(ctx context.Context, scope TokenScope, id string) (*apiv1.Token, error) {
+	return call[apiv1.Token](ctx, c, http.MethodPost, scope.path(id, "rotate"), nil, struct{}{})
+}
+
 // WhoAmI tells whether the token is the admin's or which project's.
 func (c *Client) WhoAmI(ctx context.Context) (*apiv1.WhoAmI, error) {
 	return call[apiv1.WhoAmI](ctx, c, http.MethodGet, "/v1/whoami", nil, nil)

@@ -72,8 +72,9 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 		},
 		"gpuh": func(s int64) string { return fmt.Sprintf("%.2f", float64(s)/3600) },
 		"dur":  func(s int64) string { return (time.Duration(s) * time.Second).String() },
+		"list": func(v ...int) []int { return v },
 	}
-	for _, page := range []string{"login", "clusters", "new", "cluster", "scale", "usage", "fleet", "error"} {
+	for _, page := range []string{"login", "clusters", "new", "cluster", "scale", "usage", "fleet", "tokens", "error"} {
 		c.pages[page] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html"))
 	}
 	static, _ := fs.Sub(staticFS, "static")
@@ -90,6 +91,10 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 	c.mux.HandleFunc("POST /console/clusters/{id}/delete", c.signedIn(c.deleteCluster))
 	c.mux.HandleFunc("GET /console/usage", c.signedIn(c.usage))
 	c.mux.HandleFunc("GET /console/fleet", c.signedIn(c.fleet))
+	c.mux.HandleFunc("GET /console/tokens", c.signedIn(c.tokens))
+	c.mux.HandleFunc("POST /console/tokens", c.signedIn(c.createToken))
+	c.mux.HandleFunc("POST /console/tokens/{id}/revoke", c.signedIn(c.revokeToken))
+	c.mux.HandleFunc("POST /console/tokens/{id}/rotate", c.signedIn(c.rotateToken))
 	return c
 }
 
@@ -190,7 +195,20 @@ func (c *Console) signedIn(h handler) http.HandlerFunc {
 			c.render(w, http.StatusForbidden, "error", view{Title: "Forbidden", Error: "This form has expired or did not come from the console. Reload the page and try again."}, sess)
 			return
 		}
-		h(w, r, sess, c.client(sess.token))
+		calls := c.client(sess.token)
+		// A session lasts as long as its token: one revoked or expired
+		// since sign-in ends it here, on every page.
+		if _, err := calls.WhoAmI(r.Context()); client.IsUnauthorized(err) {
+			c.sessions.delete(ck.Value)
+			c.setCookie(w, r, api.SessionCookie, "", -1)
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/console/login?ended=1&next="+url.QueryEscape(r.URL.Path), http.StatusFound)
+				return
+			}
+			http.Error(w, "the session's token was revoked or has expired; sign in again", http.StatusUnauthorized)
+			return
+		}
+		h(w, r, sess, calls)
 	}
 }
 
@@ -238,7 +256,11 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	// read the cookie.
 	tok := randomHex(16)
 	c.setCookie(w, r, loginCookie, tok, 600)
-	c.render(w, http.StatusOK, "login", view{Title: "Sign in", CSRF: tok, Data: safeNext(r.URL.Query().Get("next"))}, nil)
+	v := view{Title: "Sign in", CSRF: tok, Data: safeNext(r.URL.Query().Get("next"))}
+	if r.URL.Query().Get("ended") != "" {
+		v.Error = "Your session ended: its token was revoked or has expired. Sign in with a valid token."
+	}
+	c.render(w, http.StatusOK, "login", v, nil)
 }
 
 // safeNext keeps redirects after sign-in inside the console.
@@ -268,10 +290,15 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	who, err := c.client(token).WhoAmI(r.Context())
 	if err != nil {
+		var ae *client.APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests {
+			fail("Too many failed sign-ins from your address; wait a minute and try again.")
+			return
+		}
 		fail("That token is not valid.")
 		return
 	}
-	id, _ := c.sessions.create(token, who.Admin, who.ProjectID)
+	id, _ := c.sessions.create(token, who.TokenID, who.Admin, who.ProjectID)
 	c.setCookie(w, r, api.SessionCookie, id, int(SessionTTL.Seconds()))
 	c.setCookie(w, r, loginCookie, "", -1)
 	http.Redirect(w, r, next, http.StatusSeeOther)

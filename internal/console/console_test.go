@@ -35,6 +35,9 @@ type env struct {
 	tokens map[string]string
 }
 
+// adm is the operator token of the tests.
+const adm = "adm-0123456789abcdef0123456789abcdef"
+
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
@@ -49,7 +52,10 @@ func newEnv(t *testing.T) *env {
 	fleet.RegisterPrices(ctx, st, f, "50", clk.Now())
 	fl, _ := sim.New(sim.Config{Clock: clk, Pods: []sim.PodTemplate{}})
 	ctrl := controller.New(st, fl, fl, clk, controller.Config{Cooldown: -1}, nil)
-	a := api.New(st, ctrl, clk, "adm", nil)
+	if _, err := api.BootstrapOperator(ctx, st, adm, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	a := api.New(st, ctrl, clk, nil)
 	if a.Sealer, err = secret.NewSealer(make([]byte, 32)); err != nil {
 		t.Fatal(err)
 	}
@@ -58,12 +64,12 @@ func newEnv(t *testing.T) *env {
 	mux := http.NewServeMux()
 	mux.Handle("/console/", console.New(a, sessions, clk, nil))
 	mux.Handle("/", a)
-	e := &env{t: t, srv: httptest.NewServer(mux), ctrl: ctrl, clk: clk, sim: fl, tokens: map[string]string{"admin": "adm"}}
+	e := &env{t: t, srv: httptest.NewServer(mux), ctrl: ctrl, clk: clk, sim: fl, tokens: map[string]string{"admin": adm}}
 	t.Cleanup(e.srv.Close)
 	for _, p := range []string{"p", "q"} {
 		var tok string
 		st.Update(ctx, func(tx store.Tx) error { return nil })
-		body := e.apiAs("adm", "POST", "/v1/admin/projects", `{"project_id":"`+p+`"}`, 201)
+		body := e.apiAs(adm, "POST", "/v1/admin/projects", `{"project_id":"`+p+`"}`, 201)
 		tok = regexp.MustCompile(`"token":\s*"([^"]+)"`).FindStringSubmatch(body)[1]
 		e.tokens[p] = tok
 	}
@@ -240,7 +246,7 @@ func TestCreateThroughTheFormWithFieldErrors(t *testing.T) {
 		"users: [{name: u, user: {token: secret-token}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\ncurrent-context: c\n"
 	id := strings.TrimPrefix(h.Get("Location"), "/console/clusters/")
 	req, _ := json.Marshal(map[string]string{"kubeconfig": kc})
-	e.apiAs("adm", "PUT", "/v1/admin/clusters/"+id+"/kubeconfig", string(req), 200)
+	e.apiAs(adm, "PUT", "/v1/admin/clusters/"+id+"/kubeconfig", string(req), 200)
 	_, page, _ = b.get(h.Get("Location"))
 	if !strings.Contains(page, `Kubernetes: <span id="kube">attached</span>`) || strings.Contains(page, "k8s.example") || strings.Contains(page, "secret-token") {
 		t.Fatal("the cluster page does not say its Kubernetes is attached, or shows the kubeconfig")
@@ -337,7 +343,7 @@ func TestScaleUsageAndFleetPages(t *testing.T) {
 		t.Fatalf("fleet page for a project: %d", status)
 	}
 	admin := e.browser()
-	admin.signIn("adm")
+	admin.signIn(adm)
 	status, page, _ = admin.get("/console/fleet")
 	if status != 200 || !strings.Contains(page, "us-central-2") || !strings.Contains(page, "Preemptions") {
 		t.Fatalf("fleet page %d", status)

@@ -14,6 +14,7 @@ const SessionTTL = 12 * time.Hour
 
 type session struct {
 	token   string
+	tokenID string // the token's ID, to follow it when it is rotated here
 	csrf    string
 	admin   bool
 	project string
@@ -43,11 +44,11 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func (s *Sessions) create(token string, admin bool, project string) (id string, sess *session) {
+func (s *Sessions) create(token, tokenID string, admin bool, project string) (id string, sess *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id = randomHex(32)
-	sess = &session{token: token, csrf: randomHex(32), admin: admin, project: project, expires: s.clock.Now().Add(SessionTTL)}
+	sess = &session{token: token, tokenID: tokenID, csrf: randomHex(32), admin: admin, project: project, expires: s.clock.Now().Add(SessionTTL)}
 	s.m[id] = sess
 	return id, sess
 }
@@ -66,6 +67,15 @@ func (s *Sessions) get(id string) (*session, bool) {
 	}
 	sess.expires = now.Add(SessionTTL)
 	return sess, true
+}
+
+// replaceToken moves the session id to a new token (its own, rotated).
+func (s *Sessions) replaceToken(id, token, tokenID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess, ok := s.m[id]; ok {
+		sess.token, sess.tokenID = token, tokenID
+	}
 }
 
 func (s *Sessions) delete(id string) {

@@ -199,10 +199,42 @@ type Project struct {
 
 // Token is an API token, stored only as its SHA-256 hash.
 type Token struct {
-	Hash      string
+	// ID names the token in the API and the logs; the token itself (the
+	// secret) is shown once, when it is made, and stored as Hash.
+	ID   string
+	Hash string
+	// ProjectID is the project the token acts for; "" for an operator
+	// (admin) token.
 	ProjectID string
+	// Name is a label its owner chose ("ci", "laptop").
+	Name      string
 	CreatedAt time.Time
+	// ExpiresAt, if set, is when it stops working; RevokedAt, if set, when
+	// it was revoked. LastUsedAt is when it was last seen (to the minute:
+	// uses are recorded in batches).
+	ExpiresAt, RevokedAt, LastUsedAt time.Time
 }
+
+// Operator reports whether t is an operator (admin) token.
+func (t Token) Operator() bool { return t.ProjectID == "" }
+
+// State is "active", "expired" or "revoked" at now.
+func (t Token) State(now time.Time) string {
+	switch {
+	case !t.RevokedAt.IsZero():
+		return TokenRevoked
+	case !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt):
+		return TokenExpired
+	}
+	return TokenActive
+}
+
+// The states of a token.
+const (
+	TokenActive  = "active"
+	TokenExpired = "expired"
+	TokenRevoked = "revoked"
+)
 
 // Reservation is capacity bought by one project in one region and GPU type.
 // Its machines carry the reservation's ID as their pool.

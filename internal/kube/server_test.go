@@ -25,13 +25,13 @@ import (
 func TestServerAttach(t *testing.T) {
 	reset(t)
 	ctx := context.Background()
-	srv, err := server.Start(ctx, server.Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), AdminToken: "adm",
+	srv, err := server.Start(ctx, server.Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), AdminToken: "adm-0123456789abcdef0123456789abcdef",
 		MachineProvider: "register", ProvisionTime: -1, WipeTime: -1, Kube: kube.Options{NodeLabels: map[string]string{"example.com/pool": "spare"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	c := client.New(srv.URL, "adm")
+	c := client.New(srv.URL, "adm-0123456789abcdef0123456789abcdef")
 	if _, err := c.CreateProject(ctx, "team"); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestServerAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Header.Set("Authorization", "Bearer adm")
+	resp.Header.Set("Authorization", "Bearer adm-0123456789abcdef0123456789abcdef")
 	r, err := http.DefaultClient.Do(resp)
 	if err != nil {
 		t.Fatal(err)

@@ -12,11 +12,11 @@ import (
 func TestSecondServerOnSQLiteRefused(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	first, err := Start(ctx, Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: "adm"})
+	first, err := Start(ctx, Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: "adm-0123456789abcdef0123456789abcdef"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Start(ctx, Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: "adm"})
+	_, err = Start(ctx, Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: "adm-0123456789abcdef0123456789abcdef"})
 	if err == nil || !strings.Contains(err.Error(), "another sparecap server is using this SQLite database") {
 		t.Fatalf("a second server on the same file: %v", err)
 	}
@@ -27,7 +27,7 @@ func TestSecondServerOnSQLiteRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Once the first has stopped, the file is free again.
-	again, err := Start(ctx, Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: "adm"})
+	again, err := Start(ctx, Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: "adm-0123456789abcdef0123456789abcdef"})
 	if err != nil {
 		t.Fatalf("restart after the first stopped: %v", err)
 	}

@@ -34,13 +34,13 @@ func TestExecProvider(t *testing.T) {
 			if err := os.WriteFile(hook, []byte("#!/bin/bash\n"+tc.script+"\n"), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			srv, err := Start(ctx, Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: "adm",
+			srv, err := Start(ctx, Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: "adm-0123456789abcdef0123456789abcdef",
 				MachineProvider: "exec", ProvisionHook: hook, ProvisionHookTimeout: time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer srv.Close()
-			c := client.New(srv.URL, "adm")
+			c := client.New(srv.URL, "adm-0123456789abcdef0123456789abcdef")
 			if _, err := c.CreateProject(ctx, "team"); err != nil {
 				t.Fatal(err)
 			}

@@ -325,7 +325,16 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	s.Meter.Reads = cached
 	s.Meter.Refresh = atLeastReal(metering.DefaultRefresh, time.Minute, s.Speed)
 	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
-	apiHandler := api.New(cached, s.Controller, clk, s.AdminToken, o.Log)
+	// Operator tokens live in the store; the configured (or generated)
+	// one starts things off when the store has none.
+	active, err := api.BootstrapOperator(ctx, st, s.AdminToken, time.Now())
+	if err != nil {
+		return fail(fmt.Errorf("admin token: %w", err))
+	}
+	if !active {
+		o.Log.Warn("the configured admin token (SPARECAP_ADMIN_TOKEN, or the data directory's admin-token) is not an active operator token: operators rotated or revoked it; sign in with a current operator token (sparecap tokens list shows them)")
+	}
+	apiHandler := api.New(cached, s.Controller, clk, o.Log)
 	apiHandler.Meter = leaderMeter{s}
 	apiHandler.Sealer = sealer
 	apiHandler.AllowKubeconfigPlugins = o.AllowKubeconfigPlugins
@@ -489,6 +498,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	go func() {
 		errc := make(chan error, 1)
 		termsDone := make(chan struct{})
+		usesDone := make(chan struct{})
+		go func() { apiHandler.RunTokenUses(runCtx, 10*time.Second); close(usesDone) }()
 		if s.Elector != nil {
 			go func() { s.Elector.Run(runCtx, term); close(termsDone) }()
 			go followEvents(runCtx, st, s.Elector, s.Controller)
@@ -523,6 +534,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			err = <-errc
 		}
 		<-termsDone
+		<-usesDone // before the store closes
 		closeMachines()
 		s.Kube.Close()
 		st.Close()

@@ -20,13 +20,13 @@ import (
 func TestServesEverything(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	srv, err := Start(ctx, Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: "adm", Speed: 100,
+	srv, err := Start(ctx, Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: "adm-0123456789abcdef0123456789abcdef", Speed: 100,
 		ConfigPath: filepath.Join(dir, "cli.yaml")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	c := client.New(srv.URL, "adm")
+	c := client.New(srv.URL, "adm-0123456789abcdef0123456789abcdef")
 	p, err := c.CreateProject(ctx, "team")
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestServesEverything(t *testing.T) {
 // their own, and only there.
 func TestPprof(t *testing.T) {
 	dir := t.TempDir()
-	srv, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: "adm",
+	srv, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: "adm-0123456789abcdef0123456789abcdef",
 		ConfigPath: filepath.Join(dir, "cli.yaml"), PprofAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,10 @@ type Store interface {
 	// every node not yet removed.
 	Snapshot(ctx context.Context) (Snapshot, error)
 	Leases
+	// TouchTokens records when tokens (by hash) were last used, outside
+	// any term (a follower records its uses too): a time older than the
+	// stored one changes nothing, and unknown hashes are skipped.
+	TouchTokens(ctx context.Context, used map[string]time.Time) error
 	Close() error
 }
 
@@ -86,6 +90,12 @@ func WithEpoch(ctx context.Context, epoch int64) context.Context {
 	return context.WithValue(ctx, epochKey{}, epoch)
 }
 
+// WithoutEpoch returns ctx without an epoch: an Update under it is not
+// fenced (for writes any server may make, leader or not).
+func WithoutEpoch(ctx context.Context) context.Context {
+	return context.WithValue(ctx, epochKey{}, nil)
+}
+
 // EpochOf returns the epoch WithEpoch put in ctx.
 func EpochOf(ctx context.Context) (int64, bool) {
 	e, ok := ctx.Value(epochKey{}).(int64)
@@ -96,8 +106,14 @@ func EpochOf(ctx context.Context) (int64, bool) {
 type Reader interface {
 	GetProject(ctx context.Context, id string) (domain.Project, error)
 	ListProjects(ctx context.Context) ([]domain.Project, error)
-	// TokenByHash returns the token with that SHA-256 hash (hex).
+	// TokenByHash returns the token with that SHA-256 hash (hex), revoked
+	// and expired ones too: the caller decides.
 	TokenByHash(ctx context.Context, hash string) (domain.Token, error)
+	// GetToken returns the token with that ID.
+	GetToken(ctx context.Context, id string) (domain.Token, error)
+	// ListTokens lists a project's tokens, or the operator tokens when
+	// projectID is "", oldest first, revoked and expired ones too.
+	ListTokens(ctx context.Context, projectID string) ([]domain.Token, error)
 	ListReservations(ctx context.Context) ([]domain.Reservation, error)
 	GetMachine(ctx context.Context, id string) (domain.Machine, error)
 	ListMachines(ctx context.Context) ([]domain.Machine, error)
@@ -151,6 +167,8 @@ type Tx interface {
 	// project, cluster or machine) does not exist.
 	CreateProject(ctx context.Context, p domain.Project) error
 	CreateToken(ctx context.Context, t domain.Token) error
+	// UpdateToken writes a token's name, expiry and revocation.
+	UpdateToken(ctx context.Context, t domain.Token) error
 	CreateReservation(ctx context.Context, r domain.Reservation) error
 	CreateMachine(ctx context.Context, m domain.Machine) error
 	CreateCluster(ctx context.Context, c domain.Cluster) error

@@ -136,7 +136,10 @@ func lockKey(schema string) int64 {
 	return int64(h.Sum64() &^ 1) // even, so key+1 cannot wrap into another schema's key
 }
 
-func migrate(ctx context.Context, db *sql.DB, key int64) error {
+func migrate(ctx context.Context, db *sql.DB, key int64) error { return migrateTo(ctx, db, key, 0) }
+
+// migrateTo migrates up to version (0: the last).
+func migrateTo(ctx context.Context, db *sql.DB, key int64, version int64) error {
 	fsys, err := fs.Sub(migrations, "migrations")
 	if err != nil {
 		return err
@@ -153,7 +156,12 @@ func migrate(ctx context.Context, db *sql.DB, key int64) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
+	if version > 0 {
+		_, err = p.UpTo(ctx, version)
+	} else {
+		_, err = p.Up(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil

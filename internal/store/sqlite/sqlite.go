@@ -134,7 +134,10 @@ func openPool(ctx context.Context, path string, n int, extra url.Values) (*sql.D
 	return db, nil
 }
 
-func migrate(ctx context.Context, db *sql.DB) error {
+func migrate(ctx context.Context, db *sql.DB) error { return migrateTo(ctx, db, 0) }
+
+// migrateTo migrates up to version (0: the last).
+func migrateTo(ctx context.Context, db *sql.DB, version int64) error {
 	fsys, err := fs.Sub(migrations, "migrations")
 	if err != nil {
 		return err
@@ -145,7 +148,12 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
+	if version > 0 {
+		_, err = p.UpTo(ctx, version)
+	} else {
+		_, err = p.Up(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil

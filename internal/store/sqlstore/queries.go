@@ -8,7 +8,7 @@ import (
 // Column lists, in the order the scan functions read them.
 const (
 	projectCols     = `id, created_at`
-	tokenCols       = `hash, project_id, created_at`
+	tokenCols       = `id, hash, project_id, name, created_at, expires_at, revoked_at, last_used_at`
 	reservationCols = `id, project_id, region, gpu_type, created_at`
 	machineCols     = `id, region, gpu_type, gpus, reservation_id, out_of_service, cooldown_until, created_at,
 		failures, out_of_service_reason`
@@ -37,6 +37,8 @@ const (
 type queries struct {
 	getProject, listProjects, createProject      string
 	tokenByHash, createToken                     string
+	getToken, listTokensOf, listOperatorTokens   string
+	updateToken, touchToken                      string
 	listReservations, createReservation          string
 	getMachine, listMachines, createMachine      string
 	updateMachine                                string
@@ -58,8 +60,13 @@ func buildQueries(d Dialect) queries {
 		listProjects:  r(`SELECT ` + projectCols + ` FROM projects` + oldestFirst),
 		createProject: r(`INSERT INTO projects (` + projectCols + `) VALUES (?, ?) ON CONFLICT DO NOTHING`),
 
-		tokenByHash: r(`SELECT ` + tokenCols + ` FROM tokens WHERE hash = ?`),
-		createToken: r(`INSERT INTO tokens (` + tokenCols + `) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`),
+		tokenByHash:        r(`SELECT ` + tokenCols + ` FROM tokens WHERE hash = ?`),
+		createToken:        r(`INSERT INTO tokens (` + tokenCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+		getToken:           r(`SELECT ` + tokenCols + ` FROM tokens WHERE id = ?`),
+		listTokensOf:       r(`SELECT ` + tokenCols + ` FROM tokens WHERE project_id = ?` + oldestFirst),
+		listOperatorTokens: r(`SELECT ` + tokenCols + ` FROM tokens WHERE project_id IS NULL` + oldestFirst),
+		updateToken:        r(`UPDATE tokens SET name = ?, expires_at = ?, revoked_at = ? WHERE id = ?`),
+		touchToken:         r(`UPDATE tokens SET last_used_at = ? WHERE hash = ? AND (last_used_at IS NULL OR last_used_at < ?)`),
 
 		listReservations:  r(`SELECT ` + reservationCols + ` FROM reservations` + oldestFirst),
 		createReservation: r(`INSERT INTO reservations (` + reservationCols + `) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),

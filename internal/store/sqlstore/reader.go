@@ -37,6 +37,12 @@ func (s *Store) ListProjects(ctx context.Context) ([]domain.Project, error) {
 func (s *Store) TokenByHash(ctx context.Context, hash string) (domain.Token, error) {
 	return s.rd().TokenByHash(ctx, hash)
 }
+func (s *Store) GetToken(ctx context.Context, id string) (domain.Token, error) {
+	return s.rd().GetToken(ctx, id)
+}
+func (s *Store) ListTokens(ctx context.Context, projectID string) ([]domain.Token, error) {
+	return s.rd().ListTokens(ctx, projectID)
+}
 func (s *Store) ListReservations(ctx context.Context) ([]domain.Reservation, error) {
 	return s.rd().ListReservations(ctx)
 }
@@ -83,7 +89,10 @@ func scanProject(sc scanner) (p domain.Project, err error) {
 }
 
 func scanToken(sc scanner) (t domain.Token, err error) {
-	err = sc.Scan(&t.Hash, &t.ProjectID, timeCol{&t.CreatedAt})
+	var project sql.NullString // NULL: an operator token
+	err = sc.Scan(&t.ID, &t.Hash, &project, &t.Name, timeCol{&t.CreatedAt}, timeCol{&t.ExpiresAt},
+		timeCol{&t.RevokedAt}, timeCol{&t.LastUsedAt})
+	t.ProjectID = project.String
 	return t, err
 }
 
@@ -165,6 +174,17 @@ func (r reader) ListProjects(ctx context.Context) ([]domain.Project, error) {
 func (r reader) TokenByHash(ctx context.Context, hash string) (domain.Token, error) {
 	// The hash is a credential: keep it out of error messages.
 	return get(ctx, r, scanToken, "token", r.s.q.tokenByHash, hash)
+}
+
+func (r reader) GetToken(ctx context.Context, id string) (domain.Token, error) {
+	return get(ctx, r, scanToken, "token "+id, r.s.q.getToken, id)
+}
+
+func (r reader) ListTokens(ctx context.Context, projectID string) ([]domain.Token, error) {
+	if projectID == "" {
+		return list(ctx, r, scanToken, "operator tokens", r.s.q.listOperatorTokens)
+	}
+	return list(ctx, r, scanToken, "tokens", r.s.q.listTokensOf, projectID)
 }
 
 func (r reader) ListReservations(ctx context.Context) ([]domain.Reservation, error) {

@@ -67,7 +67,17 @@ func (t *tx) CreateProject(ctx context.Context, p domain.Project) error {
 }
 
 func (t *tx) CreateToken(ctx context.Context, tok domain.Token) error {
-	return t.create(ctx, "token", t.s.q.createToken, tok.Hash, tok.ProjectID, t.s.timeArg(tok.CreatedAt))
+	var project any // NULL: an operator token
+	if tok.ProjectID != "" {
+		project = tok.ProjectID
+	}
+	// The hash is a credential: "token "+ID names it in errors.
+	return t.create(ctx, "token "+tok.ID, t.s.q.createToken, tok.ID, tok.Hash, project, tok.Name,
+		t.s.timeArg(tok.CreatedAt), t.s.timeArg(tok.ExpiresAt), t.s.timeArg(tok.RevokedAt), t.s.timeArg(tok.LastUsedAt))
+}
+
+func (t *tx) UpdateToken(ctx context.Context, tok domain.Token) error {
+	return t.update(ctx, "token "+tok.ID, t.s.q.updateToken, tok.Name, t.s.timeArg(tok.ExpiresAt), t.s.timeArg(tok.RevokedAt), tok.ID)
 }
 
 func (t *tx) CreateReservation(ctx context.Context, r domain.Reservation) error {

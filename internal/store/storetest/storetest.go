@@ -203,17 +203,79 @@ func testProjects(t *testing.T, s store.Store) {
 func testTokens(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	seed(t, s)
-	tok := domain.Token{Hash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", ProjectID: "p1", CreatedAt: at(1)}
+	tok := domain.Token{ID: "tok-1", Hash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", ProjectID: "p1",
+		Name: "ci — ünïcode", CreatedAt: at(1), ExpiresAt: at(100)}
+	op := domain.Token{ID: "tok-op", Hash: "op-hash", Name: "operator", CreatedAt: at(2)}
 	_, err := s.TokenByHash(ctx, tok.Hash)
 	wantErr(t, "missing token", err, domain.ErrNotFound)
-	update(t, s, func(tx store.Tx) error { return tx.CreateToken(ctx, tok) })
+	_, err = s.GetToken(ctx, tok.ID)
+	wantErr(t, "missing token", err, domain.ErrNotFound)
+	update(t, s, func(tx store.Tx) error { return errors.Join(tx.CreateToken(ctx, tok), tx.CreateToken(ctx, op)) })
+	for _, want := range []domain.Token{tok, op} {
+		got, err := s.TokenByHash(ctx, want.Hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, "token by hash", got, want)
+		if got, err = s.GetToken(ctx, want.ID); err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, "token by ID", got, want)
+	}
+	if !op.Operator() || tok.Operator() {
+		t.Fatal("Operator() is wrong")
+	}
+	for _, dup := range []domain.Token{tok, {ID: "tok-2", Hash: tok.Hash, ProjectID: "p1"}, {ID: tok.ID, Hash: "other", ProjectID: "p1"}} {
+		err = s.Update(ctx, func(tx store.Tx) error { return tx.CreateToken(ctx, dup) })
+		wantErr(t, "duplicate token "+dup.ID, err, domain.ErrConflict)
+	}
+	second := domain.Token{ID: "tok-3", Hash: "h3", ProjectID: "p1", Name: "laptop", CreatedAt: at(3)}
+	update(t, s, func(tx store.Tx) error { return tx.CreateToken(ctx, second) })
+	list, err := s.ListTokens(ctx, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "project's tokens", list, []domain.Token{tok, second})
+	ops, err := s.ListTokens(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "operator tokens", ops, []domain.Token{op})
+	if none, err := s.ListTokens(ctx, "nope"); err != nil || len(none) != 0 {
+		t.Fatalf("tokens of an unknown project: %v, %v", none, err)
+	}
+
+	// Revoking (and renaming, changing the expiry) writes those alone.
+	tok.Name, tok.RevokedAt, tok.ExpiresAt = "ci-old", at(50), time.Time{}
+	update(t, s, func(tx store.Tx) error { return tx.UpdateToken(ctx, tok) })
 	got, err := s.TokenByHash(ctx, tok.Hash)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantEqual(t, "token", got, tok)
-	err = s.Update(ctx, func(tx store.Tx) error { return tx.CreateToken(ctx, tok) })
-	wantErr(t, "duplicate token", err, domain.ErrConflict)
+	wantEqual(t, "revoked token", got, tok)
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.UpdateToken(ctx, domain.Token{ID: "nope"}) })
+	wantErr(t, "update a missing token", err, domain.ErrNotFound)
+
+	// Uses: the latest time wins, unknown hashes are skipped, and no
+	// epoch is needed.
+	if err := s.TouchTokens(ctx, map[string]time.Time{tok.Hash: at(60), op.Hash: at(61), "unknown": at(62)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.TouchTokens(ctx, map[string]time.Time{tok.Hash: at(55)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.TouchTokens(store.WithEpoch(ctx, 1<<40), map[string]time.Time{op.Hash: at(70)}); err != nil {
+		t.Fatalf("recording uses with a stale epoch: %v", err)
+	}
+	for hash, want := range map[string]time.Time{tok.Hash: at(60), op.Hash: at(70)} {
+		got, err := s.TokenByHash(ctx, hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.LastUsedAt.Equal(want) {
+			t.Errorf("token %s last used %v, want %v", got.ID, got.LastUsedAt, want)
+		}
+	}
 }
 
 func testReservations(t *testing.T, s store.Store) {
@@ -487,7 +549,7 @@ func testMissingParent(t *testing.T, s store.Store) {
 	seed(t, s)
 	for name, fn := range map[string]func(tx store.Tx) error{
 		"token of missing project": func(tx store.Tx) error {
-			return tx.CreateToken(ctx, domain.Token{Hash: "h", ProjectID: "nope"})
+			return tx.CreateToken(ctx, domain.Token{ID: "t-h", Hash: "h", ProjectID: "nope"})
 		},
 		"reservation of missing project": func(tx store.Tx) error {
 			return tx.CreateReservation(ctx, domain.Reservation{ID: "r", ProjectID: "nope"})
@@ -740,7 +802,7 @@ func testRollback(t *testing.T, s store.Store) {
 		m.OutOfService = true
 		for _, err := range []error{
 			tx.CreateProject(ctx, domain.Project{ID: "p2"}),
-			tx.CreateToken(ctx, domain.Token{Hash: "h", ProjectID: "p1"}),
+			tx.CreateToken(ctx, domain.Token{ID: "t-h", Hash: "h", ProjectID: "p1"}),
 			tx.CreateReservation(ctx, domain.Reservation{ID: "r", ProjectID: "p1"}),
 			tx.CreateMachine(ctx, machine("m2", at(1))),
 			tx.CreateCluster(ctx, cluster("c2", "p1", at(1))),
@@ -838,7 +900,7 @@ func testReadOwnWrites(t *testing.T, s store.Store) {
 		if ps, err := tx.ListProjects(ctx); err != nil || len(ps) != 2 {
 			return fmt.Errorf("own projects: %v, %v", ps, err)
 		}
-		if err := tx.CreateToken(ctx, domain.Token{Hash: "h", ProjectID: "p2"}); err != nil {
+		if err := tx.CreateToken(ctx, domain.Token{ID: "t-h", Hash: "h", ProjectID: "p2"}); err != nil {
 			return err
 		}
 		if _, err := tx.TokenByHash(ctx, "h"); err != nil {
@@ -910,7 +972,8 @@ func testReadOwnWrites(t *testing.T, s store.Store) {
 // zero value, so that a field the store forgets shows up.
 func full() (domain.Project, domain.Token, domain.Reservation, domain.Machine, domain.Cluster, domain.Node, domain.Event) {
 	p := domain.Project{ID: "proj-1", CreatedAt: at(1)}
-	tok := domain.Token{Hash: "ab12", ProjectID: p.ID, CreatedAt: at(2)}
+	tok := domain.Token{ID: "tok-ab12", Hash: "ab12", ProjectID: p.ID, Name: "deploy — ünïcode ✓", CreatedAt: at(2),
+		ExpiresAt: at(20), RevokedAt: at(15), LastUsedAt: at(14)}
 	r := domain.Reservation{ID: "res-1", ProjectID: p.ID, Region: "us-east-2", GPUType: "B200", CreatedAt: at(3)}
 	m := domain.Machine{
 		ID: "mach-1", Region: "us-east-2", GPUType: "B200", GPUs: 8, ReservationID: r.ID,
@@ -1045,7 +1108,7 @@ func testZeroTimes(t *testing.T, s store.Store) {
 	n := domain.Node{ID: "n", ClusterID: "c", MachineID: "m"}
 	var e domain.Event
 	update(t, s, func(tx store.Tx) error {
-		if err := errors.Join(tx.CreateProject(ctx, p), tx.CreateToken(ctx, domain.Token{Hash: "h", ProjectID: "p"}),
+		if err := errors.Join(tx.CreateProject(ctx, p), tx.CreateToken(ctx, domain.Token{ID: "t-h", Hash: "h", ProjectID: "p"}),
 			tx.CreateReservation(ctx, domain.Reservation{ID: "r", ProjectID: "p"}),
 			tx.CreateMachine(ctx, m), tx.CreateCluster(ctx, c), tx.CreateNode(ctx, n)); err != nil {
 			return err
@@ -1054,7 +1117,7 @@ func testZeroTimes(t *testing.T, s store.Store) {
 		e, err = tx.AddEvent(ctx, domain.Event{})
 		return err
 	})
-	checkFull(t, s, p, domain.Token{Hash: "h", ProjectID: "p"}, domain.Reservation{ID: "r", ProjectID: "p"}, m, c, n, e)
+	checkFull(t, s, p, domain.Token{ID: "t-h", Hash: "h", ProjectID: "p"}, domain.Reservation{ID: "r", ProjectID: "p"}, m, c, n, e)
 	if e.Seq == 0 || !e.Timestamp.IsZero() || !e.Deadline.IsZero() {
 		t.Fatalf("zero event: %+v", e)
 	}
@@ -1670,4 +1733,16 @@ func testNodeCleanup(t *testing.T, s store.Store) {
 	update(t, s, func(tx store.Tx) error { return tx.UpdateNode(ctx, a) })
 	wantEqual(t, "after a's cleanup", list(store.NodeFilter{CleanupPending: true, IncludeRemoved: true}), []string{"b"})
 	wantEqual(t, "every node", list(store.NodeFilter{IncludeRemoved: true}), []string{"a", "b", "c", "d"})
+}
+
+// CheckUpgradedToken checks the token an upgrade test stored in the
+// schema before token lifecycles (hash 0123456789abcdef0123, project p,
+// created at): it keeps working, with an ID and a name, no expiry.
+func CheckUpgradedToken(t *testing.T, s store.Store, at time.Time) {
+	t.Helper()
+	got, err := s.TokenByHash(t.Context(), "0123456789abcdef0123")
+	want := domain.Token{ID: "tok-0123456789abcdef", Hash: "0123456789abcdef0123", ProjectID: "p", Name: "token", CreatedAt: at}
+	if err != nil || got != want {
+		t.Fatalf("upgraded token: %+v, %v; want %+v", got, err, want)
+	}
 }
