@@ -1,30 +1,18 @@
 #!/usr/bin/env bash
 # Makes sure the Kubernetes integration tests (internal/kube/...) have what
-# they need: etcd from Debian's etcd-server package; kube-apiserver,
+# they need: etcd built from go.etcd.io/etcd/server/v3 pinned in tools/etcd
+# (3.5 or later: kube-apiserver runs with its watch cache); kube-apiserver,
 # kube-controller-manager and kube-scheduler built from the k8s.io/kubernetes
 # Go module pinned in tools/kube-apiserver; kwok (simulated kubelets) built
 # from sigs.k8s.io/kwok pinned in tools/kwok. The binaries are cached
 # outside the checkout, each keyed by its module's version and go.sum (see
 # scripts/kube-paths.sh), so only the first run pays for the builds (about
-# 10 minutes on 2 cores for all four). It prints the binaries' paths last;
+# 10 minutes on 2 cores for all five). It prints the binaries' paths last;
 # the tests find them at the same places (or at $SPARECAP_KUBE_APISERVER,
 # $SPARECAP_KUBE_CONTROLLER_MANAGER, $SPARECAP_KUBE_SCHEDULER,
-# $SPARECAP_KWOK). It fails loudly: those tests never skip.
+# $SPARECAP_KWOK, $SPARECAP_ETCD). It fails loudly: those tests never skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-if ! command -v etcd >/dev/null 2>&1; then
-	echo "etcd missing; installing etcd-server from Debian's packages"
-	export DEBIAN_FRONTEND=noninteractive
-	if ! { apt-get update -qq && apt-get install -y -qq etcd-server >/dev/null; }; then
-		echo "cannot install etcd-server with apt-get; the Kubernetes integration tests need etcd" >&2
-		exit 1
-	fi
-fi
-# Not "| head -1": head exits after one line, etcd then dies of SIGPIPE and
-# pipefail turns that into a failure (CI failed that way).
-etcd_version=$(etcd --version)
-echo "${etcd_version%%$'\n'*}"
 
 # build NAME TOOLS-DIR PACKAGE: builds PACKAGE in tools/TOOLS-DIR into the
 # cache unless it is there, then checks that it runs.
@@ -54,4 +42,5 @@ build kube-apiserver kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
 build kube-scheduler kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler
 build kwok kwok sigs.k8s.io/kwok/cmd/kwok
+build etcd etcd go.etcd.io/etcd/server/v3
 scripts/kube-paths.sh

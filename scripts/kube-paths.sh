@@ -8,8 +8,9 @@
 #   scripts/kube-paths.sh        "NAME PATH" for every binary, one a line
 #
 # NAME is kube-apiserver, kube-controller-manager, kube-scheduler (built
-# from k8s.io/kubernetes, pinned in tools/kube-apiserver) or kwok (from
-# sigs.k8s.io/kwok, pinned in tools/kwok).
+# from k8s.io/kubernetes, pinned in tools/kube-apiserver), kwok (from
+# sigs.k8s.io/kwok, pinned in tools/kwok) or etcd (from
+# go.etcd.io/etcd/server/v3, pinned in tools/etcd).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/tool-path.sh
@@ -18,6 +19,7 @@ one() {
 	case $1 in
 	kube-apiserver | kube-controller-manager | kube-scheduler) path "$1" kube-apiserver k8s.io/kubernetes ;;
 	kwok) path "$1" kwok sigs.k8s.io/kwok ;;
+	etcd) path "$1" etcd go.etcd.io/etcd/server/v3 ;;
 	*)
 		echo "unknown binary $1" >&2
 		exit 2
@@ -29,7 +31,7 @@ if [ $# -gt 0 ]; then
 	one "$1"
 	exit
 fi
-for name in kube-apiserver kube-controller-manager kube-scheduler kwok; do
+for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
 	p=$(one "$name")
 	echo "$name $p"
 done

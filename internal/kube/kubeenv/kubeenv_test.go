@@ -2,6 +2,8 @@ package kubeenv_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -38,6 +40,31 @@ func TestEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The real configuration: an etcd of 3.5 or later, and a watch opened
+	// at a fresh list's resource version served by the watch cache (with
+	// Debian's etcd 3.4 the cache refused it as "too large").
+	resp, err := http.Get(e.EtcdURL() + "/version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ver struct {
+		Server string `json:"etcdserver"`
+	}
+	json.NewDecoder(resp.Body).Decode(&ver)
+	resp.Body.Close()
+	var major, minor int
+	if _, err := fmt.Sscanf(ver.Server, "%d.%d", &major, &minor); err != nil || major < 3 || major == 3 && minor < 5 {
+		t.Fatalf("etcd %q: want 3.5 or later", ver.Server)
+	}
+	list, err := c.CoreV1().Pods("kubeenv").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.CoreV1().Pods("kubeenv").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatalf("a watch from a fresh list: %v", err)
+	}
+	w.Stop()
 	got, err := c.CoreV1().Pods("kubeenv").Get(ctx, "p", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

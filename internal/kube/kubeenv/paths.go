@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -33,6 +32,7 @@ var (
 	controllerManagerBin = binary{"kube-controller-manager", "SPARECAP_KUBE_CONTROLLER_MANAGER", "kube-apiserver", "k8s.io/kubernetes"}
 	schedulerBin         = binary{"kube-scheduler", "SPARECAP_KUBE_SCHEDULER", "kube-apiserver", "k8s.io/kubernetes"}
 	kwokBin              = binary{"kwok", "SPARECAP_KWOK", "kwok", "sigs.k8s.io/kwok"}
+	etcdBin              = binary{"etcd", "SPARECAP_ETCD", "etcd", "go.etcd.io/etcd/server/v3"}
 )
 
 // APIServerPath returns the kube-apiserver binary the tests run:
@@ -79,18 +79,10 @@ func (b binary) path() (string, error) {
 	return checkExecutable(filepath.Join(cache, b.name+"-"+version+"-"+hex.EncodeToString(h[:])[:12]))
 }
 
-// etcdPath finds etcd ($SPARECAP_ETCD, else $PATH; Debian's etcd-server
-// package installs /usr/bin/etcd).
-func etcdPath() (string, error) {
-	if p := os.Getenv("SPARECAP_ETCD"); p != "" {
-		return checkExecutable(p)
-	}
-	p, err := exec.LookPath("etcd")
-	if err != nil {
-		return "", fmt.Errorf("etcd not found in $PATH; %s", hint)
-	}
-	return p, nil
-}
+// etcdPath returns the etcd the mini cluster runs: $SPARECAP_ETCD, else
+// the cached build from tools/etcd (3.5 or later, which kube-apiserver's
+// watch cache needs).
+func etcdPath() (string, error) { return etcdBin.path() }
 
 func checkExecutable(p string) (string, error) {
 	fi, err := os.Stat(p)
