@@ -3,7 +3,7 @@
 #   make test   - the whole test suite (what CI runs through .ci/run)
 GO ?= go
 
-.PHONY: all build demo test check vet fmt-check services bench bench-kube bench-scale fuzz
+.PHONY: all build demo test check vet fmt-check services bench bench-kube bench-scale bench-api fuzz
 
 all: build
 
@@ -53,6 +53,15 @@ bench:
 # hand-over. See docs/perf.md.
 bench-kube: services
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/kube/
+
+# bench-api drives sparecap's API (the real binary, SQLite) and, in the
+# same run with the same Go clients, the test environment's kube-apiserver
+# (etcd 3.7, watch cache on): one object by name, a list of 50, a small
+# write; 8 clients, 10 s each (about a minute and a half). See docs/perf.md.
+# Pass flags with API_ARGS (e.g. API_ARGS='-duration 30s -clients 16').
+API_ARGS ?=
+bench-api: services
+	$(GO) test -run '^$$' -bench BenchmarkAPIvsKube -benchtime 1x -timeout 20m ./internal/apibench/ -args $(API_ARGS)
 
 # bench-scale runs the whole-system scale benchmark of the real binary
 # (internal/scalebench) on SQLite, then on PostgreSQL (a fresh database,

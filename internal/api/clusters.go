@@ -218,23 +218,37 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, p principa
 		}
 		project = p.project
 	}
-	cs, byCluster, err := s.clustersWithNodes(ctx, project)
+	cs, byCluster, ix, err := s.clustersWithNodes(ctx, project)
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	// A list depends on the copy's version alone: made once per version,
+	// project and format, it is sent as it is until a write makes a new
+	// version (encoding was most of a list's cost).
+	key := project + "\x00" + strconv.FormatBool(compactJSON(w))
+	if ix != nil {
+		if body, ok := ix.bodies.Load(key); ok {
+			writeBody(w, http.StatusOK, body.([]byte))
+			return
+		}
 	}
 	out := apiv1.ClusterList{Clusters: make([]apiv1.Cluster, 0, len(cs))}
 	for _, c := range cs {
 		out.Clusters = append(out.Clusters, clusterView(c, byCluster[c.ID], s.apiAddressRedactor(ctx, c)))
 	}
-	writeJSON(w, http.StatusOK, out)
+	body := encodeJSON(out, compactJSON(w))
+	if ix != nil {
+		ix.bodies.Store(key, body)
+	}
+	writeBody(w, http.StatusOK, body)
 }
 
 // clustersWithNodes lists project's clusters (every one for "") and their
 // live nodes: from the leader's in-memory copy when it is loaded (it
 // holds exactly what the database does, in the same order), else from
 // the store.
-func (s *Server) clustersWithNodes(ctx context.Context, project string) ([]domain.Cluster, map[string][]domain.Node, error) {
+func (s *Server) clustersWithNodes(ctx context.Context, project string) ([]domain.Cluster, map[string][]domain.Node, *listIndex, error) {
 	byCluster := map[string][]domain.Node{}
 	if snap, ok := store.LoadedSnapshot(s.store); ok {
 		ix := s.lists.Load()
@@ -257,11 +271,11 @@ func (s *Server) clustersWithNodes(ctx context.Context, project string) ([]domai
 			}
 			byCluster[c.ID] = ns
 		}
-		return cs, byCluster, nil
+		return cs, byCluster, ix, nil
 	}
 	cs, err := s.store.ListClusters(ctx, project)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// Read only the listed clusters' nodes, not the fleet's: a project's
 	// list costs what it returns. A list too long for one IN clause (an
@@ -275,13 +289,13 @@ func (s *Server) clustersWithNodes(ctx context.Context, project string) ([]domai
 	var nodes []domain.Node
 	if len(cs) > 0 {
 		if nodes, err = s.store.ListNodes(ctx, f); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	for _, n := range nodes {
 		byCluster[n.ClusterID] = append(byCluster[n.ClusterID], n)
 	}
-	return cs, byCluster, nil
+	return cs, byCluster, nil, nil
 }
 
 // listIndex is where each project's clusters and each cluster's nodes
@@ -292,6 +306,9 @@ type listIndex struct {
 	nodes     []*domain.Node
 	byProject map[string][]int // positions in clusters, in order
 	nodesOf   map[string][]int // positions in nodes by cluster, in order
+	// bodies are the encoded lists of this version, by project and
+	// format (see listClusters).
+	bodies sync.Map
 }
 
 func listIndexOf(snap store.Snapshot) *listIndex {

@@ -5,6 +5,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -399,6 +400,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		enc.SetIndent("", "  ")
 	}
 	_ = enc.Encode(v)
+}
+
+// encodeJSON is what writeJSON writes of v.
+func encodeJSON(v any, compact bool) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	if !compact {
+		enc.SetIndent("", "  ")
+	}
+	_ = enc.Encode(v)
+	return buf.Bytes()
+}
+
+// writeBody writes a body encodeJSON made.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // compactJSON reports whether the JSON written to w goes without
