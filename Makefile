@@ -88,5 +88,6 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeUpdate -fuzztime 30s ./internal/api/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeAdmin -fuzztime 30s ./internal/api/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeStrict -fuzztime 30s ./internal/api/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeTokenRequest -fuzztime 30s ./internal/api/
 	$(GO) test -run '^$$' -fuzz FuzzEscape -fuzztime 30s ./internal/termsafe/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./internal/fleet/

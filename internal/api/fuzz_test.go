@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
 )
@@ -85,6 +86,32 @@ func FuzzDecodeAdmin(f *testing.F) {
 		_, _ = decodeReservation(strings.NewReader(body))
 		if u, err := decodeMachineUpdate(strings.NewReader(body)); err == nil && u.OutOfService == nil {
 			t.Fatal("accepted an empty machine update")
+		}
+	})
+}
+
+func FuzzDecodeTokenRequest(f *testing.F) {
+	f.Add(``)
+	f.Add(`{"name":"ci","expires_in":"720h"}`)
+	f.Add(`{"expires_at":"2030-01-01T00:00:00Z"}`)
+	f.Add(`{"name":"a","name":"b"}`)
+	f.Add(`{"expires_in":"9223372036854775807ns"}`)
+	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, body string) {
+		name, expires, err := decodeTokenRequest(strings.NewReader(body), now)
+		if err != nil {
+			var bad *badRequest
+			var ce *clientError
+			if !errors.As(err, &bad) && !errors.As(err, &ce) {
+				t.Fatalf("error %v is not a client error", err)
+			}
+			return
+		}
+		if !domain.ValidName(name) {
+			t.Fatalf("accepted name %q", name)
+		}
+		if !expires.IsZero() && (!expires.After(now) || expires.Sub(now) > maxTokenLife) {
+			t.Fatalf("accepted expiry %v", expires)
 		}
 	})
 }
