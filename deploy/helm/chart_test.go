@@ -96,6 +96,9 @@ serviceMonitor:
     release: prometheus
   interval: 15s
   scrapeTimeout: 10s
+metrics:
+  tokenSecret: scrape
+trustedProxies: [10.0.0.0/8, 192.0.2.1]
 `,
 			kinds: append(slices.Clone(baseKinds), "ServiceMonitor/"+fullname),
 			check: func(t *testing.T, r *rendered) {
@@ -105,12 +108,18 @@ serviceMonitor:
 				if _, kept := r.get(t, "Secret", fullname+"-admin-token").GetAnnotations()["helm.sh/resource-policy"]; kept {
 					t.Error("a given admin token's Secret is kept on uninstall; only generated ones should be")
 				}
+				c := r.container(t)
+				wantSecretEnv(t, c, "SPARECAP_METRICS_TOKEN", "scrape", "token")
+				if !slices.Contains(c.Args, "--trusted-proxies=10.0.0.0/8,192.0.2.1") {
+					t.Errorf("args %q lack the trusted proxies", c.Args)
+				}
 				sm := r.get(t, "ServiceMonitor", fullname)
 				if sm.GetLabels()["release"] != "prometheus" {
 					t.Errorf("ServiceMonitor labels %v lack release=prometheus", sm.GetLabels())
 				}
 				eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
-				want := map[string]any{"port": "http", "path": "/metrics", "scheme": "http", "interval": "15s", "scrapeTimeout": "10s"}
+				want := map[string]any{"port": "metrics", "path": "/metrics", "scheme": "http", "interval": "15s", "scrapeTimeout": "10s",
+					"authorization": map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "scrape", "key": "token"}}}
 				if len(eps) != 1 || fmt.Sprint(eps[0]) != fmt.Sprint(want) {
 					t.Errorf("ServiceMonitor endpoints = %v; want [%v]", eps, want)
 				}
@@ -154,6 +163,31 @@ serviceMonitor:
 				pdb := r.pdb(t)
 				if pdb.Spec.MaxUnavailable == nil || *pdb.Spec.MaxUnavailable != intstr.FromString("50%") || pdb.Spec.MinAvailable != nil {
 					t.Errorf("PDB spec = minAvailable %v, maxUnavailable %v; want maxUnavailable 50%% only", pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable)
+				}
+			},
+		},
+		{
+			name: "metrics-on-the-api-port",
+			values: `
+postgres:
+  url: ` + postgresURL + `
+metrics:
+  port: 0
+serviceMonitor:
+  enabled: true
+`,
+			kinds: append(slices.Clone(baseKinds), "ServiceMonitor/"+fullname),
+			check: func(t *testing.T, r *rendered) {
+				c := r.container(t)
+				if len(c.Ports) != 1 || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--metrics-addr") }) {
+					t.Errorf("ports %+v, args %q: want /metrics on the API's port", c.Ports, c.Args)
+				}
+				if len(r.service(t).Spec.Ports) != 1 {
+					t.Errorf("Service ports %+v; want the API's alone", r.service(t).Spec.Ports)
+				}
+				eps, _, _ := unstructured.NestedSlice(r.get(t, "ServiceMonitor", fullname).Object, "spec", "endpoints")
+				if len(eps) != 1 || eps[0].(map[string]any)["port"] != "http" {
+					t.Errorf("ServiceMonitor endpoints %v; want port http", eps)
 				}
 			},
 		},
@@ -329,7 +363,7 @@ func checkDefaults(t *testing.T, r *rendered) {
 	}
 	c := r.container(t)
 	wantArgs := []string{"server", "--addr=0.0.0.0:8407", "--db=$(SPARECAP_DB)", "--data-dir=/var/lib/sparecap",
-		"--secret-key-file=/etc/sparecap/secret-key/secret.key", "--advertise-url=http://$(POD_IP):8407"}
+		"--secret-key-file=/etc/sparecap/secret-key/secret.key", "--advertise-url=http://$(POD_IP):8407", "--metrics-addr=0.0.0.0:9407"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args = %q; want %q", c.Args, wantArgs)
 	}
@@ -388,11 +422,15 @@ func checkDefaults(t *testing.T, r *rendered) {
 		t.Errorf("PDB spec = minAvailable %v, maxUnavailable %v; want maxUnavailable 1 only", pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable)
 	}
 	svc := r.service(t)
-	if svc.Spec.Type != corev1.ServiceTypeClusterIP || len(svc.Spec.Ports) != 1 {
-		t.Fatalf("Service spec = %+v; want ClusterIP with one port", svc.Spec)
+	if svc.Spec.Type != corev1.ServiceTypeClusterIP || len(svc.Spec.Ports) != 2 {
+		t.Fatalf("Service spec = %+v; want ClusterIP with two ports", svc.Spec)
 	}
 	if p := svc.Spec.Ports[0]; p.Name != "http" || p.Port != 8407 || p.TargetPort != intstr.FromString("http") {
 		t.Errorf("Service port = %+v; want http 8407 -> http", p)
+	}
+	// /metrics on a port of its own, which the Ingress does not route.
+	if p := svc.Spec.Ports[1]; p.Name != "metrics" || p.Port != 9407 || p.TargetPort != intstr.FromString("metrics") {
+		t.Errorf("Service port = %+v; want metrics 9407 -> metrics", p)
 	}
 }
 
@@ -463,8 +501,12 @@ func checkCommon(t *testing.T, r *rendered) {
 	}) {
 		t.Errorf("env %v: SPARECAP_CONFIG must point into the data volume (the root file system is read-only)", c.Env)
 	}
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8407 {
-		t.Errorf("ports = %+v; want http 8407", c.Ports)
+	if len(c.Ports) < 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8407 {
+		t.Errorf("ports = %+v; want http 8407 first", c.Ports)
+	}
+	// /metrics on its own port, unless metrics.port is 0.
+	if len(c.Ports) == 2 && (c.Ports[1].Name != "metrics" || !slices.Contains(c.Args, fmt.Sprintf("--metrics-addr=0.0.0.0:%d", c.Ports[1].ContainerPort))) {
+		t.Errorf("ports = %+v, args %q; want the metrics port served with --metrics-addr", c.Ports, c.Args)
 	}
 	for _, p := range []struct {
 		name  string
@@ -502,6 +544,8 @@ func TestBadValues(t *testing.T) {
 		{"unknown-key", []string{"--set", pg, "--set", "replicas=3"}, []string{"replicas", "not allowed"}},
 		{"bad-percentage", []string{"--set", pg, "--set", "podDisruptionBudget.minAvailable=half"}, []string{"/podDisruptionBudget/minAvailable"}},
 		{"not-postgres", []string{"--set", "postgres.url=mysql://db/sparecap"}, []string{"/postgres/url"}},
+		{"string-metrics-port", []string{"--set", pg, "--set-string", "metrics.port=metrics"}, []string{"/metrics/port"}},
+		{"bad-proxy", []string{"--set", pg, "--set", "trustedProxies={proxy.local}"}, []string{"/trustedProxies/0"}},
 		{"short-admin-token", []string{"--set", pg, "--set", "adminToken.value=12345678"}, []string{"/adminToken/value"}},
 		{"bad-interval", []string{"--set", pg, "--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.interval=soon"}, []string{"/serviceMonitor/interval"}},
 	} {
