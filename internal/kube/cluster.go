@@ -775,6 +775,14 @@ func (c *Cluster) deletePod(ctx context.Context, clusterID, nodeName string, p d
 		msg := fmt.Sprintf("sparecap reclaims node %s: the pod must be gone by %s", nodeName, by.UTC().Format(time.RFC3339))
 		if by.IsZero() {
 			msg = fmt.Sprintf("sparecap took node %s back at its deadline; the pod is force-deleted", nodeName)
+		} else if err := c.annotateDeadline(ctx, p, by); err != nil {
+			// First, so a container reading its annotations (a Downward
+			// API volume, which the kubelet refreshes) knows its deadline
+			// by the time SIGTERM comes.
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				return nil // gone, or replaced by another pod of that name
+			}
+			return fmt.Errorf("annotate the deadline: %w", err)
 		}
 		if err := c.setDisruption(ctx, p, msg); err != nil {
 			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -811,6 +819,24 @@ func (c *Cluster) disrupted(p driver.Pod) bool {
 		}
 	}
 	return false
+}
+
+// annotateDeadline puts the deadline on the pod (domain.AnnotationDeadline,
+// RFC 3339), for the workload to read. The pod's UID in the patch makes it
+// apply to this pod only.
+func (c *Cluster) annotateDeadline(ctx context.Context, p driver.Pod, by time.Time) error {
+	meta := map[string]any{"annotations": map[string]string{domain.AnnotationDeadline: by.UTC().Format(time.RFC3339)}}
+	if p.UID != "" {
+		meta["uid"] = p.UID
+	}
+	body, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	_, err = c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, body, metav1.PatchOptions{})
+	return err
 }
 
 // setDisruption patches the pod's status with the DisruptionTarget

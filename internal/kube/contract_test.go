@@ -248,6 +248,15 @@ func TestLatePodGetsNotice(t *testing.T) {
 	} else if !strings.Contains(c.Message, drained.Deadline.UTC().Format(time.RFC3339)) {
 		t.Errorf("DisruptionTarget message does not give the deadline: %q", c.Message)
 	}
+	// The deadline reaches the pod before its deletion: on an earlier
+	// version of it, and on the one deleted.
+	deadline := drained.Deadline.UTC().Format(time.RFC3339)
+	if got := p.Annotations[domain.AnnotationDeadline]; got != deadline {
+		t.Errorf("late pod deleted with %s=%q, want %q", domain.AnnotationDeadline, got, deadline)
+	}
+	if !pods.annotatedBeforeDeletion("late", deadline) {
+		t.Errorf("no version of the late pod had the deadline annotation before its deletion")
+	}
 	eventually(t, 5*time.Second, func() error {
 		return hasEvent(ctx, "tenant-a", "late", string(domain.ReasonPreemptionNotified))
 	})
@@ -807,6 +816,22 @@ func (l *podLog) deleting(name string) []podVersion {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.versions[name])
+}
+
+// annotatedBeforeDeletion reports whether a version of the pod had the
+// deadline annotation before any version had a deletion timestamp.
+func (l *podLog) annotatedBeforeDeletion(name, deadline string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, v := range l.all[name] {
+		if v.pod.DeletionTimestamp != nil {
+			return false
+		}
+		if v.pod.Annotations[domain.AnnotationDeadline] == deadline {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *podLog) goneAt(name string) (time.Time, bool) {
