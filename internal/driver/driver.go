@@ -60,6 +60,11 @@ type Pod struct {
 	// DaemonSet: the pod belongs to a DaemonSet. Such pods (log shippers,
 	// device plugins) are stopped last, once the workload pods are gone.
 	DaemonSet bool
+	// ReadsDeadline: the pod can read a deadline annotation while it runs
+	// (a Downward API volume of its annotations), so a drain writes its
+	// deadline there (domain.AnnotationDeadline) before deleting it. For
+	// the others that write would only slow the notice down.
+	ReadsDeadline bool
 }
 
 // ErrNotReady is returned (wrapped) by AddNode while the node has not

@@ -342,6 +342,9 @@ func trimPod(obj any) (any, error) {
 		t.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: v}
 	}
 	t.Spec.NodeName, t.Spec.TerminationGracePeriodSeconds = p.Spec.NodeName, p.Spec.TerminationGracePeriodSeconds
+	if readsDeadline(p) {
+		t.Spec.Volumes = deadlineReader // what readsDeadline looks for, shared
+	}
 	t.Status.Phase = p.Status.Phase
 	for _, cond := range p.Status.Conditions {
 		if cond.Type == corev1.DisruptionTarget {
@@ -740,6 +743,7 @@ func (c *Cluster) ListPods(ctx context.Context, clusterID, nodeName string) ([]d
 			TerminationGracePeriod: time.Duration(grace) * time.Second,
 			Terminating:            p.DeletionTimestamp != nil,
 			DaemonSet:              isDaemon(p),
+			ReadsDeadline:          readsDeadline(p),
 		}
 		if dp.Terminating {
 			dp.KillAt = p.DeletionTimestamp.Time
@@ -775,6 +779,8 @@ func (c *Cluster) deletePod(ctx context.Context, clusterID, nodeName string, p d
 		msg := fmt.Sprintf("sparecap reclaims node %s: the pod must be gone by %s", nodeName, by.UTC().Format(time.RFC3339))
 		if by.IsZero() {
 			msg = fmt.Sprintf("sparecap took node %s back at its deadline; the pod is force-deleted", nodeName)
+		} else if !p.ReadsDeadline {
+			// Nothing in the pod would see it: spare the call.
 		} else if err := c.annotateDeadline(ctx, p, by); err != nil {
 			// First, so a container reading its annotations (a Downward
 			// API volume, which the kubelet refreshes) knows its deadline
@@ -816,6 +822,40 @@ func (c *Cluster) disrupted(p driver.Pod) bool {
 	for _, cond := range obj.(*corev1.Pod).Status.Conditions {
 		if cond.Type == corev1.DisruptionTarget && cond.Status == corev1.ConditionTrue && cond.Reason == domain.ReasonDisruption {
 			return true
+		}
+	}
+	return false
+}
+
+// deadlineReader stands, in a trimmed pod, for the volumes through which
+// the pod reads its deadline annotation.
+var deadlineReader = []corev1.Volume{{Name: "annotations", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+	Items: []corev1.DownwardAPIVolumeFile{{Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"}}}}}}}
+
+// readsDeadline reports whether p mounts its annotations, all of them or
+// the deadline's, through a Downward API volume (or a projected one): the
+// kubelet refreshes such a file, so an annotation written now reaches the
+// running container.
+func readsDeadline(p *corev1.Pod) bool {
+	reads := func(items []corev1.DownwardAPIVolumeFile) bool {
+		for _, it := range items {
+			if it.FieldRef != nil && (it.FieldRef.FieldPath == "metadata.annotations" ||
+				it.FieldRef.FieldPath == "metadata.annotations['"+domain.AnnotationDeadline+"']") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.DownwardAPI != nil && reads(v.DownwardAPI.Items) {
+			return true
+		}
+		if v.Projected != nil {
+			for _, src := range v.Projected.Sources {
+				if src.DownwardAPI != nil && reads(src.DownwardAPI.Items) {
+					return true
+				}
+			}
 		}
 	}
 	return false

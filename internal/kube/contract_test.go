@@ -217,7 +217,7 @@ func TestLatePodGetsNotice(t *testing.T) {
 	time.Sleep(time.Second) // well after T+0: the pod is new to the drain
 
 	created := time.Now()
-	if _, err := kubelet.CreatePods(ctx, env.Client(), "tenant-a", pre.Name, 1, 600, podOptions("late", -1, false), tolerateAll); err != nil {
+	if _, err := kubelet.CreatePods(ctx, env.Client(), "tenant-a", pre.Name, 1, 600, podOptions("late", -1, false), tolerateAll, readsAnnotations); err != nil {
 		t.Fatal(err)
 	}
 	var first podVersion
@@ -256,6 +256,12 @@ func TestLatePodGetsNotice(t *testing.T) {
 	}
 	if !pods.annotatedBeforeDeletion("late", deadline) {
 		t.Errorf("no version of the late pod had the deadline annotation before its deletion")
+	}
+	// A pod that cannot read its annotations is spared the write.
+	if vs := pods.deleting("stuck"); len(vs) == 0 {
+		t.Error("the stuck pod was not deleted")
+	} else if v, ok := vs[0].pod.Annotations[domain.AnnotationDeadline]; ok {
+		t.Errorf("a pod without a Downward API volume of its annotations got %s=%q", domain.AnnotationDeadline, v)
 	}
 	eventually(t, 5*time.Second, func() error {
 		return hasEvent(ctx, "tenant-a", "late", string(domain.ReasonPreemptionNotified))
@@ -739,6 +745,14 @@ func marked(n *corev1.Node, d domain.Node) error {
 // pod bound by name either).
 func tolerateAll(p *corev1.Pod) {
 	p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+}
+
+// readsAnnotations mounts the pod's annotations through a Downward API
+// volume, as docs/workloads.md shows: its deadline annotation is set.
+func readsAnnotations(p *corev1.Pod) {
+	p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "podinfo", VolumeSource: corev1.VolumeSource{
+		DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
+			{Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"}}}}}})
 }
 
 // disruption is the pod's DisruptionTarget condition set by sparecap, nil
