@@ -1,0 +1,40 @@
+// Package preempt helps a job survive the reclaim of a preemptible node on
+// sparecap: it tells the job its deadline as soon as it is known, saves
+// checkpoints atomically so a job killed mid-save resumes from the last
+// complete one, and picks a checkpoint interval from the measured
+// preemption rate.
+//
+// On sparecap a reclaimed node's pods learn their deadline from three
+// places, whichever comes first: the pod annotation
+// sparecap.dev/preempt-deadline (RFC 3339), which a Downward API volume
+// shows as a file the kubelet refreshes; the environment and a file that
+// `sparecap run` keeps (SPARECAP_DEADLINE, SPARECAP_DEADLINE_FILE); and
+// SIGTERM, after which the pod has its termination grace period.
+// [Watch] turns all three into one notice.
+//
+// A training loop, in short:
+//
+//	store, _ := preempt.Open(os.Getenv("SPARECAP_CHECKPOINT_DIR"))
+//	step := int64(0)
+//	if ck, err := store.Latest(); err == nil {
+//		step = load(ck.Dir) // resume
+//	}
+//	notice := preempt.Watch(ctx, preempt.Options{})
+//	interval := preempt.Interval(2.3, store.Cost()) // 2.3 %/h, from GET /v1/advice/checkpoint
+//	last := time.Now()
+//	for ; step < total; step++ {
+//		train(step)
+//		select {
+//		case n := <-notice:
+//			store.Save(step, save) // before n.Deadline
+//			return
+//		default:
+//		}
+//		if time.Since(last) >= interval {
+//			store.Save(step, save)
+//			last = time.Now()
+//		}
+//	}
+//
+// See docs/workloads.md for the pod spec and the whole recipe.
+package preempt
