@@ -11,7 +11,7 @@ func Young(cost, mtbf time.Duration) time.Duration {
 	if cost <= 0 || mtbf <= 0 {
 		return 0
 	}
-	return time.Duration(math.Sqrt(2 * cost.Seconds() * mtbf.Seconds()) * float64(time.Second))
+	return time.Duration(math.Sqrt(2*cost.Seconds()*mtbf.Seconds()) * float64(time.Second))
 }
 
 // Daly is Daly's refinement of Young's interval:
