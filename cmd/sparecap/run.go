@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sparecap/sparecap/internal/runwrap"
+	"github.com/sparecap/sparecap/pkg/preempt"
+)
+
+func runCmd() *cobra.Command {
+	var cfg runwrap.Config
+	var deadline, signal string
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- CMD [ARGS...]",
+		Short: "Run a job so that it survives preemption (deadline, checkpoint, resume)",
+		Long: `Run CMD as a supervised job, as a container's entrypoint or a plain process.
+
+On start, CMD is pointed at the latest complete checkpoint in the checkpoint
+directory (SPARECAP_RESUME_FROM), so a rescheduled job resumes. CMD also gets
+SPARECAP_CHECKPOINT_DIR, SPARECAP_CHECKPOINT_INTERVAL, SPARECAP_CHECKPOINT_SIGNAL
+and SPARECAP_DEADLINE_FILE, a file that holds the deadline once it is known
+(and SPARECAP_DEADLINE if it is known at start).
+
+The notice comes from the pod's deadline annotation (a Downward API file,
+--annotations-file), --deadline-file, --deadline, or a SIGTERM to this process
+(then the deadline is the grace from now). On the notice, CMD gets the
+checkpoint signal (SIGUSR1); once a new complete checkpoint appears in the
+directory, or at the deadline less --margin, CMD gets SIGTERM, and SIGKILL at
+the deadline. Other signals (SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) are
+passed on to CMD.
+
+Exit code: CMD's own when it ends before any notice; after a notice 75 if a
+checkpoint was committed (reschedule and resume), 76 if CMD ended on SIGTERM
+without one, 77 if it was killed at the deadline; 127 if CMD could not start.
+See docs/workloads.md.`,
+		Example: `  sparecap run --checkpoint-dir /ckpt -- python train.py
+  sparecap run --deadline 2026-12-03T12:05:00Z --margin 20s -- ./batch-worker
+  # in a pod (docs/workloads.md): the annotation file is the default
+  sparecap run --checkpoint-dir /ckpt --interval 30m -- ./train`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cfg.Command = args
+			if deadline != "" {
+				t, err := time.Parse(time.RFC3339Nano, deadline)
+				if err != nil {
+					return fmt.Errorf("--deadline %q: want a time like 2026-12-03T12:05:00Z", deadline)
+				}
+				cfg.Deadline = t
+			}
+			sig, ok := preempt.ParseSignal(signal)
+			if !ok {
+				return fmt.Errorf("--checkpoint-signal %q: want a signal name such as USR1 or USR2", signal)
+			}
+			cfg.CheckpointSignal = sig
+			if cfg.Margin < 0 || cfg.Grace <= 0 || cfg.Interval < 0 {
+				return fmt.Errorf("--margin and --interval must not be negative, --grace must be positive")
+			}
+			cfg.Stdout, cfg.Stderr, cfg.Log = c.OutOrStdout(), c.ErrOrStderr(), c.ErrOrStderr()
+			res, err := runwrap.Run(c.Context(), cfg)
+			if err != nil {
+				fmt.Fprintln(c.ErrOrStderr(), "sparecap run:", err)
+			}
+			os.Exit(res.Code)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.CheckpointDir, "checkpoint-dir", os.Getenv(preempt.EnvCheckpointDir), "the job's checkpoint directory (a volume that outlives the pod; env "+preempt.EnvCheckpointDir+")")
+	f.DurationVar(&cfg.Interval, "interval", 0, "checkpoint interval given to the job (SPARECAP_CHECKPOINT_INTERVAL; 0: none)")
+	f.StringVar(&signal, "checkpoint-signal", "USR1", "signal that asks the job for a checkpoint now")
+	f.DurationVar(&cfg.Margin, "margin", 10*time.Second, "SIGTERM goes at the deadline less this if no checkpoint came by then")
+	f.StringVar(&deadline, "deadline", "", "the deadline, RFC 3339, when it is known from the start (outside Kubernetes)")
+	f.StringVar(&cfg.DeadlineFile, "deadline-file", "", "a file to watch for the deadline (RFC 3339)")
+	annotations := os.Getenv(preempt.EnvAnnotationsFile)
+	if annotations == "" {
+		annotations = preempt.DefaultAnnotationsFile
+	}
+	f.StringVar(&cfg.AnnotationsFile, "annotations-file", annotations, "the pod's annotations from a Downward API volume (\"-\" for none)")
+	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "time left after a SIGTERM to this process when no deadline is known")
+	f.DurationVar(&cfg.Poll, "poll", 250*time.Millisecond, "how often the files are read")
+	return cmd
+}
