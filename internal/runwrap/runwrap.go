@@ -397,4 +397,3 @@ func signalName(s syscall.Signal) string {
 	}
 	return strconv.Itoa(int(s))
 }
-
