@@ -1,13 +1,19 @@
 package e2e
 
 import (
+	"context"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/client"
 )
 
 // TestRunCommand: `sparecap run` as a user calls it: the job's exit code
@@ -58,5 +64,57 @@ func TestRunCommand(t *testing.T) {
 		if code == 0 || !strings.Contains(out, tc.want) {
 			t.Errorf("%v: exit %d, output %q; want an error containing %q", tc.args, code, out, tc.want)
 		}
+	}
+}
+
+// TestRunAsksForTheInterval: with --region and --gpu-type, sparecap run
+// asks the API for the checkpoint interval and hands the job the advised
+// one; without an API it says why and keeps --interval.
+func TestRunAsksForTheInterval(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fleetFile := filepath.Join(dir, "fleet.yaml")
+	writeFile(t, fleetFile, twoRegionFleet)
+	srv := startServer(t, serverConfig{DataDir: filepath.Join(dir, "data"), FleetFile: fleetFile, Speed: 600, ConfigPath: filepath.Join(dir, "cli.yaml")})
+	ctx := context.Background()
+	p, err := client.New(srv.URL, adminToken).CreateProject(ctx, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := client.New(srv.URL, p.Token)
+	cl, err := tc.CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "train", Region: "us-central-2", GPUType: "H100_SXM", NumGPUs: 8, NumPreemptibleGPUs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCluster(t, tc, cl.ClusterID, time.Minute, "the preemptible node ready", func(c *apiv1.Cluster) bool { return c.AllocatedPreemptibleGPUs == 8 })
+	time.Sleep(2 * time.Second) // 20 minutes of node time at 600x
+	printInterval := []string{"--", "sh", "-c", "echo interval=$SPARECAP_CHECKPOINT_INTERVAL"}
+	run := func(env []string, args ...string) string {
+		cmd := exec.Command(binary, append([]string{"run", "--annotations-file", "-", "--interval", "45m"}, args...)...)
+		cmd.Env = append(cleanEnv(), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	out := run([]string{"SPARECAP_URL=" + srv.URL, "SPARECAP_TOKEN=" + p.Token},
+		append([]string{"--region", "us-central-2", "--gpu-type", "H100_SXM", "--checkpoint-seconds", "90"}, printInterval...)...)
+	a, err := tc.CheckpointAdvice(ctx, "us-central-2", "H100_SXM", 90*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`interval=(\S+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no interval reached the job:\n%s", out)
+	}
+	got, err := time.ParseDuration(m[1])
+	if err != nil || a.RecommendedIntervalSeconds <= 0 || math.Abs(got.Seconds()-a.RecommendedIntervalSeconds) > 0.2*a.RecommendedIntervalSeconds ||
+		!strings.Contains(out, "daly") {
+		t.Fatalf("the job got interval %q; the API advises %.0fs (%s):\n%s", m[1], a.RecommendedIntervalSeconds, a.RateBasis, out)
+	}
+	out = run(nil, append([]string{"--region", "us-central-2", "--gpu-type", "H100_SXM", "--checkpoint-seconds", "90"}, printInterval...)...)
+	if !strings.Contains(out, "interval=45m0s") || !strings.Contains(out, "SPARECAP_URL") {
+		t.Fatalf("without an API: %s", out)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -13,7 +14,8 @@ import (
 
 func runCmd() *cobra.Command {
 	var cfg runwrap.Config
-	var deadline, signal string
+	var deadline, signal, region, gpuType string
+	var costSecs float64
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- CMD [ARGS...]",
 		Short: "Run a job so that it survives preemption (deadline, checkpoint, resume)",
@@ -60,6 +62,9 @@ See docs/workloads.md.`,
 				return fmt.Errorf("--margin and --interval must not be negative, --grace must be positive")
 			}
 			cfg.Stdout, cfg.Stderr, cfg.Log = c.OutOrStdout(), c.ErrOrStderr(), c.ErrOrStderr()
+			if region != "" || gpuType != "" {
+				cfg.Interval = advisedInterval(c, cfg, region, gpuType, costSecs)
+			}
 			res, err := runwrap.Run(c.Context(), cfg)
 			if err != nil {
 				fmt.Fprintln(c.ErrOrStderr(), "sparecap run:", err)
@@ -70,7 +75,10 @@ See docs/workloads.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.CheckpointDir, "checkpoint-dir", os.Getenv(preempt.EnvCheckpointDir), "the job's checkpoint directory (a volume that outlives the pod; env "+preempt.EnvCheckpointDir+")")
-	f.DurationVar(&cfg.Interval, "interval", 0, "checkpoint interval given to the job (SPARECAP_CHECKPOINT_INTERVAL; 0: none)")
+	f.DurationVar(&cfg.Interval, "interval", 0, "checkpoint interval given to the job (SPARECAP_CHECKPOINT_INTERVAL; 0: none); with --region and --gpu-type, the one the API advises replaces it when the API answers")
+	f.StringVar(&region, "region", "", "the job's region, to ask the API for the checkpoint interval (GET /v1/advice/checkpoint, with --url/--token or SPARECAP_URL/SPARECAP_TOKEN)")
+	f.StringVar(&gpuType, "gpu-type", "", "the job's GPU type, for the advice")
+	f.Float64Var(&costSecs, "checkpoint-seconds", 0, "how long one checkpoint takes, for the advice (default: what the latest checkpoint took, from its manifest)")
 	f.StringVar(&signal, "checkpoint-signal", "USR1", "signal that asks the job for a checkpoint now")
 	f.DurationVar(&cfg.Margin, "margin", 10*time.Second, "SIGTERM goes at the deadline less this if no checkpoint came by then")
 	f.StringVar(&deadline, "deadline", "", "the deadline, RFC 3339, when it is known from the start (outside Kubernetes)")
@@ -83,4 +91,48 @@ See docs/workloads.md.`,
 	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "time left after a SIGTERM to this process when no deadline is known")
 	f.DurationVar(&cfg.Poll, "poll", 250*time.Millisecond, "how often the files are read")
 	return cmd
+}
+
+// advisedInterval asks the API for the checkpoint interval; it falls back
+// to cfg.Interval (--interval), saying why, when it cannot.
+func advisedInterval(c *cobra.Command, cfg runwrap.Config, region, gpuType string, costSecs float64) time.Duration {
+	fallback := func(why string) time.Duration {
+		fmt.Fprintf(c.ErrOrStderr(), "sparecap run: no checkpoint advice (%s): using --interval %s\n", why, cfg.Interval)
+		return cfg.Interval
+	}
+	if region == "" || gpuType == "" {
+		return fallback("--region and --gpu-type go together")
+	}
+	cost := time.Duration(costSecs * float64(time.Second))
+	if cost <= 0 && cfg.CheckpointDir != "" {
+		if store, err := preempt.Open(cfg.CheckpointDir); err == nil {
+			cost = store.Cost()
+		}
+	}
+	if cost <= 0 {
+		return fallback("no checkpoint cost: give --checkpoint-seconds, or one checkpoint must exist")
+	}
+	url, _ := c.Flags().GetString("url")
+	token, _ := c.Flags().GetString("token")
+	if url == "" {
+		url = os.Getenv("SPARECAP_URL")
+	}
+	if token == "" {
+		token = os.Getenv("SPARECAP_TOKEN")
+	}
+	if url == "" || token == "" {
+		return fallback("no API: set SPARECAP_URL and SPARECAP_TOKEN")
+	}
+	ctx, cancel := context.WithTimeout(c.Context(), 10*time.Second)
+	defer cancel()
+	a, err := preempt.Advise(ctx, url, token, region, gpuType, cost)
+	if err != nil {
+		return fallback(err.Error())
+	}
+	if a.Interval <= 0 {
+		return fallback("the API measured no preemption rate in " + region + " " + gpuType)
+	}
+	fmt.Fprintf(c.ErrOrStderr(), "sparecap run: checkpoint every %s (%s, from %.3f %%/h %s; a checkpoint takes %s)\n",
+		a.Interval.Round(time.Second), a.Formula, a.RatePercentPerHour, a.RateBasis, cost.Round(time.Millisecond))
+	return a.Interval
 }

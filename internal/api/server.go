@@ -146,6 +146,7 @@ func (s *Server) routes() {
 		writeJSON(w, http.StatusOK, apiv1.WhoAmI{Admin: p.admin, ProjectID: p.project, TokenID: p.tokenID})
 	}))
 	s.mux.Handle("GET /v1/stats/preemptions", s.auth(s.preemptionStats))
+	s.mux.Handle("GET /v1/advice/checkpoint", s.auth(s.checkpointAdvice))
 	s.mux.Handle("GET /v1/usage", s.auth(s.usage))
 	s.mux.Handle("GET /v1/invoices", s.auth(s.invoice))
 	s.mux.Handle("GET /v1/prices", s.auth(s.rates))

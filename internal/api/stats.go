@@ -27,20 +27,28 @@ const (
 // fleet-wide aggregates per region and GPU type, like GET /v1/capacity, and
 // name no project, cluster or node.
 func (s *Server) preemptionStats(w http.ResponseWriter, r *http.Request, p principal) {
+	list, err := s.statsOf(r, r.URL.Query().Get("region"), r.URL.Query().Get("gpu_type"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// statsOf works out the preemption statistics of the window ?from=,
+// ?to= of r, for region and gpuType ("" for every one).
+func (s *Server) statsOf(r *http.Request, region, gpuType string) (apiv1.PreemptionStatsList, error) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	now := s.clock.Now()
 	from, to, err := statsWindow(q.Get("from"), q.Get("to"), now)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return apiv1.PreemptionStatsList{}, err
 	}
 	machines, err := s.store.ListMachines(ctx)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return apiv1.PreemptionStatsList{}, err
 	}
-	region, gpuType := q.Get("region"), q.Get("gpu_type")
 	regions, types := map[string]bool{}, map[string]bool{}
 	selected := machines[:0:0]
 	for _, m := range machines {
@@ -53,17 +61,14 @@ func (s *Server) preemptionStats(w http.ResponseWriter, r *http.Request, p princ
 	// whose answer is "nothing"; a known region without that GPU type
 	// answers with an empty list.
 	if region != "" && !regions[region] {
-		s.fail(w, r, invalid("region", "unknown region %q; the fleet has %s", region, list(regions)))
-		return
+		return apiv1.PreemptionStatsList{}, invalid("region", "unknown region %q; the fleet has %s", region, list(regions))
 	}
 	if gpuType != "" && !types[gpuType] {
-		s.fail(w, r, invalid("gpu_type", "unknown gpu_type %q; the fleet has %s", gpuType, list(types)))
-		return
+		return apiv1.PreemptionStatsList{}, invalid("gpu_type", "unknown gpu_type %q; the fleet has %s", gpuType, list(types))
 	}
 	nodes, err := s.store.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return apiv1.PreemptionStatsList{}, err
 	}
 	preemptible := nodes[:0]
 	for _, n := range nodes {
@@ -71,10 +76,8 @@ func (s *Server) preemptionStats(w http.ResponseWriter, r *http.Request, p princ
 			preemptible = append(preemptible, n)
 		}
 	}
-	writeJSON(w, http.StatusOK, apiv1.PreemptionStatsList{
-		From: from.UTC(), To: to.UTC(),
-		Stats: stats.Preemptions(preemptible, selected, from, to, now),
-	})
+	return apiv1.PreemptionStatsList{From: from.UTC(), To: to.UTC(),
+		Stats: stats.Preemptions(preemptible, selected, from, to, now)}, nil
 }
 
 // statsWindow parses ?from= and ?to= (RFC 3339). to defaults to now and

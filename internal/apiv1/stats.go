@@ -44,3 +44,38 @@ type PreemptionStatsList struct {
 	To    time.Time         `json:"to"`
 	Stats []PreemptionStats `json:"stats"`
 }
+
+// CheckpointAdvice is the body of GET /v1/advice/checkpoint: the
+// checkpoint interval for a job in a region and GPU type, from the
+// preemption rate measured there (GET /v1/stats/preemptions' figures over
+// the same window).
+type CheckpointAdvice struct {
+	Region            string    `json:"region"`
+	GPUType           string    `json:"gpu_type"`
+	CheckpointSeconds float64   `json:"checkpoint_seconds"`
+	From              time.Time `json:"from"`
+	To                time.Time `json:"to"`
+	// Preemptions and PreemptibleNodeHours are the measurement.
+	Preemptions          int     `json:"preemptions"`
+	PreemptibleNodeHours float64 `json:"preemptible_node_hours"`
+	// PreemptionRatePercentPerHour is the rate used: Preemptions over
+	// the node-hours (in percent of nodes an hour), or, with no
+	// preemption seen, at most one in the node-hours observed
+	// (RateBasis "upper_bound"); 0 with no node-hours ("none").
+	PreemptionRatePercentPerHour float64 `json:"preemption_rate_percent_per_hour"`
+	RateBasis                    string  `json:"rate_basis"`
+	// MTBFSeconds is the mean time between preemptions of one node.
+	MTBFSeconds float64 `json:"mtbf_seconds"`
+	// Formula names how the interval was worked out: "daly" (Daly's
+	// refinement of Young's √(2δM)); YoungIntervalSeconds is Young's.
+	Formula                    string  `json:"formula"`
+	RecommendedIntervalSeconds float64 `json:"recommended_interval_seconds"`
+	YoungIntervalSeconds       float64 `json:"young_interval_seconds"`
+	// ExpectedOverheadPercent is the share of time spent checkpointing
+	// and redoing work lost to preemptions; ExpectedLostSecondsPerPreemption
+	// the work a preemption loses when no checkpoint is taken on its notice
+	// (with one that completes before the deadline: none).
+	ExpectedOverheadPercent          float64 `json:"expected_overhead_percent"`
+	ExpectedLostSecondsPerPreemption float64 `json:"expected_lost_seconds_per_preemption"`
+	Note                             string  `json:"note,omitempty"`
+}

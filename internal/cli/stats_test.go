@@ -84,3 +84,27 @@ func TestStatsErrors(t *testing.T) {
 		t.Fatalf("err %v", r.err)
 	}
 }
+
+func TestAdviseCheckpoint(t *testing.T) {
+	f := newFakeAPI(t)
+	f.handle("GET /v1/advice/checkpoint", 200, apiv1.CheckpointAdvice{Region: "us-central-2", GPUType: "H100", CheckpointSeconds: 90,
+		From: t0.Add(-7 * 24 * time.Hour), To: t0, Preemptions: 12, PreemptibleNodeHours: 521.7, PreemptionRatePercentPerHour: 2.3,
+		RateBasis: "measured", MTBFSeconds: 156521.7, Formula: "daly", RecommendedIntervalSeconds: 5248.1, YoungIntervalSeconds: 5307.9,
+		ExpectedOverheadPercent: 3.42, ExpectedLostSecondsPerPreemption: 2669})
+	r := f.run("advise", "checkpoint", "--region", "us-central-2", "--gpu-type", "H100", "--checkpoint-seconds", "90")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "stdout", r.stdout, "12 preemptions in 521.7", "2.300 %/h (measured)", "1h27m (daly; Young's: 1h28m)", "3.42% of the run", "44m")
+	if q := f.only("GET", "/v1/advice/checkpoint")[0].Query; q != "checkpoint_seconds=90&gpu_type=H100&region=us-central-2" {
+		t.Errorf("query %q", q)
+	}
+	for _, args := range [][]string{{"--region", "r"}, {"--region", "r", "--gpu-type", "g"}, {"--region", "r", "--gpu-type", "g", "--checkpoint-seconds", "-1"}} {
+		if r := f.run(append([]string{"advise", "checkpoint"}, args...)...); r.err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("%d requests: refused flags sent some", n)
+	}
+}

@@ -371,6 +371,13 @@ func (c *Client) RotateToken(ctx context.Context, scope TokenScope, id string) (
 	return call[apiv1.Token](ctx, c, http.MethodPost, scope.path(id, "rotate"), nil, struct{}{})
 }
 
+// CheckpointAdvice asks for the checkpoint interval of a job in region and
+// gpuType whose checkpoints take cost, from the measured preemption rate.
+func (c *Client) CheckpointAdvice(ctx context.Context, region, gpuType string, cost time.Duration) (*apiv1.CheckpointAdvice, error) {
+	q := url.Values{"region": {region}, "gpu_type": {gpuType}, "checkpoint_seconds": {strconv.FormatFloat(cost.Seconds(), 'f', -1, 64)}}
+	return call[apiv1.CheckpointAdvice](ctx, c, http.MethodGet, "/v1/advice/checkpoint", q, nil)
+}
+
 // WhoAmI tells whether the token is the admin's or which project's.
 func (c *Client) WhoAmI(ctx context.Context) (*apiv1.WhoAmI, error) {
 	return call[apiv1.WhoAmI](ctx, c, http.MethodGet, "/v1/whoami", nil, nil)
