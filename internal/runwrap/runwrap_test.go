@@ -23,7 +23,10 @@ import (
 // (RUNWRAP_JOB), reporting what it saw to RUNWRAP_REPORT.
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("RUNWRAP_JOB"); mode != "" {
-		os.Exit(job(mode))
+		// syscall.Exit, not os.Exit: built with -race, os.Exit's race
+		// finalizer can hang while the slow mode's save sleeps, and the
+		// wrapper would see a job that ignores SIGTERM.
+		syscall.Exit(job(mode))
 	}
 	os.Exit(m.Run())
 }
@@ -55,7 +58,9 @@ func job(mode string) int {
 	}
 	save()
 	store, _ := preempt.Open(os.Getenv(preempt.EnvCheckpointDir))
-	checkpoint := func(slow time.Duration) {
+	// checkpoint takes the step as an argument: the slow mode saves on
+	// another goroutine while the loop goes on counting.
+	checkpoint := func(step int64, slow time.Duration) {
 		store.Save(step, func(dir string) error {
 			time.Sleep(slow)
 			return os.WriteFile(filepath.Join(dir, "step"), []byte(strconv.FormatInt(step, 10)), 0o644)
@@ -87,10 +92,10 @@ func job(mode string) int {
 			save()
 			switch {
 			case s == syscall.SIGUSR1 && mode == "cooperative":
-				checkpoint(0)
+				checkpoint(step, 0)
 				return 0
 			case s == syscall.SIGUSR1 && mode == "slow":
-				go checkpoint(time.Hour) // never in time
+				go checkpoint(step, time.Hour) // never in time
 			case s == syscall.SIGTERM:
 				return 0
 			}
@@ -222,7 +227,7 @@ func TestSlowCheckpointGetsTerm(t *testing.T) {
 	}
 	took := time.Since(start)
 	if res.Code != ExitTerminated || res.Checkpoint != nil || took < time.Second || took > 2*time.Second {
-		t.Fatalf("code %d after %s, want %d at the deadline less the margin (1.1s); log:\n%s", res.Code, took, ExitTerminated, e.log.String())
+		t.Fatalf("code %d after %s, want %d at the deadline less the margin (1.1s); job saw %+v; log:\n%s", res.Code, took, ExitTerminated, e.read(), e.log.String())
 	}
 	if r := e.read(); len(r.Signals) != 2 || !strings.Contains(r.Signals[1], "terminated") {
 		t.Errorf("the job got %v, want SIGUSR1 then SIGTERM", r.Signals)
