@@ -3,7 +3,7 @@
 #   make test   - the whole test suite (what CI runs through .ci/run)
 GO ?= go
 
-.PHONY: all build demo test check vet fmt-check services bench bench-kube bench-scale bench-api fuzz
+.PHONY: all build demo test test-python check vet fmt-check services bench bench-kube bench-scale bench-api fuzz
 
 all: build
 
@@ -15,9 +15,14 @@ demo:
 
 # test installs or starts what the tests need, then runs every test:
 # unit, property, fake-clock, conformance (SQLite and PostgreSQL), API,
-# fuzz seed corpora and end-to-end tests of the real binary.
-test: services check
+# fuzz seed corpora and end-to-end tests of the real binary, and the
+# Python SDK's tests (the system's python3, standard library only).
+test: services check test-python
 	$(GO) test -count=1 -race -timeout 15m ./...
+
+test-python:
+	@command -v python3 >/dev/null || { echo "python3 is needed for the Python SDK's tests (apt-get install python3)"; exit 1; }
+	python3 -m unittest discover -s sdk/python/tests
 
 check: fmt-check vet
 

@@ -1,0 +1,49 @@
+"""Jobs that survive preemption on sparecap (standard library only).
+
+The deadline reaches a pod from three places, whichever comes first: the
+pod annotation ``sparecap.dev/preempt-deadline`` (a Downward API volume
+shows it as a file the kubelet refreshes), the environment and the file that
+``sparecap run`` keeps (``SPARECAP_DEADLINE``, ``SPARECAP_DEADLINE_FILE``),
+and SIGTERM (then the pod has its grace period). :func:`on_notice` calls you
+once with the deadline.
+
+Checkpoints are saved atomically in the layout the Go SDK uses
+(``ckpt-<step>/`` with a ``MANIFEST.json`` of sizes and SHA-256 sums), so a
+job killed mid-save resumes from the last complete one: :class:`Store`.
+
+:func:`interval` picks the checkpoint interval from the preemption rate
+(Young's sqrt(2*cost*mtbf), refined by Daly); :func:`advise` asks sparecap
+for it, from the rate it measured.
+"""
+
+from .notice import (
+    ANNOTATION_DEADLINE,
+    DEFAULT_ANNOTATIONS_FILE,
+    Notice,
+    deadline,
+    on_notice,
+    read_annotation,
+)
+from .checkpoint import Checkpoint, NoCheckpoint, Store
+from .interval import Advice, AdviceError, Expected, advise, daly, expect, interval, mtbf, young
+
+__all__ = [
+    "ANNOTATION_DEADLINE",
+    "Advice",
+    "AdviceError",
+    "Expected",
+    "DEFAULT_ANNOTATIONS_FILE",
+    "Checkpoint",
+    "NoCheckpoint",
+    "Notice",
+    "Store",
+    "advise",
+    "daly",
+    "deadline",
+    "expect",
+    "interval",
+    "mtbf",
+    "on_notice",
+    "read_annotation",
+    "young",
+]
