@@ -55,6 +55,16 @@ type PodTemplate struct {
 	ExitAfter time.Duration
 	// DaemonSet: the pod belongs to a DaemonSet.
 	DaemonSet bool
+	// ReadsDeadline: the pod mounts its annotations (a Downward API
+	// volume), so a deletion with a deadline records it as the pod's
+	// deadline annotation first (PodView.Deadline), as the Kubernetes
+	// driver does.
+	ReadsDeadline bool
+	// External: something outside the simulation runs the pod (a real
+	// process, see package simjob) and reports its end with PodExited.
+	// Until then it is killed when its grace period ends; ExitAfter is
+	// ignored.
+	External bool
 }
 
 // Config configures a Fleet. Only Clock is required.
@@ -229,13 +239,7 @@ func (f *Fleet) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 		n.Labels = map[string]string{}
 	}
 	for _, t := range templates {
-		n.Pods = append(n.Pods, &pod{
-			Namespace:              t.Namespace,
-			Name:                   t.Name,
-			TerminationGracePeriod: t.TerminationGracePeriod,
-			ExitAfter:              t.ExitAfter,
-			DaemonSet:              t.DaemonSet,
-		})
+		n.Pods = append(n.Pods, newPod(t))
 	}
 	f.st.nodes[k] = n
 	return f.finish(ctx, changedNode(n, true))
@@ -259,8 +263,48 @@ func (f *Fleet) AddPod(clusterID, nodeName string, t PodTemplate) error {
 	if slices.ContainsFunc(n.Pods, func(p *pod) bool { return p.Namespace == t.Namespace && p.Name == t.Name }) {
 		return fmt.Errorf("sim: add pod %s/%s: already on node %s", t.Namespace, t.Name, nodeName)
 	}
-	n.Pods = append(n.Pods, &pod{Namespace: t.Namespace, Name: t.Name, TerminationGracePeriod: t.TerminationGracePeriod,
-		ExitAfter: t.ExitAfter, DaemonSet: t.DaemonSet})
+	n.Pods = append(n.Pods, newPod(t))
+	return f.finish(ctx, changedNode(n, true))
+}
+
+func newPod(t PodTemplate) *pod {
+	p := &pod{Namespace: t.Namespace, Name: t.Name, TerminationGracePeriod: t.TerminationGracePeriod,
+		ExitAfter: t.ExitAfter, DaemonSet: t.DaemonSet, ReadsDeadline: t.ReadsDeadline, External: t.External}
+	if p.External {
+		p.ExitAfter = NeverExits // until PodExited says otherwise
+	}
+	return p
+}
+
+// PodExited reports that an External pod's process ended now (as a
+// kubelet reports a container's exit): the pod is gone, as Exited if it
+// had been deleted, Completed if not. A pod already gone, or missing,
+// changes nothing; a pod that is not External is an error.
+func (f *Fleet) PodExited(clusterID, nodeName, namespace, name string) error {
+	ctx := context.Background()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.st.nodes[nodeKey{clusterID, nodeName}]
+	if !ok {
+		return f.finish(ctx, change{})
+	}
+	ns := cmp.Or(namespace, "default")
+	i := slices.IndexFunc(n.Pods, func(p *pod) bool { return p.Namespace == ns && p.Name == name })
+	if i < 0 {
+		return f.finish(ctx, change{})
+	}
+	p := n.Pods[i]
+	if !p.External {
+		return fmt.Errorf("sim: pod %s/%s on %s is not External: its exit is simulated", ns, name, nodeName)
+	}
+	now := f.clock.Now()
+	if p.state(now) == PodGone {
+		return f.finish(ctx, change{})
+	}
+	p.GoneAt, p.End = now, PodExited
+	if p.SIGTERMAt.IsZero() {
+		p.End = PodCompleted
+	}
 	return f.finish(ctx, changedNode(n, true))
 }
 
@@ -441,6 +485,7 @@ func (f *Fleet) ListPods(ctx context.Context, clusterID, nodeName string) ([]dri
 				TerminationGracePeriod: p.TerminationGracePeriod,
 				Terminating:            !p.SIGTERMAt.IsZero(),
 				DaemonSet:              p.DaemonSet,
+				ReadsDeadline:          p.ReadsDeadline,
 			}
 			if dp.Terminating {
 				dp.KillAt = p.SIGTERMAt.Add(p.Grace)
@@ -458,7 +503,7 @@ func (f *Fleet) ListPods(ctx context.Context, clusterID, nodeName string) ([]dri
 // it at once. Deleting a pod that is gone, or on a missing node, is not an
 // error.
 func (f *Fleet) DeletePod(ctx context.Context, clusterID, nodeName string, dp driver.Pod, grace time.Duration) error {
-	return f.deletePod(ctx, clusterID, nodeName, dp, func(*pod, time.Time) time.Duration { return grace })
+	return f.deletePod(ctx, clusterID, nodeName, dp, time.Time{}, func(*pod, time.Time) time.Duration { return grace })
 }
 
 // DeletePodBy deletes the pod so that it is gone by by: grace
@@ -466,14 +511,17 @@ func (f *Fleet) DeletePod(ctx context.Context, clusterID, nodeName string, dp dr
 // clock read under the fleet's lock, so waiting for the lock cannot
 // stretch it.
 func (f *Fleet) DeletePodBy(ctx context.Context, clusterID, nodeName string, dp driver.Pod, by time.Time) error {
-	return f.deletePod(ctx, clusterID, nodeName, dp, func(p *pod, now time.Time) time.Duration {
+	return f.deletePod(ctx, clusterID, nodeName, dp, by, func(p *pod, now time.Time) time.Duration {
 		return driver.GraceBy(driver.Pod{TerminationGracePeriod: p.TerminationGracePeriod}, by, now)
 	})
 }
 
 var _ driver.DeadlineDeleter = (*Fleet)(nil)
 
-func (f *Fleet) deletePod(ctx context.Context, clusterID, nodeName string, dp driver.Pod, grace func(*pod, time.Time) time.Duration) error {
+// deletePod deletes the pod with the grace worked out at now; a deletion
+// with a deadline (by) first records it on a pod that reads its
+// annotations, as the Kubernetes driver annotates it.
+func (f *Fleet) deletePod(ctx context.Context, clusterID, nodeName string, dp driver.Pod, by time.Time, grace func(*pod, time.Time) time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -489,7 +537,13 @@ func (f *Fleet) deletePod(ctx context.Context, clusterID, nodeName string, dp dr
 		return f.finish(ctx, change{})
 	}
 	now := f.clock.Now()
-	return f.finish(ctx, changedNode(n, n.Pods[i].delete(now, grace(n.Pods[i], now))))
+	p := n.Pods[i]
+	changed := false
+	if p.ReadsDeadline && !by.IsZero() && p.Deadline.IsZero() && p.state(now) != PodGone {
+		p.Deadline, changed = by, true
+	}
+	changed = p.delete(now, grace(p, now)) || changed
+	return f.finish(ctx, changedNode(n, changed))
 }
 
 // DeleteNode removes the node and its pods. A missing node is not an error.

@@ -26,6 +26,7 @@ const (
 	PodExited       PodEnd = "Exited"       // exited on its own after SIGTERM
 	PodKilled       PodEnd = "Killed"       // grace period ran out: SIGKILL
 	PodForceDeleted PodEnd = "ForceDeleted" // deleted with grace 0
+	PodCompleted    PodEnd = "Completed"    // an External pod that ended before any deletion
 )
 
 // PodView is a copy of a pod's state, including pods that are gone.
@@ -36,7 +37,12 @@ type PodView struct {
 	// ExitAfter is how long after SIGTERM it exits on its own; negative:
 	// never.
 	ExitAfter time.Duration
-	State     PodState
+	// ReadsDeadline and External as in its PodTemplate; Deadline is the
+	// deadline annotation a drain set on it, zero if none.
+	ReadsDeadline bool
+	External      bool
+	Deadline      time.Time
+	State         PodState
 	// Deletion, zero while running: when SIGTERM was sent, the grace period
 	// in force, when the pod is (or was) gone and how.
 	SIGTERMAt time.Time
@@ -223,6 +229,9 @@ func (n *node) view(now time.Time) NodeView {
 			Name:                   p.Name,
 			TerminationGracePeriod: p.TerminationGracePeriod,
 			ExitAfter:              p.ExitAfter,
+			ReadsDeadline:          p.ReadsDeadline,
+			External:               p.External,
+			Deadline:               p.Deadline,
 			State:                  p.state(now),
 			SIGTERMAt:              p.SIGTERMAt,
 			Grace:                  p.Grace,

@@ -61,11 +61,17 @@ type pod struct {
 	TerminationGracePeriod time.Duration `json:"terminationGracePeriod"`
 	ExitAfter              time.Duration `json:"exitAfter"`
 	DaemonSet              bool          `json:"daemonSet,omitempty"`
+	ReadsDeadline          bool          `json:"readsDeadline,omitempty"`
+	External               bool          `json:"external,omitempty"`
+	// Deadline is the deadline annotation a drain set, for a pod that
+	// reads it; zero if none.
+	Deadline time.Time `json:"deadline,omitzero"`
 	// SIGTERMAt is when deletion was first requested; zero while running.
 	SIGTERMAt time.Time `json:"sigtermAt,omitzero"`
 	// Grace is the grace period in force, measured from SIGTERMAt.
 	Grace time.Duration `json:"grace,omitempty"`
-	// GoneAt is when the pod is gone, fixed at deletion; End says how.
+	// GoneAt is when the pod is gone, fixed at deletion (or when an
+	// External pod's process ended); End says how.
 	GoneAt time.Time `json:"goneAt,omitzero"`
 	End    PodEnd    `json:"end,omitempty"`
 }
@@ -73,12 +79,12 @@ type pod struct {
 // state of the pod as of now.
 func (p *pod) state(now time.Time) PodState {
 	switch {
+	case !p.GoneAt.IsZero() && !now.Before(p.GoneAt):
+		return PodGone
 	case p.SIGTERMAt.IsZero():
 		return PodRunning
-	case now.Before(p.GoneAt):
-		return PodTerminating
 	}
-	return PodGone
+	return PodTerminating
 }
 
 // delete applies a deletion request with the grace period at now and
