@@ -27,7 +27,7 @@ import (
 )
 
 func main() {
-	root := cli.NewRoot(serverCmd(), demoCmd(), runCmd())
+	root := cli.NewRoot(serverCmd(), demoCmd(), runCmd(), trainerCmd())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {
