@@ -3,12 +3,14 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,5 +118,43 @@ func TestRunAsksForTheInterval(t *testing.T) {
 	out = run(nil, append([]string{"--region", "us-central-2", "--gpu-type", "H100_SXM", "--checkpoint-seconds", "90"}, printInterval...)...)
 	if !strings.Contains(out, "interval=45m0s") || !strings.Contains(out, "SPARECAP_URL") {
 		t.Fatalf("without an API: %s", out)
+	}
+}
+
+// TestRunSIGTERMTakesTheAnnotation: the kubelet's SIGTERM to `sparecap
+// run` is the notice, and the deadline is the one the pod's annotations
+// file already shows, not the grace from now. Done several times: the
+// signal once also cancelled the command's context, and which of the two
+// the wrapper saw first was a coin toss.
+func TestRunSIGTERMTakesTheAnnotation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	annotations := filepath.Join(dir, "annotations")
+	deadline := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	for i := range 20 {
+		writeFile(t, annotations, `app="x"`+"\n")
+		ready := filepath.Join(dir, fmt.Sprint("ready", i))
+		cmd := exec.Command(binary, "run", "--annotations-file", annotations, "--grace", "30s", "--", "bash", "-c",
+			`trap 'exit 0' USR1; touch `+ready+`; while :; do sleep 0.05; done`)
+		cmd.Env = cleanEnv()
+		var out syncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(ready); err == nil {
+				break
+			}
+		}
+		// As the kubelet: the annotation, then SIGTERM. The wrapper may
+		// see either first; the deadline must be the annotation's.
+		writeFile(t, annotations, `app="x"`+"\n"+`sparecap.dev/preempt-deadline="`+deadline.Format(time.RFC3339)+`"`+"\n")
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		want := "): deadline " + deadline.Format(time.RFC3339)
+		if !strings.Contains(out.String(), want) || strings.Contains(out.String(), "cancelled") {
+			t.Fatalf("run %d: want %q in:\n%s", i, want, out.String())
+		}
 	}
 }

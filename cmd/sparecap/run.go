@@ -65,7 +65,11 @@ See docs/workloads.md.`,
 			if region != "" || gpuType != "" {
 				cfg.Interval = advisedInterval(c, cfg, region, gpuType, costSecs)
 			}
-			res, err := runwrap.Run(c.Context(), cfg)
+			// SIGTERM is the notice, which Run handles itself: the
+			// command's context, which SIGTERM cancels, must not also
+			// bring it (with the grace instead of the annotation's
+			// deadline, whichever the select picked first).
+			res, err := runwrap.Run(context.WithoutCancel(c.Context()), cfg)
 			if err != nil {
 				fmt.Fprintln(c.ErrOrStderr(), "sparecap run:", err)
 			}

@@ -226,6 +226,9 @@ wait:
 			break wait
 		case <-ctx.Done():
 			notice = preempt.Notice{Deadline: time.Now().Add(cfg.Grace), Source: "cancelled"}
+			if t, ok := readDeadline(cfg); ok {
+				notice.Deadline = t
+			}
 			break wait
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -88,7 +89,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		fmt.Fprintf(cfg.Log, "trainer: starting, %d steps of %s, a checkpoint every %s\n", cfg.Steps, cfg.StepTime, cfg.Interval)
 	}
 	var notice <-chan preempt.Notice
-	if !cfg.IgnoreNotice {
+	if cfg.IgnoreNotice {
+		// Deaf to the checkpoint signal; SIGTERM ends it (Go's default).
+		signal.Ignore(preempt.CheckpointSignal())
+	} else {
 		notice = preempt.Watch(ctx, preempt.Options{})
 	}
 	save := func() error {

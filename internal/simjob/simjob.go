@@ -1,0 +1,369 @@
+// Package simjob runs a tenant's job on a simulated cluster as real local
+// processes: it plays the Job controller, the scheduler and the kubelet
+// for one preemption-safe job. The job's pod goes on a schedulable node
+// of the cluster (an External pod of package sim, which reads its
+// annotations); its container is `sparecap run … -- CMD`, a real process.
+// When a drain deletes the pod, the deadline annotation is written to the
+// pod's annotations file (a Downward API volume's, in real time) and the
+// process gets SIGTERM; if it is still running when its grace ends, or
+// its Node is gone, its process group gets SIGKILL. When the process
+// ends, the simulated pod ends with it, so the node is released as early
+// as a real pod's would be, and a job that did not complete gets a new
+// pod (as a Job whose podFailurePolicy ignores DisruptionTarget does)
+// that resumes from the job's checkpoint directory.
+//
+// The simulation runs Speed times faster than real time; the job does
+// not, so deadlines are converted: a drain of 5 simulated minutes leaves
+// the job 5 real seconds at 60x.
+package simjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/runwrap"
+	"github.com/sparecap/sparecap/internal/sim"
+	"github.com/sparecap/sparecap/pkg/preempt"
+)
+
+// Config of a job.
+type Config struct {
+	Sim   *sim.Fleet
+	Clock clock.Clock // the simulation's clock
+	Speed float64     // simulated seconds per real second (>= 1)
+	// ClusterID and Class: where the job's pods may go.
+	ClusterID string
+	Class     domain.ComputeClass
+	// Name of the job; its pods are Name-1, Name-2, ...
+	Name string
+	// Grace is the pods' terminationGracePeriod (simulated time).
+	Grace time.Duration
+	// Binary is the sparecap executable; Job is the job's command, run as
+	// Binary run --annotations-file … --checkpoint-dir Dir/checkpoints
+	// --interval Interval --margin Margin -- Job... (Job[0] is a path)
+	Binary string
+	Job    []string
+	// Interval and Margin are given to the wrapper (real time).
+	Interval, Margin time.Duration
+	// Bare runs Job without the wrapper, as a platform without one
+	// would: SIGTERM at the notice, SIGKILL when the grace ends. Job
+	// still gets the checkpoint directory and interval in its
+	// environment. The comparison of docs/perf.md.
+	Bare bool
+	// Dir holds the checkpoints, the pods' annotation files and the
+	// progress file the job writes (Job gets --progress Dir/progress when
+	// Progress is set).
+	Dir      string
+	Progress bool
+	// Output gets the wrapper's and the job's output; nil discards it.
+	Output io.Writer
+	// OnEvent, if set, is told what happens, as it happens.
+	OnEvent func(Event)
+	// Poll is how often the pod is looked at (real time; default 10ms).
+	Poll time.Duration
+}
+
+// EventKind says what happened to the job.
+type EventKind string
+
+const (
+	PodStarted   EventKind = "Started"   // a pod's process started on Node
+	PodNoticed   EventKind = "Noticed"   // the pod was deleted; its deadline is Deadline
+	PodEnded     EventKind = "Ended"     // a pod's process ended without completing the job
+	JobCompleted EventKind = "Completed" // the job's process exited 0
+)
+
+// Event is one step in the job's life.
+type Event struct {
+	Kind EventKind
+	Pod  string
+	Node string
+	At   time.Time // real time
+	// Deadline (Noticed): the drain's deadline, simulated time.
+	Deadline time.Time
+	// Attempt (Started, Ended, Completed) as it stands.
+	Attempt Attempt
+}
+
+// Attempt is one pod of the job.
+type Attempt struct {
+	Pod, Node string
+	// ResumedAt is the step it started from (its checkpoint's).
+	ResumedAt int64
+	// Started, Noticed (zero without a notice) and Ended: real times.
+	Started, Noticed, Ended time.Time
+	// Code is the wrapper's exit code (runwrap.ExitCheckpointed …), or -1
+	// if it was killed by a signal.
+	Code int
+	// Reached is the last step it did (from the progress file, -1
+	// without one); Saved the step of the latest complete checkpoint when
+	// it ended (-1: none).
+	Reached, Saved int64
+	// Killed: SIGKILLed by the kubelet (grace over, or Node gone).
+	Killed bool
+}
+
+// Lost is the steps an attempt did that its checkpoint did not keep: the
+// work the next attempt does again. -1 without a progress file.
+func (a Attempt) Lost() int64 {
+	if a.Reached < 0 {
+		return -1
+	}
+	return a.Reached - max(a.Saved, 0)
+}
+
+// Job is a running job.
+type Job struct {
+	cfg  Config
+	done chan struct{}
+
+	mu       sync.Mutex
+	attempts []Attempt
+	err      error
+}
+
+// Start runs the job in the background until it completes or ctx ends.
+func Start(ctx context.Context, cfg Config) (*Job, error) {
+	if cfg.Sim == nil || cfg.Clock == nil || cfg.ClusterID == "" || cfg.Name == "" || cfg.Binary == "" || len(cfg.Job) == 0 || cfg.Dir == "" {
+		return nil, errors.New("simjob: Sim, Clock, ClusterID, Name, Binary, Job and Dir are required")
+	}
+	cfg.Speed = max(cfg.Speed, 1)
+	if cfg.Poll <= 0 {
+		cfg.Poll = 10 * time.Millisecond
+	}
+	if cfg.Output == nil {
+		cfg.Output = io.Discard
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, "checkpoints"), 0o755); err != nil {
+		return nil, err
+	}
+	j := &Job{cfg: cfg, done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		err := j.run(ctx)
+		j.mu.Lock()
+		j.err = err
+		j.mu.Unlock()
+	}()
+	return j, nil
+}
+
+// Done is closed when the job completed or stopped.
+func (j *Job) Done() <-chan struct{} { return j.done }
+
+// Err is why the job stopped: nil once it completed.
+func (j *Job) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
+}
+
+// Attempts returns the job's pods so far.
+func (j *Job) Attempts() []Attempt {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]Attempt(nil), j.attempts...)
+}
+
+func (j *Job) event(e Event) {
+	if j.cfg.OnEvent != nil {
+		j.cfg.OnEvent(e)
+	}
+}
+
+func (j *Job) run(ctx context.Context) error {
+	tick := time.NewTicker(j.cfg.Poll)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		var node string
+		for node == "" {
+			node = j.schedulable()
+			if node != "" {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+		a, err := j.attempt(ctx, fmt.Sprintf("%s-%d", j.cfg.Name, n), node, tick.C)
+		j.mu.Lock()
+		j.attempts = append(j.attempts, a)
+		j.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if a.Code == 0 {
+			j.event(Event{Kind: JobCompleted, Pod: a.Pod, Node: a.Node, At: a.Ended, Attempt: a})
+			return nil
+		}
+		j.event(Event{Kind: PodEnded, Pod: a.Pod, Node: a.Node, At: a.Ended, Attempt: a})
+	}
+}
+
+// schedulable returns a node the job's pod may go on: of its class, not
+// cordoned, not tainted NoSchedule or NoExecute (a drain does both).
+func (j *Job) schedulable() string {
+	for _, n := range j.cfg.Sim.Nodes(j.cfg.ClusterID) {
+		if n.Class != j.cfg.Class || n.Unschedulable {
+			continue
+		}
+		ok := true
+		for _, t := range n.Taints {
+			if t.Effect == "NoSchedule" || t.Effect == "NoExecute" {
+				ok = false
+			}
+		}
+		if ok {
+			return n.Name
+		}
+	}
+	return ""
+}
+
+// attempt runs one pod on node until its process ends.
+func (j *Job) attempt(ctx context.Context, pod, node string, tick <-chan time.Time) (Attempt, error) {
+	cfg := j.cfg
+	a := Attempt{Pod: pod, Node: node, Reached: -1, Saved: -1, ResumedAt: 0}
+	if err := cfg.Sim.AddPod(cfg.ClusterID, node, sim.PodTemplate{Name: pod, TerminationGracePeriod: cfg.Grace,
+		External: true, ReadsDeadline: true}); err != nil {
+		return a, fmt.Errorf("simjob: place pod %s on %s: %w", pod, node, err)
+	}
+	store, err := preempt.Open(filepath.Join(cfg.Dir, "checkpoints"))
+	if err != nil {
+		return a, err
+	}
+	if ck, err := store.Latest(); err == nil {
+		a.ResumedAt = ck.Step
+	}
+	annotations := filepath.Join(cfg.Dir, pod+".annotations")
+	if err := os.WriteFile(annotations, []byte(`sparecap.dev/job="`+cfg.Name+`"`+"\n"), 0o644); err != nil {
+		return a, err
+	}
+	args := []string{cfg.Binary, "run", "--annotations-file", annotations, "--checkpoint-dir", store.Dir,
+		"--interval", cfg.Interval.String(), "--margin", cfg.Margin.String(), "--"}
+	if cfg.Bare {
+		args = nil
+	}
+	args = append(args, cfg.Job...)
+	progress := filepath.Join(cfg.Dir, "progress")
+	if cfg.Progress {
+		args = append(args, "--progress", progress)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	if cfg.Bare {
+		cmd.Env = append(os.Environ(), preempt.EnvCheckpointDir+"="+store.Dir, preempt.EnvCheckpointInterval+"="+cfg.Interval.String(),
+			preempt.EnvAnnotationsFile+"="+annotations)
+	}
+	cmd.Stdout, cmd.Stderr = cfg.Output, cfg.Output
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = cfg.Sim.PodExited(cfg.ClusterID, node, "", pod)
+		return a, fmt.Errorf("simjob: start %s: %w", pod, err)
+	}
+	a.Started = time.Now()
+	j.event(Event{Kind: PodStarted, Pod: pod, Node: node, At: a.Started, Attempt: a})
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	kill := func() {
+		if !a.Killed {
+			a.Killed = true
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	defer kill() // a stopped job leaves no process behind
+	signalled := false
+wait:
+	for {
+		select {
+		case <-exited:
+			break wait
+		case <-ctx.Done():
+			kill()
+			<-exited
+			return a, ctx.Err()
+		case <-tick:
+		}
+		v, ok := j.pod(node, pod)
+		switch {
+		case !ok || v.State == sim.PodGone:
+			// The Node was deleted, or the grace ran out: the kubelet
+			// (or the machine's wipe) kills the container.
+			kill()
+		case v.State == sim.PodTerminating && !signalled:
+			signalled = true
+			a.Noticed = time.Now()
+			if !v.Deadline.IsZero() {
+				// The Downward API file shows the annotation; the
+				// deadline in real time.
+				left := time.Duration(float64(v.Deadline.Sub(cfg.Clock.Now())) / cfg.Speed)
+				line := `sparecap.dev/job="` + cfg.Name + `"` + "\n" + domain.AnnotationDeadline + `="` +
+					a.Noticed.Add(left).UTC().Format(time.RFC3339Nano) + `"` + "\n"
+				if err := writeAtomic(annotations, []byte(line)); err != nil {
+					return a, err
+				}
+			}
+			j.event(Event{Kind: PodNoticed, Pod: pod, Node: node, At: a.Noticed, Deadline: v.Deadline, Attempt: a})
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	a.Ended = time.Now()
+	a.Code = cmd.ProcessState.ExitCode()
+	// Whatever is left of its group goes with it, as a container's would.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if err := cfg.Sim.PodExited(cfg.ClusterID, node, "", pod); err != nil {
+		return a, err
+	}
+	if ck, err := store.Latest(); err == nil {
+		a.Saved = ck.Step
+	}
+	if cfg.Progress {
+		if b, err := os.ReadFile(progress); err == nil {
+			a.Reached, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		}
+	}
+	return a, nil
+}
+
+func (j *Job) pod(node, name string) (sim.PodView, bool) {
+	v, ok := j.cfg.Sim.Node(j.cfg.ClusterID, node)
+	if !ok {
+		return sim.PodView{}, false
+	}
+	for _, p := range v.Pods {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return sim.PodView{}, false
+}
+
+// writeAtomic replaces a file as the kubelet replaces a Downward API
+// file: the reader never sees half of it.
+func writeAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Exit codes of the wrapper, for callers that describe attempts.
+const (
+	ExitCheckpointed = runwrap.ExitCheckpointed
+	ExitTerminated   = runwrap.ExitTerminated
+	ExitKilled       = runwrap.ExitKilled
+)
