@@ -111,6 +111,10 @@ type Attempt struct {
 	// without one); Saved the step of the latest complete checkpoint when
 	// it ended (-1: none).
 	Reached, Saved int64
+	// SavedAtNotice is the step of the latest complete checkpoint when
+	// the notice came (-1: none): what the attempt would have kept with
+	// no checkpoint on the notice.
+	SavedAtNotice int64
 	// Killed: SIGKILLed by the kubelet (grace over, or Node gone).
 	Killed bool
 }
@@ -237,7 +241,7 @@ func (j *Job) schedulable() string {
 // attempt runs one pod on node until its process ends.
 func (j *Job) attempt(ctx context.Context, pod, node string, tick <-chan time.Time) (Attempt, error) {
 	cfg := j.cfg
-	a := Attempt{Pod: pod, Node: node, Reached: -1, Saved: -1, ResumedAt: 0}
+	a := Attempt{Pod: pod, Node: node, Reached: -1, Saved: -1, SavedAtNotice: -1}
 	if err := cfg.Sim.AddPod(cfg.ClusterID, node, sim.PodTemplate{Name: pod, TerminationGracePeriod: cfg.Grace,
 		External: true, ReadsDeadline: true}); err != nil {
 		return a, fmt.Errorf("simjob: place pod %s on %s: %w", pod, node, err)
@@ -264,8 +268,10 @@ func (j *Job) attempt(ctx context.Context, pod, node string, tick <-chan time.Ti
 		args = append(args, "--progress", progress)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
+	// The pod's own /tmp: nothing is left in the host's.
+	cmd.Env = append(os.Environ(), "TMPDIR="+cfg.Dir)
 	if cfg.Bare {
-		cmd.Env = append(os.Environ(), preempt.EnvCheckpointDir+"="+store.Dir, preempt.EnvCheckpointInterval+"="+cfg.Interval.String(),
+		cmd.Env = append(cmd.Env, preempt.EnvCheckpointDir+"="+store.Dir, preempt.EnvCheckpointInterval+"="+cfg.Interval.String(),
 			preempt.EnvAnnotationsFile+"="+annotations)
 	}
 	cmd.Stdout, cmd.Stderr = cfg.Output, cfg.Output
@@ -281,19 +287,26 @@ func (j *Job) attempt(ctx context.Context, pod, node string, tick <-chan time.Ti
 	kill := func() {
 		if !a.Killed {
 			a.Killed = true
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			killTree(cmd.Process.Pid)
 		}
 	}
-	defer kill() // a stopped job leaves no process behind
+	// A stopped job leaves no process behind, as a container's end
+	// leaves none: the wrapper, the job and whatever they started.
+	ended := false
+	defer func() {
+		if !ended {
+			killTree(cmd.Process.Pid)
+			<-exited
+		}
+	}()
 	signalled := false
 wait:
 	for {
 		select {
 		case <-exited:
+			ended = true
 			break wait
 		case <-ctx.Done():
-			kill()
-			<-exited
 			return a, ctx.Err()
 		case <-tick:
 		}
@@ -306,6 +319,9 @@ wait:
 		case v.State == sim.PodTerminating && !signalled:
 			signalled = true
 			a.Noticed = time.Now()
+			if ck, err := store.Latest(); err == nil {
+				a.SavedAtNotice = ck.Step
+			}
 			if !v.Deadline.IsZero() {
 				// The Downward API file shows the annotation; the
 				// deadline in real time.
@@ -322,8 +338,6 @@ wait:
 	}
 	a.Ended = time.Now()
 	a.Code = cmd.ProcessState.ExitCode()
-	// Whatever is left of its group goes with it, as a container's would.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	if err := cfg.Sim.PodExited(cfg.ClusterID, node, "", pod); err != nil {
 		return a, err
 	}
@@ -367,3 +381,41 @@ const (
 	ExitTerminated   = runwrap.ExitTerminated
 	ExitKilled       = runwrap.ExitKilled
 )
+
+// killTree SIGKILLs the process pid, its process group and every
+// descendant (the wrapper puts the job in a group of its own), as a
+// container's end kills all it holds. Descendants are found through
+// /proc; without it, the group only.
+func killTree(pid int) {
+	pids := []int{pid}
+	if entries, err := os.ReadDir("/proc"); err == nil {
+		parent := map[int][]int{}
+		for _, e := range entries {
+			child, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			// pid (comm) state ppid ...: comm may hold spaces and parens.
+			rest := string(b)
+			if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+				rest = rest[i+1:]
+			}
+			var state string
+			var ppid int
+			if _, err := fmt.Sscan(rest, &state, &ppid); err == nil {
+				parent[ppid] = append(parent[ppid], child)
+			}
+		}
+		for i := 0; i < len(pids); i++ {
+			pids = append(pids, parent[pids[i]]...)
+		}
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	for _, p := range pids {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+}

@@ -264,3 +264,71 @@ func TestConfigRequired(t *testing.T) {
 		t.Error("no error")
 	}
 }
+
+// TestKilledAtDeadlineLeavesNothing: a job that ignores SIGTERM is killed
+// when its grace ends, with the processes it started, and the node goes
+// at its deadline; stopping the job stops its current pod.
+func TestKilledAtDeadlineLeavesNothing(t *testing.T) {
+	w := newWorld(t, 60)
+	dir := t.TempDir()
+	rec := &recorder{}
+	var out bytes.Buffer
+	pidFile := filepath.Join(dir, "child.pid")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	j, err := Start(ctx, Config{Sim: w.srv.Sim, Clock: w.srv.Clock, Speed: w.srv.Speed, ClusterID: w.cluster,
+		Class: domain.Preemptible, Name: "stubborn", Grace: 10 * time.Minute, Binary: binary, Bare: true,
+		Job: []string{"bash", "-c", `trap '' TERM; sleep 1000 & echo $! > ` + pidFile + `; wait; wait`},
+		Dir: dir, Output: &out, OnEvent: rec.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := running(t, j, rec)
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(pidFile); err == nil && len(b) > 1 {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the job never started its child")
+		}
+	}
+	var child int
+	b, _ := os.ReadFile(pidFile)
+	fmt.Sscan(string(b), &child)
+	w.reclaim(t, first.Node)
+	for start := time.Now(); len(j.Attempts()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("the stubborn pod never ended:\n%s", out.String())
+		}
+	}
+	a := j.Attempts()[0]
+	if !a.Killed || a.Code != -1 {
+		t.Errorf("attempt %+v: want killed by the kubelet", a)
+	}
+	if took := a.Ended.Sub(a.Noticed); took < 4*time.Second || took > 7*time.Second {
+		t.Errorf("killed %s after the notice; want at the 5s deadline", took)
+	}
+	gone := func(pid int) bool {
+		for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(20 * time.Millisecond) {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || bytes.Contains(b, []byte(") Z ")) {
+				return true
+			}
+		}
+		return false
+	}
+	if !gone(child) {
+		t.Errorf("the job's child %d outlived its pod", child)
+	}
+	// The job gets a new pod; stopping the job stops it.
+	running(t, j, rec)
+	cancel()
+	<-j.Done()
+	if err := j.Err(); err == nil {
+		t.Error("a stopped job reports no error")
+	}
+	os.Remove(pidFile)
+	as := j.Attempts()
+	if len(as) != 2 {
+		t.Fatalf("attempts %+v", as)
+	}
+}
