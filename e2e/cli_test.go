@@ -194,7 +194,10 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("sparecap demo: %v (want exit 0); output:\n%s", err, out.String())
 	}
 	t.Logf("sparecap demo finished in %s", took.Round(time.Millisecond))
-	for _, want := range []string{"PreemptionNotified", "NodeRemoved", "TargetFulfilled"} {
+	// The real job: notice checkpoint, resume on the refilled node, no
+	// step lost.
+	for _, want := range []string{"PreemptionNotified", "NodeRemoved", "TargetFulfilled", "pod trainer-1 reads its deadline",
+		"0 steps lost;", "resuming from its checkpoint at step", "completed all 800 steps", "1 reclaim(s): 0 steps lost"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the demo's output lacks %s:\n%s", want, out.String())
 		}

@@ -73,13 +73,14 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 		return fmt.Errorf("start embedded server: %w", err)
 	}
 	defer srv.Close()
-	d := &demo{out: out, srv: srv, start: srv.Clock.Now(), admin: client.New(srv.URL, srv.AdminToken)}
+	d := &demo{out: out, srv: srv, dir: dir, start: srv.Clock.Now(), admin: client.New(srv.URL, srv.AdminToken)}
 	return d.play(ctx)
 }
 
 type demo struct {
 	out   io.Writer
 	srv   *server.Server
+	dir   string
 	start time.Time
 	admin *client.Client
 	mu    sync.Mutex
@@ -136,6 +137,10 @@ func (d *demo) play(ctx context.Context) error {
 	}
 	c, _ = research.GetCluster(ctx, c.ClusterID)
 	d.say("training is Ready: allocated %d of %d preemptible GPUs; nodes: %s", c.AllocatedPreemptibleGPUs, c.DesiredPreemptibleGPUs, nodeList(c))
+	job, err := d.trainingJob(ctx, d.dir, c.ClusterID)
+	if err != nil {
+		return err
+	}
 	d.say("training runs for 10 minutes...")
 	d.sleep(ctx, 10*time.Minute)
 
@@ -163,8 +168,18 @@ func (d *demo) play(ctx context.Context) error {
 	time.Sleep(200 * time.Millisecond) // let the last events print
 	c, _ = research.GetCluster(ctx, c.ClusterID)
 	d.say("training: allocated %d of %d preemptible GPUs again; nodes: %s", c.AllocatedPreemptibleGPUs, c.DesiredPreemptibleGPUs, nodeList(c))
-	d.say("training runs for another 5 minutes...")
-	d.sleep(ctx, 5*time.Minute)
+	d.say("training runs until its job completes...")
+	select {
+	case <-job.Done():
+	case <-ctx.Done():
+		return fmt.Errorf("demo timed out waiting for the training job: %w", ctx.Err())
+	}
+	if err := job.Err(); err != nil {
+		return fmt.Errorf("the training job: %w", err)
+	}
+
+	d.heading("The job: what the reclaim cost a real training process")
+	d.jobSummary(job)
 
 	d.heading("The bill: training's usage priced to the second, preemptible at half price")
 	if err := d.bill(ctx, research); err != nil {

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ type Config struct {
 	Class     domain.ComputeClass
 	// Name of the job; its pods are Name-1, Name-2, ...
 	Name string
+	// AvoidPods: a node running a pod of one of these names is taken
+	// only when no other fits (a preferred pod anti-affinity).
+	AvoidPods []string
 	// Grace is the pods' terminationGracePeriod (simulated time).
 	Grace time.Duration
 	// Binary is the sparecap executable; Job is the job's command, run as
@@ -221,6 +225,7 @@ func (j *Job) run(ctx context.Context) error {
 // schedulable returns a node the job's pod may go on: of its class, not
 // cordoned, not tainted NoSchedule or NoExecute (a drain does both).
 func (j *Job) schedulable() string {
+	fallback := ""
 	for _, n := range j.cfg.Sim.Nodes(j.cfg.ClusterID) {
 		if n.Class != j.cfg.Class || n.Unschedulable {
 			continue
@@ -231,11 +236,19 @@ func (j *Job) schedulable() string {
 				ok = false
 			}
 		}
-		if ok {
+		if !ok {
+			continue
+		}
+		if !slices.ContainsFunc(n.Pods, func(p sim.PodView) bool {
+			return p.State != sim.PodGone && slices.Contains(j.cfg.AvoidPods, p.Name)
+		}) {
 			return n.Name
 		}
+		if fallback == "" {
+			fallback = n.Name
+		}
 	}
-	return ""
+	return fallback
 }
 
 // attempt runs one pod on node until its process ends.
