@@ -33,8 +33,8 @@ func (d *demo) trainingJob(ctx context.Context, dir, clusterID string) (*simjob.
 		// Not beside the simulated trainer that ignores SIGTERM, when
 		// there is a choice: then the node goes as soon as the job exits.
 		AvoidPods: []string{"trainer"},
-		Job:      []string{exe, "trainer", "--steps", fmt.Sprint(jobSteps), "--step-time", jobStepTime.String(), "--state-bytes", "4194304"},
-		Interval: jobInterval, Margin: time.Second, Dir: filepath.Join(dir, "job"), Progress: true,
+		Job:       []string{exe, "trainer", "--steps", fmt.Sprint(jobSteps), "--step-time", jobStepTime.String(), "--state-bytes", "4194304"},
+		Interval:  jobInterval, Margin: time.Second, Dir: filepath.Join(dir, "job"), Progress: true,
 		OnEvent: d.jobEvent,
 	})
 }
