@@ -123,13 +123,17 @@ func (r *recorder) add(e Event) {
 }
 
 func (w *world) job(t testing.TB, dir string, steps int, bare bool, rec *recorder, out *bytes.Buffer) *Job {
+	return w.jobWith(t, dir, steps, bare, rec, out, 500*time.Millisecond)
+}
+
+func (w *world) jobWith(t testing.TB, dir string, steps int, bare bool, rec *recorder, out *bytes.Buffer, interval time.Duration) *Job {
 	jobArgs := []string{binary, "trainer", "--steps", fmt.Sprint(steps), "--step-time", "10ms", "--state-bytes", "65536"}
 	if bare {
 		jobArgs = append(jobArgs, "--ignore-notice")
 	}
 	j, err := Start(context.Background(), Config{Sim: w.srv.Sim, Clock: w.srv.Clock, Speed: w.srv.Speed, ClusterID: w.cluster,
 		Class: domain.Preemptible, Name: "trainer", Grace: 10 * time.Minute, Binary: binary, Job: jobArgs,
-		Interval: 500 * time.Millisecond, Margin: 500 * time.Millisecond, Dir: dir, Progress: true, Output: out, OnEvent: rec.add, Bare: bare})
+		Interval: interval, Margin: 500 * time.Millisecond, Dir: dir, Progress: true, Output: out, OnEvent: rec.add, Bare: bare})
 	if err != nil {
 		t.Fatal(err)
 	}
