@@ -111,4 +111,3 @@ func waitPreemptible(b testing.TB, w *world) {
 	}
 	b.Fatal("no preemptible node")
 }
-
