@@ -286,6 +286,10 @@ through the public API, narrating each step: a cluster with 8 standard and 16
 preemptible GPUs fills up; an on-demand burst from another tenant reclaims the
 preemptible nodes (each notice with its deadline, pods exiting, nodes removed
 early or at the deadline); the burst ends and the target is replenished.
+A real training job ('sparecap trainer' under 'sparecap run', as local
+processes) runs on a preemptible node through the reclaim: it checkpoints on
+the notice, exits early and resumes on the refilled node, and the narration
+counts the steps it lost and the time the reclaim cost it.
 
 It takes well under a minute and leaves nothing behind.`,
 		Example: `  sparecap demo
