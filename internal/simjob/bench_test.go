@@ -77,15 +77,7 @@ func reclaimedJob(b *testing.B, steps, reclaims int, bare bool) jobRun {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	select {
-	case <-j.Done():
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("the job did not complete; attempts %+v\n%s", j.Attempts(), out.String())
-	}
-	if err := j.Err(); err != nil {
-		b.Fatal(err)
-	}
-	as := j.Attempts()
+	as := completed(b, j, &out, 5*time.Minute)
 	if len(as) != reclaims+1 || as[len(as)-1].Reached != int64(steps) {
 		b.Fatalf("attempts %+v", as)
 	}

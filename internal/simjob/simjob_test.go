@@ -171,28 +171,39 @@ func running(t testing.TB, j *Job, rec *recorder) Event {
 	return Event{}
 }
 
-// TestJobSurvivesReclaim: a real job on a preemptible node gets the
-// notice with the drain's deadline, checkpoints and exits within a
-// fraction of the window (so the node goes early), loses no step, and
-// resumes on the refilled node from that checkpoint to completion.
-func TestJobSurvivesReclaim(t *testing.T) {
+// reclaimedOnce runs a job of steps on a new world, reclaims its node
+// once it reached step at, and returns its pods once it completed.
+func reclaimedOnce(t *testing.T, steps int, at int64, bare bool) (*world, *recorder, *bytes.Buffer, []Attempt) {
 	w := newWorld(t, 60)
 	dir := t.TempDir()
 	rec := &recorder{}
-	var out bytes.Buffer
-	j := w.job(t, dir, 400, false, rec, &out)
+	out := &bytes.Buffer{}
+	j := w.job(t, dir, steps, bare, rec, out)
 	first := running(t, j, rec)
-	waitStep(t, dir, 100)
+	waitStep(t, dir, at)
 	w.reclaim(t, first.Node)
+	return w, rec, out, completed(t, j, out, time.Minute)
+}
+
+// completed waits for the job to complete and returns its pods.
+func completed(t testing.TB, j *Job, out *bytes.Buffer, timeout time.Duration) []Attempt {
 	select {
 	case <-j.Done():
-	case <-time.After(60 * time.Second):
+	case <-time.After(timeout):
 		t.Fatalf("the job did not complete; attempts %+v\n%s", j.Attempts(), out.String())
 	}
 	if err := j.Err(); err != nil {
 		t.Fatal(err)
 	}
-	as := j.Attempts()
+	return j.Attempts()
+}
+
+// TestJobSurvivesReclaim: a real job on a preemptible node gets the
+// notice with the drain's deadline, checkpoints and exits within a
+// fraction of the window (so the node goes early), loses no step, and
+// resumes on the refilled node from that checkpoint to completion.
+func TestJobSurvivesReclaim(t *testing.T) {
+	w, rec, out, as := reclaimedOnce(t, 400, 100, false)
 	if len(as) != 2 {
 		t.Fatalf("attempts %+v; want 2\n%s", as, out.String())
 	}
@@ -240,20 +251,7 @@ func TestJobSurvivesReclaim(t *testing.T) {
 // steps since its last periodic checkpoint (at most an interval's: 500ms
 // of 10ms steps).
 func TestJobWithoutNoticeCheckpointLosesWork(t *testing.T) {
-	w := newWorld(t, 60)
-	dir := t.TempDir()
-	rec := &recorder{}
-	var out bytes.Buffer
-	j := w.job(t, dir, 300, true, rec, &out)
-	first := running(t, j, rec)
-	waitStep(t, dir, 80)
-	w.reclaim(t, first.Node)
-	select {
-	case <-j.Done():
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the job did not complete; attempts %+v\n%s", j.Attempts(), out.String())
-	}
-	as := j.Attempts()
+	_, _, out, as := reclaimedOnce(t, 300, 80, true)
 	if len(as) != 2 {
 		t.Fatalf("attempts %+v\n%s", as, out.String())
 	}
