@@ -195,19 +195,12 @@ func (j *Job) run(ctx context.Context) error {
 	tick := time.NewTicker(j.cfg.Poll)
 	defer tick.Stop()
 	for n := 1; ; n++ {
-		var node string
-		for node == "" {
-			node = j.schedulable()
-			if node != "" {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-tick.C:
-			}
+		pod := fmt.Sprintf("%s-%d", j.cfg.Name, n)
+		node, err := j.place(ctx, pod, tick.C)
+		if err != nil {
+			return err
 		}
-		a, err := j.attempt(ctx, fmt.Sprintf("%s-%d", j.cfg.Name, n), node, tick.C)
+		a, err := j.attempt(ctx, pod, node, tick.C)
 		j.mu.Lock()
 		j.attempts = append(j.attempts, a)
 		j.mu.Unlock()
@@ -219,6 +212,28 @@ func (j *Job) run(ctx context.Context) error {
 			return nil
 		}
 		j.event(Event{Kind: PodEnded, Pod: a.Pod, Node: a.Node, At: a.Ended, Attempt: a})
+	}
+}
+
+// place puts the pod on a schedulable node once there is one. A node
+// that goes between the choice and the placement is passed over.
+func (j *Job) place(ctx context.Context, pod string, tick <-chan time.Time) (string, error) {
+	for {
+		if node := j.schedulable(); node != "" {
+			err := j.cfg.Sim.AddPod(j.cfg.ClusterID, node, sim.PodTemplate{Name: pod, TerminationGracePeriod: j.cfg.Grace,
+				External: true, ReadsDeadline: true})
+			if err == nil {
+				return node, nil
+			}
+			if !errors.Is(err, sim.ErrNoNode) {
+				return "", fmt.Errorf("simjob: place pod %s on %s: %w", pod, node, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-tick:
+		}
 	}
 }
 
@@ -251,14 +266,10 @@ func (j *Job) schedulable() string {
 	return fallback
 }
 
-// attempt runs one pod on node until its process ends.
+// attempt runs the pod placed on node until its process ends.
 func (j *Job) attempt(ctx context.Context, pod, node string, tick <-chan time.Time) (Attempt, error) {
 	cfg := j.cfg
 	a := Attempt{Pod: pod, Node: node, Reached: -1, Saved: -1, SavedAtNotice: -1}
-	if err := cfg.Sim.AddPod(cfg.ClusterID, node, sim.PodTemplate{Name: pod, TerminationGracePeriod: cfg.Grace,
-		External: true, ReadsDeadline: true}); err != nil {
-		return a, fmt.Errorf("simjob: place pod %s on %s: %w", pod, node, err)
-	}
 	store, err := preempt.Open(filepath.Join(cfg.Dir, "checkpoints"))
 	if err != nil {
 		return a, err

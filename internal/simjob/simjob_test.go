@@ -131,7 +131,16 @@ func (w *world) jobWith(t testing.TB, dir string, steps int, bare bool, rec *rec
 	if bare {
 		jobArgs = append(jobArgs, "--ignore-notice")
 	}
-	j, err := Start(context.Background(), Config{Sim: w.srv.Sim, Clock: w.srv.Clock, Speed: w.srv.Speed, ClusterID: w.cluster,
+	// The job stops with the test (before its world), processes and all.
+	ctx, cancel := context.WithCancel(context.Background())
+	var j *Job
+	t.Cleanup(func() {
+		cancel()
+		if j != nil {
+			<-j.Done()
+		}
+	})
+	j, err := Start(ctx, Config{Sim: w.srv.Sim, Clock: w.srv.Clock, Speed: w.srv.Speed, ClusterID: w.cluster,
 		Class: domain.Preemptible, Name: "trainer", Grace: 10 * time.Minute, Binary: binary, Job: jobArgs,
 		Interval: interval, Margin: 500 * time.Millisecond, Dir: dir, Progress: true, Output: out, OnEvent: rec.add, Bare: bare})
 	if err != nil {
@@ -332,5 +341,38 @@ func TestKilledAtDeadlineLeavesNothing(t *testing.T) {
 	as := j.Attempts()
 	if len(as) != 2 {
 		t.Fatalf("attempts %+v", as)
+	}
+}
+
+// TestNodeDeletedBehindOurBack: a Node that disappears with no drain (a
+// machine that died) takes its pod's processes at once; the job keeps
+// only its periodic checkpoints, and the next pod resumes from the latest.
+func TestNodeDeletedBehindOurBack(t *testing.T) {
+	w := newWorld(t, 60)
+	dir := t.TempDir()
+	rec := &recorder{}
+	var out bytes.Buffer
+	j := w.job(t, dir, 100000, false, rec, &out)
+	first := running(t, j, rec)
+	waitStep(t, dir, 120)
+	gone := time.Now()
+	if err := w.srv.Sim.DeleteNode(context.Background(), w.cluster, first.Node); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); len(j.Attempts()) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the pod outlived its node:\n%s", out.String())
+		}
+	}
+	a := j.Attempts()[0]
+	if !a.Killed || a.Code != -1 || a.Ended.Sub(gone) > time.Second || !a.Noticed.IsZero() {
+		t.Errorf("attempt %+v: want killed within a second of its node, with no notice", a)
+	}
+	if a.Saved <= 0 || a.Lost() < 0 || a.Lost() > 60 {
+		t.Errorf("attempt %+v (lost %d): want its periodic checkpoints kept and at most an interval lost", a, a.Lost())
+	}
+	next := running(t, j, rec)
+	if next.Attempt.ResumedAt != a.Saved {
+		t.Errorf("the next pod resumed at %d, want %d", next.Attempt.ResumedAt, a.Saved)
 	}
 }
