@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/runwrap"
 	"github.com/sparecap/sparecap/internal/simjob"
 )
 
@@ -54,7 +55,7 @@ func (d *demo) jobEvent(e simjob.Event) {
 	case simjob.PodEnded:
 		took := a.Ended.Sub(a.Noticed).Round(10 * time.Millisecond)
 		switch a.Code {
-		case simjob.ExitCheckpointed:
+		case runwrap.ExitCheckpointed:
 			d.say("  job trainer: pod %s checkpointed step %d and exited %s (real time) after the notice: %d steps lost; without the notice checkpoint it would have lost %d, back to step %d",
 				e.Pod, a.Saved, took, a.Lost(), a.Reached-max(a.SavedAtNotice, 0), max(a.SavedAtNotice, 0))
 		default:

@@ -34,7 +34,6 @@ import (
 
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
-	"github.com/sparecap/sparecap/internal/runwrap"
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/pkg/preempt"
 )
@@ -278,7 +277,7 @@ func (j *Job) attempt(ctx context.Context, pod, node string, tick <-chan time.Ti
 		a.ResumedAt = ck.Step
 	}
 	annotations := filepath.Join(cfg.Dir, pod+".annotations")
-	if err := os.WriteFile(annotations, []byte(`sparecap.dev/job="`+cfg.Name+`"`+"\n"), 0o644); err != nil {
+	if err := writeAnnotations(annotations, cfg.Name, time.Time{}); err != nil {
 		return a, err
 	}
 	args := []string{cfg.Binary, "run", "--annotations-file", annotations, "--checkpoint-dir", store.Dir,
@@ -350,9 +349,7 @@ wait:
 				// The Downward API file shows the annotation; the
 				// deadline in real time.
 				left := time.Duration(float64(v.Deadline.Sub(cfg.Clock.Now())) / cfg.Speed)
-				line := `sparecap.dev/job="` + cfg.Name + `"` + "\n" + domain.AnnotationDeadline + `="` +
-					a.Noticed.Add(left).UTC().Format(time.RFC3339Nano) + `"` + "\n"
-				if err := writeAtomic(annotations, []byte(line)); err != nil {
+				if err := writeAnnotations(annotations, cfg.Name, a.Noticed.Add(left)); err != nil {
 					return a, err
 				}
 			}
@@ -389,22 +386,20 @@ func (j *Job) pod(node, name string) (sim.PodView, bool) {
 	return sim.PodView{}, false
 }
 
-// writeAtomic replaces a file as the kubelet replaces a Downward API
-// file: the reader never sees half of it.
-func writeAtomic(path string, b []byte) error {
+// writeAnnotations writes the pod's annotations file in the Downward API
+// format (key="value" lines), with the deadline annotation once there is
+// one, replacing it as the kubelet does: the reader never sees half of it.
+func writeAnnotations(path, job string, deadline time.Time) error {
+	b := []byte(`sparecap.dev/job="` + job + `"` + "\n")
+	if !deadline.IsZero() {
+		b = append(b, domain.AnnotationDeadline+`="`+deadline.UTC().Format(time.RFC3339Nano)+`"`+"\n"...)
+	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
 }
-
-// Exit codes of the wrapper, for callers that describe attempts.
-const (
-	ExitCheckpointed = runwrap.ExitCheckpointed
-	ExitTerminated   = runwrap.ExitTerminated
-	ExitKilled       = runwrap.ExitKilled
-)
 
 // killTree SIGKILLs the process pid, its process group and every
 // descendant (the wrapper puts the job in a group of its own), as a

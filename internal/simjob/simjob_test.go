@@ -16,6 +16,7 @@ import (
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/client"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/runwrap"
 	"github.com/sparecap/sparecap/internal/server"
 	"github.com/sparecap/sparecap/internal/sim"
 )
@@ -217,7 +218,7 @@ func TestJobSurvivesReclaim(t *testing.T) {
 		t.Fatalf("attempts %+v; want 2\n%s", as, out.String())
 	}
 	a, b := as[0], as[1]
-	if a.Code != ExitCheckpointed || a.Lost() != 0 || a.Killed || a.Noticed.IsZero() || a.Reached < 100 {
+	if a.Code != runwrap.ExitCheckpointed || a.Lost() != 0 || a.Killed || a.Noticed.IsZero() || a.Reached < 100 {
 		t.Errorf("the reclaimed attempt: %+v (lost %d); want a notice checkpoint and nothing lost\n%s", a, a.Lost(), out.String())
 	}
 	if took := a.Ended.Sub(a.Noticed); took > 2*time.Second {
