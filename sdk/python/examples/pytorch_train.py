@@ -27,25 +27,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import sparecap_preempt as sp  # noqa: E402
 
 
-def go_duration(text, default):
-    """A Go duration such as "1h27m28s" or "90s", in seconds."""
-    if not text:
-        return default
-    total, num = 0.0, ""
-    units = {"h": 3600, "m": 60, "s": 1}
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c.isdigit() or c == ".":
-            num += c
-        elif text.startswith("ms", i):
-            total, num, i = total + float(num) / 1000, "", i + 1
-        elif c in units:
-            total, num = total + float(num) * units[c], ""
-        i += 1
-    return total or default
-
-
 def main():
     model = torch.nn.Linear(1024, 1024).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -65,7 +46,7 @@ def main():
 
     noticed = threading.Event()
     sp.on_notice(lambda n: noticed.set())  # SIGUSR1 from the wrapper, SIGTERM, the annotation
-    interval = go_duration(os.environ.get("SPARECAP_CHECKPOINT_INTERVAL"), 1800)
+    interval = sp.checkpoint_interval(default=1800)  # from the measured rate, via sparecap run
     last = time.monotonic()
 
     def save():

@@ -22,10 +22,11 @@ from .notice import (
     Notice,
     deadline,
     on_notice,
+    parse_duration,
     read_annotation,
 )
 from .checkpoint import Checkpoint, NoCheckpoint, Store
-from .interval import Advice, AdviceError, Expected, advise, daly, expect, interval, mtbf, young
+from .interval import Advice, AdviceError, Expected, advise, checkpoint_interval, daly, expect, interval, mtbf, young
 
 __all__ = [
     "ANNOTATION_DEADLINE",
@@ -38,12 +39,14 @@ __all__ = [
     "Notice",
     "Store",
     "advise",
+    "checkpoint_interval",
     "daly",
     "deadline",
     "expect",
     "interval",
     "mtbf",
     "on_notice",
+    "parse_duration",
     "read_annotation",
     "young",
 ]

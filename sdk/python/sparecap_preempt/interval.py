@@ -42,6 +42,18 @@ def interval(rate_percent_per_hour: float, cost: float) -> float:
     return daly(cost, mtbf(rate_percent_per_hour))
 
 
+def checkpoint_interval(default: float) -> float:
+    """The interval sparecap run hands the job (SPARECAP_CHECKPOINT_INTERVAL,
+    from the measured preemption rate or its --interval), in seconds; else
+    ``default``."""
+    from .notice import parse_duration
+
+    try:
+        return parse_duration(os.environ.get("SPARECAP_CHECKPOINT_INTERVAL", "")) or default
+    except ValueError:
+        return default
+
+
 @dataclass(frozen=True)
 class Expected:
     overhead: float  # fraction of time lost to checkpoints and redone work

@@ -71,16 +71,40 @@ def _read_file(path: Optional[str]) -> Optional[_dt.datetime]:
         return None
 
 
-def _grace() -> float:
-    text = os.environ.get("SPARECAP_GRACE", "")
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-    for unit in ("ms", "s", "m", "h"):
-        if text.endswith(unit):
-            try:
-                return float(text[: -len(unit)]) * units[unit]
-            except ValueError:
+_UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go duration such as "5m0s", "1h27m28s" or "250ms", as
+    sparecap run writes SPARECAP_CHECKPOINT_INTERVAL and SPARECAP_GRACE.
+    Raises ValueError on anything else (negative durations included)."""
+    rest, total = text.strip(), 0.0
+    if not rest:
+        raise ValueError("empty duration")
+    if rest == "0":
+        return 0.0
+    while rest:
+        i = 0
+        while i < len(rest) and (rest[i].isdigit() or rest[i] == "."):
+            i += 1
+        if i == 0:
+            raise ValueError("bad duration %r" % text)
+        number, rest = rest[:i], rest[i:]
+        for unit in ("ns", "us", "\u00b5s", "ms", "s", "m", "h"):  # "ms" before "m"
+            if rest.startswith(unit):
+                total += float(number) * _UNITS[unit]
+                rest = rest[len(unit):]
                 break
-    return 30.0
+        else:
+            raise ValueError("bad duration %r: a unit (h, m, s, ms, us, ns) must follow %s" % (text, number))
+    return total
+
+
+def _grace() -> float:
+    try:
+        return parse_duration(os.environ.get("SPARECAP_GRACE", ""))
+    except ValueError:
+        return 30.0
 
 
 def _signal_of(name: str) -> signal.Signals:

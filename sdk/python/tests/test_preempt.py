@@ -50,6 +50,24 @@ class IntervalTest(unittest.TestCase):
         self.assertEqual(sp.expect(0, 90, 36000), sp.Expected(0.0, 0.0))
 
 
+class DurationTest(unittest.TestCase):
+    def test_parse_duration(self):
+        for text, want in (("5m0s", 300), ("1h27m28s", 5248), ("90s", 90), ("1.5h", 5400), ("250ms", 0.25),
+                           ("1m30.5s", 90.5), ("0s", 0), ("2us", 2e-6), ("3ns", 3e-9), ("10µs", 1e-5)):
+            self.assertAlmostEqual(sp.parse_duration(text), want, msg=text)
+        for bad in ("", "5", "m", "5x", "-1s", "1h-2m", "s5"):
+            with self.assertRaises(ValueError, msg=bad):
+                sp.parse_duration(bad)
+
+    def test_checkpoint_interval(self):
+        with mock.patch.dict(os.environ, {"SPARECAP_CHECKPOINT_INTERVAL": "1h27m28s"}):
+            self.assertEqual(sp.checkpoint_interval(60), 5248)
+        with mock.patch.dict(os.environ, {"SPARECAP_CHECKPOINT_INTERVAL": "soon"}):
+            self.assertEqual(sp.checkpoint_interval(60), 60)
+        with mock.patch.dict(os.environ, env_without_sparecap(), clear=True):
+            self.assertEqual(sp.checkpoint_interval(60), 60)
+
+
 class _AdviceHandler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 - the http.server name
         type(self).seen = (self.path, self.headers.get("Authorization"))
@@ -191,6 +209,16 @@ class NoticeTest(unittest.TestCase):
         self.assertEqual(got[0].source, "SIGTERM")
         left = (got[0].deadline - before).total_seconds()
         self.assertTrue(11 <= left <= 14, left)
+
+    def test_grace_from_the_wrapper(self):
+        # sparecap run writes Go durations: --grace 300s is "5m0s".
+        os.environ["SPARECAP_GRACE"] = "5m0s"
+        got, ev = self.wait(annotations_file="-")
+        before = dt.datetime.now(UTC)
+        os.kill(os.getpid(), signal.SIGTERM)
+        self.assertTrue(ev.wait(2))
+        left = (got[0].deadline - before).total_seconds()
+        self.assertTrue(299 <= left <= 302, left)
 
     def test_signal_takes_the_files_deadline(self):
         p = os.path.join(self.dir, "annotations")
