@@ -21,7 +21,7 @@ test: services check test-python
 	$(GO) test -count=1 -race -timeout 15m ./...
 
 test-python:
-	@command -v python3 >/dev/null || { echo "python3 is needed for the Python SDK's tests (apt-get install python3)"; exit 1; }
+	@scripts/ensure-python.sh
 	python3 -m unittest discover -s sdk/python/tests
 
 check: fmt-check vet
@@ -42,6 +42,7 @@ services:
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-kube.sh
 	@scripts/ensure-helm.sh
+	@scripts/ensure-python.sh
 
 # image builds the container image sparecap:dev from the Dockerfile. It
 # needs a Docker engine (none runs on the project's test machines); see
