@@ -788,7 +788,12 @@ func (c *Cluster) deletePod(ctx context.Context, clusterID, nodeName string, p d
 			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 				return nil // gone, or replaced by another pod of that name
 			}
-			return fmt.Errorf("annotate the deadline: %w", err)
+			// A courtesy, not the notice: refused (RBAC without patch on
+			// pods, an admission policy) or failed, the pod still gets
+			// its condition and its SIGTERM now, and reads the deadline
+			// from the condition or its grace period.
+			c.opts.Log.Warn("cannot set the deadline annotation on a pod; deleting it without", "cluster", clusterID,
+				"namespace", p.Namespace, "pod", p.Name, "err", err)
 		}
 		if err := c.setDisruption(ctx, p, msg); err != nil {
 			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 
@@ -268,6 +269,72 @@ func TestLatePodGetsNotice(t *testing.T) {
 	})
 	if got, _ := f.st.GetNode(ctx, pre.ID); got.State != domain.NodeDraining {
 		t.Fatalf("the node stopped draining before the deadline: %+v", got)
+	}
+}
+
+// TestRefusedDeadlineAnnotationStillNotifies: the tenant's API refuses
+// the pod's deadline annotation (an admission policy; or RBAC without
+// patch on pods). The annotation is a courtesy; the notice is not: the
+// pod still gets its DisruptionTarget condition and its SIGTERM at once.
+func TestRefusedDeadlineAnnotationStillNotifies(t *testing.T) {
+	const window = 20 * time.Second
+	const ns = "tenant-refuses"
+	f := newFixture(t, fixtureConfig{machines: 1, window: window, attached: []string{"c-k"}})
+	ctx := f.ctx
+	kl, err := kubelet.Start(ctx, env.Client(), kubelet.Config{ExitAfter: exitAfter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kl.Stop()
+	refuse(t, "refuse-deadline-annotations", admissionv1.Update, "pods",
+		fmt.Sprintf("!has(object.metadata.annotations) || !(%q in object.metadata.annotations)", domain.AnnotationDeadline),
+		"no deadline annotations on our pods")
+	pods := watchPods(t, ns)
+	f.createCluster("c-k", 0, 8)
+	pre := f.waitNodes("c-k", domain.Preemptible, domain.NodeReady, 1, 20*time.Second)[0]
+	// The policy is in force once it refuses the annotation on a probe
+	// (a pod bound to no node of the cluster's).
+	if _, err := kubelet.CreatePods(ctx, env.Client(), ns, "no-such-node", 1, 0, podOptions("probe", 0, false)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"2000-01-01T00:00:00Z"}}}`, domain.AnnotationDeadline)
+		_, err := env.Client().CoreV1().Pods(ns).Patch(ctx, "probe", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if err == nil {
+			return errors.New("the policy let the annotation through")
+		}
+		if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+			return err
+		}
+		return nil
+	})
+	if _, err := kubelet.CreatePods(ctx, env.Client(), ns, pre.Name, 1, 600, podOptions("trainer", 2*time.Second, false), readsAnnotations); err != nil {
+		t.Fatal(err)
+	}
+	reclaimed := time.Now()
+	drained := f.reclaim(pre.ID)
+	var first podVersion
+	eventually(t, 5*time.Second, func() error {
+		vs := pods.deleting("trainer")
+		if len(vs) == 0 {
+			return errors.New("the pod got no SIGTERM")
+		}
+		first = vs[0]
+		return nil
+	})
+	if d := first.at.Sub(reclaimed); d > 3*time.Second {
+		t.Errorf("SIGTERM %s after the reclaim: the refused annotation held it up", d)
+	}
+	if c := disruption(first.pod); c == nil || !strings.Contains(c.Message, drained.Deadline.UTC().Format(time.RFC3339)) {
+		t.Errorf("the pod was deleted without its DisruptionTarget condition and deadline: %+v", first.pod.Status.Conditions)
+	}
+	if v, ok := first.pod.Annotations[domain.AnnotationDeadline]; ok {
+		t.Errorf("the refused annotation is there: %q", v)
+	}
+	// It exits 2 s after its SIGTERM; the node goes early.
+	f.waitNodes("c-k", domain.Preemptible, domain.NodeRemoved, 1, window)
+	if got, _ := f.st.GetNode(ctx, pre.ID); got.DrainedAt.IsZero() || !got.DrainedAt.Before(drained.Deadline.Add(-10*time.Second)) {
+		t.Errorf("the drain ended at %s, not early (the deadline is %s)", got.DrainedAt, drained.Deadline)
 	}
 }
 
@@ -675,10 +742,20 @@ func (f *fixture) event(cluster, nodeID string, reason domain.EventReason) (doma
 // refuse to delete Nodes carrying sparecap's node-id label, and returns a
 // function that deletes the binding. Both are deleted when the test ends.
 func protectNodes(t *testing.T) (unbind func()) {
+	// On a DELETE the object is null: the Node is oldObject.
+	return refuse(t, "protect-sparecap-nodes", admissionv1.Delete, "nodes",
+		fmt.Sprintf("!has(oldObject.metadata.labels) || !(%q in oldObject.metadata.labels)", domain.LabelNodeID),
+		"Nodes managed by sparecap are protected")
+}
+
+// refuse installs a ValidatingAdmissionPolicy and its binding that refuse
+// op on core resource unless expression holds (the tenant's own policy, as
+// Kyverno or Gatekeeper would set), and returns a function that deletes
+// the binding. Both are deleted when the test ends.
+func refuse(t *testing.T, name string, op admissionv1.OperationType, resource, expression, message string) (unbind func()) {
 	t.Helper()
 	ctx := context.Background()
 	c := env.Client().AdmissionregistrationV1()
-	const name = "protect-sparecap-nodes"
 	fail := admissionv1.Fail
 	policy := &admissionv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -686,15 +763,11 @@ func protectNodes(t *testing.T) (unbind func()) {
 			FailurePolicy: &fail,
 			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Delete},
-					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes"}},
+					Operations: []admissionv1.OperationType{op},
+					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{resource}},
 				},
 			}}},
-			// On a DELETE the object is null: the Node is oldObject.
-			Validations: []admissionv1.Validation{{
-				Expression: fmt.Sprintf("!has(oldObject.metadata.labels) || !(%q in oldObject.metadata.labels)", domain.LabelNodeID),
-				Message:    "Nodes managed by sparecap are protected",
-			}},
+			Validations: []admissionv1.Validation{{Expression: expression, Message: message}},
 		},
 	}
 	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
