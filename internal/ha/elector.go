@@ -107,6 +107,28 @@ func (e *Elector) Leader() (address string, ok bool) {
 	return l.Address, true
 }
 
+// LeaderNow is Leader, except that when the lease as last seen has aged
+// out it reads the lease from the store once more before saying there is
+// none: a follower whose campaign loop was held up (a loaded machine, a
+// slow database) must not refuse writes while a leader renews its lease.
+func (e *Elector) LeaderNow(ctx context.Context) (address string, ok bool) {
+	if address, ok = e.Leader(); ok {
+		return address, ok
+	}
+	sent := time.Now()
+	l, err := e.st.GetLease(ctx)
+	if err != nil {
+		return "", false
+	}
+	e.mu.Lock()
+	// Only what is newer, and never over a term this server began since.
+	if e.epoch < 0 && sent.After(e.seen) {
+		e.setLocked(-1, l, sent)
+	}
+	e.mu.Unlock()
+	return e.Leader()
+}
+
 // Changed returns a channel closed when leadership changes hands (as this
 // server sees it).
 func (e *Elector) Changed() <-chan struct{} {
@@ -118,6 +140,10 @@ func (e *Elector) Changed() <-chan struct{} {
 func (e *Elector) set(epoch int64, l store.Lease, seen time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.setLocked(epoch, l, seen)
+}
+
+func (e *Elector) setLocked(epoch int64, l store.Lease, seen time.Time) {
 	changed := e.epoch != epoch || e.leader.Holder != l.Holder || e.leader.Epoch != l.Epoch
 	e.epoch, e.leader, e.seen = epoch, l, seen
 	if changed {

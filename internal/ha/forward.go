@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httputil"
@@ -56,7 +57,9 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		unavailable(w, "this server was leader when the request was forwarded to it and is not any more; retry")
 		return
 	}
-	addr, ok := f.Elector.Leader()
+	lctx, cancel := context.WithTimeout(r.Context(), leaseReadTimeout)
+	addr, ok := f.Elector.LeaderNow(lctx)
+	cancel()
 	if !ok || addr == "" {
 		if read {
 			f.Next.ServeHTTP(w, r)
@@ -112,6 +115,10 @@ func unavailable(w http.ResponseWriter, msg string) {
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_ = json.NewEncoder(w).Encode(apiv1.Error{Error: apiv1.ErrorBody{Code: apiv1.CodeUnavailable, Message: msg}})
 }
+
+// leaseReadTimeout bounds the lease read of a follower that has not seen
+// a live lease lately, before it refuses a write.
+const leaseReadTimeout = 2 * time.Second
 
 // forwardTimeout bounds a forwarded request's wait for the leader's
 // response headers.

@@ -193,3 +193,37 @@ func doPath(fw *Forwarder, method, path string) (int, string) {
 	fw.ServeHTTP(rec, req)
 	return rec.Code, rec.Body.String()
 }
+
+// TestStalledFollowerAsksTheStore: a follower whose campaign loop has not
+// read the lease for longer than the lease lasts (a loaded machine, a slow
+// database) still forwards a write to the live leader: it reads the lease
+// once more before it refuses. Before, it answered "no leader" while one
+// was renewing its lease all along.
+func TestStalledFollowerAsksTheStore(t *testing.T) {
+	st := openStore(t)
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "leader") }))
+	defer leader.Close()
+	local := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "local") })
+	l, ok, err := st.AcquireLease(t.Context(), "l", leader.URL, time.Minute)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	f := NewElector(st, fast("f", "http://f"))
+	// The lease as the follower last read it: long ago, and aged out.
+	f.set(-1, store.Lease{Holder: l.Holder, Address: l.Address, Epoch: l.Epoch, Now: l.Now, Expires: l.Now.Add(time.Second)}, time.Now().Add(-time.Minute))
+	if _, ok := f.Leader(); ok {
+		t.Fatal("the stale lease still counts")
+	}
+	fw := &Forwarder{Elector: f, Next: local}
+	if code, body := doPath(fw, "POST", "/v1/clusters"); code != 200 || body != "leader" {
+		t.Fatalf("a write on a stalled follower: %d %s; want it forwarded to the leader", code, body)
+	}
+	// With no leader at all, it still refuses.
+	if err := st.ReleaseLease(t.Context(), "l", l.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	f.set(-1, store.Lease{}, time.Now())
+	if code, body := doPath(fw, "POST", "/v1/clusters"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no leader") {
+		t.Fatalf("a write with no leader: %d %s", code, body)
+	}
+}
