@@ -189,6 +189,12 @@ const (
 	// whose machine was already taken back were deleted from the cluster
 	// once its API answered.
 	ReasonCleanupFinished EventReason = "CleanupFinished"
+	// ReasonPermissionMissing: the cluster's API does not grant sparecap
+	// something it uses (found by the permission check at attach or at
+	// start, or by a call the cluster refused). Posted once per cluster
+	// when the set of missing permissions grows; the message names each
+	// one and what it costs the tenant.
+	ReasonPermissionMissing EventReason = "PermissionMissing"
 )
 
 // Project is a tenant.
@@ -302,6 +308,46 @@ type Cluster struct {
 	// API (a kubeconfig, kept sealed by the store and never returned);
 	// zero: the cluster runs on the simulated driver.
 	KubeAttachedAt time.Time
+	// Access is what sparecap knows of the permissions the attached API
+	// grants it (zero while none is attached or it was never checked).
+	Access Access
+}
+
+// Access is what sparecap learned of the permissions an attached
+// cluster's API grants it: by asking the API when the cluster is attached
+// and when a server starts driving it (CheckedAt), and from calls the
+// cluster refused since.
+type Access struct {
+	// CheckedAt is when the permissions were last checked (zero: never).
+	CheckedAt time.Time
+	// Missing are the permissions found missing, in the order the driver
+	// lists them.
+	Missing []MissingPermission
+}
+
+// MissingPermission is one permission the cluster does not grant.
+type MissingPermission struct {
+	// Permission is "VERB RESOURCE" ("patch pods/status").
+	Permission string
+	// Essential: sparecap cannot keep its contract without it (an attach
+	// missing one is refused). Otherwise it is a courtesy: notices still
+	// go out, and Effect says what the tenant loses.
+	Essential bool
+	Effect    string
+	// Since is when it was first found missing; Detail, for a refused
+	// call, is what the API answered.
+	Since  time.Time
+	Detail string
+}
+
+// Has reports whether permission is among the missing ones.
+func (a Access) Has(permission string) bool {
+	for _, m := range a.Missing {
+		if m.Permission == permission {
+			return true
+		}
+	}
+	return false
 }
 
 // Node is a machine serving a cluster in one compute class.

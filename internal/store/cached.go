@@ -450,6 +450,14 @@ func (t *recordingTx) SetKubeconfig(ctx context.Context, clusterID string, seale
 	return nil
 }
 
+func (t *recordingTx) SetAccess(ctx context.Context, clusterID string, a domain.Access) error {
+	if err := t.Tx.SetAccess(ctx, clusterID, a); err != nil {
+		return err
+	}
+	t.w.clusterIDs = append(t.w.clusterIDs, clusterID)
+	return nil
+}
+
 func (t *recordingTx) CreateNode(ctx context.Context, n domain.Node) error {
 	if err := t.Tx.CreateNode(ctx, n); err != nil {
 		return err

@@ -178,9 +178,10 @@ type Tx interface {
 	// draining or removing, and at most one pending: a node write that
 	// would break that fails with domain.ErrConflict (and, on PostgreSQL,
 	// ends the transaction), whatever the caller believed.
-	// The exception is Cluster.KubeAttachedAt, which CreateCluster and
+	// The exceptions are Cluster.KubeAttachedAt, which CreateCluster and
 	// UpdateCluster neither write nor clear: only SetKubeconfig changes
-	// it, together with the kubeconfig, so the two always agree. An
+	// it, together with the kubeconfig, so the two always agree; and
+	// Cluster.Access, which only SetAccess writes. An
 	// UpdateCluster that sets DeletedAt drops the cluster's kubeconfig
 	// (and zeroes KubeAttachedAt): credentials do not outlive a cluster.
 	UpdateMachine(ctx context.Context, m domain.Machine) error
@@ -194,6 +195,13 @@ type Tx interface {
 	// not an error). domain.ErrNotFound if the cluster does not exist or
 	// is fully deleted; attaching with a zero at is an error.
 	SetKubeconfig(ctx context.Context, clusterID string, sealed []byte, at time.Time) error
+	// SetAccess records what sparecap learned of the permissions the
+	// cluster's attached API grants it (Cluster.Access), replacing what it
+	// had. CreateCluster and UpdateCluster neither write nor clear it;
+	// SetKubeconfig clears it (a new kubeconfig is a new identity), and so
+	// does a cluster's full deletion. domain.ErrNotFound if the cluster
+	// does not exist or is fully deleted.
+	SetAccess(ctx context.Context, clusterID string, a domain.Access) error
 	// AddEvent stores e and returns it with its Seq. Events are
 	// de-duplicated by (ClusterID, NodeID, Reason): an event with the same
 	// key replaces the earlier one and gets a new Seq.

@@ -13,12 +13,13 @@ const (
 	machineCols     = `id, region, gpu_type, gpus, reservation_id, out_of_service, cooldown_until, created_at,
 		failures, out_of_service_reason`
 	// clusterWriteCols are the columns CreateCluster writes; clusterCols
-	// adds kube_attached_at, which only SetKubeconfig writes. The sealed
+	// adds kube_attached_at, which only SetKubeconfig writes, and access,
+	// which only SetAccess writes (SetKubeconfig clears it). The sealed
 	// kubeconfig is never among the columns read into a domain.Cluster.
 	clusterWriteCols = `id, name, project_id, region, gpu_type, type, billing_type, num_gpus,
 		desired_preemptible_gpus, weight, status, unfulfilled, unfulfilled_message, deleting,
 		node_seq, created_at, deleted_at, unmet_since`
-	clusterCols = clusterWriteCols + `, kube_attached_at`
+	clusterCols = clusterWriteCols + `, kube_attached_at, access`
 	nodeCols    = `id, cluster_id, machine_id, name, class, gpus, state, created_at, ready_at,
 		drain_started_at, deadline, drain_cause, notified, drained_at, outcome, removed_at, last_error,
 		cleanup_pending, provisioning_at`
@@ -46,6 +47,7 @@ type queries struct {
 	getClusterRecord                             string
 	createCluster, updateCluster                 string
 	getKubeconfig, setKubeconfig, dropKubeconfig string
+	setAccess                                    string
 	listNodes, createNode, updateNode            string
 	listEvents, deleteEventKey, insertEvent      string
 	replaceEvent                                 string
@@ -85,10 +87,11 @@ func buildQueries(d Dialect) queries {
 		createCluster:    r(`INSERT INTO clusters (` + clusterWriteCols + `) VALUES ` + clusterRow + ` ON CONFLICT DO NOTHING`),
 		updateCluster:    r(updateSet(`clusters`, clusterSet)),
 		getKubeconfig:    r(`SELECT kubeconfig FROM clusters WHERE id = ? AND deleted_at IS NULL`),
-		setKubeconfig:    r(`UPDATE clusters SET kubeconfig = ?, kube_attached_at = ? WHERE id = ? AND deleted_at IS NULL`),
+		setKubeconfig:    r(`UPDATE clusters SET kubeconfig = ?, kube_attached_at = ?, access = '' WHERE id = ? AND deleted_at IS NULL`),
+		setAccess:        r(`UPDATE clusters SET access = ? WHERE id = ? AND deleted_at IS NULL`),
 		// dropKubeconfig runs when a cluster is fully deleted: its
 		// credentials do not outlive it.
-		dropKubeconfig: r(`UPDATE clusters SET kubeconfig = NULL, kube_attached_at = NULL WHERE id = ?`),
+		dropKubeconfig: r(`UPDATE clusters SET kubeconfig = NULL, kube_attached_at = NULL, access = '' WHERE id = ?`),
 
 		// listNodes is completed by ListNodes with the filter's WHERE
 		// clause and oldestFirst, then rebound. GetNode is in history.go.

@@ -146,6 +146,14 @@ func (t *tx) SetKubeconfig(ctx context.Context, clusterID string, sealed []byte,
 	return t.update(ctx, "kubeconfig of cluster "+clusterID, t.s.q.setKubeconfig, sealed, t.s.timeArg(at), clusterID)
 }
 
+func (t *tx) SetAccess(ctx context.Context, clusterID string, a domain.Access) error {
+	text, err := encodeAccess(a)
+	if err != nil {
+		return fmt.Errorf("set access of cluster %s: %w", clusterID, err)
+	}
+	return t.update(ctx, "access of cluster "+clusterID, t.s.q.setAccess, text, clusterID)
+}
+
 func (t *tx) CreateNode(ctx context.Context, n domain.Node) error {
 	// An archived node's ID stays taken (see ArchiveNodes).
 	if archived, err := t.nodeArchived(ctx, n.ID); err != nil || archived {

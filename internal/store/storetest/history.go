@@ -767,7 +767,8 @@ func testUpdateClusters(t *testing.T, s store.Store) {
 	for i := range want {
 		w := full
 		w.ID, w.Name, w.ProjectID, w.KubeAttachedAt = want[i].ID, fmt.Sprintf("%s-%d", full.Name, i), "p1", want[i].KubeAttachedAt
-		w.NodeSeq, w.UnmetSince = int64(i), at(20+i)
+		// The access record stays: only SetAccess writes it.
+		w.NodeSeq, w.UnmetSince, w.Access = int64(i), at(20+i), want[i].Access
 		if i%4 == 1 {
 			w.UnmetSince, w.CreatedAt, w.Deleting, w.Unfulfilled, w.UnfulfilledMessage = time.Time{}, time.Time{}, false, "", ""
 		}

@@ -58,6 +58,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"Prices", testPrices},
 		{"Kubeconfig", testKubeconfig},
 		{"KubeconfigDroppedWithCluster", testKubeconfigDroppedWithCluster},
+		{"Access", testAccess},
 		{"NodeLastError", testNodeLastError},
 		{"NodeCleanup", testNodeCleanup},
 		{"Lease", testLease},
@@ -1007,11 +1008,24 @@ func full() (domain.Project, domain.Token, domain.Reservation, domain.Machine, d
 // NUL and invalid UTF-8 included.
 var fullKubeconfig = append([]byte{1, 0, 0xff, 0xfe}, bytes.Repeat([]byte("sealed\x00"), 1000)...)
 
-// attachFull attaches fullKubeconfig to c in tx and sets c.KubeAttachedAt
-// as the store will return it.
+// attachFull attaches fullKubeconfig to c in tx, records an access check
+// with every field set, and sets c.KubeAttachedAt and c.Access as the
+// store will return them.
 func attachFull(ctx context.Context, tx store.Tx, c *domain.Cluster) error {
 	c.KubeAttachedAt = at(15)
-	return tx.SetKubeconfig(ctx, c.ID, fullKubeconfig, c.KubeAttachedAt)
+	c.Access = fullAccess()
+	if err := tx.SetKubeconfig(ctx, c.ID, fullKubeconfig, c.KubeAttachedAt); err != nil {
+		return err
+	}
+	return tx.SetAccess(ctx, c.ID, c.Access)
+}
+
+// fullAccess has every field set, with text JSON must escape.
+func fullAccess() domain.Access {
+	return domain.Access{CheckedAt: at(16), Missing: []domain.MissingPermission{
+		{Permission: "delete pods", Essential: true, Effect: "no \"SIGTERM\"\n\u00e9", Since: at(16)},
+		{Permission: "patch pods/status", Effect: "Jobs count it", Since: at(17), Detail: `pods "x" is forbidden: <b>`},
+	}}
 }
 
 func testRoundTrip(t *testing.T, s store.Store) {
@@ -1665,6 +1679,90 @@ func testKubeconfigDroppedWithCluster(t *testing.T, s store.Store) {
 	if k, when := kubeconfigOf(t, s, "c2"); string(k) != "two" || !when.Equal(at(3)) {
 		t.Fatalf("other cluster: kubeconfig %q attached at %v", k, when)
 	}
+}
+
+// testAccess: a cluster's access record is written by SetAccess only,
+// cleared by SetKubeconfig (attach or detach) and by a full deletion,
+// and reads back as written, times as every time does.
+func testAccess(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	wantErr(t, "access of a missing cluster", s.Update(ctx, func(tx store.Tx) error {
+		return tx.SetAccess(ctx, "nope", fullAccess())
+	}), domain.ErrNotFound)
+	c1, err := s.GetCluster(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c1.Access.CheckedAt.IsZero() != true || len(c1.Access.Missing) != 0 {
+		t.Fatalf("new cluster has access %+v", c1.Access)
+	}
+	a := fullAccess()
+	a.CheckedAt = at(3).Add(789 * time.Nanosecond).In(time.FixedZone("UTC+5", 5*3600))
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.SetKubeconfig(ctx, "c1", []byte("k"), at(2)); err != nil {
+			return err
+		}
+		if err := tx.SetAccess(ctx, "c1", a); err != nil {
+			return err
+		}
+		got, err := tx.GetCluster(ctx, "c1")
+		if err != nil || !got.Access.CheckedAt.Equal(at(3)) {
+			return fmt.Errorf("own access: %+v, %v", got.Access, err)
+		}
+		return nil
+	})
+	want := c1
+	want.KubeAttachedAt, want.Access = at(2), fullAccess()
+	want.Access.CheckedAt = at(3)
+	got, _ := s.GetCluster(ctx, "c1")
+	wantEqual(t, "cluster with access", got, want)
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "snapshot of cluster with access", snap.Clusters, []domain.Cluster{want})
+
+	// UpdateCluster and CreateCluster neither write nor clear it.
+	c := want
+	c.NodeSeq++
+	want.NodeSeq++
+	c.Access = domain.Access{}
+	update(t, s, func(tx store.Tx) error { return tx.UpdateCluster(ctx, c) })
+	got, _ = s.GetCluster(ctx, "c1")
+	wantEqual(t, "cluster after UpdateCluster with no access", got, want)
+	c2 := cluster("c2", "p1", at(1))
+	c2.Access = fullAccess()
+	update(t, s, func(tx store.Tx) error { return tx.CreateCluster(ctx, c2) })
+	if got, _ := s.GetCluster(ctx, "c2"); !got.Access.CheckedAt.IsZero() || len(got.Access.Missing) > 0 {
+		t.Fatalf("CreateCluster wrote access %+v", got.Access)
+	}
+
+	// The zero Access clears it; a new kubeconfig does too, and so does
+	// a detach.
+	update(t, s, func(tx store.Tx) error { return tx.SetAccess(ctx, "c1", domain.Access{}) })
+	if got, _ := s.GetCluster(ctx, "c1"); !got.Access.CheckedAt.IsZero() || len(got.Access.Missing) > 0 {
+		t.Fatalf("after SetAccess of nothing: %+v", got.Access)
+	}
+	for _, k := range [][]byte{[]byte("k2"), nil} {
+		update(t, s, func(tx store.Tx) error { return tx.SetAccess(ctx, "c1", fullAccess()) })
+		update(t, s, func(tx store.Tx) error { return tx.SetKubeconfig(ctx, "c1", k, at(4)) })
+		if got, _ := s.GetCluster(ctx, "c1"); !got.Access.CheckedAt.IsZero() || len(got.Access.Missing) > 0 {
+			t.Fatalf("after SetKubeconfig(%q): access %+v", k, got.Access)
+		}
+	}
+
+	// A fully deleted cluster keeps none and cannot get one.
+	update(t, s, func(tx store.Tx) error { return tx.SetAccess(ctx, "c1", fullAccess()) })
+	cur, _ := s.GetCluster(ctx, "c1")
+	cur.Deleting, cur.DeletedAt = true, at(10)
+	update(t, s, func(tx store.Tx) error { return tx.UpdateCluster(ctx, cur) })
+	if rec, err := s.GetClusterRecord(ctx, "c1"); err != nil || len(rec.Access.Missing) > 0 || !rec.Access.CheckedAt.IsZero() {
+		t.Fatalf("deleted cluster's record: access %+v, %v", rec.Access, err)
+	}
+	wantErr(t, "access of a deleted cluster", s.Update(ctx, func(tx store.Tx) error {
+		return tx.SetAccess(ctx, "c1", fullAccess())
+	}), domain.ErrNotFound)
 }
 
 func testNodeLastError(t *testing.T, s store.Store) {
