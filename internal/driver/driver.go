@@ -71,6 +71,12 @@ type Pod struct {
 // reported Ready: the caller polls again later. It is not a failure.
 var ErrNotReady = errors.New("node is not Ready yet")
 
+// ErrRefused is wrapped by the error of a call the cluster refused (its
+// RBAC, an admission policy), or that a driver did not make because the
+// cluster refused its permission a moment ago. The driver has reported
+// it (AccessReport); callers need not repeat it for every node.
+var ErrRefused = errors.New("refused by the cluster")
+
 // ClusterDriver is what the controller does to a cluster's Kubernetes.
 //
 // Calls on a node the cluster does not have return an error wrapping
@@ -181,6 +187,19 @@ type NodeWatcher interface {
 // sweep. The callback must not block or call the driver.
 type NodeChangeNotifier interface {
 	SetOnNodeChange(func())
+}
+
+// AccessReport is what a driver learned of the permissions a cluster's
+// API grants sparecap: the answer of a permission check (Checked: Missing
+// is all that is missing, replacing what was known), or one permission a
+// call was refused, on the way to a node's notice or cleanup (NodeName).
+// Drivers report a refusal once, not once per pod: they remember it and
+// skip the calls that need it for a while.
+type AccessReport struct {
+	ClusterID string
+	NodeName  string
+	Checked   bool
+	Missing   []domain.MissingPermission
 }
 
 // MachineProvider prepares machines for clusters and wipes them afterwards.

@@ -87,6 +87,14 @@ type Options struct {
 	// deleted or its Ready condition changes (from the node watch), so
 	// the controller checks for lost nodes at once.
 	OnNodeChange func()
+	// OnAccess is told what the driver learns of the permissions a
+	// cluster grants: the check each driver makes when it starts, and
+	// each permission a call was refused (once, not once per pod). It
+	// must not block or call the driver.
+	OnAccess func(driver.AccessReport)
+	// RegisterNodes: the register machine provider creates Nodes and
+	// reports them Ready, so the permission check asks for that too.
+	RegisterNodes bool
 	// Instance names this server in the Events it posts (their
 	// reportingInstance and source host); default: the host name.
 	Instance string
@@ -166,6 +174,8 @@ type Cluster struct {
 	// they were cordoned, until they are deleted): only their pods'
 	// exits wake the controller, not every pod deletion in the cluster.
 	draining sync.Map // node name -> struct{}
+	// refused are the permissions the cluster refused (see may).
+	refused refusals
 }
 
 const byNode = "node"
@@ -247,6 +257,7 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 	}
 	go c.pods.Run(c.stop)
 	go c.nodes.Run(c.stop)
+	go c.checkAccess()
 	return c, nil
 }
 
@@ -470,9 +481,11 @@ func (c *Cluster) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 		taints = append(taints, c.opts.PreemptibleTaints...)
 	}
 	var node *corev1.Node
+	perm := permGetNodes
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		ctx, cancel := c.call(ctx)
 		defer cancel()
+		perm = permGetNodes
 		n, err := c.client.CoreV1().Nodes().Get(ctx, spec.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -495,9 +508,13 @@ func (c *Cluster) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 			node = n
 			return nil
 		}
+		perm = permPatchNodes
 		node, err = c.patch(ctx, spec.NodeName, patch)
 		return err
 	})
+	if err != nil {
+		c.refusal(perm, spec.NodeName, err)
+	}
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("node %s has not registered with the cluster yet: %w", spec.NodeName, driver.ErrNotReady)
 	}
@@ -631,24 +648,49 @@ func (c *Cluster) mark(ctx context.Context, clusterID, nodeName string, cordon b
 		meta["resourceVersion"] = n.ResourceVersion
 		return map[string]any{"metadata": meta, "spec": spec}
 	}
-	if n := c.cachedNode(nodeName); n != nil && patchFor(n) == nil {
+	cached := c.cachedNode(nodeName)
+	if cached != nil && patchFor(cached) == nil {
 		return nil
+	}
+	if !c.may(permPatchNodes) {
+		return refused(permPatchNodes)
 	}
 	ctx, done := c.call(ctx)
 	defer done()
+	perm := permPatchNodes
+	// The watch's copy is usually current: patch from it, and read the
+	// Node only when it was not (a conflict) or is not there.
+	read := cached == nil
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		n, err := c.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
+		n := cached
+		if read {
+			perm = permGetNodes
+			var err error
+			if n, err = c.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{}); err != nil {
+				return err
+			}
 		}
+		read = true
 		p := patchFor(n)
 		if p == nil {
 			return nil
 		}
-		_, err = c.patch(ctx, nodeName, p)
+		perm = permPatchNodes
+		_, err := c.patch(ctx, nodeName, p)
 		return err
 	})
+	if err == nil {
+		c.granted(permPatchNodes)
+	} else if c.refusal(perm, nodeName, err) {
+		return fmt.Errorf("mark node %s: %w: %w", nodeName, driver.ErrRefused, err)
+	}
 	return notFound(err, "mark node "+nodeName)
+}
+
+// refused is the error of a call not made because the cluster refused
+// its permission a moment ago (see may).
+func refused(p Permission) error {
+	return fmt.Errorf("%w: %s was refused less than %s ago", driver.ErrRefused, p, refusedFor)
 }
 
 var _ driver.Marker = (*Cluster)(nil)
@@ -661,7 +703,7 @@ func eventName(object string, e driver.NodeEvent) string {
 	return fmt.Sprintf("%s.sparecap-%016x", object, h.Sum64())
 }
 
-func (c *Cluster) postEvent(ctx context.Context, ref corev1.ObjectReference, e driver.NodeEvent) error {
+func (c *Cluster) postEvent(ctx context.Context, node string, ref corev1.ObjectReference, e driver.NodeEvent) error {
 	now := metav1.Now()
 	ev := &corev1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Name: eventName(ref.Name, e), Namespace: ref.Namespace},
@@ -679,11 +721,18 @@ func (c *Cluster) postEvent(ctx context.Context, ref corev1.ObjectReference, e d
 	if ev.Namespace == "" {
 		ev.Namespace = metav1.NamespaceDefault // where kubectl looks for node events
 	}
+	if !c.may(permEvents) {
+		return refused(permEvents)
+	}
 	ctx, cancel := c.eventCall(ctx)
 	defer cancel()
 	_, err := c.client.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
+	switch {
+	case err == nil || apierrors.IsAlreadyExists(err):
+		c.granted(permEvents)
 		return nil
+	case c.refusal(permEvents, node, err):
+		return fmt.Errorf("%w: %w", driver.ErrRefused, err)
 	}
 	return err
 }
@@ -693,7 +742,7 @@ func (c *Cluster) PostEvent(ctx context.Context, clusterID, nodeName string, e d
 	if err := c.check(clusterID); err != nil {
 		return err
 	}
-	return c.postEvent(ctx, corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: nodeName, UID: types.UID(nodeName)}, e)
+	return c.postEvent(ctx, nodeName, corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: nodeName, UID: types.UID(nodeName)}, e)
 }
 
 // PostPodEvent posts an Event involving the pod, in its namespace.
@@ -701,7 +750,7 @@ func (c *Cluster) PostPodEvent(ctx context.Context, clusterID, nodeName string, 
 	if err := c.check(clusterID); err != nil {
 		return err
 	}
-	return c.postEvent(ctx, corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name, UID: types.UID(p.UID)}, e)
+	return c.postEvent(ctx, nodeName, corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name, UID: types.UID(p.UID)}, e)
 }
 
 // ListPods lists the node's pods that have not exited, from the watch's
@@ -753,157 +802,6 @@ func (c *Cluster) ListPods(ctx context.Context, clusterID, nodeName string) ([]d
 	return out, nil
 }
 
-// DeletePod deletes the pod with the grace period (whole seconds); the
-// UID precondition keeps a pod recreated under the same name safe.
-func (c *Cluster) DeletePod(ctx context.Context, clusterID, nodeName string, p driver.Pod, grace time.Duration) error {
-	return c.deletePod(ctx, clusterID, nodeName, p, time.Time{}, func() time.Duration { return grace })
-}
-
-// DeletePodBy deletes the pod so that it is gone by by, reading the clock
-// once it has its slot, just before the call.
-func (c *Cluster) DeletePodBy(ctx context.Context, clusterID, nodeName string, p driver.Pod, by time.Time) error {
-	return c.deletePod(ctx, clusterID, nodeName, p, by, func() time.Duration { return driver.GraceBy(p, by, c.opts.Clock.Now()) })
-}
-
-var _ driver.DeadlineDeleter = (*Cluster)(nil)
-
-// deletePod sets the pod's DisruptionTarget condition, then deletes it:
-// Kubernetes' own evictions do the same, so a Job's podFailurePolicy
-// (onPodConditions: DisruptionTarget), JobSet and Kueue count the pod as
-// disrupted, not failed, and a reclaim does not use up a backoffLimit.
-func (c *Cluster) deletePod(ctx context.Context, clusterID, nodeName string, p driver.Pod, by time.Time, grace func() time.Duration) error {
-	if err := c.check(clusterID); err != nil {
-		return err
-	}
-	if !c.disrupted(p) {
-		msg := fmt.Sprintf("sparecap reclaims node %s: the pod must be gone by %s", nodeName, by.UTC().Format(time.RFC3339))
-		if by.IsZero() {
-			msg = fmt.Sprintf("sparecap took node %s back at its deadline; the pod is force-deleted", nodeName)
-		} else if !p.ReadsDeadline {
-			// Nothing in the pod would see it: spare the call.
-		} else if err := c.annotateDeadline(ctx, p, by); err != nil {
-			// First, so a container reading its annotations (a Downward
-			// API volume, which the kubelet refreshes) knows its deadline
-			// by the time SIGTERM comes.
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-				return nil // gone, or replaced by another pod of that name
-			}
-			// A courtesy, not the notice: refused (RBAC without patch on
-			// pods, an admission policy) or failed, the pod still gets
-			// its condition and its SIGTERM now, and reads the deadline
-			// from the condition or its grace period.
-			c.opts.Log.Warn("cannot set the deadline annotation on a pod; deleting it without", "cluster", clusterID,
-				"namespace", p.Namespace, "pod", p.Name, "err", err)
-		}
-		if err := c.setDisruption(ctx, p, msg); err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-				return nil // gone, or replaced by another pod of that name
-			}
-			return fmt.Errorf("set DisruptionTarget: %w", err)
-		}
-	}
-	ctx, cancel := c.call(ctx)
-	defer cancel()
-	secs := int64(max(grace(), 0) / time.Second)
-	opts := metav1.DeleteOptions{GracePeriodSeconds: &secs}
-	if p.UID != "" {
-		uid := types.UID(p.UID)
-		opts.Preconditions = &metav1.Preconditions{UID: &uid}
-	}
-	err := c.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, opts)
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil // gone, or replaced by another pod of that name
-	}
-	return err
-}
-
-// disrupted: the pod watch shows the pod with sparecap's DisruptionTarget
-// condition already (a second deletion, to cut a grace period).
-func (c *Cluster) disrupted(p driver.Pod) bool {
-	obj, ok, err := c.pods.GetStore().GetByKey(p.Namespace + "/" + p.Name)
-	if err != nil || !ok {
-		return false
-	}
-	for _, cond := range obj.(*corev1.Pod).Status.Conditions {
-		if cond.Type == corev1.DisruptionTarget && cond.Status == corev1.ConditionTrue && cond.Reason == domain.ReasonDisruption {
-			return true
-		}
-	}
-	return false
-}
-
-// deadlineReader stands, in a trimmed pod, for the volumes through which
-// the pod reads its deadline annotation.
-var deadlineReader = []corev1.Volume{{Name: "annotations", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
-	Items: []corev1.DownwardAPIVolumeFile{{Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"}}}}}}}
-
-// readsDeadline reports whether p mounts its annotations, all of them or
-// the deadline's, through a Downward API volume (or a projected one): the
-// kubelet refreshes such a file, so an annotation written now reaches the
-// running container.
-func readsDeadline(p *corev1.Pod) bool {
-	reads := func(items []corev1.DownwardAPIVolumeFile) bool {
-		for _, it := range items {
-			if it.FieldRef != nil && (it.FieldRef.FieldPath == "metadata.annotations" ||
-				it.FieldRef.FieldPath == "metadata.annotations['"+domain.AnnotationDeadline+"']") {
-				return true
-			}
-		}
-		return false
-	}
-	for _, v := range p.Spec.Volumes {
-		if v.DownwardAPI != nil && reads(v.DownwardAPI.Items) {
-			return true
-		}
-		if v.Projected != nil {
-			for _, src := range v.Projected.Sources {
-				if src.DownwardAPI != nil && reads(src.DownwardAPI.Items) {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
-// annotateDeadline puts the deadline on the pod (domain.AnnotationDeadline,
-// RFC 3339), for the workload to read. The pod's UID in the patch makes it
-// apply to this pod only.
-func (c *Cluster) annotateDeadline(ctx context.Context, p driver.Pod, by time.Time) error {
-	meta := map[string]any{"annotations": map[string]string{domain.AnnotationDeadline: by.UTC().Format(time.RFC3339)}}
-	if p.UID != "" {
-		meta["uid"] = p.UID
-	}
-	body, err := json.Marshal(map[string]any{"metadata": meta})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := c.call(ctx)
-	defer cancel()
-	_, err = c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, body, metav1.PatchOptions{})
-	return err
-}
-
-// setDisruption patches the pod's status with the DisruptionTarget
-// condition (a strategic merge patch merges conditions by type). The
-// pod's UID in the patch makes it apply to this pod only.
-func (c *Cluster) setDisruption(ctx context.Context, p driver.Pod, msg string) error {
-	cond := map[string]any{"type": corev1.DisruptionTarget, "status": corev1.ConditionTrue,
-		"reason": domain.ReasonDisruption, "message": msg, "lastTransitionTime": metav1.NewTime(c.opts.Clock.Now())}
-	patch := map[string]any{"status": map[string]any{"conditions": []any{cond}}}
-	if p.UID != "" {
-		patch["metadata"] = map[string]any{"uid": p.UID}
-	}
-	body, err := json.Marshal(patch)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := c.call(ctx)
-	defer cancel()
-	_, err = c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
-	return err
-}
-
 // DeleteNode deletes the Node object.
 func (c *Cluster) DeleteNode(ctx context.Context, clusterID, nodeName string) error {
 	if err := c.check(clusterID); err != nil {
@@ -916,6 +814,7 @@ func (c *Cluster) DeleteNode(ctx context.Context, clusterID, nodeName string) er
 		c.draining.Delete(nodeName)
 		return nil
 	}
+	c.refusal(permDeleteNodes, nodeName, err)
 	return err
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -191,9 +192,15 @@ func (s fanOut) kubectlDrain(tb testing.TB) notices {
 // floor is what the API server itself allows: a bare client cordons every
 // node and deletes every pod at once (48 calls in flight, as sparecap's
 // driver), with no controller, store or Events. It is the lower bound
-// sparecap's numbers are compared with.
-func (s fanOut) floor(tb testing.TB) notices {
-	ctx, kl, names, pods, client := s.bareNodes(tb, "floor")
+// sparecap's numbers are compared with. floorEvict is the same with the
+// DisruptionTarget condition kept: it evicts every pod instead (one call
+// each, but two writes on the server: the condition, then the deletion).
+func (s fanOut) floor(tb testing.TB) notices { return s.bare(tb, "floor", false) }
+
+func (s fanOut) floorEvict(tb testing.TB) notices { return s.bare(tb, "floorev", true) }
+
+func (s fanOut) bare(tb testing.TB, prefix string, evict bool) notices {
+	ctx, kl, names, pods, client := s.bareNodes(tb, prefix)
 	cordons := watchCordons(tb, ctx)
 	slots := make(chan struct{}, kube.DefaultInFlight)
 	var wg sync.WaitGroup
@@ -217,7 +224,12 @@ func (s fanOut) floor(tb testing.TB) notices {
 	for _, n := range names {
 		for _, p := range pods[n] {
 			call(func() error {
-				return client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+				opts := metav1.DeleteOptions{GracePeriodSeconds: &grace}
+				if evict {
+					return client.CoreV1().Pods(p.Namespace).EvictV1(ctx, &policyv1.Eviction{
+						ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}, DeleteOptions: &opts})
+				}
+				return client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, opts)
 			})
 		}
 	}
@@ -293,7 +305,7 @@ type way struct {
 }
 
 func (s fanOut) ways() []way {
-	return []way{{"sparecap", s.sparecap}, {"kubectl-drain", s.kubectlDrain}, {"floor", s.floor}}
+	return []way{{"sparecap", s.sparecap}, {"kubectl-drain", s.kubectlDrain}, {"floor", s.floor}, {"floor-evict", s.floorEvict}}
 }
 
 // BenchmarkNoticeFanOut: 50 nodes × 20 pods reclaimed at once, each pod
@@ -319,17 +331,18 @@ func BenchmarkNoticeFanOut(b *testing.B) {
 			}
 		})
 	}
-	ours, theirs, bare := got["sparecap"], got["kubectl-drain"], got["floor"]
-	if len(ours.pods) == 0 || len(theirs.pods) == 0 || len(bare.pods) == 0 {
+	ours, theirs, bare, evict := got["sparecap"], got["kubectl-drain"], got["floor"], got["floor-evict"]
+	if len(ours.pods) == 0 || len(theirs.pods) == 0 || len(bare.pods) == 0 || len(evict.pods) == 0 {
 		return // a way was filtered out with -bench
 	}
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	// A parent benchmark's own log is not shown: print the comparison.
-	fmt.Printf("%d nodes × %d pods, checkpoint %s, QPS %g burst %d: sparecap all notices out in %s (p50 %s, p99 %s, cordons by %s); kubectl drain ×%d workers in %s (p50 %s, p99 %s): %.1f× faster; a bare client deleting everything at once: %s (p50 %s, p99 %s)",
+	fmt.Printf("%d nodes × %d pods, checkpoint %s, QPS %g burst %d: sparecap all notices out in %s (p50 %s, p99 %s, cordons by %s); kubectl drain ×%d workers in %s (p50 %s, p99 %s): %.1f× faster; a bare client deleting everything at once: %s (p50 %s, p99 %s), sparecap at %.2f×; evicting everything at once: %s (p50 %s), sparecap at %.2f×",
 		s.nodes, s.pods, s.checkpoint, s.qps, s.burst,
 		ms(ours.all()), ms(ours.quantile(0.5)), ms(ours.quantile(0.99)), ms(ours.nodes[len(ours.nodes)-1]),
 		s.drainWorkers, ms(theirs.all()), ms(theirs.quantile(0.5)), ms(theirs.quantile(0.99)),
 		theirs.all().Seconds()/ours.all().Seconds(),
-		ms(bare.all()), ms(bare.quantile(0.5)), ms(bare.quantile(0.99)))
+		ms(bare.all()), ms(bare.quantile(0.5)), ms(bare.quantile(0.99)), ours.all().Seconds()/bare.all().Seconds(),
+		ms(evict.all()), ms(evict.quantile(0.5)), ours.all().Seconds()/evict.all().Seconds())
 	fmt.Println()
 }

@@ -62,7 +62,9 @@ type fixtureConfig struct {
 	machines int
 	window   time.Duration
 	attached []string // cluster IDs on the test API server
-	opts     kube.Options
+	// kubeconfig they are attached with (default: the admin's).
+	kubeconfig []byte
+	opts       kube.Options
 	// nodeLostAfter and registerTimeout: see controller.Config (zero:
 	// its defaults).
 	nodeLostAfter, registerTimeout time.Duration
@@ -85,7 +87,10 @@ func newFixture(t testing.TB, cfg fixtureConfig) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc := env.Kubeconfig()
+	kc := cfg.kubeconfig
+	if kc == nil {
+		kc = env.Kubeconfig()
+	}
 	router := kube.NewRouter(func(_ context.Context, id string) ([]byte, error) {
 		if slices.Contains(cfg.attached, id) {
 			return kc, nil
@@ -102,6 +107,7 @@ func newFixture(t testing.TB, cfg fixtureConfig) *fixture {
 	}, nil)
 	// Wired as the server wires them.
 	router.SetOnPodsGone(ctrl.Kick)
+	router.SetOnAccess(ctrl.RecordAccess)
 	router.SetOnNodeChange(ctrl.SweepSoon)
 	f := &fixture{t: t, ctx: ctx, st: st, ctrl: ctrl, router: router, sim: fl}
 	err = st.Update(ctx, func(tx store.Tx) error {

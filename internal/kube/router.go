@@ -42,6 +42,15 @@ func (r *Router) SetOnPodsGone(f func()) {
 	r.mu.Unlock()
 }
 
+// SetOnAccess sets the callback the drivers report what they learn of
+// their clusters' permissions to (the controller's RecordAccess), before
+// the first call.
+func (r *Router) SetOnAccess(f func(driver.AccessReport)) {
+	r.mu.Lock()
+	r.opts.OnAccess = f
+	r.mu.Unlock()
+}
+
 // SetOnNodeChange sets the callback the node watches call when a managed
 // Node is deleted or changes readiness (the controller's SweepSoon), and
 // passes it on to the fallback driver if it reports such changes too.

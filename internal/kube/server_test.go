@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -129,4 +130,70 @@ func waitReady(t *testing.T, c *client.Client, id string, nodes int) {
 		}
 		return nil
 	})
+}
+
+// TestServerAttachChecksPermissions: the server asks the cluster what the
+// kubeconfig's identity may do before it stores it. Without delete on
+// pods the attach is refused, naming what is missing and storing nothing;
+// without patch on pods/status it succeeds, and the cluster's status and
+// its events say what the tenant loses.
+func TestServerAttachChecksPermissions(t *testing.T) {
+	reset(t)
+	ctx := context.Background()
+	const admin = "adm-0123456789abcdef0123456789abcdef"
+	srv, err := server.Start(ctx, server.Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), AdminToken: admin,
+		MachineProvider: "register", ProvisionTime: -1, WipeTime: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := client.New(srv.URL, admin)
+	if _, err := c.CreateProject(ctx, "team"); err != nil {
+		t.Fatal(err)
+	}
+	req := apiv1.CreateClusterRequest{ProjectID: "team", ClusterName: "checked", Region: "us-central-2", GPUType: "RTX_6000_PCI",
+		ClusterType: "KUBERNETES", BillingType: "ON_DEMAND", NumGPUs: 8}
+	cl, err := c.CreateCluster(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	noDelete, _ := grant(t, "attach-no-delete", "delete pods")
+	_, err = c.AttachKubeconfig(ctx, cl.ClusterID, noDelete)
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || !strings.Contains(err.Error(), "delete pods") ||
+		!strings.Contains(err.Error(), "cannot work without") || strings.Contains(err.Error(), strings.TrimPrefix(env.RESTConfig().Host, "https://")) {
+		t.Fatalf("attach without delete on pods: %v", err)
+	}
+	if got, err := c.GetCluster(ctx, cl.ClusterID); err != nil || got.Kubernetes.Attached || got.Access != nil {
+		t.Fatalf("a refused attach stored something: %+v, %v", got, err)
+	}
+	// A create with such a kubeconfig creates nothing.
+	req.ClusterName, req.Kubeconfig = "refused", string(noDelete)
+	if _, err := c.CreateCluster(ctx, req); err == nil || !strings.Contains(err.Error(), "delete pods") {
+		t.Fatalf("create with a kubeconfig without delete on pods: %v", err)
+	}
+
+	noStatus, _ := grant(t, "attach-no-status", "patch pods/status")
+	got, err := c.AttachKubeconfig(ctx, cl.ClusterID, noStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := got.Access; !got.Kubernetes.Attached || a == nil || a.CheckedAt == nil || len(a.Missing) != 1 ||
+		a.Missing[0].Permission != "patch pods/status" || a.Missing[0].Essential || !strings.Contains(a.Missing[0].Effect, "grant patch on pods/status") {
+		t.Fatalf("attach without patch on pods/status: %+v, access %+v", got.Kubernetes, got.Access)
+	}
+	evs, err := c.ListEvents(ctx, cl.ClusterID, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range evs.Events {
+		if e.Reason == string(domain.ReasonPermissionMissing) && strings.Contains(e.Message, "patch pods/status") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no PermissionMissing event: %+v", evs)
+	}
 }

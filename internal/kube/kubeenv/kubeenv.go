@@ -52,6 +52,10 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -424,6 +428,31 @@ func (e *Env) Kubeconfig() []byte {
 		panic(err) // marshalling a fixed structure cannot fail
 	}
 	return b
+}
+
+// ServiceAccountKubeconfig returns a self-contained kubeconfig for the
+// service account namespace/name, creating the account if it is missing,
+// with a token from the TokenRequest API (an hour long): what an operator
+// makes for sparecap as docs/kubernetes.md says. What the account may do
+// is up to the roles bound to it.
+func (e *Env) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) ([]byte, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+	if _, err := e.client.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create service account %s/%s: %w", namespace, name, err)
+	}
+	hour := int64(3600)
+	tok, err := e.client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &hour}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("token for service account %s/%s: %w", namespace, name, err)
+	}
+	cfg := clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"kubeenv": {Server: e.cfg.Host, CertificateAuthorityData: e.sec.caPEM}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{name: {Token: tok.Status.Token}},
+		Contexts:       map[string]*clientcmdapi.Context{"kubeenv": {Cluster: "kubeenv", AuthInfo: name}},
+		CurrentContext: "kubeenv",
+	}
+	return clientcmd.Write(cfg)
 }
 
 // expect GETs url and wants status 200 and a body containing want.

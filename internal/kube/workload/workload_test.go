@@ -111,6 +111,7 @@ func TestBatchWorkSurvivesReclaims(t *testing.T) {
 	ctrl := controller.New(st, router, &kwokProvider{client: c, attached: "tenant", fallback: fl}, clk,
 		controller.Config{DrainWindow: window, Cooldown: -1, Interval: time.Second}, nil)
 	router.SetOnPodsGone(ctrl.Kick)
+	router.SetOnAccess(ctrl.RecordAccess)
 	router.SetOnNodeChange(ctrl.SweepSoon)
 	err = st.Update(ctx, func(tx store.Tx) error {
 		if err := tx.CreateProject(ctx, domain.Project{ID: "p", CreatedAt: time.Now()}); err != nil {
@@ -374,7 +375,8 @@ func watchDisruptions(t *testing.T, c kubernetes.Interface) *disruptions {
 				continue
 			}
 			for _, cond := range p.Status.Conditions {
-				if cond.Type == corev1.DisruptionTarget && cond.Status == corev1.ConditionTrue && cond.Reason == domain.ReasonDisruption {
+				if cond.Type == corev1.DisruptionTarget && cond.Status == corev1.ConditionTrue &&
+					(cond.Reason == domain.ReasonEviction || cond.Reason == domain.ReasonDisruption) {
 					d.mu.Lock()
 					d.pods[p.UID] = labelsString(p.Labels)
 					d.mu.Unlock()
