@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -800,5 +801,36 @@ func TestNoticesRunTogether(t *testing.T) {
 			t.Fatalf("10s (wall) on, %d of %d notices delivered; %d cordons reached the API together", notified, burst, arrived)
 		}
 		h.clk.Step(100 * time.Millisecond)
+	}
+}
+
+// TestCourtesiesNeverHoldTheNotice: the cluster refuses every courtesy of
+// a drain (the marks and every Event). The pods still get their SIGTERM at
+// T+0, the notice is recorded, the node goes as soon as they exit, and its
+// cleanup (the Node object) is not left pending for want of an Event.
+func TestCourtesiesNeverHoldTheNotice(t *testing.T) {
+	h := newHarness(t, quickPods, 2)
+	pre := fillPreemptible(h)
+	courtesies := []string{"Cordon", "Taint", "Annotate", "PostEvent", "PostPodEvent"}
+	withAPI(h, &tenantAPI{refuse: func(op string) bool { return slices.Contains(courtesies, op) }})
+	tNotice := h.clk.Now()
+	reclaimFor(h)
+	h.reconcile()
+	v, _ := h.sim.Node("a", pre.Name)
+	for _, p := range v.Pods {
+		if p.State != sim.PodTerminating || !p.SIGTERMAt.Equal(tNotice) {
+			t.Fatalf("pod %s at T+0: %+v", p.Name, p)
+		}
+	}
+	if n := h.node(pre.ID); !n.Notified {
+		t.Fatal("the notice is not recorded: a refused courtesy held it")
+	}
+	h.advance(40 * time.Second) // the pods exit 30 s after SIGTERM; the wipe takes 5 s
+	n := h.node(pre.ID)
+	if n.State != domain.NodeRemoved || n.Outcome != domain.OutcomeEarly || n.CleanupPending {
+		t.Fatalf("after the pods exited: %s, outcome %s, cleanup pending %v (%s)", n.State, n.Outcome, n.CleanupPending, n.LastError)
+	}
+	if _, ok := h.sim.Node("a", pre.Name); ok {
+		t.Fatal("Node object left behind")
 	}
 }

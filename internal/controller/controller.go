@@ -142,7 +142,10 @@ type Controller struct {
 	tq batchQueue[*pendingTransition]
 	// cq holds creates waiting for the next holder of mu (see
 	// CreateCluster).
-	cq        batchQueue[*createReq]
+	cq batchQueue[*createReq]
+	// access holds what drivers learned of clusters' permissions, for
+	// the next pass to record (see RecordAccess).
+	access    batchQueue[driver.AccessReport]
 	kick      chan struct{}
 	changedMu sync.Mutex
 	changed   chan struct{}

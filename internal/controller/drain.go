@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -91,17 +92,16 @@ func (c *Controller) until(ctx context.Context, t time.Time) (context.Context, c
 // Every call is idempotent, so a pass after a crash repeats nothing that
 // was done: pods already terminating within the deadline are left alone,
 // and Events are named after their content.
+//
+// Only the pods' deletions (their SIGTERM) are essential: an error there
+// fails the step, which is retried. The marks and the Events are
+// courtesies (see courtesy): refused or failed, they are logged (and the
+// driver reports a refusal once per cluster) and never keep a pod from its
+// notice or the node from its early release. The marks go first, so the
+// scheduler places nothing new on the node, but the deletions wait for
+// them at most courtesyWait.
 func (c *Controller) drain(ctx context.Context, n domain.Node) ([]driver.Pod, error) {
-	gone := false
-	if err := c.mark(ctx, n); err != nil {
-		if !errors.Is(err, domain.ErrNotFound) {
-			return nil, fmt.Errorf("mark the node: %w", err)
-		}
-		// The Node object is gone (it never joined, or someone deleted
-		// it): nothing to mark, but pods the cluster still binds to it get
-		// their notice all the same.
-		gone = true
-	}
+	marked := c.courtesy(ctx, func(ctx context.Context) error { return c.mark(ctx, n) })
 	pods, err := c.cluster.ListPods(ctx, n.ClusterID, n.Name)
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
@@ -116,6 +116,16 @@ func (c *Controller) drain(ctx context.Context, n domain.Node) ([]driver.Pod, er
 	if err := c.deletePods(ctx, n, pods, signal, n.Deadline); err != nil {
 		return nil, err
 	}
+	// The Node object may be gone (it never joined, or someone deleted
+	// it): nothing to mark or post an Event on, but pods the cluster still
+	// binds to it got their notice all the same.
+	gone := false
+	if err := marked(); err != nil {
+		gone = errors.Is(err, domain.ErrNotFound)
+		if !gone {
+			c.courtesyFailed(n, "mark the node draining", err)
+		}
+	}
 	// Events explain the notice: on the node once, and on each pod that
 	// got its SIGTERM now (on every workload pod until the notice is
 	// recorded, in case a crash came between SIGTERMs and Events).
@@ -127,13 +137,43 @@ func (c *Controller) drain(ctx context.Context, n domain.Node) ([]driver.Pod, er
 	})
 	if !n.Notified && !gone {
 		if err := c.postNodeEvent(ctx, n, clusterEvent(n)); err != nil && !errors.Is(err, domain.ErrNotFound) {
-			return nil, err
+			c.courtesyFailed(n, "post the notice's Event", err)
 		}
 	}
-	if err := c.postPodEvents(ctx, n, told); err != nil {
-		return nil, err
-	}
+	c.postPodEvents(ctx, n, told)
 	return pods, nil
+}
+
+// courtesyWait is the longest the essential writes of a step wait for a
+// courtesy that goes before them (a drain's marks).
+const courtesyWait = time.Second
+
+// courtesy starts f, a write nothing essential depends on, and waits for
+// it at most courtesyWait; the returned function waits for f's result.
+func (c *Controller) courtesy(ctx context.Context, f func(context.Context) error) func() error {
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	select {
+	case err := <-done:
+		return func() error { return err }
+	default:
+	}
+	select {
+	case err := <-done:
+		return func() error { return err }
+	case <-c.clock.After(courtesyWait):
+	}
+	return sync.OnceValue(func() error { return <-done })
+}
+
+// courtesyFailed logs a courtesy that failed: a refusal the driver has
+// reported (once per cluster) at debug level, anything else as a warning.
+func (c *Controller) courtesyFailed(n domain.Node, what string, err error) {
+	log := c.log.Warn
+	if errors.Is(err, driver.ErrRefused) {
+		log = c.log.Debug
+	}
+	log("a courtesy failed; the notice goes on without it", "what", what, "node", n.Name, "cluster", n.ClusterID, "err", err)
 }
 
 func (c *Controller) mark(ctx context.Context, n domain.Node) error {
@@ -162,20 +202,24 @@ func (c *Controller) postNodeEvent(ctx context.Context, n domain.Node, e driver.
 // podCalls bounds the concurrent calls for one node's pods.
 const podCalls = 16
 
-func (c *Controller) postPodEvents(ctx context.Context, n domain.Node, pods []driver.Pod) error {
+// postPodEvents posts the notice's Event on each pod, a courtesy: a
+// failure is logged, once for the node.
+func (c *Controller) postPodEvents(ctx context.Context, n domain.Node, pods []driver.Pod) {
 	e := clusterEvent(n)
-	g, gctx := errgroup.WithContext(ctx)
+	var g errgroup.Group
 	g.SetLimit(podCalls)
 	for _, p := range pods {
 		g.Go(func() error {
-			err := c.cluster.PostPodEvent(gctx, n.ClusterID, n.Name, p, e)
+			err := c.cluster.PostPodEvent(ctx, n.ClusterID, n.Name, p, e)
 			if err != nil && !errors.Is(err, domain.ErrNotFound) {
-				return fmt.Errorf("post event on pod %s/%s: %w", p.Namespace, p.Name, err)
+				return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 			}
 			return nil
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		c.courtesyFailed(n, "post the notice's Events on pods", err)
+	}
 }
 
 // deletePods deletes the pods that match, all at once, each to be gone by
@@ -184,21 +228,31 @@ func (c *Controller) postPodEvents(ctx context.Context, n domain.Node, pods []dr
 // Drivers that can read the clock at the moment they act do so
 // (driver.DeadlineDeleter), so time spent waiting for a turn never
 // stretches a pod past the deadline.
+//
+// One pod's failure never holds back another's notice: every deletion is
+// made, and the errors are returned together.
 func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []driver.Pod, match func(driver.Pod) bool, by time.Time) error {
-	g, gctx := errgroup.WithContext(ctx)
+	var (
+		g    errgroup.Group
+		mu   sync.Mutex
+		errs []error
+	)
 	g.SetLimit(podCalls)
 	for _, p := range pods {
 		if !match(p) {
 			continue
 		}
 		g.Go(func() error {
-			if err := driver.DeletePodBy(gctx, c.cluster, n.ClusterID, n.Name, p, by, c.clock.Now); err != nil {
-				return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
+			if err := driver.DeletePodBy(ctx, c.cluster, n.ClusterID, n.Name, p, by, c.clock.Now); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err))
+				mu.Unlock()
 			}
 			return nil
 		})
 	}
-	return g.Wait()
+	g.Wait()
+	return errors.Join(errs...)
 }
 
 func isWorkload(p driver.Pod) bool { return !p.DaemonSet }

@@ -70,6 +70,9 @@ func (c *Controller) Reconcile(ctx context.Context) (time.Time, error) {
 // earlier pass is left to it, and a step that finishes kicks the loop, so
 // the next pass sees what it changed.
 func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
+	if err := c.recordAccess(ctx); err != nil {
+		c.log.Warn("cannot record what a cluster's permission check found", "err", err)
+	}
 	pl, err := c.replan(ctx)
 	if err != nil {
 		return time.Time{}, err

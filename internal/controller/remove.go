@@ -132,22 +132,30 @@ func (c *Controller) tryCleanUp(ctx context.Context, n domain.Node, outcome doma
 
 // cleanUp deletes what node n leaves in its cluster once its machine is
 // taken back: pods still bound to it are force-deleted (with their
-// disruption condition, where the driver sets one), then the Node object,
-// then Kubernetes Events say how the node went. Every call is idempotent.
+// disruption condition, where the driver sets one), then the Node object
+// (whether or not every pod could be deleted: the cluster's pod garbage
+// collector deletes pods bound to a Node that is gone), then Kubernetes
+// Events say how the node went, a courtesy that never keeps the cleanup
+// pending. Every call is idempotent.
 func (c *Controller) cleanUp(ctx context.Context, n domain.Node, outcome domain.DrainOutcome) cleanup {
 	pods, err := c.cluster.ListPods(ctx, n.ClusterID, n.Name)
 	if err != nil {
 		return cleanup{pods: -1, err: fmt.Errorf("list pods: %w", err)}
 	}
+	var errs []error
 	if err := c.deletePods(ctx, n, pods, func(driver.Pod) bool { return true }, time.Time{}); err != nil {
-		return cleanup{pods: len(pods), err: fmt.Errorf("force-delete pods: %w", err)}
+		errs = append(errs, fmt.Errorf("force-delete pods: %w", err))
 	}
 	if err := c.cluster.DeleteNode(ctx, n.ClusterID, n.Name); err != nil {
-		return cleanup{pods: len(pods), err: fmt.Errorf("delete node: %w", err)}
+		errs = append(errs, fmt.Errorf("delete node: %w", err))
+	}
+	if len(errs) > 0 {
+		return cleanup{pods: len(pods), err: errors.Join(errs...)}
 	}
 	for _, e := range endEvents(n, outcome, len(pods)) {
 		if err := c.postNodeEvent(ctx, n, e); err != nil && !errors.Is(err, domain.ErrNotFound) {
-			return cleanup{pods: len(pods), err: err}
+			c.courtesyFailed(n, "post the Events of its removal", err)
+			break
 		}
 	}
 	return cleanup{pods: len(pods)}
