@@ -70,6 +70,12 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 	}
 	var attach []func(store.Tx, string) error
 	if req.Kubeconfig != "" {
+		// Last of the checks: it asks the cluster.
+		access, err := s.checkAccess(ctx, req.Kubeconfig)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		// In the cluster's own transaction: the controller never sees
 		// it without its kubeconfig, so no node goes to the simulation.
 		attach = append(attach, func(tx store.Tx, id string) error {
@@ -77,7 +83,10 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 			if err != nil {
 				return err
 			}
-			return tx.SetKubeconfig(ctx, id, sealed, s.clock.Now())
+			if err := tx.SetKubeconfig(ctx, id, sealed, s.clock.Now()); err != nil {
+				return err
+			}
+			return s.storeAccess(ctx, tx, id, access)
 		})
 	}
 	c, err := s.ctrl.CreateCluster(ctx, domain.Cluster{
@@ -387,6 +396,20 @@ func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request, p princip
 	s.writeCluster(w, r, http.StatusAccepted, c)
 }
 
+// accessView is the API's view of a cluster's access record; nil while
+// it holds nothing.
+func accessView(a domain.Access, redact func(string) string) *apiv1.Access {
+	if a.CheckedAt.IsZero() && len(a.Missing) == 0 {
+		return nil
+	}
+	v := &apiv1.Access{CheckedAt: timePtr(a.CheckedAt), Missing: make([]apiv1.MissingPermission, len(a.Missing))}
+	for i, m := range a.Missing {
+		v.Missing[i] = apiv1.MissingPermission{Permission: m.Permission, Essential: m.Essential, Effect: m.Effect,
+			Since: m.Since, Detail: redact(m.Detail)}
+	}
+	return v
+}
+
 // clusterView is the API's view of a cluster; redact masks the cluster's
 // API server address in the nodes' errors.
 func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) string) apiv1.Cluster {
@@ -396,6 +419,7 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 		NumGPUs: c.NumGPUs, DesiredPreemptibleGPUs: c.DesiredPreemptibleGPUs, Weight: max(c.Weight, 1),
 		CreatedAt: c.CreatedAt, GPUWorkerNodes: make([]apiv1.Node, 0, len(nodes)),
 		Kubernetes: apiv1.KubernetesStatus{Attached: !c.KubeAttachedAt.IsZero(), AttachedAt: timePtr(c.KubeAttachedAt)},
+		Access:     accessView(c.Access, redact),
 	}
 	for _, n := range nodes {
 		if n.State == domain.NodeRemoved && !n.CleanupPending {

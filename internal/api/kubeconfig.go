@@ -135,6 +135,48 @@ func (s *Server) checkAttach(text string) error {
 	return checkKubeconfig(text, s.AllowKubeconfigPlugins)
 }
 
+// checkAccess asks the cluster what the kubeconfig's identity may do (see
+// Options.CheckAccess): the access record to keep, or a 400 naming the
+// essential permissions missing, or saying the cluster could not be
+// asked. The API server's address is masked in the message.
+func (s *Server) checkAccess(ctx context.Context, text string) (domain.Access, error) {
+	if s.CheckAccess == nil {
+		return domain.Access{}, nil
+	}
+	a, err := s.CheckAccess(ctx, []byte(text))
+	if err == nil {
+		return a, nil
+	}
+	msg := err.Error()
+	if cfg, perr := clientcmd.Load([]byte(text)); perr == nil {
+		for _, v := range serverAddresses(cfg) {
+			msg = strings.ReplaceAll(msg, v, "[cluster API]")
+		}
+	}
+	msg = urlRE.ReplaceAllString(msg, "[URL]")
+	if !errors.Is(err, kube.ErrEssentialMissing) {
+		msg += "; the cluster's API must answer for an attach to be checked"
+	}
+	return domain.Access{}, invalid("kubeconfig", "kubeconfig: %s", msg)
+}
+
+// storeAccess writes a checked attach's access record in tx and, when
+// something is missing, the PermissionMissing event that says so.
+func (s *Server) storeAccess(ctx context.Context, tx store.Tx, clusterID string, a domain.Access) error {
+	if a.CheckedAt.IsZero() {
+		return nil
+	}
+	if err := tx.SetAccess(ctx, clusterID, a); err != nil {
+		return err
+	}
+	if len(a.Missing) == 0 {
+		return nil
+	}
+	_, err := tx.AddEvent(ctx, domain.Event{ID: s.ctrl.NewID("ev-"), ClusterID: clusterID, Reason: domain.ReasonPermissionMissing,
+		Message: domain.AccessMessage(a.Missing), Timestamp: s.clock.Now()})
+	return err
+}
+
 // sealKubeconfig seals a checked kubeconfig for SetKubeconfig, bound to
 // its cluster: it opens only for that cluster's ID.
 func (s *Server) sealKubeconfig(clusterID, text string) ([]byte, error) {
@@ -145,11 +187,15 @@ func (s *Server) sealKubeconfig(clusterID, text string) ([]byte, error) {
 	return sealed, nil
 }
 
-// setKubeconfig stores sealed (nil detaches) and tells the driver layer.
-func (s *Server) setKubeconfig(ctx context.Context, id string, sealed []byte) error {
+// setKubeconfig stores sealed (nil detaches) with the access its check
+// found, and tells the driver layer.
+func (s *Server) setKubeconfig(ctx context.Context, id string, sealed []byte, a domain.Access) error {
 	now := s.clock.Now()
 	err := s.store.Update(ctx, func(tx store.Tx) error {
-		return tx.SetKubeconfig(ctx, id, sealed, now)
+		if err := tx.SetKubeconfig(ctx, id, sealed, now); err != nil {
+			return err
+		}
+		return s.storeAccess(ctx, tx, id, a)
 	})
 	if errors.Is(err, domain.ErrNotFound) {
 		return notFound("cluster %q not found", id)
@@ -191,12 +237,17 @@ func (s *Server) attachKubeconfig(w http.ResponseWriter, r *http.Request, p prin
 		s.fail(w, r, err)
 		return
 	}
+	access, err := s.checkAccess(ctx, req.Kubeconfig)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	sealed, err := s.sealKubeconfig(c.ID, req.Kubeconfig)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.setKubeconfig(ctx, c.ID, sealed); err != nil {
+	if err := s.setKubeconfig(ctx, c.ID, sealed, access); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -215,7 +266,7 @@ func (s *Server) detachKubeconfig(w http.ResponseWriter, r *http.Request, p prin
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.setKubeconfig(ctx, c.ID, nil); err != nil {
+	if err := s.setKubeconfig(ctx, c.ID, nil, domain.Access{}); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -2,13 +2,18 @@ package api
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/secret"
 	"github.com/sparecap/sparecap/internal/store"
 )
@@ -458,5 +463,60 @@ func TestNodeLastError(t *testing.T) {
 	mustNotLeak(t, "cluster list with failing nodes", raw)
 	if !bytes.Contains(raw, []byte(`"last_error":"provision hook exited 2`)) {
 		t.Fatalf("list lacks last_error:\n%s", raw)
+	}
+}
+
+// TestKubeconfigAccessChecked: an attach asks the cluster what the
+// kubeconfig's identity may do (Options.CheckAccess) before it stores
+// anything. Refused, nothing is stored and the message masks the API
+// server's address; with courtesies missing, the access record and a
+// PermissionMissing event say so, to the tenant too; a detach clears it.
+func TestKubeconfigAccessChecked(t *testing.T) {
+	var answer error
+	missing := []domain.MissingPermission{{Permission: "patch pods/status", Effect: "Jobs count it: grant patch on pods/status"}}
+	e := newKubeEnvOpts(t, Options{CheckAccess: func(_ context.Context, kc []byte) (domain.Access, error) {
+		if string(kc) != testKubeconfig {
+			t.Errorf("checked %q", kc)
+		}
+		if answer != nil {
+			return domain.Access{}, answer
+		}
+		a, _ := domain.Access{}.Merge(true, missing, time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
+		return a, nil
+	}})
+	c := e.create("p", createBody)
+
+	answer = fmt.Errorf("%w: delete pods (identity sa)", kube.ErrEssentialMissing)
+	got := e.apiErr("admin", "PUT", kubeconfigPath(c.ClusterID), attachBody(testKubeconfig), 400)
+	if got.Field != "kubeconfig" || !strings.Contains(got.Message, "delete pods") || strings.Contains(got.Message, "must answer") {
+		t.Fatalf("%+v", got)
+	}
+	answer = fmt.Errorf("cannot check: Post \"https://%s:6443/apis/authorization.k8s.io/v1/selfsubjectaccessreviews\": dial tcp %s:6443: i/o timeout", kubeHost, kubeHost)
+	got = e.apiErr("admin", "PUT", kubeconfigPath(c.ClusterID), attachBody(testKubeconfig), 400)
+	raw, _ := json.Marshal(got)
+	mustNotLeak(t, "refused attach", raw)
+	if !strings.Contains(got.Message, "[cluster API]") || !strings.Contains(got.Message, "must answer") {
+		t.Fatalf("%+v", got)
+	}
+	got = e.apiErr("admin", "POST", "/v1/clusters", createWithKubeconfig("p", testKubeconfig), 400)
+	if cs, _ := e.st.ListClusters(e.ctx, ""); len(cs) != 1 || e.stored(c.ClusterID) != "" || len(e.reloads()) != 0 {
+		t.Fatalf("refused attaches stored something: %+v, %v", cs, e.reloads())
+	}
+
+	answer = nil
+	var cl apiv1.Cluster
+	e.do("admin", "PUT", kubeconfigPath(c.ClusterID), attachBody(testKubeconfig), 200, &cl)
+	e.do("p", "GET", "/v1/clusters/"+c.ClusterID, "", 200, &cl)
+	if a := cl.Access; a == nil || a.CheckedAt == nil || len(a.Missing) != 1 || a.Missing[0].Permission != "patch pods/status" || a.Missing[0].Essential {
+		t.Fatalf("tenant sees access %+v", cl.Access)
+	}
+	evs, err := e.st.ListEvents(e.ctx, store.EventFilter{ClusterID: c.ClusterID})
+	if err != nil || len(evs) == 0 || evs[len(evs)-1].Reason != domain.ReasonPermissionMissing || !strings.Contains(evs[len(evs)-1].Message, "patch pods/status (courtesy): Jobs count it") {
+		t.Fatalf("events %+v, %v", evs, err)
+	}
+	var detached apiv1.Cluster
+	raw = e.do("admin", "DELETE", kubeconfigPath(c.ClusterID), "", 200, &detached)
+	if detached.Access != nil || bytes.Contains(raw, []byte(`"access"`)) {
+		t.Fatalf("detached cluster keeps access: %s", raw)
 	}
 }

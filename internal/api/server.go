@@ -78,6 +78,11 @@ type Options struct {
 	// that the driver layer reloads that cluster's client. It is called
 	// synchronously from the request and must not block for long.
 	OnKubeconfig func(clusterID string)
+	// CheckAccess, if set, asks the cluster a kubeconfig reaches what
+	// its identity may do (kube.CheckKubeconfigAccess) before an attach
+	// (or a create with a kubeconfig) stores it: the access record to
+	// keep, or an error that refuses the attach.
+	CheckAccess func(ctx context.Context, kubeconfig []byte) (domain.Access, error)
 	// Addrs works out a request's client address for the failed-sign-in
 	// limit and the logs.
 	Addrs guard.Addrs

@@ -66,6 +66,32 @@ type Cluster struct {
 	CreatedAt         time.Time    `json:"created_at"`
 	// Kubernetes says whether the cluster's Kubernetes API is attached.
 	Kubernetes KubernetesStatus `json:"kubernetes"`
+	// Access says which permissions sparecap uses the attached API does
+	// not grant it, and what each costs; absent until it was checked.
+	Access *Access `json:"access,omitempty"`
+}
+
+// Access is what sparecap found of the permissions an attached cluster's
+// API grants it: checked when the cluster is attached and whenever a
+// server starts driving it, and updated when a call is refused.
+type Access struct {
+	CheckedAt *time.Time `json:"checked_at,omitempty"`
+	// Missing are the permissions it lacks; empty when it has them all.
+	Missing []MissingPermission `json:"missing"`
+}
+
+// MissingPermission is one permission the cluster does not grant.
+type MissingPermission struct {
+	// Permission is "VERB RESOURCE", e.g. "patch pods/status".
+	Permission string `json:"permission"`
+	// Essential: sparecap cannot keep its contract without it (an attach
+	// lacking one is refused); otherwise every pod still gets its notice
+	// and Effect says what the tenant loses.
+	Essential bool      `json:"essential"`
+	Effect    string    `json:"effect"`
+	Since     time.Time `json:"since"`
+	// Detail is what the cluster answered to a refused call.
+	Detail string `json:"detail,omitempty"`
 }
 
 // KubernetesStatus tells whether an operator attached the cluster's

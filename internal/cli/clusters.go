@@ -267,6 +267,9 @@ func (s *state) printCluster(cmd *cobra.Command, cl *apiv1.Cluster) error {
 		row(tw, "GPU type:", cl.GPUType)
 		row(tw, "Type:", cl.ClusterType+", "+cl.BillingType)
 		row(tw, "Kubernetes:", s.kubernetesStatus(cl.Kubernetes))
+		for i, line := range s.accessLines(cl.Access) {
+			row(tw, map[bool]string{true: "Permissions:"}[i == 0], line)
+		}
 		row(tw, "Status:", cl.Status)
 		row(tw, "Standard GPUs:", fmt.Sprintf("%d (%d/%d nodes ready)", cl.NumGPUs, std.ready, std.expected))
 		pre := fmt.Sprintf("%d allocated / %d desired", cl.AllocatedPreemptibleGPUs, cl.DesiredPreemptibleGPUs)
@@ -335,6 +338,30 @@ func (s *state) kubernetesStatus(k apiv1.KubernetesStatus) string {
 		return "attached"
 	}
 	return "attached " + s.timeAndAge(*k.AttachedAt)
+}
+
+// accessLines say what the cluster's permission check found: all granted,
+// or one line per missing permission and what it costs.
+func (s *state) accessLines(a *apiv1.Access) []string {
+	if a == nil {
+		return nil
+	}
+	checked := ""
+	if a.CheckedAt != nil {
+		checked = " (checked " + s.timeAndAge(*a.CheckedAt) + ")"
+	}
+	if len(a.Missing) == 0 {
+		return []string{"all granted" + checked}
+	}
+	lines := []string{fmt.Sprintf("%d missing%s", len(a.Missing), checked)}
+	for _, m := range a.Missing {
+		kind := "courtesy"
+		if m.Essential {
+			kind = "essential"
+		}
+		lines = append(lines, fmt.Sprintf("%s (%s): %s", m.Permission, kind, m.Effect))
+	}
+	return lines
 }
 
 func kubernetesColumn(k apiv1.KubernetesStatus) string {

@@ -180,3 +180,30 @@ func TestKubernetesAndLastErrorColumns(t *testing.T) {
 	mustContain(t, "clusters list", r.stdout, "KUBERNETES", "0/16          attached     1h30m")
 	mustContain(t, "clusters list", r.stdout, "PREEMPTIBLE   KUBERNETES   AGE")
 }
+
+// TestClustersGetShowsAccess: a cluster whose API lacks permissions shows
+// each and what it costs; one that has them all says so.
+func TestClustersGetShowsAccess(t *testing.T) {
+	f := newFakeAPI(t)
+	cl := attached(cluster("Ready", 0))
+	checked := t0.Add(-time.Minute)
+	cl.Access = &apiv1.Access{CheckedAt: &checked, Missing: []apiv1.MissingPermission{
+		{Permission: "patch pods/status", Effect: "Jobs count the reclaim as a failure: grant patch on pods/status", Since: checked},
+		{Permission: "delete nodes", Essential: true, Effect: "Node objects stay: grant delete on nodes\x1b[31m", Since: checked},
+	}}
+	f.handle("GET /v1/clusters/{id}", 200, cl)
+	r := f.run("clusters", "get", "c1")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "get", r.stdout, "Permissions:        2 missing (checked 2025-03-04 09:59:00 (1m0s ago))",
+		"patch pods/status (courtesy): Jobs count the reclaim as a failure: grant patch on pods/status",
+		"delete nodes (essential): Node objects stay: grant delete on nodes")
+	if strings.Contains(r.stdout, "\x1b") {
+		t.Errorf("terminal escape printed: %q", r.stdout)
+	}
+	g := newFakeAPI(t)
+	cl.Access.Missing = nil
+	g.handle("GET /v1/clusters/{id}", 200, cl)
+	mustContain(t, "get", g.run("clusters", "get", "c1").stdout, "Permissions:        all granted (checked")
+}

@@ -18,6 +18,8 @@ import (
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/console"
 	"github.com/sparecap/sparecap/internal/controller"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/fleet"
 	"github.com/sparecap/sparecap/internal/secret"
 	"github.com/sparecap/sparecap/internal/sim"
@@ -376,5 +378,23 @@ func TestClusterPageShowsLostNode(t *testing.T) {
 	status, page, _ := b.get("/console/clusters/" + id)
 	if status != 200 || !strings.Contains(page, "removing (lost)") {
 		t.Fatalf("cluster page %d does not show the lost node", status)
+	}
+}
+
+func TestClusterPageShowsMissingPermissions(t *testing.T) {
+	e := newEnv(t)
+	body := e.apiAs(e.tokens["p"], "POST", "/v1/clusters", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8}`, 201)
+	id := regexp.MustCompile(`"cluster_id":\s*"([^"]+)"`).FindStringSubmatch(body)[1]
+	b := e.browser()
+	b.signIn(e.tokens["p"])
+	if _, page, _ := b.get("/console/clusters/" + id); strings.Contains(page, "Missing permissions") {
+		t.Fatal("a cluster with nothing missing shows missing permissions")
+	}
+	e.ctrl.RecordAccess(driver.AccessReport{ClusterID: id, Missing: []domain.MissingPermission{
+		{Permission: "patch pods/status", Effect: "Jobs count the reclaim as a <failure>: grant patch on pods/status"}}})
+	e.ctrl.Reconcile(context.Background())
+	_, page, _ := b.get("/console/clusters/" + id)
+	if !strings.Contains(page, "Missing permissions") || !strings.Contains(page, "<code>patch pods/status</code> (courtesy): Jobs count the reclaim as a &lt;failure&gt;") {
+		t.Fatalf("cluster page does not show the missing permission:\n%s", page)
 	}
 }

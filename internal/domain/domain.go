@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -18,8 +19,12 @@ const (
 	LabelNodeID  = "sparecap.dev/node-id"
 	LabelMachine = "sparecap.dev/machine"
 	// ReasonDisruption is the reason of the DisruptionTarget condition
-	// sparecap sets on a pod before deleting it for a reclaim.
+	// sparecap sets itself on a pod it deletes directly for a reclaim
+	// (its eviction was refused); ReasonEviction, Kubernetes' own, is the
+	// reason the Eviction API sets, which is how most pods get their
+	// notice. Either marks the pod as disrupted by the reclaim.
 	ReasonDisruption      = "PreemptionBySparecap"
+	ReasonEviction        = "EvictionByEvictionAPI"
 	TaintPreempted        = "sparecap.dev/preempted"
 	AnnotationDeadline    = "sparecap.dev/preempt-deadline"
 	DefaultGPUsPerMachine = 8
@@ -348,6 +353,59 @@ func (a Access) Has(permission string) bool {
 		}
 	}
 	return false
+}
+
+// Merge returns a after what a driver learned at now, and the permissions
+// that are newly missing. checked: missing is the whole answer of a
+// permission check and replaces what a had (a permission missing before
+// keeps its Since). Otherwise missing were refused by calls since and are
+// added to what a had.
+func (a Access) Merge(checked bool, missing []MissingPermission, now time.Time) (Access, []MissingPermission) {
+	next := Access{CheckedAt: a.CheckedAt}
+	if checked {
+		next.CheckedAt = now
+	} else {
+		next.Missing = append(next.Missing, a.Missing...)
+	}
+	var added []MissingPermission
+	for _, m := range missing {
+		if next.Has(m.Permission) {
+			continue
+		}
+		if m.Since.IsZero() {
+			m.Since = now
+		}
+		if old, ok := a.find(m.Permission); ok {
+			m.Since = old.Since
+		} else {
+			added = append(added, m)
+		}
+		next.Missing = append(next.Missing, m)
+	}
+	return next, added
+}
+
+func (a Access) find(permission string) (MissingPermission, bool) {
+	for _, m := range a.Missing {
+		if m.Permission == permission {
+			return m, true
+		}
+	}
+	return MissingPermission{}, false
+}
+
+// AccessMessage is the text of a PermissionMissing event about missing:
+// each permission and what it costs.
+func AccessMessage(missing []MissingPermission) string {
+	parts := make([]string, len(missing))
+	for i, m := range missing {
+		kind := "courtesy"
+		if m.Essential {
+			kind = "essential"
+		}
+		parts[i] = fmt.Sprintf("%s (%s): %s", m.Permission, kind, m.Effect)
+	}
+	return "the cluster's API does not grant sparecap " + strings.Join(parts, "; ")
 }
 
 // Node is a machine serving a cluster in one compute class.

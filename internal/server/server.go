@@ -30,6 +30,7 @@ import (
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/console"
 	"github.com/sparecap/sparecap/internal/controller"
+	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/fleet"
 	"github.com/sparecap/sparecap/internal/guard"
@@ -296,6 +297,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	kopts := o.Kube
 	kopts.Log, kopts.Clock = o.Log, clk
 	kopts.AllowKubeconfigPlugins = o.AllowKubeconfigPlugins
+	kopts.RegisterNodes = o.MachineProvider == "register"
 	// client-go logs through klog (a watch that lost its API server, say):
 	// send that to the server's log rather than bare to stderr.
 	klog.SetSlogLogger(o.Log.With("component", "client-go"))
@@ -316,6 +318,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		SweepEvery: atLeastReal(time.Minute, 10*time.Second, s.Speed),
 	}, o.Log)
 	s.Kube.SetOnPodsGone(s.Controller.Kick)
+	s.Kube.SetOnAccess(s.Controller.RecordAccess)
 	s.Controller.OnClusterGone = s.Kube.Reload
 	s.Metrics = metrics.New(cached)
 	s.Controller.Observer = s.Metrics.Observe
@@ -338,6 +341,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	apiHandler.Meter = leaderMeter{s}
 	apiHandler.Sealer = sealer
 	apiHandler.AllowKubeconfigPlugins = o.AllowKubeconfigPlugins
+	register := o.MachineProvider == "register"
+	apiHandler.CheckAccess = func(ctx context.Context, kubeconfig []byte) (domain.Access, error) {
+		return kube.CheckKubeconfigAccess(ctx, kubeconfig, register, cmp.Or(o.Kube.Timeout, kube.DefaultTimeout), clk.Now())
+	}
 	apiHandler.OnKubeconfig = func(id string) {
 		s.Kube.Reload(id)
 		s.Controller.Kick()
