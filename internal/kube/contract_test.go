@@ -311,18 +311,7 @@ func TestRefusedDeadlineAnnotationStillNotifies(t *testing.T) {
 	}
 	reclaimed := time.Now()
 	drained := f.reclaim(pre.ID)
-	var first podVersion
-	eventually(t, 5*time.Second, func() error {
-		vs := pods.deleting("trainer")
-		if len(vs) == 0 {
-			return errors.New("the pod got no SIGTERM")
-		}
-		first = vs[0]
-		return nil
-	})
-	if d := first.at.Sub(reclaimed); d > 3*time.Second {
-		t.Errorf("SIGTERM %s after the reclaim: the refused annotation held it up", d)
-	}
+	first := pods.firstSIGTERM(t, "trainer", reclaimed)
 	if c := disruption(first.pod); c == nil {
 		t.Errorf("the pod was deleted without its DisruptionTarget condition: %+v", first.pod.Status.Conditions)
 	}
@@ -918,6 +907,26 @@ func (l *podLog) annotatedBeforeDeletion(name, deadline string) bool {
 		}
 	}
 	return false
+}
+
+// firstSIGTERM waits up to 5 s for the pod's first deletion and returns
+// that version of it, failing the test if it got none or got it more than
+// 3 s after since (the reclaim).
+func (l *podLog) firstSIGTERM(t testing.TB, name string, since time.Time) podVersion {
+	t.Helper()
+	var first podVersion
+	eventually(t, 5*time.Second, func() error {
+		vs := l.deleting(name)
+		if len(vs) == 0 {
+			return fmt.Errorf("pod %s got no SIGTERM", name)
+		}
+		first = vs[0]
+		return nil
+	})
+	if d := first.at.Sub(since); d > 3*time.Second {
+		t.Errorf("pod %s: SIGTERM %s after the reclaim", name, d)
+	}
+	return first
 }
 
 func (l *podLog) goneAt(name string) (time.Time, bool) {
