@@ -19,7 +19,6 @@ import (
 	"github.com/sparecap/sparecap/internal/cli"
 	"github.com/sparecap/sparecap/internal/client"
 	"github.com/sparecap/sparecap/internal/demo"
-	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/guard"
 	"github.com/sparecap/sparecap/internal/ha"
 	"github.com/sparecap/sparecap/internal/kube"
@@ -225,7 +224,7 @@ func kubeFlags(o *server.Options, labels, taints, preemptible []string) error {
 	for _, set := range []struct {
 		flag string
 		in   []string
-		out  *[]driver.Taint
+		out  *[]kube.Taint
 	}{{"--node-taint", taints, &o.Kube.NodeTaints}, {"--preemptible-taint", preemptible, &o.Kube.PreemptibleTaints}} {
 		for _, s := range set.in {
 			t, err := kube.ParseTaint(s)

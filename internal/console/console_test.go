@@ -369,7 +369,7 @@ func TestClusterPageShowsLostNode(t *testing.T) {
 		e.clk.Step(10 * time.Second)
 	}
 	name := regexp.MustCompile(`"node_name":\s*"(gpu-preemptible-dp-[0-9]+)"`).FindStringSubmatch(e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200))[1]
-	if err := e.sim.DeleteNode(context.Background(), id, name); err != nil {
+	if err := e.sim.Release(context.Background(), id, name); err != nil {
 		t.Fatal(err)
 	}
 	e.ctrl.Reconcile(context.Background())

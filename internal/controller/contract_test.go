@@ -26,7 +26,7 @@ import (
 // tenantAPI is a simulated cluster whose API can refuse any call.
 type tenantAPI struct {
 	*sim.Fleet
-	// refuse says whether the call op (AddNode, Cordon, ListPods, …)
+	// refuse says whether the call op (AddNode, MarkDraining, ListWork, …)
 	// fails; nil refuses nothing.
 	refuse func(op string) bool
 	// addNode, if set, replaces AddNode's answer after the simulation
@@ -54,70 +54,38 @@ func (a *tenantAPI) AddNode(ctx context.Context, s driver.NodeSpec) error {
 	}
 	return a.addNode(s)
 }
-func (a *tenantAPI) Cordon(ctx context.Context, c, n string) error {
-	if err := a.check("Cordon"); err != nil {
+func (a *tenantAPI) MarkDraining(ctx context.Context, c, n string, m driver.Marks) error {
+	if err := a.check("MarkDraining"); err != nil {
 		return err
-	}
-	return a.Fleet.Cordon(ctx, c, n)
-}
-func (a *tenantAPI) Taint(ctx context.Context, c, n string, t driver.Taint) error {
-	if err := a.check("Taint"); err != nil {
-		return err
-	}
-	return a.Fleet.Taint(ctx, c, n, t)
-}
-func (a *tenantAPI) MarkDraining(ctx context.Context, c, n string, t driver.Taint, ann map[string]string) error {
-	for _, op := range []string{"Cordon", "Taint", "Annotate"} {
-		if err := a.check(op); err != nil {
-			return err
-		}
 	}
 	if a.markDraining != nil {
 		a.markDraining()
 	}
-	return a.Fleet.MarkDraining(ctx, c, n, t, ann)
+	return a.Fleet.MarkDraining(ctx, c, n, m)
 }
-func (a *tenantAPI) Annotate(ctx context.Context, c, n, k, v string) error {
-	if err := a.check("Annotate"); err != nil {
+func (a *tenantAPI) PostNotice(ctx context.Context, c, n string, w *driver.Work, e driver.Notice) error {
+	if err := a.check("PostNotice"); err != nil {
 		return err
 	}
-	return a.Fleet.Annotate(ctx, c, n, k, v)
+	return a.Fleet.PostNotice(ctx, c, n, w, e)
 }
-func (a *tenantAPI) PostEvent(ctx context.Context, c, n string, e driver.NodeEvent) error {
-	if err := a.check("PostEvent"); err != nil {
-		return err
-	}
-	return a.Fleet.PostEvent(ctx, c, n, e)
-}
-func (a *tenantAPI) PostPodEvent(ctx context.Context, c, n string, p driver.Pod, e driver.NodeEvent) error {
-	if err := a.check("PostPodEvent"); err != nil {
-		return err
-	}
-	return a.Fleet.PostPodEvent(ctx, c, n, p, e)
-}
-func (a *tenantAPI) ListPods(ctx context.Context, c, n string) ([]driver.Pod, error) {
-	if err := a.check("ListPods"); err != nil {
+func (a *tenantAPI) ListWork(ctx context.Context, c, n string) ([]driver.Work, error) {
+	if err := a.check("ListWork"); err != nil {
 		return nil, err
 	}
-	return a.Fleet.ListPods(ctx, c, n)
+	return a.Fleet.ListWork(ctx, c, n)
 }
-func (a *tenantAPI) DeletePod(ctx context.Context, c, n string, p driver.Pod, g time.Duration) error {
-	if err := a.check("DeletePod"); err != nil {
+func (a *tenantAPI) Notify(ctx context.Context, c, n string, w driver.Work, by time.Time) error {
+	if err := a.check("Notify"); err != nil {
 		return err
 	}
-	return a.Fleet.DeletePod(ctx, c, n, p, g)
+	return a.Fleet.Notify(ctx, c, n, w, by)
 }
-func (a *tenantAPI) DeletePodBy(ctx context.Context, c, n string, p driver.Pod, by time.Time) error {
-	if err := a.check("DeletePod"); err != nil {
+func (a *tenantAPI) Release(ctx context.Context, c, n string) error {
+	if err := a.check("Release"); err != nil {
 		return err
 	}
-	return a.Fleet.DeletePodBy(ctx, c, n, p, by)
-}
-func (a *tenantAPI) DeleteNode(ctx context.Context, c, n string) error {
-	if err := a.check("DeleteNode"); err != nil {
-		return err
-	}
-	return a.Fleet.DeleteNode(ctx, c, n)
+	return a.Fleet.Release(ctx, c, n)
 }
 func (a *tenantAPI) Health(ctx context.Context, c, n string) (driver.NodeHealth, error) {
 	if err := a.check("Health"); err != nil {
@@ -214,7 +182,7 @@ func TestMachineGoesBackAtTheDeadlineWhileTheAPIIsDown(t *testing.T) {
 func TestMachineGoesBackWhenDeleteNodeIsRefused(t *testing.T) {
 	h := newHarness(t, stubbornPods, 2)
 	pre := fillPreemptible(h)
-	api := &tenantAPI{refuse: func(op string) bool { return op == "DeleteNode" }}
+	api := &tenantAPI{refuse: func(op string) bool { return op == "Release" }}
 	withAPI(h, api)
 	tNotice := h.clk.Now()
 	reclaimFor(h)
@@ -334,7 +302,7 @@ func TestUncordonDuringADrainIsUndone(t *testing.T) {
 func TestTerminatingPodWithALongGraceIsCut(t *testing.T) {
 	h := newHarness(t, stubbornPods, 2)
 	pre := fillPreemptible(h)
-	if err := h.sim.DeletePod(h.ctx, "a", pre.Name, driver.Pod{Namespace: "default", Name: "worker"}, 10*time.Minute); err != nil {
+	if err := h.sim.Notify(h.ctx, "a", pre.Name, driver.Work{Namespace: "default", Name: "worker"}, h.clk.Now().Add(10*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	h.advance(10 * time.Second)
@@ -489,7 +457,7 @@ func TestNodeDeletedBehindOurBackIsLost(t *testing.T) {
 	pre := fillPreemptible(h)
 	h.advance(time.Minute)
 	tLost := h.clk.Now()
-	if err := h.sim.DeleteNode(h.ctx, "a", pre.Name); err != nil {
+	if err := h.sim.Release(h.ctx, "a", pre.Name); err != nil {
 		t.Fatal(err)
 	}
 	h.advance(time.Second) // the node watch reports it: a sweep at once
@@ -539,10 +507,10 @@ func TestNotReadyNodeIsLostAfterTheTimeout(t *testing.T) {
 func TestUnreportedNodeChangeIsFoundByTheBackstop(t *testing.T) {
 	h := newHarness(t, quickPods, 2)
 	pre := fillPreemptible(h)
-	h.sim.SetOnNodeChange(nil)
+	h.sim.SetHooks(driver.Hooks{})
 	h.advance(time.Minute)
 	tLost := h.clk.Now()
-	if err := h.sim.DeleteNode(h.ctx, "a", pre.Name); err != nil {
+	if err := h.sim.Release(h.ctx, "a", pre.Name); err != nil {
 		t.Fatal(err)
 	}
 	h.advance(h.c.cfg.SweepEvery)
@@ -811,7 +779,7 @@ func TestNoticesRunTogether(t *testing.T) {
 func TestCourtesiesNeverHoldTheNotice(t *testing.T) {
 	h := newHarness(t, quickPods, 2)
 	pre := fillPreemptible(h)
-	courtesies := []string{"Cordon", "Taint", "Annotate", "PostEvent", "PostPodEvent"}
+	courtesies := []string{"MarkDraining", "PostNotice"}
 	withAPI(h, &tenantAPI{refuse: func(op string) bool { return slices.Contains(courtesies, op) }})
 	tNotice := h.clk.Now()
 	reclaimFor(h)

@@ -257,10 +257,10 @@ func New(st store.Store, cd driver.ClusterDriver, mp driver.MachineProvider, clk
 		busy:    map[string]bool{},
 		mu:      newPlanLock(),
 	}
-	// The driver's node watches ask for a sweep when a Node changes.
-	if n, ok := cd.(driver.NodeChangeNotifier); ok {
-		n.SetOnNodeChange(c.SweepSoon)
-	}
+	// The driver's watches wake the loop: work gone from a draining
+	// node, a Node deleted or changing readiness; and it reports what it
+	// learns of a cluster's permissions.
+	cd.SetHooks(driver.Hooks{WorkGone: c.Kick, NodeChanged: c.SweepSoon, Access: c.RecordAccess})
 	return c
 }
 

@@ -577,16 +577,19 @@ func TestDeleteDrainsStandardNodesToo(t *testing.T) {
 	}
 }
 
-// cordonBroken is a cluster whose API refuses to cordon, for good.
-type cordonBroken struct{ driver.ClusterDriver }
+// noticeBroken is a cluster whose API refuses every pod's notice, for
+// good.
+type noticeBroken struct{ driver.ClusterDriver }
 
-func (cordonBroken) Cordon(context.Context, string, string) error { return errInjected }
+func (noticeBroken) Notify(context.Context, string, string, driver.Work, time.Time) error {
+	return errInjected
+}
 
 func TestDeadlineHoldsWhenTheNoticeKeepsFailing(t *testing.T) {
 	h := newHarness(t, stubbornPods, 2)
 	pre := fillPreemptible(h)
 	tNotice := h.clk.Now()
-	h.c = New(h.st, cordonBroken{h.sim}, h.sim, h.clk, h.cfg, nil)
+	h.c = New(h.st, noticeBroken{h.sim}, h.sim, h.clk, h.cfg, nil)
 	h.create("b", 8, 0)
 	for h.clk.Now().Before(tNotice.Add(5 * time.Minute)) {
 		h.clk.Step(time.Second)

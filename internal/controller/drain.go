@@ -98,20 +98,26 @@ func (c *Controller) until(ctx context.Context, t time.Time) (context.Context, c
 // courtesies (see courtesy): refused or failed, they are logged (and the
 // driver reports a refusal once per cluster) and never keep a pod from its
 // notice or the node from its early release. The marks go first, so the
-// scheduler places nothing new on the node, but the deletions wait for
-// them at most courtesyWait.
-func (c *Controller) drain(ctx context.Context, n domain.Node) ([]driver.Pod, error) {
-	marked := c.courtesy(ctx, func(ctx context.Context) error { return c.mark(ctx, n) })
-	pods, err := c.cluster.ListPods(ctx, n.ClusterID, n.Name)
+// scheduler places nothing new on the node; until the notice is out they
+// may take at most courtesyWait, and are tried again on the next pass if
+// they took longer.
+func (c *Controller) drain(ctx context.Context, n domain.Node) ([]driver.Work, error) {
+	mctx, cancel := ctx, context.CancelFunc(func() {})
+	if !n.Notified {
+		mctx, cancel = c.until(ctx, c.clock.Now().Add(courtesyWait))
+	}
+	markErr := c.mark(mctx, n)
+	cancel()
+	pods, err := c.cluster.ListWork(ctx, n.ClusterID, n.Name)
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	// Workload pods first; DaemonSet pods (log shippers, device plugins)
 	// once the workload is gone.
 	daemons := !slices.ContainsFunc(pods, isWorkload)
-	turn := func(p driver.Pod) bool { return p.DaemonSet == daemons }
-	signal := func(p driver.Pod) bool {
-		return turn(p) && (!p.Terminating || p.KillAt.After(n.Deadline))
+	turn := func(p driver.Work) bool { return p.Support == daemons }
+	signal := func(p driver.Work) bool {
+		return turn(p) && (!p.Stopping || p.KillAt.After(n.Deadline))
 	}
 	if err := c.deletePods(ctx, n, pods, signal, n.Deadline); err != nil {
 		return nil, err
@@ -120,20 +126,20 @@ func (c *Controller) drain(ctx context.Context, n domain.Node) ([]driver.Pod, er
 	// it): nothing to mark or post an Event on, but pods the cluster still
 	// binds to it got their notice all the same.
 	gone := false
-	if err := marked(); err != nil {
-		gone = errors.Is(err, domain.ErrNotFound)
+	if markErr != nil {
+		gone = errors.Is(markErr, domain.ErrNotFound)
 		if !gone {
-			c.courtesyFailed(n, "mark the node draining", err)
+			c.courtesyFailed(n, "mark the node draining", markErr)
 		}
 	}
 	// Events explain the notice: on the node once, and on each pod that
 	// got its SIGTERM now (on every workload pod until the notice is
 	// recorded, in case a crash came between SIGTERMs and Events).
-	told := slices.DeleteFunc(slices.Clone(pods), func(p driver.Pod) bool {
-		if !n.Notified && !p.DaemonSet {
+	told := slices.DeleteFunc(slices.Clone(pods), func(p driver.Work) bool {
+		if !n.Notified && !p.Support {
 			return false
 		}
-		return !turn(p) || p.Terminating
+		return !turn(p) || p.Stopping
 	})
 	if !n.Notified && !gone {
 		if err := c.postNodeEvent(ctx, n, clusterEvent(n)); err != nil && !errors.Is(err, domain.ErrNotFound) {
@@ -144,27 +150,9 @@ func (c *Controller) drain(ctx context.Context, n domain.Node) ([]driver.Pod, er
 	return pods, nil
 }
 
-// courtesyWait is the longest the essential writes of a step wait for a
-// courtesy that goes before them (a drain's marks).
+// courtesyWait is the longest the notice waits for a courtesy that goes
+// before it (a drain's marks).
 const courtesyWait = time.Second
-
-// courtesy starts f, a write nothing essential depends on, and waits for
-// it at most courtesyWait; the returned function waits for f's result.
-func (c *Controller) courtesy(ctx context.Context, f func(context.Context) error) func() error {
-	done := make(chan error, 1)
-	go func() { done <- f(ctx) }()
-	select {
-	case err := <-done:
-		return func() error { return err }
-	default:
-	}
-	select {
-	case err := <-done:
-		return func() error { return err }
-	case <-c.clock.After(courtesyWait):
-	}
-	return sync.OnceValue(func() error { return <-done })
-}
 
 // courtesyFailed logs a courtesy that failed: a refusal the driver has
 // reported (once per cluster) at debug level, anything else as a warning.
@@ -177,23 +165,17 @@ func (c *Controller) courtesyFailed(n domain.Node, what string, err error) {
 }
 
 func (c *Controller) mark(ctx context.Context, n domain.Node) error {
-	taint := driver.Taint{Key: domain.TaintPreempted, Value: string(n.DrainCause), Effect: "NoSchedule"}
-	return driver.MarkDraining(ctx, c.cluster, n.ClusterID, n.Name, taint,
-		map[string]string{domain.AnnotationDeadline: n.Deadline.UTC().Format(time.RFC3339)})
+	return c.cluster.MarkDraining(ctx, n.ClusterID, n.Name, driver.Marks{Cause: n.DrainCause, Deadline: n.Deadline})
 }
 
 // clusterEvent is the Kubernetes Event of a drain's notice.
-func clusterEvent(n domain.Node) driver.NodeEvent {
+func clusterEvent(n domain.Node) driver.Notice {
 	reason, msg := drainMessage(n, n.DrainCause)
-	typ := "Warning"
-	if n.DrainCause.TenantInitiated() {
-		typ = "Normal"
-	}
-	return driver.NodeEvent{Type: typ, Reason: string(reason), Message: msg + "; deadline " + n.Deadline.UTC().Format(time.RFC3339)}
+	return driver.Notice{Warning: !n.DrainCause.TenantInitiated(), Reason: string(reason), Message: msg + "; deadline " + n.Deadline.UTC().Format(time.RFC3339)}
 }
 
-func (c *Controller) postNodeEvent(ctx context.Context, n domain.Node, e driver.NodeEvent) error {
-	if err := c.cluster.PostEvent(ctx, n.ClusterID, n.Name, e); err != nil {
+func (c *Controller) postNodeEvent(ctx context.Context, n domain.Node, e driver.Notice) error {
+	if err := c.cluster.PostNotice(ctx, n.ClusterID, n.Name, nil, e); err != nil {
 		return fmt.Errorf("post event: %w", err)
 	}
 	return nil
@@ -204,13 +186,13 @@ const podCalls = 16
 
 // postPodEvents posts the notice's Event on each pod, a courtesy: a
 // failure is logged, once for the node.
-func (c *Controller) postPodEvents(ctx context.Context, n domain.Node, pods []driver.Pod) {
+func (c *Controller) postPodEvents(ctx context.Context, n domain.Node, pods []driver.Work) {
 	e := clusterEvent(n)
 	var g errgroup.Group
 	g.SetLimit(podCalls)
 	for _, p := range pods {
 		g.Go(func() error {
-			err := c.cluster.PostPodEvent(ctx, n.ClusterID, n.Name, p, e)
+			err := c.cluster.PostNotice(ctx, n.ClusterID, n.Name, &p, e)
 			if err != nil && !errors.Is(err, domain.ErrNotFound) {
 				return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 			}
@@ -231,7 +213,7 @@ func (c *Controller) postPodEvents(ctx context.Context, n domain.Node, pods []dr
 //
 // One pod's failure never holds back another's notice: every deletion is
 // made, and the errors are returned together.
-func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []driver.Pod, match func(driver.Pod) bool, by time.Time) error {
+func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []driver.Work, match func(driver.Work) bool, by time.Time) error {
 	var (
 		g    errgroup.Group
 		mu   sync.Mutex
@@ -243,7 +225,7 @@ func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []drive
 			continue
 		}
 		g.Go(func() error {
-			if err := driver.DeletePodBy(ctx, c.cluster, n.ClusterID, n.Name, p, by, c.clock.Now); err != nil {
+			if err := c.cluster.Notify(ctx, n.ClusterID, n.Name, p, by); err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err))
 				mu.Unlock()
@@ -255,7 +237,7 @@ func (c *Controller) deletePods(ctx context.Context, n domain.Node, pods []drive
 	return errors.Join(errs...)
 }
 
-func isWorkload(p driver.Pod) bool { return !p.DaemonSet }
+func isWorkload(p driver.Work) bool { return !p.Support }
 
 // endDrain ends node n's drain with outcome: the node is removed and its
 // machine taken back now. Deleting what the node leaves in its cluster

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
-	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -17,10 +16,6 @@ import (
 // makes the node lost. A cluster that cannot tell (its watch has not
 // synced, its API is down) decides nothing.
 func (c *Controller) sweep(ctx context.Context) error {
-	w, ok := c.cluster.(driver.NodeWatcher)
-	if !ok {
-		return nil
-	}
 	// The ready nodes of the snapshot, which the leader holds in memory:
 	// a sweep costs no read of every node from the database.
 	s, err := c.snapshot(ctx)
@@ -34,7 +29,7 @@ func (c *Controller) sweep(ctx context.Context) error {
 		if n.State != domain.NodeReady {
 			continue
 		}
-		h, err := w.Health(ctx, n.ClusterID, n.Name)
+		h, err := c.cluster.Health(ctx, n.ClusterID, n.Name)
 		if err != nil {
 			continue
 		}

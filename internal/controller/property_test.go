@@ -47,60 +47,41 @@ func (f *flaky) check() error {
 	return nil
 }
 
-func (f *flaky) Annotate(ctx context.Context, c, n, k, v string) error {
+func (f *flaky) MarkDraining(ctx context.Context, c, n string, m driver.Marks) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	return f.ClusterDriver.Annotate(ctx, c, n, k, v)
+	return f.ClusterDriver.MarkDraining(ctx, c, n, m)
 }
-func (f *flaky) ListPods(ctx context.Context, c, n string) ([]driver.Pod, error) {
+func (f *flaky) ListWork(ctx context.Context, c, n string) ([]driver.Work, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	return f.ClusterDriver.ListPods(ctx, c, n)
+	return f.ClusterDriver.ListWork(ctx, c, n)
 }
-func (f *flaky) PostEvent(ctx context.Context, c, n string, e driver.NodeEvent) error {
+func (f *flaky) PostNotice(ctx context.Context, c, n string, w *driver.Work, e driver.Notice) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	return f.ClusterDriver.PostEvent(ctx, c, n, e)
+	return f.ClusterDriver.PostNotice(ctx, c, n, w, e)
 }
-func (f *flaky) PostPodEvent(ctx context.Context, c, n string, p driver.Pod, e driver.NodeEvent) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.ClusterDriver.PostPodEvent(ctx, c, n, p, e)
-}
-
 func (f *flaky) AddNode(ctx context.Context, s driver.NodeSpec) error {
 	if err := f.check(); err != nil {
 		return err
 	}
 	return f.ClusterDriver.AddNode(ctx, s)
 }
-func (f *flaky) Cordon(ctx context.Context, c, n string) error {
+func (f *flaky) Notify(ctx context.Context, c, n string, w driver.Work, by time.Time) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	return f.ClusterDriver.Cordon(ctx, c, n)
+	return f.ClusterDriver.Notify(ctx, c, n, w, by)
 }
-func (f *flaky) Taint(ctx context.Context, c, n string, t driver.Taint) error {
+func (f *flaky) Release(ctx context.Context, c, n string) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	return f.ClusterDriver.Taint(ctx, c, n, t)
-}
-func (f *flaky) DeletePod(ctx context.Context, c, n string, p driver.Pod, g time.Duration) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.ClusterDriver.DeletePod(ctx, c, n, p, g)
-}
-func (f *flaky) DeleteNode(ctx context.Context, c, n string) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.ClusterDriver.DeleteNode(ctx, c, n)
+	return f.ClusterDriver.Release(ctx, c, n)
 }
 func (f *flaky) Prepare(ctx context.Context, m domain.Machine, s driver.NodeSpec) (bool, error) {
 	if err := f.check(); err != nil {
@@ -119,8 +100,8 @@ func (f *flaky) Wipe(ctx context.Context, m domain.Machine, c, n string) (bool, 
 }
 
 // TestDrainsEndByDeadlineDespiteCrashes runs random workloads through
-// random tenant actions, with driver calls failing or hanging (ListPods,
-// PostEvent, DeleteNode and the rest) and the controller restarting at
+// random tenant actions, with driver calls failing or hanging (ListWork,
+// PostNotice, Release and the rest) and the controller restarting at
 // random moments, and checks that every machine is back by its deadline
 // plus one reconcile interval whatever the cluster answers, that no
 // machine is ever wiped while another node holds it, that no machine ever

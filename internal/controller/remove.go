@@ -138,15 +138,15 @@ func (c *Controller) tryCleanUp(ctx context.Context, n domain.Node, outcome doma
 // Events say how the node went, a courtesy that never keeps the cleanup
 // pending. Every call is idempotent.
 func (c *Controller) cleanUp(ctx context.Context, n domain.Node, outcome domain.DrainOutcome) cleanup {
-	pods, err := c.cluster.ListPods(ctx, n.ClusterID, n.Name)
+	pods, err := c.cluster.ListWork(ctx, n.ClusterID, n.Name)
 	if err != nil {
 		return cleanup{pods: -1, err: fmt.Errorf("list pods: %w", err)}
 	}
 	var errs []error
-	if err := c.deletePods(ctx, n, pods, func(driver.Pod) bool { return true }, time.Time{}); err != nil {
+	if err := c.deletePods(ctx, n, pods, func(driver.Work) bool { return true }, time.Time{}); err != nil {
 		errs = append(errs, fmt.Errorf("force-delete pods: %w", err))
 	}
-	if err := c.cluster.DeleteNode(ctx, n.ClusterID, n.Name); err != nil {
+	if err := c.cluster.Release(ctx, n.ClusterID, n.Name); err != nil {
 		errs = append(errs, fmt.Errorf("delete node: %w", err))
 	}
 	if len(errs) > 0 {
@@ -162,24 +162,24 @@ func (c *Controller) cleanUp(ctx context.Context, n domain.Node, outcome domain.
 }
 
 // endEvents are the Kubernetes Events that say how a node went.
-func endEvents(n domain.Node, outcome domain.DrainOutcome, forced int) []driver.NodeEvent {
-	removed := driver.NodeEvent{Type: "Normal", Reason: string(domain.ReasonNodeRemoved),
+func endEvents(n domain.Node, outcome domain.DrainOutcome, forced int) []driver.Notice {
+	removed := driver.Notice{Reason: string(domain.ReasonNodeRemoved),
 		Message: fmt.Sprintf("sparecap removed node %s and took its machine back", n.Name)}
 	switch {
 	case outcome == domain.OutcomeLost:
-		return []driver.NodeEvent{{Type: "Warning", Reason: string(domain.ReasonNodeLost),
+		return []driver.Notice{{Warning: true, Reason: string(domain.ReasonNodeLost),
 			Message: fmt.Sprintf("node %s was lost (deleted by someone else, or NotReady too long); sparecap took its machine back", n.Name)}}
 	case n.ReadyAt.IsZero() && n.DrainStartedAt.IsZero():
-		return []driver.NodeEvent{{Type: "Warning", Reason: string(domain.ReasonRegistrationFailed),
+		return []driver.Notice{{Warning: true, Reason: string(domain.ReasonRegistrationFailed),
 			Message: fmt.Sprintf("node %s did not register Ready in time; sparecap took its machine back", n.Name)}}
 	case outcome == domain.OutcomeEarly:
-		return []driver.NodeEvent{{Type: "Normal", Reason: string(domain.ReasonNodeDrained),
+		return []driver.Notice{{Reason: string(domain.ReasonNodeDrained),
 			Message: fmt.Sprintf("all pods on node %s exited before the deadline %s", n.Name, n.Deadline.UTC().Format(time.RFC3339))}, removed}
 	case forced > 0:
-		return []driver.NodeEvent{{Type: "Warning", Reason: "DeadlineReached",
+		return []driver.Notice{{Warning: true, Reason: "DeadlineReached",
 			Message: fmt.Sprintf("deadline %s reached: %d pods still on node %s were force-deleted", n.Deadline.UTC().Format(time.RFC3339), forced, n.Name)}, removed}
 	}
-	return []driver.NodeEvent{removed}
+	return []driver.Notice{removed}
 }
 
 // stepCleanup retries the cleanup of a removed node whose cluster did not

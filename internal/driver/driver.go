@@ -1,7 +1,10 @@
-// Package driver defines the two interfaces the controller acts on the
-// outside world through: ClusterDriver (a cluster's Kubernetes API) and
-// MachineProvider (the machines themselves). Package sim implements both in
-// memory; the Kubernetes driver implements ClusterDriver with client-go.
+// Package driver defines the two interfaces sparecap acts on the outside
+// world through: ClusterDriver (a tenant's cluster: its Kubernetes API in
+// internal/kube, or the simulation in internal/sim) and MachineProvider
+// (the machines themselves). The reclaim steps are named by what they mean
+// on any platform: mark the node draining with its deadline, list the work
+// on it, notify a unit of work with a grace bounded by the deadline, post
+// a notice the tenant sees, release the node.
 //
 // Every method is idempotent: the controller persists its intent first and
 // may call a method again after a crash, so a repeated call must succeed and
@@ -11,7 +14,6 @@ package driver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
@@ -28,43 +30,51 @@ type NodeSpec struct {
 	Labels map[string]string
 }
 
-// Taint on a node.
-type Taint struct {
-	Key    string
-	Value  string
-	Effect string // NoSchedule, NoExecute
+// Marks are what a draining node carries from T+0 until it goes: why it
+// drains and its deadline. On Kubernetes: the cordon, the taint
+// domain.TaintPreempted=<cause> and the annotation domain.AnnotationDeadline.
+type Marks struct {
+	Cause    domain.DrainCause
+	Deadline time.Time
 }
 
-// NodeEvent is a Kubernetes Event posted on a node.
-type NodeEvent struct {
-	Type    string // Normal or Warning
-	Reason  string
-	Message string
-}
-
-// Pod is a pod bound to a node that has not exited yet.
-type Pod struct {
+// Work is a unit of the tenant's work that has not ended on a node: a pod
+// on Kubernetes.
+type Work struct {
+	// Namespace and Name identify it in its cluster.
 	Namespace string
 	Name      string
-	// TerminationGracePeriod from the pod spec.
-	TerminationGracePeriod time.Duration
-	// Terminating: deletion was requested (SIGTERM sent).
-	Terminating bool
-	// KillAt, for a terminating pod, is when its grace period ends and the
-	// kubelet kills it (Kubernetes' deletionTimestamp). A pod whose KillAt
-	// is after a drain's deadline is deleted again with a shorter grace.
-	KillAt time.Time
-	// UID, where the cluster has one, makes deletions precise: a pod
-	// recreated under the same name is not deleted in its place.
+	// UID, where the cluster has one, tells it from another unit of work
+	// of the same name (a pod recreated under its name): a notice reaches
+	// this one only.
 	UID string
-	// DaemonSet: the pod belongs to a DaemonSet. Such pods (log shippers,
-	// device plugins) are stopped last, once the workload pods are gone.
-	DaemonSet bool
-	// ReadsDeadline: the pod can read a deadline annotation while it runs
-	// (a Downward API volume of its annotations), so a drain writes its
-	// deadline there (domain.AnnotationDeadline) before deleting it. For
-	// the others that write would only slow the notice down.
+	// Grace is how long it asks for between its notice and its kill (a
+	// pod's terminationGracePeriodSeconds).
+	Grace time.Duration
+	// Stopping: it has had its notice. KillAt is then when it is killed
+	// if it has not ended (a pod's deletionTimestamp): work whose KillAt
+	// is after a drain's deadline is notified again, with less grace.
+	Stopping bool
+	KillAt   time.Time
+	// Support: it serves the node, not the tenant's workload (a DaemonSet
+	// pod: log shippers, device plugins). It gets its notice once the
+	// workload is gone.
+	Support bool
+	// ReadsDeadline: it can read a deadline written on it while it runs
+	// (a pod with a Downward API volume of its annotations), so a notice
+	// writes the deadline there first (domain.AnnotationDeadline). For the
+	// others that write would only slow the notice down.
 	ReadsDeadline bool
+}
+
+// Notice is what the tenant sees of a step beside their work: a
+// Kubernetes Event.
+type Notice struct {
+	// Warning: the tenant did not ask for it (Kubernetes' type Warning;
+	// Normal otherwise).
+	Warning bool
+	Reason  string
+	Message string
 }
 
 // ErrNotReady is returned (wrapped) by AddNode while the node has not
@@ -74,119 +84,70 @@ var ErrNotReady = errors.New("node is not Ready yet")
 // ErrRefused is wrapped by the error of a call the cluster refused (its
 // RBAC, an admission policy), or that a driver did not make because the
 // cluster refused its permission a moment ago. The driver has reported
-// it (AccessReport); callers need not repeat it for every node.
+// it (Hooks.Access); callers need not repeat it for every node.
 var ErrRefused = errors.New("refused by the cluster")
 
-// ClusterDriver is what the controller does to a cluster's Kubernetes.
+// ClusterDriver is what sparecap does to a tenant's cluster.
 //
 // Calls on a node the cluster does not have return an error wrapping
-// domain.ErrNotFound, except DeletePod and DeleteNode, for which a missing
-// object is success.
+// domain.ErrNotFound, except Notify and Release, for which missing work
+// or a missing node is success.
 type ClusterDriver interface {
 	// AddNode registers or adopts the node with its labels and returns nil
 	// once it is Ready, or an error wrapping ErrNotReady before that.
 	AddNode(ctx context.Context, spec NodeSpec) error
-	// Cordon marks the node unschedulable.
-	Cordon(ctx context.Context, clusterID, nodeName string) error
-	// Taint adds the taint unless the node already has it.
-	Taint(ctx context.Context, clusterID, nodeName string, t Taint) error
-	// Annotate sets an annotation on the node.
-	Annotate(ctx context.Context, clusterID, nodeName, key, value string) error
-	// PostEvent posts a Kubernetes Event about the node.
-	PostEvent(ctx context.Context, clusterID, nodeName string, e NodeEvent) error
-	// PostPodEvent posts a Kubernetes Event about a pod on the node, in the
-	// pod's namespace, so the tenant sees it beside their workload. Posting
-	// the same event again leaves one.
-	PostPodEvent(ctx context.Context, clusterID, nodeName string, pod Pod, e NodeEvent) error
-	// ListPods lists the pods on the node that have not exited.
-	ListPods(ctx context.Context, clusterID, nodeName string) ([]Pod, error)
-	// DeletePod deletes a pod with the grace period (0 forces deletion).
-	// Deleting a pod that is gone is not an error.
-	DeletePod(ctx context.Context, clusterID, nodeName string, pod Pod, grace time.Duration) error
-	// DeleteNode removes the node object. Deleting a missing node is not an
-	// error.
-	DeleteNode(ctx context.Context, clusterID, nodeName string) error
+	// MarkDraining marks the node draining with its marks. It is called
+	// on every pass of a drain, so marks someone removed come back; on a
+	// node already marked it should cost nothing.
+	MarkDraining(ctx context.Context, clusterID, nodeName string, m Marks) error
+	// ListWork lists the work on the node that has not ended.
+	ListWork(ctx context.Context, clusterID, nodeName string) ([]Work, error)
+	// Notify gives w its notice so that it is gone by by: grace
+	// GraceBy(w, by, now), read as the driver acts, so time spent waiting
+	// for a turn (a lock, a rate limiter) never stretches work past its
+	// drain's deadline. A zero or past by ends it at once.
+	Notify(ctx context.Context, clusterID, nodeName string, w Work, by time.Time) error
+	// PostNotice posts n where the tenant sees it: about the node, or
+	// about w when w is not nil. Posting the same notice again leaves one.
+	PostNotice(ctx context.Context, clusterID, nodeName string, w *Work, n Notice) error
+	// Release removes the node from the cluster (a Kubernetes Node
+	// object). A missing node is not an error.
+	Release(ctx context.Context, clusterID, nodeName string) error
+	// Health reports what the cluster says of the node, from a watch; an
+	// error means the driver cannot tell now (the watch has not synced,
+	// the API is unreachable), and nothing is decided from it.
+	Health(ctx context.Context, clusterID, nodeName string) (NodeHealth, error)
+	// SetHooks sets how the driver tells the controller what it sees,
+	// before the first call.
+	SetHooks(h Hooks)
 }
 
-// Marker is implemented by drivers that can apply the T+0 marks of a
-// drain in one write: cordon, the taint and the annotations. The
-// controller uses it when the driver has it (fewer calls before the
-// SIGTERMs of a mass reclaim), and Cordon, Taint and Annotate otherwise.
-// The result is the same. A missing node is an error wrapping
-// domain.ErrNotFound.
-type Marker interface {
-	MarkDraining(ctx context.Context, clusterID, nodeName string, t Taint, annotations map[string]string) error
+// Hooks are how a driver tells the controller of changes it sees. Each may
+// be nil; none may block or call the driver.
+type Hooks struct {
+	// WorkGone: the last work on a draining node ended (it can go now).
+	WorkGone func()
+	// NodeChanged: a managed node was deleted or changed readiness (look
+	// for lost nodes now rather than at the backstop sweep).
+	NodeChanged func()
+	// Access: what the driver learned of the cluster's permissions.
+	Access func(AccessReport)
 }
 
-// DeadlineDeleter is implemented by drivers that bound a pod's grace by a
-// deadline at the moment they delete it: grace = GraceBy(pod, by, now).
-// The controller prefers it, so time spent waiting for a turn (a lock, a
-// rate limiter, a slot) never stretches a pod past its drain's deadline.
-// A zero or past by forces the deletion.
-type DeadlineDeleter interface {
-	DeletePodBy(ctx context.Context, clusterID, nodeName string, pod Pod, by time.Time) error
-}
-
-// MarkDraining applies the T+0 marks with d: in one write when d is a
-// Marker, else with Cordon, Taint and Annotate (in that order).
-func MarkDraining(ctx context.Context, d ClusterDriver, clusterID, nodeName string, t Taint, annotations map[string]string) error {
-	if m, ok := d.(Marker); ok {
-		return m.MarkDraining(ctx, clusterID, nodeName, t, annotations)
-	}
-	if err := d.Cordon(ctx, clusterID, nodeName); err != nil {
-		return fmt.Errorf("cordon: %w", err)
-	}
-	if err := d.Taint(ctx, clusterID, nodeName, t); err != nil {
-		return fmt.Errorf("taint: %w", err)
-	}
-	for k, v := range annotations {
-		if err := d.Annotate(ctx, clusterID, nodeName, k, v); err != nil {
-			return fmt.Errorf("annotate: %w", err)
-		}
-	}
-	return nil
-}
-
-// DeletePodBy deletes the pod with d so that it is gone by by: with the
-// driver's own DeletePodBy when it is a DeadlineDeleter, else with the
-// grace left at now().
-func DeletePodBy(ctx context.Context, d ClusterDriver, clusterID, nodeName string, p Pod, by time.Time, now func() time.Time) error {
-	if dd, ok := d.(DeadlineDeleter); ok {
-		return dd.DeletePodBy(ctx, clusterID, nodeName, p, by)
-	}
-	return d.DeletePod(ctx, clusterID, nodeName, p, GraceBy(p, by, now()))
-}
-
-// GraceBy is the grace a pod may have at now to be gone by by: its own
-// terminationGracePeriod, cut to the time left, in whole seconds rounded
-// down (as Kubernetes counts them), never negative.
-func GraceBy(p Pod, by, now time.Time) time.Duration {
-	return max(min(p.TerminationGracePeriod, by.Sub(now)), 0).Truncate(time.Second)
+// GraceBy is the grace w may have at now to be gone by by: its own, cut
+// to the time left, in whole seconds rounded down (as Kubernetes counts
+// them), never negative.
+func GraceBy(w Work, by, now time.Time) time.Duration {
+	return max(min(w.Grace, by.Sub(now)), 0).Truncate(time.Second)
 }
 
 // NodeHealth is what a cluster says about one of its nodes.
 type NodeHealth struct {
-	// Gone: the cluster has no Node object of that name.
+	// Gone: the cluster has no node of that name.
 	Gone bool
-	// NotReadySince is when the node's Ready condition last left True
-	// (zero while it is Ready).
+	// NotReadySince is when the node last stopped being Ready (zero while
+	// it is Ready).
 	NotReadySince time.Time
-}
-
-// NodeWatcher is implemented by drivers that watch their clusters' Node
-// objects. Health answers from that watch; an error means the driver
-// cannot tell now (the watch has not synced, the API is unreachable), and
-// nothing is decided from it.
-type NodeWatcher interface {
-	Health(ctx context.Context, clusterID, nodeName string) (NodeHealth, error)
-}
-
-// NodeChangeNotifier is implemented by drivers that report, through the
-// callback, a managed Node deleted or changing readiness, so the
-// controller checks for lost nodes at once rather than at its backstop
-// sweep. The callback must not block or call the driver.
-type NodeChangeNotifier interface {
-	SetOnNodeChange(func())
 }
 
 // AccessReport is what a driver learned of the permissions a cluster's

@@ -279,7 +279,7 @@ func (c *Cluster) refuse(p Permission) (known bool) {
 
 // refusal tells whether err is the cluster refusing a call needing p (its
 // RBAC, or an admission policy or webhook) and, the first time, reports
-// it through Options.OnAccess and the log. It is false for every other
+// it through the Access hook and the log. It is false for every other
 // error: a timeout or an API that is down says nothing of permissions.
 func (c *Cluster) refusal(p Permission, node string, err error) bool {
 	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
@@ -294,7 +294,7 @@ func (c *Cluster) refusal(p Permission, node string, err error) bool {
 	return true
 }
 
-// report tells Options.OnAccess, unless the driver was closed (a
+// report tells the Access hook, unless the driver was closed (a
 // detach, another kubeconfig): it speaks for the cluster no more.
 func (c *Cluster) report(r driver.AccessReport) {
 	select {
@@ -302,8 +302,8 @@ func (c *Cluster) report(r driver.AccessReport) {
 		return
 	default:
 	}
-	if c.opts.OnAccess != nil {
-		c.opts.OnAccess(r)
+	if f := c.hooks().Access; f != nil {
+		f(r)
 	}
 }
 

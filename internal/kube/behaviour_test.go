@@ -113,7 +113,7 @@ func (h *harness) Node(t *testing.T, name string) (drivertest.NodeState, bool) {
 	}
 	s := drivertest.NodeState{Labels: n.Labels, Annotations: n.Annotations, Unschedulable: n.Spec.Unschedulable}
 	for _, tt := range n.Spec.Taints {
-		s.Taints = append(s.Taints, driver.Taint{Key: tt.Key, Value: tt.Value, Effect: string(tt.Effect)})
+		s.Taints = append(s.Taints, drivertest.Taint{Key: tt.Key, Value: tt.Value, Effect: string(tt.Effect)})
 	}
 	return s, true
 }
@@ -153,6 +153,8 @@ func containsPod(pods []string, key string) bool {
 }
 
 func (h *harness) Pass(d time.Duration) { time.Sleep(d) }
+
+func (h *harness) Now() time.Time { return time.Now() }
 
 func (h *harness) Eventually(t *testing.T, check func() error) {
 	t.Helper()

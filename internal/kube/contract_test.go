@@ -629,10 +629,10 @@ func (ownKubelet) Prepare(ctx context.Context, m domain.Machine, spec driver.Nod
 // registered: it adds its labels and taints next to the kubelet's and
 // keeps the kubelet's labels, taints and provider ID.
 func TestKubeletRegistersOwnNode(t *testing.T) {
-	preemptible := driver.Taint{Key: "sparecap.dev/preemptible", Value: "true", Effect: "NoSchedule"}
+	preemptible := kube.Taint{Key: "sparecap.dev/preemptible", Value: "true", Effect: "NoSchedule"}
 	f := newFixture(t, fixtureConfig{machines: 1, window: 10 * time.Second, attached: []string{"c-k"},
 		opts: kube.Options{NodeLabels: map[string]string{"example.com/pool": "spare"},
-			PreemptibleTaints: []driver.Taint{preemptible}},
+			PreemptibleTaints: []kube.Taint{preemptible}},
 		provider: func(reg driver.MachineProvider) driver.MachineProvider { return ownKubelet{reg} }})
 	f.createCluster("c-k", 0, 8)
 	pre := f.waitNodes("c-k", domain.Preemptible, domain.NodeReady, 1, 20*time.Second)[0]

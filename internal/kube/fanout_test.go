@@ -134,7 +134,7 @@ func (s fanOut) sparecap(tb testing.TB) notices {
 	// The controller lists pods from its watch: wait until it has them all.
 	eventually(tb, 30*time.Second, func() error {
 		for _, n := range names {
-			got, err := f.router.ListPods(ctx, "c-k", n)
+			got, err := f.router.ListWork(ctx, "c-k", n)
 			if err != nil || len(got) != s.pods {
 				return fmt.Errorf("%s: %d pods, %v", n, len(got), err)
 			}

@@ -5,8 +5,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/sparecap/sparecap/internal/driver"
 )
 
 // ParseLabel parses KEY=VALUE as a node label, checked as Kubernetes
@@ -26,22 +24,22 @@ func ParseLabel(s string) (key, value string, err error) {
 }
 
 // ParseTaint parses KEY[=VALUE]:EFFECT, as kubectl taint writes it.
-func ParseTaint(s string) (driver.Taint, error) {
+func ParseTaint(s string) (Taint, error) {
 	kv, effect, ok := strings.Cut(s, ":")
 	if !ok {
-		return driver.Taint{}, fmt.Errorf("taint %q: want KEY[=VALUE]:EFFECT", s)
+		return Taint{}, fmt.Errorf("taint %q: want KEY[=VALUE]:EFFECT", s)
 	}
 	switch effect {
 	case "NoSchedule", "PreferNoSchedule", "NoExecute":
 	default:
-		return driver.Taint{}, fmt.Errorf("taint %q: effect must be NoSchedule, PreferNoSchedule or NoExecute", s)
+		return Taint{}, fmt.Errorf("taint %q: effect must be NoSchedule, PreferNoSchedule or NoExecute", s)
 	}
 	key, value, _ := strings.Cut(kv, "=")
 	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-		return driver.Taint{}, fmt.Errorf("taint %q: key: %s", s, strings.Join(errs, "; "))
+		return Taint{}, fmt.Errorf("taint %q: key: %s", s, strings.Join(errs, "; "))
 	}
 	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
-		return driver.Taint{}, fmt.Errorf("taint %q: value: %s", s, strings.Join(errs, "; "))
+		return Taint{}, fmt.Errorf("taint %q: value: %s", s, strings.Join(errs, "; "))
 	}
-	return driver.Taint{Key: key, Value: value, Effect: effect}, nil
+	return Taint{Key: key, Value: value, Effect: effect}, nil
 }

@@ -3,12 +3,11 @@ package kube_test
 import (
 	"testing"
 
-	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/kube"
 )
 
 func TestParseTaint(t *testing.T) {
-	good := map[string]driver.Taint{
+	good := map[string]kube.Taint{
 		"sparecap.dev/preemptible=true:NoSchedule": {Key: "sparecap.dev/preemptible", Value: "true", Effect: "NoSchedule"},
 		"gpu:NoExecute":                      {Key: "gpu", Effect: "NoExecute"},
 		"example.com/spot=:PreferNoSchedule": {Key: "example.com/spot", Effect: "PreferNoSchedule"},

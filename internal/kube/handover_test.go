@@ -36,7 +36,7 @@ func handOver(tb testing.TB, nodes, podsPerNode int, checkpoint time.Duration) t
 	}
 	eventually(tb, 30*time.Second, func() error {
 		for _, n := range pre {
-			if got, err := f.router.ListPods(ctx, "c-k", n.Name); err != nil || len(got) != podsPerNode {
+			if got, err := f.router.ListWork(ctx, "c-k", n.Name); err != nil || len(got) != podsPerNode {
 				return fmt.Errorf("%s: %d pods, %v", n.Name, len(got), err)
 			}
 		}

@@ -9,18 +9,19 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/kube/kubelet"
 )
 
-// TestPodsGoneWakesTheController: the pod watch calls OnPodsGone when the
+// TestPodsGoneWakesTheController: the pod watch calls the WorkGone hook when the
 // last workload pod of a draining node goes (the early release does not
 // wait for a poll), and not for pods of nodes that are not draining.
 func TestPodsGoneWakesTheController(t *testing.T) {
 	reset(t)
 	ctx := context.Background()
 	var kicks atomic.Int64
-	c, err := kube.NewCluster("c-kick", env.RESTConfig(), kube.Options{OnPodsGone: func() { kicks.Add(1) }})
+	c, err := kube.NewCluster("c-kick", env.RESTConfig(), kube.Options{Hooks: driver.Hooks{WorkGone: func() { kicks.Add(1) }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestPodsGoneWakesTheController(t *testing.T) {
 	}
 	startPod(t, "draining", "kube-system", "logs", 30*time.Second, -1, true)
 	eventually(t, 10*time.Second, func() error {
-		pods, err := c.ListPods(ctx, "c-kick", "draining") // the controller lists draining nodes only
+		pods, err := c.ListWork(ctx, "c-kick", "draining") // the controller lists draining nodes only
 		if err != nil || len(pods) != 2 {
 			return errors.New("pods not seen yet")
 		}

@@ -105,10 +105,6 @@ func newFixture(t testing.TB, cfg fixtureConfig) *fixture {
 		DrainWindow: cfg.window, Cooldown: -1, Interval: time.Second,
 		NodeLostAfter: cfg.nodeLostAfter, RegisterTimeout: cfg.registerTimeout,
 	}, nil)
-	// Wired as the server wires them.
-	router.SetOnPodsGone(ctrl.Kick)
-	router.SetOnAccess(ctrl.RecordAccess)
-	router.SetOnNodeChange(ctrl.SweepSoon)
 	f := &fixture{t: t, ctx: ctx, st: st, ctrl: ctrl, router: router, sim: fl}
 	err = st.Update(ctx, func(tx store.Tx) error {
 		if err := tx.CreateProject(ctx, domain.Project{ID: "p", CreatedAt: time.Now()}); err != nil {

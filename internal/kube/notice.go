@@ -36,24 +36,18 @@ import (
 // goes before it (the DisruptionTarget condition of a direct deletion).
 const courtesyWait = time.Second
 
-// DeletePod deletes the pod with the grace period (whole seconds); the
-// UID precondition keeps a pod recreated under the same name safe.
-func (c *Cluster) DeletePod(ctx context.Context, clusterID, nodeName string, p driver.Pod, grace time.Duration) error {
-	return c.deletePod(ctx, clusterID, nodeName, p, time.Time{}, func() time.Duration { return grace })
-}
-
-// DeletePodBy deletes the pod so that it is gone by by, reading the clock
-// once it has its slot, just before the call.
-func (c *Cluster) DeletePodBy(ctx context.Context, clusterID, nodeName string, p driver.Pod, by time.Time) error {
+// Notify gives the pod its notice so that it is gone by by (see above),
+// reading the clock once it has its slot, just before each call; the UID
+// precondition keeps a pod recreated under the same name safe. A zero or
+// past by force-deletes it.
+func (c *Cluster) Notify(ctx context.Context, clusterID, nodeName string, p driver.Work, by time.Time) error {
 	return c.deletePod(ctx, clusterID, nodeName, p, by, func() time.Duration { return driver.GraceBy(p, by, c.opts.Clock.Now()) })
 }
-
-var _ driver.DeadlineDeleter = (*Cluster)(nil)
 
 // deletePod gives the pod its notice (see above): by is its drain's
 // deadline (zero: the force-deletion at or after it), grace is read just
 // before each call.
-func (c *Cluster) deletePod(ctx context.Context, clusterID, nodeName string, p driver.Pod, by time.Time, grace func() time.Duration) error {
+func (c *Cluster) deletePod(ctx context.Context, clusterID, nodeName string, p driver.Work, by time.Time, grace func() time.Duration) error {
 	if err := c.check(clusterID); err != nil {
 		return err
 	}
@@ -92,7 +86,7 @@ func gone(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsConf
 
 // evict asks the Eviction API to set the DisruptionTarget condition and
 // delete the pod with its grace, in one call.
-func (c *Cluster) evict(ctx context.Context, p driver.Pod, grace func() time.Duration) error {
+func (c *Cluster) evict(ctx context.Context, p driver.Work, grace func() time.Duration) error {
 	ctx, done := c.call(ctx)
 	defer done()
 	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}, DeleteOptions: deleteOptions(p, grace())}
@@ -102,7 +96,7 @@ func (c *Cluster) evict(ctx context.Context, p driver.Pod, grace func() time.Dur
 		Body(ev).MaxRetries(0).Do(ctx).Error()
 }
 
-func deleteOptions(p driver.Pod, grace time.Duration) *metav1.DeleteOptions {
+func deleteOptions(p driver.Work, grace time.Duration) *metav1.DeleteOptions {
 	secs := int64(max(grace, 0) / time.Second)
 	opts := &metav1.DeleteOptions{GracePeriodSeconds: &secs}
 	if p.UID != "" {
@@ -115,7 +109,7 @@ func deleteOptions(p driver.Pod, grace time.Duration) *metav1.DeleteOptions {
 // deleteDirectly deletes the pod, its DisruptionTarget condition first
 // where it has none: the notice waits for the condition at most
 // courtesyWait, and not at all once the cluster refused it.
-func (c *Cluster) deleteDirectly(ctx context.Context, nodeName string, p driver.Pod, by time.Time, grace func() time.Duration) error {
+func (c *Cluster) deleteDirectly(ctx context.Context, nodeName string, p driver.Work, by time.Time, grace func() time.Duration) error {
 	if !c.disrupted(p) && c.may(permPodStatus) {
 		msg := fmt.Sprintf("sparecap reclaims node %s: the pod must be gone by %s", nodeName, by.UTC().Format(time.RFC3339))
 		if by.IsZero() {
@@ -153,7 +147,7 @@ func (c *Cluster) deleteDirectly(ctx context.Context, nodeName string, p driver.
 
 // disrupted: the pod watch shows the pod with a DisruptionTarget condition
 // already (a second deletion, to cut a grace period).
-func (c *Cluster) disrupted(p driver.Pod) bool {
+func (c *Cluster) disrupted(p driver.Work) bool {
 	obj, ok, err := c.pods.GetStore().GetByKey(p.Namespace + "/" + p.Name)
 	if err != nil || !ok {
 		return false
@@ -203,7 +197,7 @@ func readsDeadline(p *corev1.Pod) bool {
 // annotateDeadline puts the deadline on the pod (domain.AnnotationDeadline,
 // RFC 3339), for the workload to read. The pod's UID in the patch makes it
 // apply to this pod only.
-func (c *Cluster) annotateDeadline(ctx context.Context, p driver.Pod, by time.Time) error {
+func (c *Cluster) annotateDeadline(ctx context.Context, p driver.Work, by time.Time) error {
 	meta := map[string]any{"annotations": map[string]string{domain.AnnotationDeadline: by.UTC().Format(time.RFC3339)}}
 	if p.UID != "" {
 		meta["uid"] = p.UID
@@ -224,7 +218,7 @@ func (c *Cluster) annotateDeadline(ctx context.Context, p driver.Pod, by time.Ti
 // setDisruption patches the pod's status with the DisruptionTarget
 // condition (a strategic merge patch merges conditions by type). The
 // pod's UID in the patch makes it apply to this pod only.
-func (c *Cluster) setDisruption(ctx context.Context, p driver.Pod, msg string) error {
+func (c *Cluster) setDisruption(ctx context.Context, p driver.Work, msg string) error {
 	cond := map[string]any{"type": corev1.DisruptionTarget, "status": corev1.ConditionTrue,
 		"reason": domain.ReasonDisruption, "message": msg, "lastTransitionTime": metav1.NewTime(c.opts.Clock.Now())}
 	patch := map[string]any{"status": map[string]any{"conditions": []any{cond}}}

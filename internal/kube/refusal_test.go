@@ -80,7 +80,7 @@ func testNoticeWithout(t *testing.T, tc refusalCase) {
 		}
 	}
 	eventually(t, 10*time.Second, func() error {
-		if got, err := f.router.ListPods(ctx, "c-k", pre.Name); err != nil || len(got) != npods {
+		if got, err := f.router.ListWork(ctx, "c-k", pre.Name); err != nil || len(got) != npods {
 			return fmt.Errorf("the pod watch has %d pods, %v", len(got), err)
 		}
 		return nil

@@ -27,43 +27,21 @@ type Router struct {
 	clusters map[string]*Cluster // nil value: not attached, use fallback
 }
 
-// NewRouter returns a router. Options.OnPodsGone may be set later with
-// SetOnPodsGone, before the first call.
+// NewRouter returns a router.
 func NewRouter(load Loader, fallback driver.ClusterDriver, opts Options) *Router {
 	opts.defaults()
 	return &Router{load: load, fallback: fallback, opts: opts, clusters: map[string]*Cluster{}}
 }
 
-// SetOnPodsGone sets the callback the pod watches call when a node's
-// last workload pod is gone (the controller's Kick).
-func (r *Router) SetOnPodsGone(f func()) {
+// SetHooks sets the hooks of every cluster's driver (the controller's
+// Kick, SweepSoon and RecordAccess) and of the fallback, before the first
+// call: drivers built from then on get them.
+func (r *Router) SetHooks(h driver.Hooks) {
 	r.mu.Lock()
-	r.opts.OnPodsGone = f
+	r.opts.Hooks = h
 	r.mu.Unlock()
+	r.fallback.SetHooks(h)
 }
-
-// SetOnAccess sets the callback the drivers report what they learn of
-// their clusters' permissions to (the controller's RecordAccess), before
-// the first call.
-func (r *Router) SetOnAccess(f func(driver.AccessReport)) {
-	r.mu.Lock()
-	r.opts.OnAccess = f
-	r.mu.Unlock()
-}
-
-// SetOnNodeChange sets the callback the node watches call when a managed
-// Node is deleted or changes readiness (the controller's SweepSoon), and
-// passes it on to the fallback driver if it reports such changes too.
-func (r *Router) SetOnNodeChange(f func()) {
-	r.mu.Lock()
-	r.opts.OnNodeChange = f
-	r.mu.Unlock()
-	if n, ok := r.fallback.(driver.NodeChangeNotifier); ok {
-		n.SetOnNodeChange(f)
-	}
-}
-
-var _ driver.NodeChangeNotifier = (*Router)(nil)
 
 // Start builds the drivers of the given clusters now, in the background,
 // so their watches have synced before the first reclaim after a restart
@@ -172,6 +150,8 @@ func (r *Router) driver(ctx context.Context, clusterID string) (driver.ClusterDr
 	return c, nil
 }
 
+// The driver interface, each call on the cluster's own driver.
+
 func (r *Router) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 	d, err := r.driver(ctx, spec.ClusterID)
 	if err != nil {
@@ -180,108 +160,52 @@ func (r *Router) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 	return d.AddNode(ctx, spec)
 }
 
-func (r *Router) Cordon(ctx context.Context, clusterID, nodeName string) error {
+func (r *Router) MarkDraining(ctx context.Context, clusterID, nodeName string, m driver.Marks) error {
 	d, err := r.driver(ctx, clusterID)
 	if err != nil {
 		return err
 	}
-	return d.Cordon(ctx, clusterID, nodeName)
+	return d.MarkDraining(ctx, clusterID, nodeName, m)
 }
 
-func (r *Router) Taint(ctx context.Context, clusterID, nodeName string, t driver.Taint) error {
-	d, err := r.driver(ctx, clusterID)
-	if err != nil {
-		return err
-	}
-	return d.Taint(ctx, clusterID, nodeName, t)
-}
-
-func (r *Router) Annotate(ctx context.Context, clusterID, nodeName, key, value string) error {
-	d, err := r.driver(ctx, clusterID)
-	if err != nil {
-		return err
-	}
-	return d.Annotate(ctx, clusterID, nodeName, key, value)
-}
-
-// MarkDraining marks the node in one write where its driver can, and
-// with Cordon, Taint and Annotate otherwise.
-func (r *Router) MarkDraining(ctx context.Context, clusterID, nodeName string, t driver.Taint, annotations map[string]string) error {
-	d, err := r.driver(ctx, clusterID)
-	if err != nil {
-		return err
-	}
-	return driver.MarkDraining(ctx, d, clusterID, nodeName, t, annotations)
-}
-
-var _ driver.Marker = (*Router)(nil)
-
-func (r *Router) PostEvent(ctx context.Context, clusterID, nodeName string, e driver.NodeEvent) error {
-	d, err := r.driver(ctx, clusterID)
-	if err != nil {
-		return err
-	}
-	return d.PostEvent(ctx, clusterID, nodeName, e)
-}
-
-func (r *Router) PostPodEvent(ctx context.Context, clusterID, nodeName string, p driver.Pod, e driver.NodeEvent) error {
-	d, err := r.driver(ctx, clusterID)
-	if err != nil {
-		return err
-	}
-	return d.PostPodEvent(ctx, clusterID, nodeName, p, e)
-}
-
-func (r *Router) ListPods(ctx context.Context, clusterID, nodeName string) ([]driver.Pod, error) {
+func (r *Router) ListWork(ctx context.Context, clusterID, nodeName string) ([]driver.Work, error) {
 	d, err := r.driver(ctx, clusterID)
 	if err != nil {
 		return nil, err
 	}
-	return d.ListPods(ctx, clusterID, nodeName)
+	return d.ListWork(ctx, clusterID, nodeName)
 }
 
-func (r *Router) DeletePod(ctx context.Context, clusterID, nodeName string, p driver.Pod, grace time.Duration) error {
+func (r *Router) Notify(ctx context.Context, clusterID, nodeName string, w driver.Work, by time.Time) error {
 	d, err := r.driver(ctx, clusterID)
 	if err != nil {
 		return err
 	}
-	return d.DeletePod(ctx, clusterID, nodeName, p, grace)
+	return d.Notify(ctx, clusterID, nodeName, w, by)
 }
 
-// DeletePodBy deletes the pod so that it is gone by by, in the driver
-// where it can, else with the grace left now.
-func (r *Router) DeletePodBy(ctx context.Context, clusterID, nodeName string, p driver.Pod, by time.Time) error {
+func (r *Router) PostNotice(ctx context.Context, clusterID, nodeName string, w *driver.Work, n driver.Notice) error {
 	d, err := r.driver(ctx, clusterID)
 	if err != nil {
 		return err
 	}
-	return driver.DeletePodBy(ctx, d, clusterID, nodeName, p, by, r.opts.Clock.Now)
+	return d.PostNotice(ctx, clusterID, nodeName, w, n)
 }
 
-var _ driver.DeadlineDeleter = (*Router)(nil)
+func (r *Router) Release(ctx context.Context, clusterID, nodeName string) error {
+	d, err := r.driver(ctx, clusterID)
+	if err != nil {
+		return err
+	}
+	return d.Release(ctx, clusterID, nodeName)
+}
 
-// Health asks the cluster's node watch, or the fallback when it watches
-// nodes too.
 func (r *Router) Health(ctx context.Context, clusterID, nodeName string) (driver.NodeHealth, error) {
 	d, err := r.driver(ctx, clusterID)
 	if err != nil {
 		return driver.NodeHealth{}, err
 	}
-	w, ok := d.(driver.NodeWatcher)
-	if !ok {
-		return driver.NodeHealth{}, fmt.Errorf("the driver of cluster %s does not watch nodes", clusterID)
-	}
-	return w.Health(ctx, clusterID, nodeName)
-}
-
-var _ driver.NodeWatcher = (*Router)(nil)
-
-func (r *Router) DeleteNode(ctx context.Context, clusterID, nodeName string) error {
-	d, err := r.driver(ctx, clusterID)
-	if err != nil {
-		return err
-	}
-	return d.DeleteNode(ctx, clusterID, nodeName)
+	return d.Health(ctx, clusterID, nodeName)
 }
 
 var _ driver.ClusterDriver = (*Router)(nil)

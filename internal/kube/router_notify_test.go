@@ -24,11 +24,11 @@ func TestRouterPassesNodeChangesOfItsFallback(t *testing.T) {
 	}
 	r := kube.NewRouter(func(context.Context, string) ([]byte, error) { return nil, nil }, fl, kube.Options{})
 	var changes atomic.Int64
-	r.SetOnNodeChange(func() { changes.Add(1) })
+	r.SetHooks(driver.Hooks{NodeChanged: func() { changes.Add(1) }})
 	if err := fl.AddNode(ctx, driver.NodeSpec{ClusterID: "c", NodeName: "n", MachineID: "m", Class: domain.Preemptible, GPUs: 8}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.DeleteNode(ctx, "c", "n"); err != nil {
+	if err := r.Release(ctx, "c", "n"); err != nil {
 		t.Fatal(err)
 	}
 	if changes.Load() != 1 {

@@ -279,7 +279,7 @@ func TestReclaimMetrics(t *testing.T) {
 	// the deadline.
 	w.advance(39 * time.Second)
 	for _, p := range mustPods(t, w, victims[0]) {
-		if err := w.sim.DeletePod(w.ctx, "a", victims[0].Name, p, 0); err != nil {
+		if err := w.sim.Notify(w.ctx, "a", victims[0].Name, p, time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -334,9 +334,9 @@ func TestReclaimMetrics(t *testing.T) {
 	expect(t, fams, "sparecap_reclaims_started_total", map[string]string{"cause": "preempted"}, 0)
 }
 
-func mustPods(t *testing.T, w *world, n domain.Node) []driver.Pod {
+func mustPods(t *testing.T, w *world, n domain.Node) []driver.Work {
 	t.Helper()
-	pods, err := w.sim.ListPods(w.ctx, n.ClusterID, n.Name)
+	pods, err := w.sim.ListWork(w.ctx, n.ClusterID, n.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -317,8 +317,6 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		NodeLostAfter: o.NodeLostAfter, RegisterTimeout: o.RegisterTimeout,
 		SweepEvery: atLeastReal(time.Minute, 10*time.Second, s.Speed),
 	}, o.Log)
-	s.Kube.SetOnPodsGone(s.Controller.Kick)
-	s.Kube.SetOnAccess(s.Controller.RecordAccess)
 	s.Controller.OnClusterGone = s.Kube.Reload
 	s.Metrics = metrics.New(cached)
 	s.Controller.Observer = s.Metrics.Observe

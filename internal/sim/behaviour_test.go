@@ -42,7 +42,11 @@ func (h *harness) StartPod(t *testing.T, node string, p drivertest.PodSpec) {
 
 func (h *harness) Node(t *testing.T, node string) (drivertest.NodeState, bool) {
 	v, ok := h.f.Node(h.ClusterID(), node)
-	return drivertest.NodeState{Labels: v.Labels, Annotations: v.Annotations, Taints: v.Taints, Unschedulable: v.Unschedulable}, ok
+	var taints []drivertest.Taint
+	for _, t := range v.Taints {
+		taints = append(taints, drivertest.Taint(t))
+	}
+	return drivertest.NodeState{Labels: v.Labels, Annotations: v.Annotations, Taints: taints, Unschedulable: v.Unschedulable}, ok
 }
 
 func (h *harness) Events(t *testing.T, node string) []drivertest.Event {
@@ -59,6 +63,8 @@ func (h *harness) Events(t *testing.T, node string) []drivertest.Event {
 }
 
 func (h *harness) Pass(d time.Duration) { h.clk.Step(d) }
+
+func (h *harness) Now() time.Time { return h.clk.Now() }
 
 func (h *harness) Eventually(t *testing.T, check func() error) {
 	t.Helper()

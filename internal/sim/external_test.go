@@ -19,7 +19,7 @@ func TestExternalPod(t *testing.T) {
 		{Name: "plain", TerminationGracePeriod: time.Minute, ExitAfter: 10 * time.Second},
 	}})
 	mustAdd(t, f, "n1")
-	pods, err := f.ListPods(ctx, cluster, "n1")
+	pods, err := f.ListWork(ctx, cluster, "n1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestExternalPod(t *testing.T) {
 	}
 	by := t0.Add(5 * time.Minute)
 	for _, p := range pods {
-		if err := f.DeletePodBy(ctx, cluster, "n1", p, by); err != nil {
+		if err := f.Notify(ctx, cluster, "n1", p, by); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -45,7 +45,7 @@ func TestExternalPod(t *testing.T) {
 		t.Fatalf("pods after a minute: %v, want the trainer only", got)
 	}
 	// A second, later delete keeps the first deadline.
-	if err := f.DeletePodBy(ctx, cluster, "n1", pods[0], by.Add(time.Minute)); err != nil {
+	if err := f.Notify(ctx, cluster, "n1", pods[0], by.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.PodExited(cluster, "n1", "default", "plain"); err == nil {
@@ -95,7 +95,7 @@ func TestExternalPodCompletes(t *testing.T) {
 	if v := podView(t, f, "n1", "job"); v.State != PodGone || v.End != PodCompleted {
 		t.Fatalf("job: %+v", v)
 	}
-	if err := f.DeletePodBy(ctx, cluster, "n1", driver.Pod{Name: "job"}, fc.Now().Add(time.Minute)); err != nil {
+	if err := f.Notify(ctx, cluster, "n1", driver.Work{Name: "job"}, fc.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if v := podView(t, f, "n1", "job"); v.End != PodCompleted || !v.SIGTERMAt.IsZero() || !v.Deadline.IsZero() {

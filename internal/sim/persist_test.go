@@ -59,21 +59,21 @@ func churn(t *testing.T, f *Fleet, fc *clock.Fake, rounds int) {
 		}
 		must(f.AddNode(ctx, spec(name)))
 		must(f.Cordon(ctx, cluster, name))
-		must(f.Taint(ctx, cluster, name, driver.Taint{Key: domain.TaintPreempted, Value: strconv.Itoa(r % 3), Effect: "NoSchedule"}))
+		must(f.Taint(ctx, cluster, name, Taint{Key: domain.TaintPreempted, Value: strconv.Itoa(r % 3), Effect: "NoSchedule"}))
 		must(f.Annotate(ctx, cluster, name, "round", strconv.Itoa(r)))
-		must(f.PostEvent(ctx, cluster, name, driver.NodeEvent{Type: "Normal", Reason: "Round", Message: strconv.Itoa(r % 4)}))
-		must(f.PostPodEvent(ctx, cluster, name, driver.Pod{Namespace: "ml", Name: "trainer"}, driver.NodeEvent{Type: "Warning", Reason: "Evicting", Message: "x"}))
+		must(f.PostEvent(ctx, cluster, name, driver.Notice{Reason: "Round", Message: strconv.Itoa(r % 4)}))
+		must(f.PostNotice(ctx, cluster, name, &driver.Work{Namespace: "ml", Name: "trainer"}, driver.Notice{Warning: true, Reason: "Evicting", Message: "x"}))
 		must(f.SetReady(cluster, name, r%2 == 0))
 		must(f.AddPod(cluster, name, PodTemplate{Name: extra, TerminationGracePeriod: time.Minute, ExitAfter: time.Second}))
 		_, err := f.Prepare(ctx, m, spec(name))
 		must(err)
 		fc.Step(time.Second)
-		must(f.DeletePod(ctx, cluster, name, driver.Pod{Namespace: "default", Name: extra}, 30*time.Second))
+		must(f.DeletePod(ctx, cluster, name, driver.Work{Namespace: "default", Name: extra}, 30*time.Second))
 		switch r % 5 {
 		case 3:
 			must(f.Uncordon(cluster, name))
 		case 4:
-			must(f.DeleteNode(ctx, cluster, name))
+			must(f.Release(ctx, cluster, name))
 			_, err := f.Wipe(ctx, m, cluster, name)
 			must(err)
 		}
@@ -113,13 +113,13 @@ func TestEventLogWindowReplays(t *testing.T) {
 		mustAdd(t, f, node(i))
 	}
 	for i := range maxLogEvents + 50 {
-		if err := f.PostEvent(ctx, cluster, node(i), driver.NodeEvent{Type: "Normal", Reason: "R", Message: strconv.Itoa(i)}); err != nil {
+		if err := f.PostEvent(ctx, cluster, node(i), driver.Notice{Reason: "R", Message: strconv.Itoa(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Bump an event inside the window and one that fell out of it.
 	for _, i := range []int{1040, 3} {
-		if err := f.PostEvent(ctx, cluster, node(i), driver.NodeEvent{Type: "Normal", Reason: "R", Message: strconv.Itoa(i)}); err != nil {
+		if err := f.PostEvent(ctx, cluster, node(i), driver.Notice{Reason: "R", Message: strconv.Itoa(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -383,7 +383,7 @@ func TestOldWholeStateFileLoads(t *testing.T) {
 		t.Fatalf("machine from the old file: %+v, %v", m, ok)
 	}
 	// It is the first snapshot: changes go to the log on top of it.
-	if err := f.PostEvent(ctx, cluster, "n1", driver.NodeEvent{Type: "Normal", Reason: "Next", Message: "after"}); err != nil {
+	if err := f.PostEvent(ctx, cluster, "n1", driver.Notice{Reason: "Next", Message: "after"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(logPath(path)); err != nil {
@@ -458,7 +458,7 @@ func TestStalledDiskDoesNotHoldACallPastItsContext(t *testing.T) {
 	// line (it may have seen that change) and gives up with its context.
 	short2, cancel2 := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel2()
-	if _, err := f.ListPods(short2, cluster, "n-1"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := f.ListWork(short2, cluster, "n-1"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a read behind the stalled line: %v", err)
 	}
 	close(stall)

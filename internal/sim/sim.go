@@ -109,12 +109,13 @@ type Fleet struct {
 	onNodeChange func()
 }
 
-// SetOnNodeChange sets the callback for Nodes deleted or changing
-// readiness (the controller's SweepSoon).
-func (f *Fleet) SetOnNodeChange(fn func()) {
+// SetHooks sets the callback for Nodes deleted or changing readiness
+// (the controller's SweepSoon). The simulation reports no pods gone: the
+// controller's next pass finds them.
+func (f *Fleet) SetHooks(h driver.Hooks) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.onNodeChange = fn
+	f.onNodeChange = h.NodeChanged
 }
 
 func (f *Fleet) nodeChanged() {
@@ -317,39 +318,18 @@ func (f *Fleet) lookup(op, clusterID, nodeName string) (*node, error) {
 	return n, nil
 }
 
-// Cordon marks the node unschedulable.
-func (f *Fleet) Cordon(ctx context.Context, clusterID, nodeName string) error {
-	return f.changeNode(ctx, "cordon", clusterID, nodeName, cordon)
-}
-
-// Taint adds the taint. A taint with the same key and effect is Kubernetes'
-// notion of the same taint: an identical one is left alone, one with another
-// value is updated in place, never duplicated.
-func (f *Fleet) Taint(ctx context.Context, clusterID, nodeName string, t driver.Taint) error {
-	if t.Key == "" {
-		return errors.New("sim: taint has no key")
-	}
-	return f.changeNode(ctx, "taint", clusterID, nodeName, func(n *node) bool { return taint(n, t) })
-}
-
-// Annotate sets an annotation on the node.
-func (f *Fleet) Annotate(ctx context.Context, clusterID, nodeName, key, value string) error {
-	return f.changeNode(ctx, "annotate", clusterID, nodeName, func(n *node) bool { return annotate(n, key, value) })
-}
-
-// MarkDraining cordons, taints and annotates the node in one write, as
-// the Kubernetes driver does with one patch.
-func (f *Fleet) MarkDraining(ctx context.Context, clusterID, nodeName string, t driver.Taint, annotations map[string]string) error {
-	if t.Key == "" {
-		return errors.New("sim: taint has no key")
-	}
+// MarkDraining cordons the node, taints it domain.TaintPreempted=<cause>
+// (NoSchedule) and annotates its deadline in one write, as the Kubernetes
+// driver does with one patch. A taint with the same key and effect is
+// Kubernetes' notion of the same taint: one with another value is updated
+// in place, never duplicated.
+func (f *Fleet) MarkDraining(ctx context.Context, clusterID, nodeName string, m driver.Marks) error {
+	t := Taint{Key: domain.TaintPreempted, Value: string(m.Cause), Effect: "NoSchedule"}
+	deadline := m.Deadline.UTC().Format(time.RFC3339)
 	return f.changeNode(ctx, "mark", clusterID, nodeName, func(n *node) bool {
 		changed := cordon(n)
 		changed = taint(n, t) || changed
-		for k, v := range annotations {
-			changed = annotate(n, k, v) || changed
-		}
-		return changed
+		return annotate(n, domain.AnnotationDeadline, deadline) || changed
 	})
 }
 
@@ -368,11 +348,6 @@ func (f *Fleet) changeNode(ctx context.Context, op, clusterID, nodeName string, 
 	return f.finish(ctx, changedNode(n, apply(n)))
 }
 
-var (
-	_ driver.Marker             = (*Fleet)(nil)
-	_ driver.NodeChangeNotifier = (*Fleet)(nil)
-)
-
 // cordon, taint and annotate change n (under f.mu) and report whether
 // anything changed.
 func cordon(n *node) bool {
@@ -381,7 +356,7 @@ func cordon(n *node) bool {
 	return changed
 }
 
-func taint(n *node, t driver.Taint) bool {
+func taint(n *node, t Taint) bool {
 	for i, have := range n.Taints {
 		if have.Key == t.Key && have.Effect == t.Effect {
 			if have == t {
@@ -403,21 +378,25 @@ func annotate(n *node, key, value string) bool {
 	return true
 }
 
-// PostEvent posts an event about the node. Like Kubernetes' event
-// aggregation, posting an event identical (type, reason, message) to one the
-// node already has bumps that event's count and last-seen time instead of
-// adding another, so a repeated call after a crash leaves one event.
-func (f *Fleet) PostEvent(ctx context.Context, clusterID, nodeName string, e driver.NodeEvent) error {
-	return f.postEvent(ctx, clusterID, nodeName, "", e)
+// PostNotice posts an event about the node, or about a pod on it when w is
+// not nil (the pod need not exist any more: it may have exited since).
+// Like Kubernetes' event aggregation, posting an event identical (object,
+// type, reason, message) to one the node already has bumps that event's
+// count and last-seen time instead of adding another, so a repeated call
+// after a crash leaves one event.
+func (f *Fleet) PostNotice(ctx context.Context, clusterID, nodeName string, w *driver.Work, e driver.Notice) error {
+	podKey := ""
+	if w != nil {
+		podKey = cmp.Or(w.Namespace, "default") + "/" + w.Name
+	}
+	typ := "Normal"
+	if e.Warning {
+		typ = "Warning"
+	}
+	return f.postEvent(ctx, clusterID, nodeName, podKey, typ, e)
 }
 
-// PostPodEvent posts an event about a pod on the node, aggregated like
-// PostEvent. The pod need not exist any more (it may have exited since).
-func (f *Fleet) PostPodEvent(ctx context.Context, clusterID, nodeName string, p driver.Pod, e driver.NodeEvent) error {
-	return f.postEvent(ctx, clusterID, nodeName, cmp.Or(p.Namespace, "default")+"/"+p.Name, e)
-}
-
-func (f *Fleet) postEvent(ctx context.Context, clusterID, nodeName, podKey string, e driver.NodeEvent) error {
+func (f *Fleet) postEvent(ctx context.Context, clusterID, nodeName, podKey, typ string, e driver.Notice) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -429,7 +408,7 @@ func (f *Fleet) postEvent(ctx context.Context, clusterID, nodeName, podKey strin
 	}
 	now := f.clock.Now()
 	for _, have := range n.Events {
-		if have.Pod == podKey && have.Type == e.Type && have.Reason == e.Reason && have.Message == e.Message {
+		if have.Pod == podKey && have.Type == typ && have.Reason == e.Reason && have.Message == e.Message {
 			have.Count++
 			have.LastAt = now
 			c := changedNode(n, true)
@@ -448,7 +427,7 @@ func (f *Fleet) postEvent(ctx context.Context, clusterID, nodeName, podKey strin
 		ClusterID: clusterID,
 		NodeName:  nodeName,
 		Pod:       podKey,
-		Type:      e.Type,
+		Type:      typ,
 		Reason:    e.Reason,
 		Message:   e.Message,
 		FirstAt:   now,
@@ -464,64 +443,56 @@ func (f *Fleet) postEvent(ctx context.Context, clusterID, nodeName, podKey strin
 	return f.finish(ctx, change{Nodes: []*node{n}, Events: []*event{&logged}})
 }
 
-// ListPods lists the pods on the node that have not exited as of the clock's
-// now. A missing node has no pods.
-func (f *Fleet) ListPods(ctx context.Context, clusterID, nodeName string) ([]driver.Pod, error) {
+// ListWork lists the pods on the node that have not exited as of the
+// clock's now. A missing node has no pods.
+func (f *Fleet) ListWork(ctx context.Context, clusterID, nodeName string) ([]driver.Work, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []driver.Pod
+	var out []driver.Work
 	if n, ok := f.st.nodes[nodeKey{clusterID, nodeName}]; ok {
 		now := f.clock.Now()
 		for _, p := range n.Pods {
 			if p.state(now) == PodGone {
 				continue
 			}
-			dp := driver.Pod{
-				Namespace:              p.Namespace,
-				Name:                   p.Name,
-				TerminationGracePeriod: p.TerminationGracePeriod,
-				Terminating:            !p.SIGTERMAt.IsZero(),
-				DaemonSet:              p.DaemonSet,
-				ReadsDeadline:          p.ReadsDeadline,
+			w := driver.Work{
+				Namespace:     p.Namespace,
+				Name:          p.Name,
+				Grace:         p.TerminationGracePeriod,
+				Stopping:      !p.SIGTERMAt.IsZero(),
+				Support:       p.DaemonSet,
+				ReadsDeadline: p.ReadsDeadline,
 			}
-			if dp.Terminating {
-				dp.KillAt = p.SIGTERMAt.Add(p.Grace)
+			if w.Stopping {
+				w.KillAt = p.SIGTERMAt.Add(p.Grace)
 			}
-			out = append(out, dp)
+			out = append(out, w)
 		}
 	}
 	return out, f.finish(ctx, change{})
 }
 
-// DeletePod deletes the pod with the grace period, with the API server's
+// Notify deletes the pod so that it is gone by by, with the API server's
 // rules: a running pod gets SIGTERM now and is gone after its ExitAfter or
-// the grace period, whichever is first; a terminating pod's grace period can
-// only be shortened (measured from its original SIGTERM); grace <= 0 removes
-// it at once. Deleting a pod that is gone, or on a missing node, is not an
-// error.
-func (f *Fleet) DeletePod(ctx context.Context, clusterID, nodeName string, dp driver.Pod, grace time.Duration) error {
-	return f.deletePod(ctx, clusterID, nodeName, dp, time.Time{}, func(*pod, time.Time) time.Duration { return grace })
-}
-
-// DeletePodBy deletes the pod so that it is gone by by: grace
-// driver.GraceBy(pod, by, now) with the pod's own grace period and the
-// clock read under the fleet's lock, so waiting for the lock cannot
-// stretch it.
-func (f *Fleet) DeletePodBy(ctx context.Context, clusterID, nodeName string, dp driver.Pod, by time.Time) error {
-	return f.deletePod(ctx, clusterID, nodeName, dp, by, func(p *pod, now time.Time) time.Duration {
-		return driver.GraceBy(driver.Pod{TerminationGracePeriod: p.TerminationGracePeriod}, by, now)
+// its grace, whichever is first; a terminating pod's grace period can only
+// be shortened (measured from its original SIGTERM); a zero or past by
+// removes it at once. The grace is driver.GraceBy with the pod's own grace
+// period and the clock read under the fleet's lock, so waiting for the
+// lock cannot stretch it. A pod that is gone, or on a missing node, is not
+// an error.
+func (f *Fleet) Notify(ctx context.Context, clusterID, nodeName string, w driver.Work, by time.Time) error {
+	return f.deletePod(ctx, clusterID, nodeName, w, by, func(p *pod, now time.Time) time.Duration {
+		return driver.GraceBy(driver.Work{Grace: p.TerminationGracePeriod}, by, now)
 	})
 }
-
-var _ driver.DeadlineDeleter = (*Fleet)(nil)
 
 // deletePod deletes the pod with the grace worked out at now; a deletion
 // with a deadline (by) first records it on a pod that reads its
 // annotations, as the Kubernetes driver annotates it.
-func (f *Fleet) deletePod(ctx context.Context, clusterID, nodeName string, dp driver.Pod, by time.Time, grace func(*pod, time.Time) time.Duration) error {
+func (f *Fleet) deletePod(ctx context.Context, clusterID, nodeName string, dp driver.Work, by time.Time, grace func(*pod, time.Time) time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -546,8 +517,8 @@ func (f *Fleet) deletePod(ctx context.Context, clusterID, nodeName string, dp dr
 	return f.finish(ctx, changedNode(n, changed))
 }
 
-// DeleteNode removes the node and its pods. A missing node is not an error.
-func (f *Fleet) DeleteNode(ctx context.Context, clusterID, nodeName string) error {
+// Release removes the node and its pods. A missing node is not an error.
+func (f *Fleet) Release(ctx context.Context, clusterID, nodeName string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -576,8 +547,6 @@ func (f *Fleet) Health(ctx context.Context, clusterID, nodeName string) (driver.
 	}
 	return driver.NodeHealth{NotReadySince: n.NotReadySince}, nil
 }
-
-var _ driver.NodeWatcher = (*Fleet)(nil)
 
 // SetReady stands in for a kubelet that stops (ready=false) or resumes
 // reporting Ready. Tests use it.

@@ -56,7 +56,7 @@ func mustAdd(t *testing.T, f *Fleet, name string) {
 
 func podNames(t *testing.T, f *Fleet, node string) []string {
 	t.Helper()
-	pods, err := f.ListPods(ctx, cluster, node)
+	pods, err := f.ListWork(ctx, cluster, node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,8 +164,8 @@ func TestAddNode(t *testing.T) {
 		v.Class != domain.Preemptible || v.Profile != "custom" || !v.AddedAt.Equal(t0) || v.Unschedulable {
 		t.Fatalf("node view %+v", v)
 	}
-	pods, err := f.ListPods(ctx, cluster, "n1")
-	want := []driver.Pod{{Namespace: "default", Name: "a", TerminationGracePeriod: time.Minute}}
+	pods, err := f.ListWork(ctx, cluster, "n1")
+	want := []driver.Work{{Namespace: "default", Name: "a", Grace: time.Minute}}
 	if err != nil || !reflect.DeepEqual(pods, want) {
 		t.Fatalf("ListPods = %+v, %v; want %+v", pods, err, want)
 	}
@@ -231,16 +231,16 @@ func TestPodDeletion(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f, fc := newFleet(t, Config{Pods: pods})
 			mustAdd(t, f, "n1")
-			target := driver.Pod{Namespace: "ml", Name: tc.pod}
+			target := driver.Work{Namespace: "ml", Name: tc.pod}
 			for _, d := range tc.deletes {
 				fc.Set(t0.Add(d.at))
 				if err := f.DeletePod(ctx, cluster, "n1", target, d.grace); err != nil {
 					t.Fatal(err)
 				}
 				if d.grace > 0 {
-					listed, _ := f.ListPods(ctx, cluster, "n1")
+					listed, _ := f.ListWork(ctx, cluster, "n1")
 					for _, p := range listed {
-						if p.Name == tc.pod && !p.Terminating {
+						if p.Name == tc.pod && !p.Stopping {
 							t.Fatal("deleted pod not reported Terminating")
 						}
 					}
@@ -295,8 +295,8 @@ func contains(s []string, x string) bool {
 func TestIdempotentNodeCalls(t *testing.T) {
 	f, fc := newFleet(t, Config{Pods: []PodTemplate{}})
 	mustAdd(t, f, "n1")
-	taint := driver.Taint{Key: domain.TaintPreempted, Value: "true", Effect: "NoSchedule"}
-	ev := driver.NodeEvent{Type: "Warning", Reason: "PreemptionNotified", Message: "node will be removed at 12:05"}
+	taint := Taint{Key: domain.TaintPreempted, Value: "true", Effect: "NoSchedule"}
+	ev := driver.Notice{Warning: true, Reason: "PreemptionNotified", Message: "node will be removed at 12:05"}
 	for i := range 2 {
 		if i == 1 {
 			fc.Step(time.Second)
@@ -313,7 +313,7 @@ func TestIdempotentNodeCalls(t *testing.T) {
 		}
 	}
 	v, _ := f.Node(cluster, "n1")
-	if !v.Unschedulable || !reflect.DeepEqual(v.Taints, []driver.Taint{taint}) ||
+	if !v.Unschedulable || !reflect.DeepEqual(v.Taints, []Taint{taint}) ||
 		v.Annotations[domain.AnnotationDeadline] != "2025-03-01T12:05:00Z" || len(v.Annotations) != 1 {
 		t.Fatalf("node after repeats: %+v", v)
 	}
@@ -329,17 +329,17 @@ func TestIdempotentNodeCalls(t *testing.T) {
 	t2.Value = "soon"
 	t3 := taint
 	t3.Effect = "NoExecute"
-	for _, tt := range []driver.Taint{t2, t3, t3} {
+	for _, tt := range []Taint{t2, t3, t3} {
 		if err := f.Taint(ctx, cluster, "n1", tt); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if v, _ := f.Node(cluster, "n1"); !reflect.DeepEqual(v.Taints, []driver.Taint{t2, t3}) {
+	if v, _ := f.Node(cluster, "n1"); !reflect.DeepEqual(v.Taints, []Taint{t2, t3}) {
 		t.Fatalf("taints %+v", v.Taints)
 	}
 
 	// A different event is a second one.
-	if err := f.PostEvent(ctx, cluster, "n1", driver.NodeEvent{Type: "Normal", Reason: "NodeDrained", Message: "drained"}); err != nil {
+	if err := f.PostEvent(ctx, cluster, "n1", driver.Notice{Reason: "NodeDrained", Message: "drained"}); err != nil {
 		t.Fatal(err)
 	}
 	if evs := f.Events(); len(evs) != 2 || evs[1].Seq != 2 || evs[1].Count != 1 {
@@ -348,7 +348,7 @@ func TestIdempotentNodeCalls(t *testing.T) {
 
 	// DeleteNode twice; the log keeps the events.
 	for range 2 {
-		if err := f.DeleteNode(ctx, cluster, "n1"); err != nil {
+		if err := f.Release(ctx, cluster, "n1"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -364,22 +364,22 @@ func TestMissingNode(t *testing.T) {
 	f, _ := newFleet(t, Config{})
 	for name, err := range map[string]error{
 		"cordon":   f.Cordon(ctx, cluster, "nope"),
-		"taint":    f.Taint(ctx, cluster, "nope", driver.Taint{Key: "k", Effect: "NoSchedule"}),
+		"taint":    f.Taint(ctx, cluster, "nope", Taint{Key: "k", Effect: "NoSchedule"}),
 		"annotate": f.Annotate(ctx, cluster, "nope", "k", "v"),
-		"event":    f.PostEvent(ctx, cluster, "nope", driver.NodeEvent{Type: "Normal", Reason: "R"}),
+		"event":    f.PostEvent(ctx, cluster, "nope", driver.Notice{Reason: "R"}),
 	} {
 		if !errors.Is(err, ErrNoNode) || !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("%s on a missing node: %v; want ErrNoNode", name, err)
 		}
 	}
-	pods, err := f.ListPods(ctx, cluster, "nope")
+	pods, err := f.ListWork(ctx, cluster, "nope")
 	if err != nil || len(pods) != 0 {
 		t.Errorf("ListPods on a missing node = %v, %v", pods, err)
 	}
-	if err := f.DeletePod(ctx, cluster, "nope", driver.Pod{Name: "p"}, time.Second); err != nil {
+	if err := f.DeletePod(ctx, cluster, "nope", driver.Work{Name: "p"}, time.Second); err != nil {
 		t.Errorf("DeletePod on a missing node: %v", err)
 	}
-	if err := f.DeleteNode(ctx, cluster, "nope"); err != nil {
+	if err := f.Release(ctx, cluster, "nope"); err != nil {
 		t.Errorf("DeleteNode on a missing node: %v", err)
 	}
 	// The same node name in another cluster is another node.
@@ -387,7 +387,7 @@ func TestMissingNode(t *testing.T) {
 	if err := f.Cordon(ctx, "other", "n1"); !errors.Is(err, ErrNoNode) {
 		t.Errorf("cordon in another cluster: %v", err)
 	}
-	if err := f.DeletePod(ctx, cluster, "n1", driver.Pod{Namespace: "ml", Name: "no-such-pod"}, 0); err != nil {
+	if err := f.DeletePod(ctx, cluster, "n1", driver.Work{Namespace: "ml", Name: "no-such-pod"}, 0); err != nil {
 		t.Errorf("DeletePod of an unknown pod: %v", err)
 	}
 }
@@ -409,12 +409,12 @@ func TestCanceledContext(t *testing.T) {
 // left).
 func drainLikeController(t *testing.T, f *Fleet, node string) {
 	t.Helper()
-	pods, err := f.ListPods(ctx, cluster, node)
+	pods, err := f.ListWork(ctx, cluster, node)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods {
-		if err := f.DeletePod(ctx, cluster, node, p, min(p.TerminationGracePeriod, domain.DefaultDrainWindow)); err != nil {
+		if err := f.DeletePod(ctx, cluster, node, p, min(p.Grace, domain.DefaultDrainWindow)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -488,9 +488,9 @@ func TestPersistence(t *testing.T) {
 	for _, n := range draining {
 		for _, err := range []error{
 			f.Cordon(ctx, cluster, n),
-			f.Taint(ctx, cluster, n, driver.Taint{Key: domain.TaintPreempted, Value: "true", Effect: "NoSchedule"}),
+			f.Taint(ctx, cluster, n, Taint{Key: domain.TaintPreempted, Value: "true", Effect: "NoSchedule"}),
 			f.Annotate(ctx, cluster, n, domain.AnnotationDeadline, t0.Add(10*time.Second+domain.DefaultDrainWindow).Format(time.RFC3339)),
-			f.PostEvent(ctx, cluster, n, driver.NodeEvent{Type: "Warning", Reason: "PreemptionNotified", Message: "bye"}),
+			f.PostEvent(ctx, cluster, n, driver.Notice{Warning: true, Reason: "PreemptionNotified", Message: "bye"}),
 		} {
 			if err != nil {
 				t.Fatal(err)
@@ -498,7 +498,7 @@ func TestPersistence(t *testing.T) {
 		}
 		drainLikeController(t, f, n)
 	}
-	if err := f.DeleteNode(ctx, cluster, "gpu-preemptible-dp-6"); err != nil {
+	if err := f.Release(ctx, cluster, "gpu-preemptible-dp-6"); err != nil {
 		t.Fatal(err)
 	}
 	fc.Step(5 * time.Second)
@@ -541,8 +541,8 @@ func TestPersistence(t *testing.T) {
 	}
 	for fc.Now().Before(t0.Add(10*time.Second + domain.DefaultDrainWindow + time.Second)) {
 		for _, n := range draining {
-			a, _ := f.ListPods(ctx, cluster, n)
-			b, _ := g.ListPods(ctx, cluster, n)
+			a, _ := f.ListWork(ctx, cluster, n)
+			b, _ := g.ListWork(ctx, cluster, n)
 			if !reflect.DeepEqual(a, b) || len(b) != want(fc.Now().Sub(t0)) {
 				t.Fatalf("at +%v %s: pods %v before the crash, %v after; want %d", fc.Now().Sub(t0), n, a, b, want(fc.Now().Sub(t0)))
 			}
@@ -623,7 +623,7 @@ func TestConcurrentUse(t *testing.T) {
 				mustAdd(t, f, n)
 				_ = f.Cordon(ctx, cluster, n)
 				drainLikeController(t, f, n)
-				_ = f.PostEvent(ctx, cluster, n, driver.NodeEvent{Type: "Normal", Reason: "R"})
+				_ = f.PostEvent(ctx, cluster, n, driver.Notice{Reason: "R"})
 				_, _ = f.Prepare(ctx, domain.Machine{ID: n}, spec(n))
 				_ = f.Nodes("")
 				_ = f.Events()
@@ -650,11 +650,11 @@ func TestDeletePodBy(t *testing.T) {
 	by := t0.Add(90*time.Second + 500*time.Millisecond)
 	for _, name := range []string{"long", "short"} {
 		// The pod's own grace period counts, not the caller's copy.
-		if err := f.DeletePodBy(ctx, cluster, "n1", driver.Pod{Namespace: "ml", Name: name}, by); err != nil {
+		if err := f.Notify(ctx, cluster, "n1", driver.Work{Namespace: "ml", Name: name}, by); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := f.DeletePodBy(ctx, cluster, "n1", driver.Pod{Namespace: "ml", Name: "forced"}, time.Time{}); err != nil {
+	if err := f.Notify(ctx, cluster, "n1", driver.Work{Namespace: "ml", Name: "forced"}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]time.Duration{"long": 90 * time.Second, "short": 30 * time.Second} {
@@ -674,17 +674,18 @@ func TestMarkDraining(t *testing.T) {
 	dir := t.TempDir()
 	f, fc := newFleet(t, Config{Pods: []PodTemplate{}, StatePath: dir + "/sim.json"})
 	mustAdd(t, f, "n1")
-	taint := driver.Taint{Key: domain.TaintPreempted, Value: "preempted", Effect: "NoSchedule"}
+	taint := Taint{Key: domain.TaintPreempted, Value: "preempted", Effect: "NoSchedule"}
 	ann := map[string]string{domain.AnnotationDeadline: "2025-03-01T12:05:00Z"}
+	marks := driver.Marks{Cause: "preempted", Deadline: time.Date(2025, 3, 1, 12, 5, 0, 0, time.UTC)}
 	for range 2 {
-		if err := f.MarkDraining(ctx, cluster, "n1", taint, ann); err != nil {
+		if err := f.MarkDraining(ctx, cluster, "n1", marks); err != nil {
 			t.Fatal(err)
 		}
 	}
 	check := func(f *Fleet, when string) {
 		t.Helper()
 		v, _ := f.Node(cluster, "n1")
-		if !v.Unschedulable || !reflect.DeepEqual(v.Taints, []driver.Taint{taint}) || !reflect.DeepEqual(v.Annotations, ann) {
+		if !v.Unschedulable || !reflect.DeepEqual(v.Taints, []Taint{taint}) || !reflect.DeepEqual(v.Annotations, ann) {
 			t.Fatalf("%s: node %+v; want cordoned, tainted once, annotated", when, v)
 		}
 	}
@@ -694,7 +695,7 @@ func TestMarkDraining(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(f2, "after a restart")
-	if err := f.MarkDraining(ctx, cluster, "n2", taint, ann); !errors.Is(err, domain.ErrNotFound) {
+	if err := f.MarkDraining(ctx, cluster, "n2", marks); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("marking a missing node: %v, want not found", err)
 	}
 }

@@ -7,11 +7,17 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
-	"github.com/sparecap/sparecap/internal/driver"
 )
 
 // PodState is a pod's state as of the clock's now.
 type PodState string
+
+// Taint on a simulated node, as Kubernetes has them.
+type Taint struct {
+	Key    string
+	Value  string
+	Effect string // NoSchedule, NoExecute
+}
 
 const (
 	PodRunning     PodState = "Running"
@@ -79,7 +85,7 @@ type NodeView struct {
 	Profile       string // default pod profile, or "custom" for Config.Pods
 	AddedAt       time.Time
 	Labels        map[string]string
-	Taints        []driver.Taint
+	Taints        []Taint
 	Annotations   map[string]string
 	Unschedulable bool
 	Events        []EventView

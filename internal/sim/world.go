@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
-	"github.com/sparecap/sparecap/internal/driver"
 )
 
 // world is the whole simulated state: everything here is persisted.
@@ -30,7 +29,7 @@ type node struct {
 	GPUs          int                 `json:"gpus,omitempty"`
 	Profile       string              `json:"profile"`
 	Labels        map[string]string   `json:"labels"`
-	Taints        []driver.Taint      `json:"taints,omitempty"`
+	Taints        []Taint             `json:"taints,omitempty"`
 	Annotations   map[string]string   `json:"annotations"`
 	Unschedulable bool                `json:"unschedulable,omitempty"`
 	AddedAt       time.Time           `json:"addedAt"`

@@ -357,7 +357,7 @@ func TestNodeDeletedBehindOurBack(t *testing.T) {
 	first := running(t, j, rec)
 	waitStep(t, dir, 120)
 	gone := time.Now()
-	if err := w.srv.Sim.DeleteNode(context.Background(), w.cluster, first.Node); err != nil {
+	if err := w.srv.Sim.Release(context.Background(), w.cluster, first.Node); err != nil {
 		t.Fatal(err)
 	}
 	for start := time.Now(); len(j.Attempts()) == 0; time.Sleep(5 * time.Millisecond) {

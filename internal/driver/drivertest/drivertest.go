@@ -33,8 +33,13 @@ type PodSpec struct {
 type NodeState struct {
 	Labels        map[string]string
 	Annotations   map[string]string
-	Taints        []driver.Taint
+	Taints        []Taint
 	Unschedulable bool
+}
+
+// Taint is a taint as the cluster shows it.
+type Taint struct {
+	Key, Value, Effect string
 }
 
 // Event is a Kubernetes Event about a node ("Node/<name>") or a pod
@@ -60,6 +65,8 @@ type Harness interface {
 	Events(t *testing.T, node string) []Event
 	// Pass lets d go by (a fake clock advances; a real cluster waits).
 	Pass(d time.Duration)
+	// Now is the time on the driver's clock.
+	Now() time.Time
 	// Eventually retries check until it passes (a real cluster's watches
 	// lag a little); a simulated cluster checks once.
 	Eventually(t *testing.T, check func() error)
@@ -123,15 +130,15 @@ func testMarkNode(t *testing.T, h Harness) {
 	ctx := context.Background()
 	d, id := h.Driver(), h.ClusterID()
 	addNode(t, h, "mark-1", domain.Preemptible)
-	taint := driver.Taint{Key: domain.TaintPreempted, Value: "Reclaimed", Effect: "NoSchedule"}
+	deadline := time.Date(2026, 11, 30, 12, 5, 0, 0, time.UTC)
+	m := driver.Marks{Cause: "Reclaimed", Deadline: deadline}
 	for range 2 { // every call is idempotent
-		must(t, d.Cordon(ctx, id, "mark-1"))
-		must(t, d.Taint(ctx, id, "mark-1", taint))
-		must(t, d.Annotate(ctx, id, "mark-1", domain.AnnotationDeadline, "2026-11-30T12:05:00Z"))
+		must(t, d.MarkDraining(ctx, id, "mark-1", m))
 	}
-	// Same key and effect with another value: updated in place.
-	taint.Value = "FairShare"
-	must(t, d.Taint(ctx, id, "mark-1", taint))
+	// Another cause: the taint (same key and effect) is updated in place.
+	m.Cause = "FairShare"
+	must(t, d.MarkDraining(ctx, id, "mark-1", m))
+	taint := Taint{Key: domain.TaintPreempted, Value: "FairShare", Effect: "NoSchedule"}
 	n, ok := h.Node(t, "mark-1")
 	if !ok {
 		t.Fatal("node gone")
@@ -142,7 +149,7 @@ func testMarkNode(t *testing.T, h Harness) {
 	if n.Annotations[domain.AnnotationDeadline] != "2026-11-30T12:05:00Z" {
 		t.Fatalf("annotations %v", n.Annotations)
 	}
-	var ours []driver.Taint
+	var ours []Taint
 	for _, tt := range n.Taints {
 		if tt.Key == domain.TaintPreempted {
 			ours = append(ours, tt)
@@ -155,26 +162,14 @@ func testMarkNode(t *testing.T, h Harness) {
 	if n.Labels[domain.LabelComputeClass] != "preemptible" {
 		t.Fatalf("labels %v", n.Labels)
 	}
-	// A driver that marks in one write ends with the same node.
-	if m, ok := d.(driver.Marker); ok {
-		addNode(t, h, "mark-2", domain.Preemptible)
-		for range 2 {
-			must(t, m.MarkDraining(ctx, id, "mark-2", taint, map[string]string{domain.AnnotationDeadline: "2026-11-30T12:05:00Z"}))
-		}
-		n2, _ := h.Node(t, "mark-2")
-		if !n2.Unschedulable || n2.Annotations[domain.AnnotationDeadline] != "2026-11-30T12:05:00Z" ||
-			!slices.Contains(n2.Taints, taint) || n2.Labels[domain.LabelComputeClass] != "preemptible" {
-			t.Fatalf("after MarkDraining: %+v", n2)
-		}
-		if err := m.MarkDraining(ctx, id, "missing-1", taint, nil); !errors.Is(err, domain.ErrNotFound) {
-			t.Fatalf("MarkDraining on a missing node: %v", err)
-		}
+	if err := d.MarkDraining(ctx, id, "missing-1", m); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("MarkDraining on a missing node: %v", err)
 	}
-	must(t, d.DeleteNode(ctx, id, "mark-1"))
-	must(t, d.DeleteNode(ctx, id, "mark-1"))
+	must(t, d.Release(ctx, id, "mark-1"))
+	must(t, d.Release(ctx, id, "mark-1"))
 	h.Eventually(t, func() error {
 		if _, ok := h.Node(t, "mark-1"); ok {
-			return errors.New("node still there after DeleteNode")
+			return errors.New("node still there after Release")
 		}
 		return nil
 	})
@@ -185,19 +180,19 @@ func testEvents(t *testing.T, h Harness) {
 	d, id := h.Driver(), h.ClusterID()
 	addNode(t, h, "ev-1", domain.Preemptible)
 	h.StartPod(t, "ev-1", PodSpec{Namespace: "tenant-a", Name: "trainer", Grace: 30 * time.Second, ExitAfter: -1})
-	var pod driver.Pod
+	var pod driver.Work
 	h.Eventually(t, func() error {
-		pods, err := d.ListPods(ctx, id, "ev-1")
+		pods, err := d.ListWork(ctx, id, "ev-1")
 		if err != nil || len(pods) != 1 {
 			return fmt.Errorf("pods %+v, %v", pods, err)
 		}
 		pod = pods[0]
 		return nil
 	})
-	e := driver.NodeEvent{Type: "Warning", Reason: "PreemptionNotified", Message: "node ev-1 is reclaimed; deadline 2026-11-30T12:05:00Z"}
+	e := driver.Notice{Warning: true, Reason: "PreemptionNotified", Message: "node ev-1 is reclaimed; deadline 2026-11-30T12:05:00Z"}
 	for range 2 { // posting again after a crash leaves one Event
-		must(t, d.PostEvent(ctx, id, "ev-1", e))
-		must(t, d.PostPodEvent(ctx, id, "ev-1", pod, e))
+		must(t, d.PostNotice(ctx, id, "ev-1", nil, e))
+		must(t, d.PostNotice(ctx, id, "ev-1", &pod, e))
 	}
 	h.Eventually(t, func() error {
 		got := h.Events(t, "ev-1")
@@ -220,9 +215,9 @@ func testPods(t *testing.T, h Harness) {
 	h.StartPod(t, "pods-1", PodSpec{Namespace: "tenant-a", Name: "quick", Grace: 30 * time.Second, ExitAfter: time.Second})
 	h.StartPod(t, "pods-1", PodSpec{Namespace: "tenant-a", Name: "stubborn", Grace: 60 * time.Second, ExitAfter: -1})
 	h.StartPod(t, "pods-1", PodSpec{Namespace: "kube-system", Name: "logs", Grace: 10 * time.Second, ExitAfter: -1, DaemonSet: true})
-	pods := map[string]driver.Pod{}
+	pods := map[string]driver.Work{}
 	h.Eventually(t, func() error {
-		list, err := d.ListPods(ctx, id, "pods-1")
+		list, err := d.ListWork(ctx, id, "pods-1")
 		if err != nil {
 			return err
 		}
@@ -235,23 +230,23 @@ func testPods(t *testing.T, h Harness) {
 		}
 		return nil
 	})
-	if p := pods["quick"]; p.Namespace != "tenant-a" || p.TerminationGracePeriod != 30*time.Second || p.Terminating || p.DaemonSet {
+	if p := pods["quick"]; p.Namespace != "tenant-a" || p.Grace != 30*time.Second || p.Stopping || p.Support {
 		t.Fatalf("quick %+v", p)
 	}
-	if p := pods["logs"]; !p.DaemonSet || p.TerminationGracePeriod != 10*time.Second {
+	if p := pods["logs"]; !p.Support || p.Grace != 10*time.Second {
 		t.Fatalf("logs %+v", p)
 	}
 	// SIGTERM: the pods are terminating, then go as their containers exit
-	// or their grace runs out.
-	must(t, d.DeletePod(ctx, id, "pods-1", pods["quick"], 30*time.Second))
-	must(t, d.DeletePod(ctx, id, "pods-1", pods["stubborn"], 2*time.Second))
+	// or their grace (cut to the deadline) runs out.
+	must(t, d.Notify(ctx, id, "pods-1", pods["quick"], h.Now().Add(time.Minute)))
+	must(t, d.Notify(ctx, id, "pods-1", pods["stubborn"], h.Now().Add(2*time.Second)))
 	h.Eventually(t, func() error {
-		list, err := d.ListPods(ctx, id, "pods-1")
+		list, err := d.ListWork(ctx, id, "pods-1")
 		if err != nil {
 			return err
 		}
 		for _, p := range list {
-			if p.Name == "stubborn" && !p.Terminating {
+			if p.Name == "stubborn" && !p.Stopping {
 				return fmt.Errorf("stubborn not terminating: %+v", p)
 			}
 		}
@@ -259,34 +254,29 @@ func testPods(t *testing.T, h Harness) {
 	})
 	h.Pass(3 * time.Second)
 	h.Eventually(t, func() error { return wantPods(ctx, d, id, "pods-1", "logs") })
-	// Force deletion: gone at once. Deleting a pod that is gone is fine.
-	must(t, d.DeletePod(ctx, id, "pods-1", pods["logs"], 0))
+	// Past the deadline: gone at once. Notifying a pod that is gone is
+	// fine.
+	must(t, d.Notify(ctx, id, "pods-1", pods["logs"], time.Time{}))
 	h.Eventually(t, func() error { return wantPods(ctx, d, id, "pods-1") })
-	must(t, d.DeletePod(ctx, id, "pods-1", pods["logs"], 0))
-	must(t, d.DeletePod(ctx, id, "pods-1", pods["quick"], 30*time.Second))
+	must(t, d.Notify(ctx, id, "pods-1", pods["logs"], time.Time{}))
+	must(t, d.Notify(ctx, id, "pods-1", pods["quick"], h.Now().Add(time.Minute)))
 }
 
 func testMissingNode(t *testing.T, h Harness) {
 	ctx := context.Background()
 	d, id := h.Driver(), h.ClusterID()
-	for name, err := range map[string]error{
-		"Cordon":   d.Cordon(ctx, id, "missing-1"),
-		"Taint":    d.Taint(ctx, id, "missing-1", driver.Taint{Key: domain.TaintPreempted, Effect: "NoSchedule"}),
-		"Annotate": d.Annotate(ctx, id, "missing-1", domain.AnnotationDeadline, "x"),
-	} {
-		if !errors.Is(err, domain.ErrNotFound) {
-			t.Errorf("%s on a missing node: %v, want domain.ErrNotFound", name, err)
-		}
+	if err := d.MarkDraining(ctx, id, "missing-1", driver.Marks{Cause: "Reclaimed", Deadline: h.Now()}); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("MarkDraining on a missing node: %v, want domain.ErrNotFound", err)
 	}
-	if pods, err := d.ListPods(ctx, id, "missing-1"); err != nil || len(pods) != 0 {
-		t.Errorf("ListPods on a missing node: %v, %v", pods, err)
+	if pods, err := d.ListWork(ctx, id, "missing-1"); err != nil || len(pods) != 0 {
+		t.Errorf("ListWork on a missing node: %v, %v", pods, err)
 	}
-	must(t, d.DeletePod(ctx, id, "missing-1", driver.Pod{Namespace: "default", Name: "nope"}, 0))
-	must(t, d.DeleteNode(ctx, id, "missing-1"))
+	must(t, d.Notify(ctx, id, "missing-1", driver.Work{Namespace: "default", Name: "nope"}, time.Time{}))
+	must(t, d.Release(ctx, id, "missing-1"))
 }
 
 func wantPods(ctx context.Context, d driver.ClusterDriver, clusterID, node string, names ...string) error {
-	list, err := d.ListPods(ctx, clusterID, node)
+	list, err := d.ListWork(ctx, clusterID, node)
 	if err != nil {
 		return err
 	}

@@ -110,9 +110,6 @@ func TestBatchWorkSurvivesReclaims(t *testing.T) {
 	}, fl, kube.Options{Instance: "workload-test"})
 	ctrl := controller.New(st, router, &kwokProvider{client: c, attached: "tenant", fallback: fl}, clk,
 		controller.Config{DrainWindow: window, Cooldown: -1, Interval: time.Second}, nil)
-	router.SetOnPodsGone(ctrl.Kick)
-	router.SetOnAccess(ctrl.RecordAccess)
-	router.SetOnNodeChange(ctrl.SweepSoon)
 	err = st.Update(ctx, func(tx store.Tx) error {
 		if err := tx.CreateProject(ctx, domain.Project{ID: "p", CreatedAt: time.Now()}); err != nil {
 			return err
