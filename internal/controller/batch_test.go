@@ -286,7 +286,7 @@ func TestPrefetchedRereadsWrittenNodes(t *testing.T) {
 		}
 		created := domain.Node{ID: "n-missing", ClusterID: "a", MachineID: "m02", Name: "late", Class: domain.Preemptible,
 			GPUs: 8, State: domain.NodePending, CreatedAt: h.clk.Now()}
-		if err := store.CreateNodes(h.ctx, p, []domain.Node{created}); err != nil {
+		if err := p.CreateNodes(h.ctx, []domain.Node{created}); err != nil {
 			return err
 		}
 		if got, err := p.GetNode(h.ctx, created.ID); err != nil || got.Name != "late" {
@@ -449,6 +449,24 @@ func (t *logTx) CreateCluster(ctx context.Context, c domain.Cluster) error {
 	t.log.created = append(t.log.created, c.ID)
 	t.log.mu.Unlock()
 	return t.Tx.CreateCluster(ctx, c)
+}
+
+func (t *logTx) CreateClusters(ctx context.Context, cs []domain.Cluster) error {
+	for _, c := range cs {
+		t.log.mu.Lock()
+		t.log.created = append(t.log.created, c.ID)
+		t.log.mu.Unlock()
+	}
+	return t.Tx.CreateClusters(ctx, cs)
+}
+
+func (t *logTx) UpdateClusters(ctx context.Context, cs []domain.Cluster) error {
+	for _, c := range cs {
+		t.log.mu.Lock()
+		t.log.updated = append(t.log.updated, c.ID)
+		t.log.mu.Unlock()
+	}
+	return t.Tx.UpdateClusters(ctx, cs)
 }
 
 func (t *logTx) UpdateCluster(ctx context.Context, c domain.Cluster) error {

@@ -387,7 +387,7 @@ func TestStaleStepNeverWipesAnotherNodesMachine(t *testing.T) {
 	}
 	w := &countingWipes{MachineProvider: h.sim, h: h}
 	h.c = New(h.st, h.sim, w, h.clk, h.cfg, nil)
-	if err := h.c.stepRemove(h.ctx, stale); err != nil {
+	if _, err := h.c.reclaim.Remove(h.ctx, stale); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.c.step(h.ctx, stale); err != nil {

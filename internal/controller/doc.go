@@ -3,36 +3,33 @@
 // the pure allocator, writes the plan's intents to the store, then acts on
 // the outside world through the drivers and records what it observed.
 //
-// # Reclaim is a persisted state machine
+// Its files are its jobs:
 //
-// A node being taken back moves ready → draining → removing → removed. The
-// transition to draining stores the deadline (T+0 + drain window) together
-// with the PreemptionNotified lifecycle event, in the same transaction as
-// the plan that decided it. Everything after that is a step function of the
-// stored node and the clock:
-//
-//   - draining, not yet notified: cordon, taint, annotate the deadline, post
-//     the Kubernetes Event, delete every pod with grace min(its
-//     terminationGracePeriodSeconds, time left). These calls are idempotent;
-//     Notified is stored only once all have succeeded, so a crash redoes
-//     them.
-//   - draining, notified: no pods left → NodeDrained, removing (outcome
-//     early); deadline reached → force-delete the pods, removing (outcome
-//     deadline).
-//   - removing: delete the node object (NodeRemoved), wipe the machine, then
-//     removed; a node waiting for the machine starts provisioning in the same
-//     transaction.
-//
-// No goroutine holds a timer for a drain: after a restart the next
-// reconcile finds every draining node with its original deadline. The Run
-// loop sleeps until the earliest deadline or the next interval, whichever
-// comes first.
+//   - loop.go: the Run loop and its passes: plan, start every node's step
+//     when it is due (reclaim.When), sweep for lost nodes, finish deleted
+//     clusters, prune old events;
+//   - requests.go: the cluster requests (create, update, weight, delete),
+//     planned and committed at once; creates that arrive together share
+//     one plan and one commit;
+//   - plan.go and commit.go: replanning, and the commit that writes a
+//     plan's drains (the T+0 change is reclaim.Start), new nodes, cluster
+//     states and events in one transaction;
+//   - transition.go: compare-and-set node transitions under the plan lock,
+//     group-committed (many nodes' steps share one transaction);
+//   - provision.go and registration.go: pending and provisioning nodes,
+//     and the registration timeout;
+//   - port.go: the controller as the reclaim machine's Port. Draining and
+//     removing nodes, cleanup and lost nodes are package reclaim's, whose
+//     doc states the reclaim contract;
+//   - access.go: what drivers learn of clusters' permissions, recorded
+//     once per cluster;
+//   - retry.go: a failed step's backoff and its error on the node.
 //
 // # Concurrency
 //
-// One mutex serializes planning and plan commits, so a create request's
-// capacity check and the periodic reconcile never hand the same machine out
-// twice. Driver calls happen outside it; their results are written with a
-// compare-and-set on the node's state, so a node reclaimed while it was
-// being provisioned is not marked ready afterwards.
+// One lock (planLock) serializes planning and plan commits, so a create
+// request's capacity check and the periodic reconcile never hand the same
+// machine out twice. Driver calls happen outside it; their results are
+// written with a compare-and-set on the node's state, so a node reclaimed
+// while it was being provisioned is not marked ready afterwards.
 package controller

@@ -3,11 +3,12 @@ package controller
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/random"
+	"github.com/sparecap/sparecap/internal/reclaim"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -23,8 +24,9 @@ const (
 // backoff remembers failed node steps (in memory: after a restart every
 // node is tried at once).
 type backoff struct {
-	mu    sync.Mutex
-	nodes map[string]retry
+	random *random.Source // the jitter
+	mu     sync.Mutex
+	nodes  map[string]retry
 }
 
 type retry struct {
@@ -34,20 +36,15 @@ type retry struct {
 	err      error
 }
 
-// retryAt is when the work of key (node n's step, or its cleanup) may run
-// again. A retry of a drain planned before its deadline never waits past
-// it: the deadline step is not delayed by failures of the notice.
-func (b *backoff) retryAt(key string, n domain.Node, now time.Time) time.Time {
+// retry is the backoff of key's last failed run (none: it may run now).
+func (b *backoff) retry(key string) reclaim.Retry {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	r, ok := b.nodes[key]
-	b.mu.Unlock()
 	if !ok {
-		return time.Time{}
+		return reclaim.Retry{}
 	}
-	if key == n.ID && n.State == domain.NodeDraining && r.failedAt.Before(n.Deadline) && r.at.After(n.Deadline) {
-		return n.Deadline
-	}
-	return r.at
+	return reclaim.Retry{FailedAt: r.failedAt, At: r.at}
 }
 
 // lastErr is the error of key's last failed run, nil if it has not failed
@@ -68,7 +65,7 @@ func (b *backoff) fail(id string, now time.Time, err error) {
 	r.fails++
 	d := retryBase << min(r.fails-1, 10)
 	d = min(d, retryMax)
-	d = d/2 + rand.N(d/2+1)
+	d = d/2 + b.random.Duration(d/2)
 	r.failedAt, r.at, r.err = now, now.Add(d), err
 	b.nodes[id] = r
 }
@@ -81,41 +78,20 @@ func (b *backoff) ok(id string) {
 
 // claim marks node id as being stepped; false if a step already runs.
 func (c *Controller) claim(id string) bool {
-	c.busyMu.Lock()
-	defer c.busyMu.Unlock()
-	if c.busy[id] {
+	c.runningMu.Lock()
+	defer c.runningMu.Unlock()
+	if c.running[id] {
 		return false
 	}
-	c.busy[id] = true
+	c.running[id] = true
 	return true
 }
 
 func (c *Controller) release(id string) {
-	c.busyMu.Lock()
-	delete(c.busy, id)
-	c.busyMu.Unlock()
+	c.runningMu.Lock()
+	delete(c.running, id)
+	c.runningMu.Unlock()
 }
-
-// providerError is a failure of the machine provider (an operator's hook,
-// say): it is recorded as a lifecycle event as well as on the node.
-type providerError struct {
-	reason domain.EventReason
-	err    error
-}
-
-func (e *providerError) Error() string { return e.err.Error() }
-func (e *providerError) Unwrap() error { return e.err }
-
-// clusterError is a failure of the tenant's cluster (its API refused or
-// did not answer): not the machine's fault.
-type clusterError struct{ err error }
-
-func (e *clusterError) Error() string { return e.err.Error() }
-func (e *clusterError) Unwrap() error { return e.err }
-
-// cleanupKey is the work key of node id's cleanup: it runs apart from the
-// node's own steps (see stepCleanup).
-func cleanupKey(id string) string { return "cleanup/" + id }
 
 // noteError keeps a failed step's error on the node (Node.LastError) and,
 // for machine provider failures, records a lifecycle event, so operators
@@ -123,8 +99,8 @@ func cleanupKey(id string) string { return "cleanup/" + id }
 // stays the same.
 func (c *Controller) noteError(ctx context.Context, n domain.Node, stepErr error) {
 	var reason domain.EventReason
-	if pe := (*providerError)(nil); errors.As(stepErr, &pe) {
-		reason = pe.reason
+	if pe := (*reclaim.ProviderError)(nil); errors.As(stepErr, &pe) {
+		reason = pe.Reason
 	}
 	c.setLastError(ctx, n, stepErr.Error(), reason)
 }
@@ -162,7 +138,7 @@ func (c *Controller) setLastError(ctx context.Context, n domain.Node, msg string
 		if _, err := tx.AddEvent(ctx, e); err != nil {
 			return err
 		}
-		obs = append(obs, Observation{Time: now, Kind: KindEvent, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message})
+		obs = append(obs, reclaim.EventObservation(e))
 		return nil
 	})
 	if err != nil {

@@ -73,8 +73,13 @@ const (
 	NodeRemoved      NodeState = "removed"
 )
 
-// Active reports whether the node occupies its machine (pending nodes only
-// hold a claim on it).
+// ActiveStates are the states in which a node is active: it occupies its
+// machine (a pending node only holds a claim on it). The schema allows a
+// machine one active node at a time.
+var ActiveStates = []NodeState{NodeProvisioning, NodeReady, NodeDraining, NodeRemoving}
+
+// Active reports whether a node in state s occupies its machine (see
+// ActiveStates).
 func (s NodeState) Active() bool {
 	return s == NodeProvisioning || s == NodeReady || s == NodeDraining || s == NodeRemoving
 }

@@ -157,7 +157,7 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 		}
 	}
 	if len(writes) > 0 {
-		err = m.store.Update(ctx, func(tx store.Tx) error { return store.PutUsages(ctx, tx, writes) })
+		err = m.store.Update(ctx, func(tx store.Tx) error { return tx.PutUsages(ctx, writes) })
 		if err != nil {
 			return fmt.Errorf("meter: write usage: %w", err)
 		}

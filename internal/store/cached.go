@@ -243,7 +243,7 @@ type written struct {
 // round trip inside the transaction.
 func (w *written) readBack(ctx context.Context, tx Tx) error {
 	if ids := dedupe(w.nodeIDs); len(ids) > 0 {
-		ns, err := NodesByID(ctx, tx, ids)
+		ns, err := tx.NodesByID(ctx, ids)
 		if err != nil {
 			return err
 		}
@@ -261,7 +261,7 @@ func (w *written) readBack(ctx context.Context, tx Tx) error {
 		}
 	}
 	if ids := dedupe(w.clusterIDs); len(ids) > 0 {
-		cs, err := ClustersByID(ctx, tx, ids)
+		cs, err := tx.ClustersByID(ctx, ids)
 		if err != nil {
 			return err
 		}
@@ -277,7 +277,7 @@ func (w *written) readBack(ctx context.Context, tx Tx) error {
 		}
 	}
 	if ids := dedupe(w.machineIDs); len(ids) > 0 {
-		ms, err := MachinesByID(ctx, tx, ids)
+		ms, err := tx.MachinesByID(ctx, ids)
 		if err != nil {
 			return err
 		}

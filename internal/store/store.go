@@ -148,9 +148,8 @@ type Reader interface {
 	ListPrices(ctx context.Context) ([]domain.Price, error)
 }
 
-// BulkReader reads many rows by ID in few queries. The SQL stores'
-// transactions implement it; Cached reads back what an Update wrote with
-// it. Rows come in no particular order, and an ID with no row (a cluster
+// BulkReader reads many rows by ID in few queries (a round trip to a
+// database across a network each, not one a row). Every Tx has it. Rows come in no particular order, and an ID with no row (a cluster
 // fully deleted, see GetCluster) is left out.
 type BulkReader interface {
 	NodesByID(ctx context.Context, ids []string) ([]domain.Node, error)
@@ -158,9 +157,31 @@ type BulkReader interface {
 	MachinesByID(ctx context.Context, ids []string) ([]domain.Machine, error)
 }
 
+// BulkWriter writes many rows in few statements. Every Tx has it.
+type BulkWriter interface {
+	// PutUsages is PutUsage of each record, in order.
+	PutUsages(ctx context.Context, us []domain.UsageRecord) error
+	// CreateNodes is CreateNode of each node, except that on ErrConflict
+	// which of them were created is not said.
+	CreateNodes(ctx context.Context, ns []domain.Node) error
+	// AddEvents is AddEvent of each event, in order (their Seqs follow
+	// that order), without handing the Seqs back.
+	AddEvents(ctx context.Context, es []domain.Event) error
+	// UpdateNodes is UpdateNode of each node, except that on an error
+	// which of them were written is not said.
+	UpdateNodes(ctx context.Context, ns []domain.Node) error
+	// UpdateClusters is UpdateNodes for clusters (UpdateCluster of each).
+	UpdateClusters(ctx context.Context, cs []domain.Cluster) error
+	// CreateClusters is CreateCluster of each cluster, except that on
+	// ErrConflict which of them were created is not said.
+	CreateClusters(ctx context.Context, cs []domain.Cluster) error
+}
+
 // Tx is a transaction: reads see its own writes.
 type Tx interface {
 	Reader
+	BulkReader
+	BulkWriter
 	// Create* return domain.ErrConflict when the ID is taken (the Tx stays
 	// usable; for a node, also when its machine already has a live node in
 	// the same stage: see UpdateNode) and domain.ErrNotFound when a row the value refers to (its

@@ -28,8 +28,7 @@ const (
 )
 
 var (
-	_ store.BulkReader = (*tx)(nil)
-	_ store.BulkWriter = (*tx)(nil)
+	_ store.Tx = (*tx)(nil)
 )
 
 // byIDQueries are the bulk statements, by table and size.

@@ -189,7 +189,7 @@ func testCached(t *testing.T, s store.Store) {
 					}
 					if len(ns) > 1 || rng.IntN(2) == 0 {
 						what = "create nodes" // in bulk (store.BulkWriter)
-						if err := store.CreateNodes(ctx, tx, ns); err != nil {
+						if err := tx.CreateNodes(ctx, ns); err != nil {
 							return err
 						}
 					} else {

@@ -380,10 +380,7 @@ func testBulkReads(t *testing.T, s store.Store) {
 		return out
 	}
 	update(t, s, func(tx store.Tx) error {
-		b, ok := tx.(store.BulkReader)
-		if !ok {
-			t.Fatalf("a %T does not read in bulk", tx)
-		}
+		b := tx
 		ns, err := b.NodesByID(ctx, []string{"live", "done", "nope"})
 		if err != nil {
 			return err
@@ -426,23 +423,29 @@ func testBulkReads(t *testing.T, s store.Store) {
 		if ns, err := b.NodesByID(ctx, nil); err != nil || len(ns) != 0 {
 			t.Fatalf("NodesByID(nil): %v, %v", ns, err)
 		}
-		// A Tx that does not read in bulk is read row by row, alike.
-		plain := struct{ store.Tx }{tx}
+		// The bulk read is the row-by-row read, unknown IDs left out.
 		ids := []string{"live", "done", "nope", manyIDs[0]}
-		bulk, err := store.NodesByID(ctx, tx, ids)
+		bulk, err := tx.NodesByID(ctx, ids)
 		if err != nil {
 			return err
 		}
-		rows, err := store.NodesByID(ctx, plain, ids)
-		if err != nil {
-			return err
+		var rows []domain.Node
+		for _, id := range ids {
+			n, err := tx.GetNode(ctx, id)
+			if errors.Is(err, domain.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			rows = append(rows, n)
 		}
 		wantEqual(t, "nodes row by row", byID(rows), byID(bulk))
-		if cs, err := store.ClustersByID(ctx, plain, []string{"c2", "c1", "nope"}); err != nil || len(cs) != 1 || cs[0].ID != "c1" {
-			t.Fatalf("clusters row by row: %v, %v", cs, err)
+		if cs, err := tx.ClustersByID(ctx, []string{"c2", "c1", "nope"}); err != nil || len(cs) != 1 || cs[0].ID != "c1" {
+			t.Fatalf("clusters by ID: %v, %v", cs, err)
 		}
-		if ms, err := store.MachinesByID(ctx, plain, []string{"m1", "nope"}); err != nil || len(ms) != 1 || ms[0].ID != "m1" {
-			t.Fatalf("machines row by row: %v, %v", ms, err)
+		if ms, err := tx.MachinesByID(ctx, []string{"m1", "nope"}); err != nil || len(ms) != 1 || ms[0].ID != "m1" {
+			t.Fatalf("machines by ID: %v, %v", ms, err)
 		}
 		return nil
 	})
@@ -483,10 +486,7 @@ func testPutUsages(t *testing.T, s store.Store) {
 				}
 				bulk = append(bulk, rec("bulk-", w))
 			}
-			if _, ok := tx.(store.BulkWriter); !ok {
-				t.Fatalf("a %T does not write in bulk", tx)
-			}
-			return store.PutUsages(ctx, tx, bulk)
+			return tx.PutUsages(ctx, bulk)
 		})
 	}
 	list := func(project string) []domain.UsageRecord {
@@ -514,7 +514,7 @@ func testPutUsages(t *testing.T, s store.Store) {
 		if err := tx.CreateNode(ctx, gone); err != nil {
 			return err
 		}
-		return store.PutUsages(ctx, tx, []domain.UsageRecord{
+		return tx.PutUsages(ctx, []domain.UsageRecord{
 			usageRecord("other", "c1", "p1", at(0), at(3), false),
 			usageRecord("gone", "c1", "p1", at(2), at(9), true),
 		})
@@ -554,10 +554,7 @@ func testCreateNodes(t *testing.T, s store.Store) {
 				return err
 			}
 		}
-		if _, ok := tx.(store.BulkWriter); !ok {
-			t.Fatalf("a %T does not write in bulk", tx)
-		}
-		return store.CreateNodes(ctx, tx, want)
+		return tx.CreateNodes(ctx, want)
 	})
 	for _, n := range want {
 		got, err := s.GetNode(ctx, n.ID)
@@ -579,7 +576,7 @@ func testCreateNodes(t *testing.T, s store.Store) {
 		{"an ID twice", []domain.Node{fresh("twice", "free-0"), fresh("twice", "free-1")}},
 	} {
 		update(t, s, func(tx store.Tx) error {
-			err := store.CreateNodes(ctx, tx, tc.ns)
+			err := tx.CreateNodes(ctx, tc.ns)
 			wantErr(t, tc.name, err, domain.ErrConflict)
 			// The transaction is still usable.
 			_, err = tx.GetNode(ctx, "cn-n00")
@@ -621,10 +618,7 @@ func testAddEvents(t *testing.T, s store.Store) {
 				}
 				bulk = append(bulk, ev("bulk-", n))
 			}
-			if _, ok := tx.(store.BulkWriter); !ok {
-				t.Fatalf("a %T does not write in bulk", tx)
-			}
-			return store.AddEvents(ctx, tx, bulk)
+			return tx.AddEvents(ctx, bulk)
 		})
 	}
 	all, err := s.ListEvents(ctx, store.EventFilter{})
@@ -691,10 +685,7 @@ func testUpdateNodes(t *testing.T, s store.Store) {
 		want[i] = w
 	}
 	update(t, s, func(tx store.Tx) error {
-		if _, ok := tx.(store.BulkWriter); !ok {
-			t.Fatalf("a %T does not write in bulk", tx)
-		}
-		if err := store.UpdateNodes(ctx, tx, want); err != nil {
+		if err := tx.UpdateNodes(ctx, want); err != nil {
 			return err
 		}
 		// Reads in the transaction see the writes.
@@ -713,7 +704,7 @@ func testUpdateNodes(t *testing.T, s store.Store) {
 	// A node twice: written in order.
 	first, last := want[0], want[0]
 	first.LastError, last.LastError = "first", "last"
-	update(t, s, func(tx store.Tx) error { return store.UpdateNodes(ctx, tx, []domain.Node{first, want[1], last}) })
+	update(t, s, func(tx store.Tx) error { return tx.UpdateNodes(ctx, []domain.Node{first, want[1], last}) })
 	if got, err := s.GetNode(ctx, first.ID); err != nil || got.LastError != "last" {
 		t.Fatalf("a node updated twice in one call: %+v, %v; want its last write", got, err)
 	}
@@ -721,7 +712,7 @@ func testUpdateNodes(t *testing.T, s store.Store) {
 	missing := want[2]
 	missing.ID = "no-such-node"
 	err := s.Update(ctx, func(tx store.Tx) error {
-		return store.UpdateNodes(ctx, tx, []domain.Node{want[3], missing, want[4]})
+		return tx.UpdateNodes(ctx, []domain.Node{want[3], missing, want[4]})
 	})
 	wantErr(t, "a missing node among others", err, domain.ErrNotFound)
 	if !strings.Contains(err.Error(), "no-such-node") {
@@ -734,7 +725,7 @@ func testUpdateNodes(t *testing.T, s store.Store) {
 	clash := want[6]
 	clash.State, clash.RemovedAt, clash.MachineID = domain.NodeReady, time.Time{}, live.MachineID
 	clash.LastError = "must not be written"
-	err = s.Update(ctx, func(tx store.Tx) error { return store.UpdateNodes(ctx, tx, []domain.Node{live, clash}) })
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.UpdateNodes(ctx, []domain.Node{live, clash}) })
 	wantErr(t, "a second live node on a machine", err, domain.ErrConflict)
 	if got, err := s.GetNode(ctx, clash.ID); err != nil || got.LastError == clash.LastError {
 		t.Fatalf("a refused bulk update was written: %+v, %v", got, err)
@@ -778,10 +769,7 @@ func testUpdateClusters(t *testing.T, s store.Store) {
 		want[i] = w
 	}
 	update(t, s, func(tx store.Tx) error {
-		if _, ok := tx.(store.BulkWriter); !ok {
-			t.Fatalf("a %T does not write in bulk", tx)
-		}
-		return store.UpdateClusters(ctx, tx, want)
+		return tx.UpdateClusters(ctx, want)
 	})
 	for i, w := range want {
 		if i == 9 {
@@ -805,7 +793,7 @@ func testUpdateClusters(t *testing.T, s store.Store) {
 	missing := want[2]
 	missing.ID = "no-such-cluster"
 	err := s.Update(ctx, func(tx store.Tx) error {
-		return store.UpdateClusters(ctx, tx, []domain.Cluster{want[3], missing, want[4]})
+		return tx.UpdateClusters(ctx, []domain.Cluster{want[3], missing, want[4]})
 	})
 	wantErr(t, "a missing cluster among others", err, domain.ErrNotFound)
 }
@@ -831,10 +819,7 @@ func testCreateClusters(t *testing.T, s store.Store) {
 	}
 	gone := cluster("cc-gone", "p1", at(0))
 	update(t, s, func(tx store.Tx) error {
-		if _, ok := tx.(store.BulkWriter); !ok {
-			t.Fatalf("a %T does not write in bulk", tx)
-		}
-		if err := store.CreateClusters(ctx, tx, want); err != nil {
+		if err := tx.CreateClusters(ctx, want); err != nil {
 			return err
 		}
 		got, err := tx.GetCluster(ctx, want[40].ID)
@@ -865,7 +850,7 @@ func testCreateClusters(t *testing.T, s store.Store) {
 		{"an ID twice", []domain.Cluster{fresh("twice"), fresh("twice")}},
 	} {
 		update(t, s, func(tx store.Tx) error {
-			err := store.CreateClusters(ctx, tx, tc.cs)
+			err := tx.CreateClusters(ctx, tc.cs)
 			wantErr(t, tc.name, err, domain.ErrConflict)
 			// The transaction is still usable.
 			_, err = tx.GetCluster(ctx, "cc-00")

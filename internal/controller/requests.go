@@ -1,0 +1,306 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/allocator"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// CreateCluster creates a cluster if its standard capacity can be found,
+// and commits the plan that provides it. It returns *ShortfallError
+// otherwise, having changed nothing. The caller validates the request.
+// also, if set, writes more in the same transaction (the cluster's
+// kubeconfig, so no node is ever provisioned before it is attached).
+// Concurrent creates are planned and committed together (see createReq),
+// each with its own answer.
+func (c *Controller) CreateCluster(ctx context.Context, cl domain.Cluster, also ...func(tx store.Tx, id string) error) (domain.Cluster, error) {
+	r := &createReq{cl: cl, also: also, done: make(chan struct{})}
+	c.cq.push(r)
+	if c.lockUnless(ctx, r.done) {
+		c.mu.Unlock()
+	}
+	<-r.done // answered by this holder or by another
+	if r.err != nil {
+		return domain.Cluster{}, r.err
+	}
+	c.Kick()
+	return c.store.GetCluster(ctx, r.cl.ID)
+}
+
+// createReq is one CreateCluster waiting for the next holder of the plan
+// lock, which plans and commits every waiting create together: concurrent
+// creates share one plan and one commit instead of queueing for one each.
+type createReq struct {
+	cl   domain.Cluster
+	also []func(tx store.Tx, id string) error
+	done chan struct{}
+	err  error
+}
+
+// flushCreates answers the queued creates; c.mu is held. The batch runs
+// on a context of its own: one client going away must not fail the
+// creates of the others.
+func (c *Controller) flushCreates(ctx context.Context) {
+	batch := c.cq.take()
+	if len(batch) == 0 {
+		return
+	}
+	defer func() {
+		for _, r := range batch {
+			close(r.done)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	c.createBatch(ctx, batch)
+}
+
+// createBatch creates the clusters of rs that conflict with no other and
+// whose standard capacity can be found, in one plan and one commit, and
+// sets each request's error. If the commit fails (one request's own
+// writes, say), each request is planned and committed alone, for its own
+// answer.
+func (c *Controller) createBatch(ctx context.Context, rs []*createReq) {
+	now := c.clock.Now()
+	s, err := c.snapshot(ctx)
+	if err != nil {
+		for _, r := range rs {
+			r.err = err
+		}
+		return
+	}
+	existing := s.Clusters
+	var accepted []*createReq
+	for _, r := range rs {
+		cl := &r.cl
+		if cl.ID == "" {
+			cl.ID = c.NewID("c-")
+		}
+		cl.CreatedAt, cl.Status = now, domain.StatusWaiting
+		if cl.Weight <= 0 {
+			cl.Weight = 1
+		}
+		r.err = nil
+		clash := func(o domain.Cluster) bool { return o.ProjectID == cl.ProjectID && o.Name == cl.Name && !o.Deleting }
+		if i := slices.IndexFunc(existing, clash); i >= 0 {
+			r.err = fmt.Errorf("project %s already has a cluster named %q (%s): %w", cl.ProjectID, cl.Name, existing[i].ID, domain.ErrConflict)
+			continue
+		}
+		if i := slices.IndexFunc(accepted, func(a *createReq) bool { return clash(a.cl) }); i >= 0 {
+			r.err = fmt.Errorf("project %s already has a cluster named %q (%s): %w", cl.ProjectID, cl.Name, accepted[i].cl.ID, domain.ErrConflict)
+			continue
+		}
+		accepted = append(accepted, r)
+	}
+	// Plan with every accepted create; refuse those left short and plan
+	// again without them, until none is.
+	var pl allocator.Plan
+	for len(accepted) > 0 {
+		s.Clusters = slices.Clip(existing)
+		for _, r := range accepted {
+			s.Clusters = append(s.Clusters, r.cl)
+		}
+		pl = c.plan(s, now)
+		var keep []*createReq
+		for _, r := range accepted {
+			if sf := shortfallOf(pl, r.cl.ID); sf != nil {
+				r.err = &ShortfallError{*sf}
+				continue
+			}
+			keep = append(keep, r)
+		}
+		if len(keep) == len(accepted) {
+			break
+		}
+		accepted = keep
+	}
+	if len(accepted) == 0 {
+		return
+	}
+	fresh := make([]domain.Cluster, len(accepted))
+	for i, r := range accepted {
+		fresh[i] = r.cl
+	}
+	err = c.commit(ctx, s, pl, now, commitWrites{create: fresh, created: func(tx store.Tx) error {
+		for _, r := range accepted {
+			for _, f := range r.also {
+				if err := f(tx, r.cl.ID); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}})
+	switch {
+	case err == nil:
+	case len(accepted) == 1:
+		accepted[0].err = fmt.Errorf("create cluster %s: %w", accepted[0].cl.ID, err)
+	default:
+		for _, r := range accepted {
+			c.createBatch(ctx, []*createReq{r})
+		}
+	}
+}
+
+// UpdateCluster changes a cluster's standard GPUs and/or preemptible
+// target (nil keeps the value). Growing standard capacity is synchronous
+// like a create: refused with *ShortfallError, changing nothing, when it
+// cannot be found.
+func (c *Controller) UpdateCluster(ctx context.Context, id string, numGPUs, preemptible *int) (domain.Cluster, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	s, i, err := c.snapshotWith(ctx, id)
+	if err != nil {
+		return domain.Cluster{}, err
+	}
+	cl := s.Clusters[i]
+	if cl.Deleting {
+		return domain.Cluster{}, ErrDeleting
+	}
+	grows := false
+	if numGPUs != nil {
+		grows = *numGPUs > cl.NumGPUs
+		cl.NumGPUs = *numGPUs
+	}
+	if preemptible != nil {
+		cl.DesiredPreemptibleGPUs = *preemptible
+	}
+	s.Clusters[i] = cl
+	pl := c.plan(s, now)
+	if sf := shortfallOf(pl, id); sf != nil && grows {
+		return domain.Cluster{}, &ShortfallError{*sf}
+	}
+	err = c.commit(ctx, s, pl, now, commitWrites{before: func(tx store.Tx) error {
+		cur, err := tx.GetCluster(ctx, id)
+		if err != nil {
+			return err
+		}
+		cur.NumGPUs, cur.DesiredPreemptibleGPUs = cl.NumGPUs, cl.DesiredPreemptibleGPUs
+		return tx.UpdateCluster(ctx, cur)
+	}})
+	if err != nil {
+		return domain.Cluster{}, fmt.Errorf("update cluster %s: %w", id, err)
+	}
+	c.Kick()
+	return c.store.GetCluster(ctx, id)
+}
+
+// SetWeight changes a cluster's weight in the max-min fair sharing of
+// spare capacity (1..domain.MaxWeight). It is committed with the plan made
+// with the new weight, so preemptible nodes move toward the new shares
+// (with the usual drain) at once.
+func (c *Controller) SetWeight(ctx context.Context, id string, weight int) (domain.Cluster, error) {
+	if weight < 1 || weight > domain.MaxWeight {
+		return domain.Cluster{}, fmt.Errorf("set weight of cluster %s: weight %d is not in 1..%d", id, weight, domain.MaxWeight)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	s, i, err := c.snapshotWith(ctx, id)
+	if err != nil {
+		return domain.Cluster{}, err
+	}
+	if s.Clusters[i].Deleting {
+		return domain.Cluster{}, ErrDeleting
+	}
+	s.Clusters[i].Weight = weight
+	pl := c.plan(s, now)
+	err = c.commit(ctx, s, pl, now, commitWrites{before: func(tx store.Tx) error {
+		cur, err := tx.GetCluster(ctx, id)
+		if err != nil {
+			return err
+		}
+		cur.Weight = weight
+		return tx.UpdateCluster(ctx, cur)
+	}})
+	if err != nil {
+		return domain.Cluster{}, fmt.Errorf("set weight of cluster %s: %w", id, err)
+	}
+	c.Kick()
+	return c.store.GetCluster(ctx, id)
+}
+
+// DeleteCluster marks the cluster for deletion and starts draining all its
+// nodes, standard ones too. The cluster disappears once every node is
+// removed.
+func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Cluster, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	s, i, err := c.snapshotWith(ctx, id)
+	if err != nil {
+		return domain.Cluster{}, err
+	}
+	s.Clusters[i].Deleting = true
+	pl := c.plan(s, now)
+	added := false
+	err = c.commit(ctx, s, pl, now, commitWrites{before: func(tx store.Tx) error {
+		added = false
+		cur, err := tx.GetCluster(ctx, id)
+		if err != nil {
+			return err
+		}
+		if cur.Deleting {
+			return nil
+		}
+		cur.Deleting, added = true, true
+		if _, err := tx.AddEvent(ctx, domain.Event{
+			ID: c.NewID("ev-"), ClusterID: id, Reason: domain.ReasonClusterDeleting, Timestamp: now,
+			Message: "cluster deletion requested; every node is drained and its machine freed",
+		}); err != nil {
+			return err
+		}
+		return tx.UpdateCluster(ctx, cur)
+	}})
+	if err != nil {
+		return domain.Cluster{}, fmt.Errorf("delete cluster %s: %w", id, err)
+	}
+	if added {
+		// ClusterDeleting is an event too: wake the event streams even
+		// when the plan itself added none (a cluster with no nodes).
+		c.notify()
+	}
+	c.Kick()
+	return c.store.GetCluster(ctx, id)
+}
+
+// snapshotWith reads a snapshot and finds cluster id in it. Its clusters
+// are the caller's to change (a snapshot's slices are shared otherwise).
+func (c *Controller) snapshotWith(ctx context.Context, id string) (allocator.Snapshot, int, error) {
+	s, err := c.snapshot(ctx)
+	if err != nil {
+		return s, -1, err
+	}
+	s.Clusters = slices.Clone(s.Clusters)
+	for i := range s.Clusters {
+		if s.Clusters[i].ID == id {
+			return s, i, nil
+		}
+	}
+	return s, -1, domain.ErrNotFound
+}
+
+func shortfallOf(pl allocator.Plan, id string) *allocator.Shortfall {
+	for i := range pl.Shortfalls {
+		if pl.Shortfalls[i].ClusterID == id {
+			return &pl.Shortfalls[i]
+		}
+	}
+	return nil
+}
+
+// Plan returns the plan the allocator would make now, without applying it
+// (a dry run).
+func (c *Controller) Plan(ctx context.Context) (allocator.Plan, error) {
+	s, err := c.snapshot(ctx)
+	if err != nil {
+		return allocator.Plan{}, err
+	}
+	return c.plan(s, c.clock.Now()), nil
+}

@@ -1,0 +1,81 @@
+package reclaim
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/sim"
+)
+
+func TestTheNodeGoesAsSoonAsItsWorkEnded(t *testing.T) {
+	s := newSpec(t, worker(10*time.Minute, 30*time.Second))
+	n := s.reclaim(s.readyNode(), domain.CausePreempted)
+	s.mustStep(n.ID)
+	s.clk.Step(30 * time.Second)
+	got, due := s.mustStep(n.ID)
+	if got.State != domain.NodeRemoved || got.Outcome != domain.OutcomeEarly || !got.DrainedAt.Equal(s.clk.Now()) ||
+		!got.RemovedAt.Equal(s.clk.Now()) || got.CleanupPending {
+		t.Fatalf("after the pods exited: %+v", got)
+	}
+	if e := s.events(n.ID, domain.ReasonNodeDrained); len(e) != 1 || !strings.Contains(e[0].Message, "exited 30s after the notice, 4m30s before the deadline") {
+		t.Errorf("NodeDrained %+v", e)
+	}
+	if e := s.events(n.ID, domain.ReasonNodeRemoved); len(e) != 1 || !strings.Contains(e[0].Message, "before the deadline") {
+		t.Errorf("NodeRemoved %+v", e)
+	}
+	if !slices.Equal(s.port.handed, []string{n.ID}) || s.port.kicks == 0 {
+		t.Errorf("machine handed on %v, kicks %d", s.port.handed, s.port.kicks)
+	}
+	if !slices.Equal(s.observed(), []ObservationKind{KindNoticeDelivered, KindDrainFinished}) {
+		t.Errorf("observed %v", s.observed())
+	}
+	if due.Wake != (time.Time{}) {
+		t.Errorf("a removed node is due at %s", due.Wake)
+	}
+	if _, ok := s.sim.Node(cluster, n.Name); ok {
+		t.Error("the node is still in its cluster")
+	}
+}
+
+func TestAtTheDeadlineTheMachineGoesBackWhateverTheClusterAnswers(t *testing.T) {
+	s := newSpec(t, worker(10*time.Minute, sim.NeverExits))
+	n := s.reclaim(s.readyNode(), domain.CausePreempted)
+	s.mustStep(n.ID)
+	s.api.set("MarkDraining", "ListWork", "Notify", "PostNotice", "Release", "Health")
+	s.clk.Set(n.Deadline)
+	got, _ := s.mustStep(n.ID)
+	if got.State != domain.NodeRemoved || got.Outcome != domain.OutcomeDeadline || !got.RemovedAt.Equal(n.Deadline) || !got.CleanupPending {
+		t.Fatalf("at the deadline with the cluster refusing everything: %+v", got)
+	}
+	if e := s.events(n.ID, domain.ReasonNodeRemoved); len(e) != 1 || !strings.Contains(e[0].Message, "cleanup pending") {
+		t.Errorf("NodeRemoved %+v", e)
+	}
+}
+
+func TestADrainThatFailsUntilTheDeadlineEndsAtTheDeadline(t *testing.T) {
+	s := newSpec(t, worker(10*time.Minute, sim.NeverExits))
+	n := s.reclaim(s.readyNode(), domain.CausePreempted)
+	s.api.set("Notify")
+	if _, _, err := s.step(n.ID); err == nil {
+		t.Fatal("a refused notice is not an error")
+	}
+	s.clk.Set(n.Deadline)
+	got, _ := s.mustStep(n.ID)
+	if got.State != domain.NodeRemoved || got.Outcome != domain.OutcomeDeadline {
+		t.Fatalf("%+v", got)
+	}
+}
+
+func TestWorkGoneInTheLastSecondWasEndedByTheDeadline(t *testing.T) {
+	s := newSpec(t, worker(10*time.Minute, window-500*time.Millisecond))
+	n := s.reclaim(s.readyNode(), domain.CausePreempted)
+	s.mustStep(n.ID)
+	s.clk.Set(n.Deadline.Add(-400 * time.Millisecond))
+	got, _ := s.mustStep(n.ID)
+	if got.Outcome != domain.OutcomeDeadline || len(s.events(n.ID, domain.ReasonNodeDrained)) != 0 {
+		t.Fatalf("work gone in the last second: outcome %s, events %+v", got.Outcome, s.port.events)
+	}
+}

@@ -1,0 +1,100 @@
+package reclaim
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
+)
+
+// Config of a Machine. Zero values take the defaults.
+type Config struct {
+	// CleanupBudget bounds the attempt to delete a removed node's objects
+	// from its cluster before its machine is handed on (default 1 s): a
+	// cluster whose API is slow or down gets its cleanup retried in the
+	// background instead.
+	CleanupBudget time.Duration
+	// NodeLostAfter: a ready node the cluster reports not Ready this long
+	// is lost (default 5 minutes). A node the cluster no longer has is
+	// lost at once.
+	NodeLostAfter time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.CleanupBudget <= 0 {
+		c.CleanupBudget = time.Second
+	}
+	if c.NodeLostAfter <= 0 {
+		c.NodeLostAfter = 5 * time.Minute
+	}
+}
+
+// Machine is the reclaim step machine of one controller (see the package
+// doc): it moves draining and removing nodes on, cleans up after removed
+// ones and finds lost ones.
+type Machine struct {
+	port     Port
+	cluster  driver.ClusterDriver
+	machines driver.MachineProvider
+	clock    clock.Clock
+	cfg      Config
+	log      *slog.Logger
+}
+
+// New returns the machine the controller drives through port.
+func New(port Port, cluster driver.ClusterDriver, machines driver.MachineProvider, clk clock.Clock, cfg Config, log *slog.Logger) *Machine {
+	cfg.defaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Machine{port: port, cluster: cluster, machines: machines, clock: clk, cfg: cfg, log: log}
+}
+
+// Config returns the effective configuration.
+func (m *Machine) Config() Config { return m.cfg }
+
+// Step moves node n, draining or removing, one step on and returns when it
+// is next due. n may be a stale copy (listed before an earlier step of the
+// same node finished): the step starts from the stored node.
+func (m *Machine) Step(ctx context.Context, n domain.Node) (Due, error) {
+	n, err := m.port.Node(ctx, n.ID)
+	if err != nil {
+		return Due{}, fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	switch n.State {
+	case domain.NodeDraining:
+		n, err = m.drainStep(ctx, n)
+	case domain.NodeRemoving:
+		n, err = m.Remove(ctx, n)
+	default:
+		return Due{}, nil // moved on: nothing of reclaim's to do
+	}
+	if err != nil {
+		return Due{}, fmt.Errorf("%s node %s of cluster %s: %w", n.State, n.Name, n.ClusterID, err)
+	}
+	return When(n, time.Time{}, Retry{}), nil
+}
+
+// until returns ctx cancelled once the machine's clock reaches t (at once
+// if it has).
+func (m *Machine) until(ctx context.Context, t time.Time) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	d := t.Sub(m.clock.Now())
+	if d <= 0 {
+		cancel()
+		return ctx, cancel
+	}
+	ch := m.clock.After(d)
+	go func() {
+		select {
+		case <-ch:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
