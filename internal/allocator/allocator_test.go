@@ -234,7 +234,7 @@ func TestLoweringTargetDrainsYoungestSurplus(t *testing.T) {
 		t.Fatalf("reclaims %+v", pl.Reclaims)
 	}
 	for _, r := range pl.Reclaims {
-		if r.Cause != domain.CauseScaledDown || r.Cancel {
+		if r.Cause != domain.CauseScaledDown || r.Deadline.IsZero() {
 			t.Fatalf("reclaim %+v", r)
 		}
 	}
@@ -258,7 +258,7 @@ func TestDeletionDrainsEverythingAndCancelsPending(t *testing.T) {
 	pl := w.plan()
 	var cancels, drains int
 	for _, r := range pl.Reclaims {
-		if r.Cancel {
+		if r.Deadline.IsZero() {
 			cancels++
 		} else {
 			drains++

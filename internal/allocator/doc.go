@@ -1,5 +1,5 @@
 // Package allocator decides which machine serves which cluster. It is pure:
-// Plan reads a Snapshot and the time it is given and returns a Plan value;
+// Compute reads a Snapshot and the time it is given and returns a Plan value;
 // it does no I/O, reads no clock and keeps no state between calls. The same
 // function answers a create request's capacity check, the controller's
 // periodic reconcile, and benchmarks and property tests. A Planner makes

@@ -1,6 +1,8 @@
 package allocator
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+)
 
 // idIndex maps IDs to their position in a snapshot slice. It does what a
 // map[string]int32 does for the planner's joins (a node's machine and

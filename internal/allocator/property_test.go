@@ -118,11 +118,12 @@ func checkPlan(rt *rapid.T, w *world, pl Plan) {
 			rt.Fatalf("standard node reclaimed: %+v", r)
 		}
 		// Every drain is bounded by the window.
-		if !r.Cancel && !r.Deadline.Equal(w.now.Add(w.window)) {
+		pending := n.State == domain.NodePending
+		if !pending && !r.Deadline.Equal(w.now.Add(w.window)) {
 			rt.Fatalf("deadline %v, want now+window", r.Deadline)
 		}
-		if r.Cancel != (n.State == domain.NodePending) {
-			rt.Fatalf("only pending nodes are cancelled: %+v", r)
+		if pending != r.Deadline.IsZero() {
+			rt.Fatalf("only pending nodes are dropped without a drain: %+v", r)
 		}
 	}
 	clusters := map[string]domain.Cluster{}

@@ -139,7 +139,7 @@ func (w *world) apply(pl Plan) {
 	removed := map[string]bool{}
 	for _, r := range pl.Reclaims {
 		n := w.s.Nodes[idx[r.NodeID]]
-		if r.Cancel {
+		if n.State == domain.NodePending {
 			removed[n.ID] = true
 			continue
 		}
