@@ -1,0 +1,526 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/netutil"
+	"k8s.io/klog/v2"
+
+	"github.com/sparecap/sparecap/internal/api"
+	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/console"
+	"github.com/sparecap/sparecap/internal/controller"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/fleet"
+	"github.com/sparecap/sparecap/internal/guard"
+	"github.com/sparecap/sparecap/internal/ha"
+	"github.com/sparecap/sparecap/internal/kube"
+	"github.com/sparecap/sparecap/internal/metering"
+	"github.com/sparecap/sparecap/internal/metrics"
+	"github.com/sparecap/sparecap/internal/secret"
+	"github.com/sparecap/sparecap/internal/sim"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// boot is a server being started: what each step of Start builds, for
+// the next ones.
+type boot struct {
+	o      Options
+	s      *Server
+	shared bool // on PostgreSQL: several servers, one leader
+	fenced *store.Fenced
+	cached *store.Cached
+	sealer *secret.Sealer
+	api    *api.Server
+	// served is the handler of the API and the console; metrics of
+	// /metrics.
+	served, metrics http.Handler
+	// settled: the first campaign for leadership is over.
+	settled atomic.Bool
+	// unlock releases the data directory's locks; closeMachines stops the
+	// machine provider; side are the extra listeners' servers.
+	unlock        func()
+	closeMachines func()
+	side          []*http.Server
+}
+
+// Start opens everything and starts serving; Wait or Close ends it.
+func Start(ctx context.Context, o Options) (*Server, error) {
+	b := &boot{o: withDefaults(o)}
+	if err := b.state(ctx); err != nil {
+		return nil, err
+	}
+	steps := []func() error{b.drivers, b.listen, b.handlers, b.httpServer, b.sideListeners}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			b.fail()
+			return nil, err
+		}
+	}
+	b.serve(ctx)
+	b.settle()
+	o = b.o
+	o.Log.Info("sparecap server started", "url", b.s.URL, "data_dir", o.DataDir, "speed", max(o.Speed, 1), "machines", countMachines(b.s.Fleet))
+	return b.s, nil
+}
+
+func withDefaults(o Options) Options {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:8407"
+	}
+	if o.DataDir == "" {
+		o.DataDir = DefaultDataDir()
+	}
+	if o.PreemptibleDiscount == "" {
+		o.PreemptibleDiscount = "50"
+	}
+	return o
+}
+
+// fail undoes what the steps so far opened.
+func (b *boot) fail() {
+	if b.s.ln != nil {
+		b.s.ln.Close()
+	}
+	for _, srv := range b.side {
+		srv.Close()
+	}
+	if b.closeMachines != nil {
+		b.closeMachines()
+	}
+	b.s.Store.Close()
+	b.unlock()
+}
+
+// state opens the data directory, the fleet, the clock and the store, and
+// registers the fleet and its prices.
+func (b *boot) state(ctx context.Context) error {
+	o := b.o
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	// The data directory holds the database, the kubeconfig sealing key
+	// and the admin token: nobody else may read it.
+	if err := tighten(o.DataDir, o.Log); err != nil {
+		return err
+	}
+	f := fleet.Default()
+	if o.FleetFile != "" {
+		var err error
+		if f, err = fleet.Load(o.FleetFile); err != nil {
+			return err
+		}
+	}
+	clk, err := loadClock(filepath.Join(o.DataDir, "clock.json"), o.Speed)
+	if err != nil {
+		return err
+	}
+	st, unlock, err := openStore(ctx, o)
+	if err != nil {
+		return err
+	}
+	b.unlock = unlock
+	b.s = &Server{Store: st, Clock: clk, Speed: max(o.Speed, 1), Fleet: f, done: make(chan error, 1)}
+	if err := b.register(ctx); err != nil {
+		b.fail()
+		return err
+	}
+	return nil
+}
+
+// register writes the fleet and its prices, and makes the simulation and
+// the first operator token; it sets up the store's fencing and its
+// in-memory copy.
+func (b *boot) register(ctx context.Context) error {
+	o, s := b.o, b.s
+	st, clk := s.Store, s.Clock
+	// What writes only while this server leads goes through fenced: on
+	// PostgreSQL its commits carry the term's epoch (none are allowed
+	// before the first term); on SQLite this server alone uses the file
+	// (see lockFile) and leads for as long as it runs.
+	b.shared = isPostgres(o.DB)
+	b.fenced = store.NewFenced(st)
+	if b.shared {
+		b.fenced.SetEpoch(-1)
+	}
+	// While this server leads, the world the controller plans on is kept
+	// in memory, written through (see store.Cached).
+	b.cached = store.NewCached(b.fenced)
+	if _, err := fleet.Register(ctx, st, s.Fleet, clk.Now()); err != nil {
+		return fmt.Errorf("register fleet: %w", err)
+	}
+	if err := fleet.RegisterPrices(ctx, st, s.Fleet, o.PreemptibleDiscount, clk.Now()); err != nil {
+		return fmt.Errorf("register prices: %w", err)
+	}
+	var err error
+	s.Sim, err = sim.New(sim.Config{Clock: clk, ProvisionTime: o.ProvisionTime, WipeTime: o.WipeTime, Seed: o.SimSeed,
+		Pods: o.SimPods, StatePath: filepath.Join(o.DataDir, "sim-state.json")})
+	if err != nil {
+		return err
+	}
+	if s.AdminToken, err = adminToken(o); err != nil {
+		return err
+	}
+	// Kubeconfigs are sealed with a key kept in the data dir, apart from
+	// the database (which may be a shared PostgreSQL).
+	if o.SecretKeyFile != "" {
+		b.sealer, err = secret.LoadKey(o.SecretKeyFile)
+	} else {
+		b.sealer, err = secret.LoadOrCreateKey(filepath.Join(o.DataDir, "secret.key"))
+	}
+	if err != nil {
+		return err
+	}
+	// Operator tokens live in the store; the configured (or generated)
+	// one starts things off when the store has none.
+	active, err := api.BootstrapOperator(ctx, st, s.AdminToken, clk.Now())
+	if err != nil {
+		return fmt.Errorf("admin token: %w", err)
+	}
+	if !active {
+		o.Log.Warn("the configured admin token (SPARECAP_ADMIN_TOKEN, or the data directory's admin-token) is not an active operator token: operators rotated or revoked it; sign in with a current operator token (sparecap tokens list shows them)")
+	}
+	return nil
+}
+
+// drivers builds the Kubernetes router, the machine provider, the
+// controller, the metrics and the meter.
+func (b *boot) drivers() error {
+	o, s := b.o, b.s
+	clk := s.Clock
+	interval := time.Second
+	if o.Speed > 1 {
+		// Poll about 10 times a wall second whatever the speed.
+		interval = time.Duration(float64(100*time.Millisecond) * o.Speed)
+	}
+	kopts := o.Kube
+	kopts.Log, kopts.Clock = o.Log, clk
+	kopts.AllowKubeconfigPlugins = o.AllowKubeconfigPlugins
+	kopts.RegisterNodes = o.MachineProvider == "register"
+	// client-go logs through klog (a watch that lost its API server, say):
+	// send that to the server's log rather than bare to stderr.
+	klog.SetSlogLogger(o.Log.With("component", "client-go"))
+	st, sealer := s.Store, b.sealer
+	s.Kube = kube.NewRouter(func(ctx context.Context, id string) ([]byte, error) {
+		sealed, err := st.GetKubeconfig(ctx, id)
+		if err != nil || sealed == nil {
+			return nil, err
+		}
+		return sealer.Open(sealed, id)
+	}, s.Sim, kopts)
+	machines, closeMachines, err := machineProvider(o, s)
+	if err != nil {
+		return err
+	}
+	b.closeMachines = closeMachines
+	s.Controller = controller.New(b.cached, s.Kube, machines, clk, controller.Config{
+		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval, Workers: o.Workers, NoticeWorkers: o.NoticeWorkers,
+		NodeLostAfter: o.NodeLostAfter, RegisterTimeout: o.RegisterTimeout,
+		SweepEvery: atLeastReal(time.Minute, 10*time.Second, s.Speed),
+	}, o.Log)
+	s.Controller.OnClusterGone = s.Kube.Reload
+	s.Metrics = metrics.New(b.cached)
+	s.Controller.Observer = s.Metrics.Observe
+	// The meter writes only usage records, none of the snapshot's rows:
+	// its long transactions need not wait for the copy's writers.
+	s.Meter = metering.New(b.fenced, clk, o.Log)
+	s.Meter.Reads = b.cached
+	s.Meter.Refresh = atLeastReal(metering.DefaultRefresh, time.Minute, s.Speed)
+	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
+	return nil
+}
+
+// handlers builds the API, the console and /metrics, behind the guard,
+// and, on PostgreSQL, the election and the forwarding of writes to the
+// leader.
+func (b *boot) handlers() error {
+	o, s := b.o, b.s
+	a := api.New(b.cached, s.Controller, s.Clock, o.Log)
+	b.api = a
+	a.Meter = leaderMeter{s}
+	a.Sealer = b.sealer
+	a.AllowKubeconfigPlugins = o.AllowKubeconfigPlugins
+	register := o.MachineProvider == "register"
+	a.CheckAccess = func(ctx context.Context, kubeconfig []byte) (domain.Access, error) {
+		return kube.CheckKubeconfigAccess(ctx, kubeconfig, register, cmp.Or(o.Kube.Timeout, kube.DefaultTimeout), s.Clock.Now())
+	}
+	a.OnKubeconfig = func(id string) {
+		s.Kube.Reload(id)
+		s.Controller.Kick()
+	}
+	sessions := console.NewSessions()
+	a.Sessions = sessions
+	lim := o.Limits
+	trusted, err := guard.ParsePrefixes(lim.TrustedProxies)
+	if err != nil {
+		return fmt.Errorf("trusted proxies: %w", err)
+	}
+	addrs := guard.Addrs{Trusted: trusted}
+	a.Addrs = addrs
+	a.PerToken = guard.NewLimiter(lim.TokenRate, int(2*lim.TokenRate))
+	a.AuthFailures = guard.NewLimiter(float64(lim.AuthFailures)/60, lim.AuthFailures)
+	a.MaxStreams = cmp.Or(lim.MaxStreamsPerToken, DefaultMaxStreamsPerToken)
+	var instrumented http.Handler = s.Metrics.Middleware(a)
+	if b.shared {
+		if instrumented, err = b.elect(instrumented); err != nil {
+			return err
+		}
+	}
+	mux := http.NewServeMux()
+	b.metrics = metricsAuth(s.Metrics.Handler(), o.MetricsToken)
+	if o.MetricsAddr == "" {
+		mux.Handle("GET /metrics", b.metrics)
+		if o.MetricsToken == "" {
+			o.Log.Warn("/metrics is served on the API's listener without authentication, and names projects and clusters; set --metrics-addr or SPARECAP_METRICS_TOKEN")
+		}
+	}
+	con := console.New(instrumented, sessions, s.Clock, o.Log)
+	con.Speed = s.Speed
+	mux.Handle("/console/", con)
+	mux.Handle("GET /{$}", http.RedirectHandler("/console/", http.StatusFound))
+	mux.Handle("/", instrumented)
+	b.served = guard.Handler(mux, guard.Options{
+		Addrs:   addrs,
+		MaxBody: maxAPIBody,
+		MaxBodyFor: func(r *http.Request) int64 {
+			if strings.HasPrefix(r.URL.Path, "/console/") {
+				return maxFormBody // sign-in and cluster forms
+			}
+			return maxAPIBody
+		},
+		PerAddress: guard.NewLimiter(lim.AddressRate, int(2*lim.AddressRate)),
+		Exempt:     func(r *http.Request) bool { return r.URL.Path == "/healthz" || r.URL.Path == "/readyz" },
+		Reject:     api.Reject,
+	})
+	return nil
+}
+
+// elect sets up leader election on the shared database: followers serve
+// reads and forward writes to the leader (usage and invoices too, while a
+// leader answers: it meters to the second; what is stored lags by up to
+// the meter's Refresh).
+func (b *boot) elect(next http.Handler) (http.Handler, error) {
+	o, s := b.o, b.s
+	// The lease holder's name is the data directory's, which this process
+	// locks: a server restarted after a crash takes its own lease back at
+	// once instead of waiting for it to expire.
+	holder, unlockDir, err := serverID(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	prev := b.unlock
+	b.unlock = func() { unlockDir(); prev() }
+	s.Elector = ha.NewElector(s.Store, ha.Config{Holder: holder, Address: cmp.Or(o.AdvertiseURL, s.URL), TTL: o.LeaseTTL, Log: o.Log})
+	b.api.Role = func() string {
+		if !b.settled.Load() {
+			return ""
+		}
+		if s.Elector.Epoch() >= 0 {
+			return "leader"
+		}
+		return "follower"
+	}
+	return &ha.Forwarder{Elector: s.Elector, Next: next, Auth: b.api.ForwardAuth, Transport: ha.NewTransport(),
+		LeaderReads: func(r *http.Request) bool { return r.URL.Path == "/v1/usage" || r.URL.Path == "/v1/invoices" }}, nil
+}
+
+// listen opens the API's listener: its address is the server's URL.
+func (b *boot) listen() error {
+	o, s := b.o, b.s
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.Addr, err)
+	}
+	s.ln = netutil.LimitListener(ln, cmp.Or(o.Limits.MaxConnections, DefaultMaxConnections))
+	s.URL = "http://" + s.ln.Addr().String()
+	return nil
+}
+
+// httpServer writes the CLI's config and builds the API's HTTP server.
+func (b *boot) httpServer() error {
+	o, s := b.o, b.s
+	if o.ConfigPath != "" {
+		if err := writeClientConfig(o.ConfigPath, s.URL, s.AdminToken); err != nil {
+			return err
+		}
+	}
+	lim := o.Limits
+	s.http = &http.Server{Handler: b.served, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:    cmp.Or(lim.ReadTimeout, DefaultReadTimeout),
+		WriteTimeout:   cmp.Or(lim.WriteTimeout, DefaultWriteTimeout),
+		IdleTimeout:    cmp.Or(lim.IdleTimeout, DefaultIdleTimeout),
+		MaxHeaderBytes: 64 << 10,
+	}
+	return nil
+}
+
+// sideListeners serve /metrics (with --metrics-addr) and the profiling
+// endpoints (with --pprof-addr) on listeners of their own.
+func (b *boot) sideListeners() error {
+	o, s := b.o, b.s
+	s.MetricsURL = s.URL
+	if o.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", o.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen on %s for metrics: %w", o.MetricsAddr, err)
+		}
+		s.MetricsURL = "http://" + mln.Addr().String()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", b.metrics)
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: DefaultReadTimeout,
+			WriteTimeout: DefaultWriteTimeout, IdleTimeout: DefaultIdleTimeout}
+		b.side = append(b.side, srv)
+		go srv.Serve(netutil.LimitListener(mln, 64))
+	}
+	if o.PprofAddr != "" {
+		pln, err := net.Listen("tcp", o.PprofAddr)
+		if err != nil {
+			return fmt.Errorf("listen on %s for profiling: %w", o.PprofAddr, err)
+		}
+		s.PprofURL = "http://" + pln.Addr().String()
+		// Where the plan lock and the store's write lock are waited for
+		// (/debug/pprof/mutex): one contended unlock in ten is sampled.
+		runtime.SetMutexProfileFraction(10)
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		b.side = append(b.side, srv)
+		go srv.Serve(pln)
+	}
+	return nil
+}
+
+// term runs what only the leader runs, until ctx ends: the in-memory
+// copy, the clusters' drivers, the meter and the controller.
+func (b *boot) term(ctx context.Context, epoch int64) {
+	o, s := b.o, b.s
+	if b.shared {
+		b.fenced.SetEpoch(epoch)
+		defer b.fenced.SetEpoch(-1)
+	}
+	// Loaded by the term's first plan; followers read the database.
+	b.cached.Enable()
+	defer b.cached.Disable()
+	// Start the watches of every attached cluster now: the first reclaim
+	// of the term must not wait for a full LIST of its pods.
+	if clusters, err := s.Store.ListClusters(ctx, ""); err == nil {
+		var attached []string
+		for _, c := range clusters {
+			if !c.KubeAttachedAt.IsZero() {
+				attached = append(attached, c.ID)
+			}
+		}
+		s.Kube.Start(ctx, attached)
+	} else {
+		o.Log.Warn("cannot list clusters to start their Kubernetes drivers; they start on first use", "err", err)
+	}
+	metered := make(chan struct{})
+	go func() { s.Meter.Run(ctx, atLeastReal(time.Minute, 10*time.Second, s.Speed)); close(metered) }()
+	if err := s.Controller.Run(ctx); err != nil {
+		o.Log.Error("controller stopped", "err", err)
+	}
+	<-metered
+	// A later term starts the watches again, from a fresh LIST.
+	s.Kube.Close()
+}
+
+// serve runs the terms (the election's, or one for as long as the
+// process runs), the token-use recorder and the HTTP server, and closes
+// everything down when the server stops.
+func (b *boot) serve(ctx context.Context) {
+	s := b.s
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = stop
+	go func() {
+		errc := make(chan error, 1)
+		termsDone := make(chan struct{})
+		usesDone := make(chan struct{})
+		go func() { b.api.RunTokenUses(runCtx, 10*time.Second); close(usesDone) }()
+		if s.Elector != nil {
+			go func() { s.Elector.Run(runCtx, b.term); close(termsDone) }()
+			go followEvents(runCtx, s.Store, s.Elector, s.Controller)
+		} else {
+			go func() { b.term(runCtx, 0); close(termsDone) }()
+		}
+		go func() {
+			if err := s.http.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+				return
+			}
+			errc <- nil
+		}()
+		var err error
+		served := false
+		select {
+		case err = <-errc:
+			served = true
+		case <-runCtx.Done():
+		}
+		stop()
+		b.shutdown()
+		if !served {
+			err = <-errc
+		}
+		<-termsDone
+		<-usesDone // before the store closes
+		b.closeMachines()
+		s.Kube.Close()
+		s.Store.Close()
+		b.unlock()
+		s.done <- err
+	}()
+}
+
+// shutdown stops the HTTP servers, giving requests in flight 5 s.
+func (b *boot) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	b.s.http.Shutdown(ctx)
+	cancel()
+	for _, srv := range b.side {
+		srv.Close()
+	}
+}
+
+// settle waits, on PostgreSQL, for the first campaign and, if it won, for
+// the term to fence this server's writes with its epoch, so the first
+// requests are answered as leader or follower, not in between.
+func (b *boot) settle() {
+	s := b.s
+	if s.Elector == nil {
+		return
+	}
+	wait := clock.Real{}.After(5 * time.Second)
+	for {
+		select {
+		case <-wait:
+			b.settled.Store(true)
+			return
+		case <-s.Elector.Tried():
+			if e := s.Elector.Epoch(); e < 0 || b.fenced.Epoch() == e {
+				b.settled.Store(true)
+				return
+			}
+			<-clock.Real{}.After(5 * time.Millisecond)
+		}
+	}
+}
