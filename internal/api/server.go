@@ -198,7 +198,7 @@ func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
 
 // ServeHTTP logs each request (never its Authorization header).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+	start := s.wall.Now()
 	// The server's clock may run faster than real time (--speed): clients
 	// measure ages and countdowns against this, not their own clock.
 	w.Header().Set(TimeHeader, s.clock.Now().UTC().Format(time.RFC3339Nano))
@@ -208,7 +208,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.mux.ServeHTTP(rec, r)
 	}
-	s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
+	s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", s.wall.Now().Sub(start))
 }
 
 type statusRecorder struct {

@@ -347,8 +347,6 @@ func (s *Server) FlushTokenUses(ctx context.Context) error {
 // RunTokenUses flushes token uses every interval until ctx ends, then
 // once more.
 func (s *Server) RunTokenUses(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -358,7 +356,7 @@ func (s *Server) RunTokenUses(ctx context.Context, interval time.Duration) {
 			}
 			cancel()
 			return
-		case <-t.C:
+		case <-s.wall.After(interval):
 			if err := s.FlushTokenUses(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("record token uses", "err", err)
 			}

@@ -13,11 +13,16 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sparecap/sparecap/internal/clock"
+
 	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/termsafe"
 )
+
+// wall is the real clock: what this file times is wall time.
+var wall clock.Clock = clock.Real{}
 
 // maxErrorBody bounds how much of an error response is read: enough for any
 // apiv1.Error, little enough that a misbehaving proxy cannot exhaust memory.
@@ -45,7 +50,7 @@ func (c *Client) ServerTime() (t time.Time, ok bool) {
 	if c.serverTime.IsZero() {
 		return time.Time{}, false
 	}
-	return c.serverTime.Add(time.Since(c.receivedAt)), true
+	return c.serverTime.Add(wall.Now().Sub(c.receivedAt)), true
 }
 
 // Option configures a Client.
@@ -174,7 +179,7 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	}
 	if t, err := time.Parse(time.RFC3339Nano, resp.Header.Get("Sparecap-Time")); err == nil {
 		c.mu.Lock()
-		c.serverTime, c.receivedAt = t, time.Now()
+		c.serverTime, c.receivedAt = t, wall.Now()
 		c.mu.Unlock()
 	}
 	if resp.StatusCode/100 != 2 {

@@ -14,12 +14,17 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/clock"
+
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/client"
 	"github.com/sparecap/sparecap/internal/fleet"
 	"github.com/sparecap/sparecap/internal/server"
 	"github.com/sparecap/sparecap/internal/sim"
 )
+
+// wall is the real clock: what this file times is wall time.
+var wall clock.Clock = clock.Real{}
 
 // Options of a demo run.
 type Options struct {
@@ -165,7 +170,7 @@ func (d *demo) play(ctx context.Context) error {
 	if err := d.waitFor(ctx, research, c.ClusterID, func(c *apiv1.Cluster) bool { return c.AllocatedPreemptibleGPUs == 16 }); err != nil {
 		return err
 	}
-	time.Sleep(200 * time.Millisecond) // let the last events print
+	<-wall.After(200 * time.Millisecond) // let the last events print
 	c, _ = research.GetCluster(ctx, c.ClusterID)
 	d.say("training: allocated %d of %d preemptible GPUs again; nodes: %s", c.AllocatedPreemptibleGPUs, c.DesiredPreemptibleGPUs, nodeList(c))
 	d.say("training runs until its job completes...")
@@ -250,7 +255,7 @@ func (d *demo) waitFor(ctx context.Context, c *client.Client, id string, ok func
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("demo timed out waiting for cluster %s: %w", id, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+		case <-wall.After(50 * time.Millisecond):
 		}
 	}
 }
@@ -296,7 +301,7 @@ func (d *demo) watchPods(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(20 * time.Millisecond):
+		case <-wall.After(20 * time.Millisecond):
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -37,7 +38,10 @@ type Config struct {
 	// Renew is how often the leader renews (default 1s); Retry how often a
 	// follower tries to acquire (default 500ms).
 	Renew, Retry time.Duration
-	Log          *slog.Logger
+	// Clock times the lease on this side (default: the real clock; the
+	// lease's own times are the database's).
+	Clock clock.Clock
+	Log   *slog.Logger
 }
 
 // Elector campaigns for the leader lease and runs terms.
@@ -71,6 +75,9 @@ func NewElector(st store.Leases, cfg Config) *Elector {
 	if cfg.Retry <= 0 {
 		cfg.Retry = min(DefaultRetry, cfg.TTL/3)
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -101,7 +108,7 @@ func (e *Elector) Leader() (address string, ok bool) {
 	}
 	l := e.leader
 	// The lease as read, aged by the local clock since.
-	if l.Holder == "" || time.Since(e.seen) >= l.Expires.Sub(l.Now) {
+	if l.Holder == "" || e.cfg.Clock.Now().Sub(e.seen) >= l.Expires.Sub(l.Now) {
 		return "", false
 	}
 	return l.Address, true
@@ -115,7 +122,7 @@ func (e *Elector) LeaderNow(ctx context.Context) (address string, ok bool) {
 	if address, ok = e.Leader(); ok {
 		return address, ok
 	}
-	sent := time.Now()
+	sent := e.cfg.Clock.Now()
 	l, err := e.st.GetLease(ctx)
 	if err != nil {
 		return "", false
@@ -171,7 +178,7 @@ func (e *Elector) Run(ctx context.Context, term func(ctx context.Context, epoch 
 
 // acquire tries once, then waits Retry; it returns the lease when won.
 func (e *Elector) acquire(ctx context.Context) (store.Lease, bool) {
-	sent := time.Now()
+	sent := e.cfg.Clock.Now()
 	l, ok, err := e.st.AcquireLease(ctx, e.cfg.Holder, e.cfg.Address, e.cfg.TTL)
 	if !ok {
 		defer e.triedOnce.Do(func() { close(e.tried) })
@@ -190,7 +197,7 @@ func (e *Elector) acquire(ctx context.Context) (store.Lease, bool) {
 	}
 	select {
 	case <-ctx.Done():
-	case <-time.After(e.cfg.Retry):
+	case <-e.cfg.Clock.After(e.cfg.Retry):
 	}
 	return store.Lease{}, false
 }
@@ -199,15 +206,17 @@ func (e *Elector) acquire(ctx context.Context) (store.Lease, bool) {
 func (e *Elector) lead(ctx context.Context, l store.Lease, term func(context.Context, int64)) {
 	// The lease runs out TTL after the request was sent at the latest (the
 	// database started counting later): the local deadline is safe.
-	until := time.Now().Add(e.cfg.TTL)
-	e.set(l.Epoch, l, time.Now())
+	until := e.cfg.Clock.Now().Add(e.cfg.TTL)
+	e.set(l.Epoch, l, e.cfg.Clock.Now())
 	e.triedOnce.Do(func() { close(e.tried) })
 	e.cfg.Log.Info("leader: term begins", "holder", e.cfg.Holder, "epoch", l.Epoch)
 	termCtx, end := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); term(termCtx, l.Epoch) }()
 	why := "shutting down"
-	t := time.NewTicker(e.cfg.Renew)
+	// Renewals keep a steady beat, as a ticker's (one that ran late is
+	// not caught up).
+	next := e.cfg.Clock.Now().Add(e.cfg.Renew)
 loop:
 	for {
 		select {
@@ -216,9 +225,12 @@ loop:
 		case <-done:
 			why = "the term's work stopped"
 			break loop
-		case <-t.C:
+		case <-e.cfg.Clock.After(next.Sub(e.cfg.Clock.Now())):
 		}
-		sent := time.Now()
+		if next = next.Add(e.cfg.Renew); next.Before(e.cfg.Clock.Now()) {
+			next = e.cfg.Clock.Now().Add(e.cfg.Renew)
+		}
+		sent := e.cfg.Clock.Now()
 		rctx, cancel := context.WithDeadline(ctx, until)
 		ok, err := e.st.RenewLease(rctx, e.cfg.Holder, l.Epoch, e.cfg.TTL)
 		cancel()
@@ -228,15 +240,14 @@ loop:
 		case err == nil:
 			why = "another server holds the lease"
 			break loop
-		case !time.Now().Before(until):
+		case !e.cfg.Clock.Now().Before(until):
 			why = "the lease expired before it could be renewed: " + err.Error()
 			break loop
 		}
 	}
-	t.Stop()
 	// Not leader any more before the term's work hears of it: writes
 	// arriving now are forwarded or refused, not served here.
-	e.set(-1, store.Lease{}, time.Now())
+	e.set(-1, store.Lease{}, e.cfg.Clock.Now())
 	e.cfg.Log.Info("leader: term ends", "holder", e.cfg.Holder, "epoch", l.Epoch, "why", why)
 	end()
 	<-done

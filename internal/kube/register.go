@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/clock"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -63,7 +65,7 @@ func setStatus(ctx context.Context, c kubernetes.Interface, name string, status 
 		if err != nil {
 			return err
 		}
-		now := metav1.Now()
+		now := metav1.NewTime(clock.Real{}.Now()) // as a kubelet reports it
 		cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: status, LastHeartbeatTime: now, LastTransitionTime: now,
 			Reason: "KubeletReady", Message: "kubelet is posting ready status"}
 		if status != corev1.ConditionTrue {

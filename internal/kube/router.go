@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/clock"
+
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
 )
@@ -251,13 +253,14 @@ func (g *Registrar) Prepare(ctx context.Context, m domain.Machine, spec driver.N
 // attached cluster, every HeartbeatEvery, until ctx ends: their status
 // stays current as a kubelet's would.
 func (g *Registrar) Run(ctx context.Context) {
-	t := time.NewTicker(cmp.Or(g.Every, HeartbeatEvery))
-	defer t.Stop()
+	// Real time: heartbeats are for the cluster's node lifecycle
+	// controller, whatever speed sparecap's clock runs at.
+	wall := clock.Real{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-wall.After(cmp.Or(g.Every, HeartbeatEvery)):
 		}
 		for _, c := range g.router.attached() {
 			if err := c.heartbeat(ctx); err != nil && ctx.Err() == nil {

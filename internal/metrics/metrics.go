@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/clock"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -30,6 +32,9 @@ import (
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
 )
+
+// wall is the real clock: what this file times is wall time.
+var wall clock.Clock = clock.Real{}
 
 // Namespace prefixes every sparecap metric.
 const Namespace = "sparecap"
@@ -176,7 +181,7 @@ func (m *Metrics) AddBilledGPUSeconds(class string, v float64) {
 // read after next returns) and status code.
 func (m *Metrics) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
+		start := wall.Now()
 		// A shallow copy with no pattern: an outer mux may have set one
 		// already, and only the pattern next's own mux sets is the route.
 		r = r.WithContext(r.Context())
@@ -187,7 +192,7 @@ func (m *Metrics) Middleware(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		m.requests.WithLabelValues(methodLabel(r.Method), routeLabel(r.Pattern), strconv.Itoa(status)).Observe(time.Since(start).Seconds())
+		m.requests.WithLabelValues(methodLabel(r.Method), routeLabel(r.Pattern), strconv.Itoa(status)).Observe(wall.Now().Sub(start).Seconds())
 	})
 }
 

@@ -19,7 +19,7 @@ func setSubreaper() error {
 // are this process's children (the job's orphans came to it), so none is
 // left a zombie.
 func reapGroup(pgid int, wait time.Duration) {
-	deadline := time.Now().Add(wait)
+	deadline := wall.Now().Add(wait)
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)
@@ -28,9 +28,9 @@ func reapGroup(pgid int, wait time.Duration) {
 			return
 		case pid > 0:
 			continue
-		case time.Now().After(deadline):
+		case wall.Now().After(deadline):
 			return
 		}
-		time.Sleep(5 * time.Millisecond)
+		<-wall.After(5 * time.Millisecond)
 	}
 }

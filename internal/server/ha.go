@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/clock"
+
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/ha"
 	"github.com/sparecap/sparecap/internal/store"
@@ -83,7 +85,7 @@ func followEvents(ctx context.Context, st store.Store, el *ha.Elector, ctrl *con
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(followPoll):
+		case <-clock.Real{}.After(followPoll):
 		}
 	}
 }

@@ -301,7 +301,7 @@ func loadClock(path string, speed float64) (clock.Clock, error) {
 		if speed <= 1 {
 			return clock.Real{}, nil
 		}
-		now := time.Now()
+		now := clock.Real{}.Now()
 		c := clock.NewAnchored(clock.Anchor{Speed: speed, Virtual: now.UTC(), Real: now})
 		return c, writeAtomic(path, c.Anchor())
 	case err != nil:
@@ -316,7 +316,7 @@ func loadClock(path string, speed float64) (clock.Clock, error) {
 		return c, nil
 	}
 	// A new speed: re-anchor at the current simulated time.
-	now := time.Now()
+	now := clock.Real{}.Now()
 	c = clock.NewAnchored(clock.Anchor{Speed: max(speed, 1), Virtual: c.Now(), Real: now})
 	return c, writeAtomic(path, c.Anchor())
 }

@@ -38,6 +38,9 @@ import (
 	"github.com/sparecap/sparecap/pkg/preempt"
 )
 
+// wall is the real clock: a job runs in wall time.
+var wall clock.Clock = clock.Real{}
+
 // Config of a job.
 type Config struct {
 	Sim   *sim.Fleet
@@ -191,15 +194,14 @@ func (j *Job) event(e Event) {
 }
 
 func (j *Job) run(ctx context.Context) error {
-	tick := time.NewTicker(j.cfg.Poll)
-	defer tick.Stop()
+	tick := every(ctx, j.cfg.Poll)
 	for n := 1; ; n++ {
 		pod := fmt.Sprintf("%s-%d", j.cfg.Name, n)
-		node, err := j.place(ctx, pod, tick.C)
+		node, err := j.place(ctx, pod, tick)
 		if err != nil {
 			return err
 		}
-		a, err := j.attempt(ctx, pod, node, tick.C)
+		a, err := j.attempt(ctx, pod, node, tick)
 		j.mu.Lock()
 		j.attempts = append(j.attempts, a)
 		j.mu.Unlock()
@@ -216,6 +218,26 @@ func (j *Job) run(ctx context.Context) error {
 
 // place puts the pod on a schedulable node once there is one. A node
 // that goes between the choice and the placement is passed over.
+// every ticks every d until ctx ends, on the wall clock.
+func every(ctx context.Context, d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case t := <-wall.After(d):
+				select {
+				case ch <- t:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return ch
+}
+
 func (j *Job) place(ctx context.Context, pod string, tick <-chan time.Time) (string, error) {
 	for {
 		if node := j.schedulable(); node != "" {
@@ -303,7 +325,7 @@ func (j *Job) attempt(ctx context.Context, pod, node string, tick <-chan time.Ti
 		_ = cfg.Sim.PodExited(cfg.ClusterID, node, "", pod)
 		return a, fmt.Errorf("simjob: start %s: %w", pod, err)
 	}
-	a.Started = time.Now()
+	a.Started = wall.Now()
 	j.event(Event{Kind: PodStarted, Pod: pod, Node: node, At: a.Started, Attempt: a})
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
@@ -341,7 +363,7 @@ wait:
 			kill()
 		case v.State == sim.PodTerminating && !signalled:
 			signalled = true
-			a.Noticed = time.Now()
+			a.Noticed = wall.Now()
 			if ck, err := store.Latest(); err == nil {
 				a.SavedAtNotice = ck.Step
 			}
@@ -357,7 +379,7 @@ wait:
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	a.Ended = time.Now()
+	a.Ended = wall.Now()
 	a.Code = cmd.ProcessState.ExitCode()
 	if err := cfg.Sim.PodExited(cfg.ClusterID, node, "", pod); err != nil {
 		return a, err

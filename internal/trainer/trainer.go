@@ -20,8 +20,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/clock"
+
 	"github.com/sparecap/sparecap/pkg/preempt"
 )
+
+// wall is the real clock: a job runs in wall time.
+var wall clock.Clock = clock.Real{}
 
 // Config of a training run.
 type Config struct {
@@ -104,31 +109,28 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		fmt.Fprintf(cfg.Log, "trainer: checkpoint of step %d (%s)\n", step, ck.Cost.Round(time.Millisecond))
 		return nil
 	}
-	lastSave := time.Now()
-	work := time.NewTimer(cfg.StepTime)
-	defer work.Stop()
+	lastSave := wall.Now()
 	for step < cfg.Steps {
 		select {
 		case <-ctx.Done():
 			return res, ctx.Err()
 		case n := <-notice:
-			fmt.Fprintf(cfg.Log, "trainer: notice (%s), %s left: checkpointing step %d\n", n.Source, time.Until(n.Deadline).Round(time.Millisecond), step)
+			fmt.Fprintf(cfg.Log, "trainer: notice (%s), %s left: checkpointing step %d\n", n.Source, n.Deadline.Sub(wall.Now()).Round(time.Millisecond), step)
 			res.Noticed = true
 			return res, save()
-		case <-work.C:
+		case <-wall.After(cfg.StepTime):
 		}
 		step++
 		res.Reached = step
 		if cfg.Progress != "" {
 			_ = os.WriteFile(cfg.Progress, []byte(strconv.FormatInt(step, 10)), 0o644)
 		}
-		if cfg.Interval > 0 && time.Since(lastSave) >= cfg.Interval {
+		if cfg.Interval > 0 && wall.Now().Sub(lastSave) >= cfg.Interval {
 			if err := save(); err != nil {
 				return res, err
 			}
-			lastSave = time.Now()
+			lastSave = wall.Now()
 		}
-		work.Reset(cfg.StepTime)
 	}
 	fmt.Fprintf(cfg.Log, "trainer: done, %d steps\n", step)
 	return res, save()

@@ -104,9 +104,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sparecap/sparecap/internal/clock"
+
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
 )
+
+// wall is the real clock: what this file times is wall time.
+var wall clock.Clock = clock.Real{}
 
 var _ driver.MachineProvider = (*Provider)(nil)
 
@@ -317,10 +322,10 @@ func (p *Provider) run(req request) error {
 
 	log := p.log.With("action", req.Action, "machine", req.Machine.ID, "cluster", req.ClusterID, "node", req.Node.Name)
 	log.Debug("exec hook starting", "program", p.program)
-	start := time.Now()
+	start := wall.Now()
 	err = p.result(ctx, req.Action, cmd.Run(), stdout, stderr, log)
 	if err != nil {
-		log.Warn("exec hook failed", "duration", time.Since(start), "err", err)
+		log.Warn("exec hook failed", "duration", wall.Now().Sub(start), "err", err)
 	}
 	return err
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/clock"
+
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -139,7 +141,7 @@ func (s *Store) updateOn(ctx context.Context, db *sql.DB, fn func(store.Tx) erro
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: update: %w (after %v)", s.d.Name, ctx.Err(), err)
-		case <-time.After(sleep):
+		case <-clock.Real{}.After(sleep):
 		}
 	}
 }
