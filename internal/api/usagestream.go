@@ -8,15 +8,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sparecap/sparecap/internal/clock"
-
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/billing"
 	"github.com/sparecap/sparecap/internal/store"
 )
-
-// wall is the real clock: what this file times is wall time.
-var wall clock.Clock = clock.Real{}
 
 // streamUsage serves the ungrouped usage (one line per node and price
 // stretch) as the store reads the records: each line is priced and written
@@ -96,7 +91,7 @@ func jsonParts(u apiv1.Usage, compact bool) (prefix, suffix []byte) {
 func (u *usageStream) start() {
 	u.started = true
 	u.rc = http.NewResponseController(u.w)
-	u.rc.SetWriteDeadline(wall.Now().Add(streamWriteTimeout))
+	u.rc.SetWriteDeadline(realClock.Now().Add(streamWriteTimeout))
 	if u.csv {
 		u.cw = startUsageCSV(u.w, usageCSVName(u.from, u.to))
 		return
@@ -120,7 +115,7 @@ func (u *usageStream) line(l apiv1.UsageLine) error {
 	}
 	u.n++
 	if u.n%1024 == 0 {
-		u.rc.SetWriteDeadline(wall.Now().Add(streamWriteTimeout))
+		u.rc.SetWriteDeadline(realClock.Now().Add(streamWriteTimeout))
 	}
 	if u.csv {
 		if err := writeCSVLine(u.cw, l); err != nil {
