@@ -303,7 +303,8 @@ func (c *Cluster) cachedNode(name string) *corev1.Node {
 	return obj.(*corev1.Node)
 }
 
-// Close stops the pod watch.
+// Close stops the driver: its pod and node watches, and any permission
+// check still running. It reports nothing after that.
 func (c *Cluster) Close() { close(c.stop) }
 
 // Client is the cluster's client (for the Registrar and tests).

@@ -72,7 +72,8 @@ func (r *Router) Reload(clusterID string) {
 	}
 }
 
-// Close stops every cluster's pod watch.
+// Close stops the driver of every cluster (their watches); a later call
+// builds them again.
 func (r *Router) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
