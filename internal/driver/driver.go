@@ -148,6 +148,11 @@ type NodeHealth struct {
 	// NotReadySince is when the node last stopped being Ready (zero while
 	// it is Ready).
 	NotReadySince time.Time
+	// Lost, when not empty, says why the driver found the node lost
+	// already (a Slurm node whose slurmd stopped answering, which the
+	// driver set DOWN so its jobs are requeued now): it is lost at once,
+	// without waiting for NodeLostAfter.
+	Lost string
 }
 
 // AccessReport is what a driver learned of the permissions a cluster's

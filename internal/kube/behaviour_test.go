@@ -84,12 +84,13 @@ type harness struct {
 	pods map[string][]string // node -> "namespace/name"
 }
 
+func (h *harness) Platform() string             { return drivertest.Kubernetes }
 func (h *harness) Driver() driver.ClusterDriver { return h.c }
 func (h *harness) ClusterID() string            { return "c-behaviour" }
 
-func (h *harness) Join(t *testing.T, node string) {
+func (h *harness) Join(t *testing.T, spec driver.NodeSpec) {
 	t.Helper()
-	if err := kubelet.RegisterNode(context.Background(), env.Client(), node, nil); err != nil {
+	if err := kubelet.RegisterNode(context.Background(), env.Client(), spec.NodeName, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -111,11 +112,11 @@ func (h *harness) Node(t *testing.T, name string) (drivertest.NodeState, bool) {
 	if n == nil {
 		return drivertest.NodeState{}, false
 	}
-	s := drivertest.NodeState{Labels: n.Labels, Annotations: n.Annotations, Unschedulable: n.Spec.Unschedulable}
+	var taints []drivertest.Taint
 	for _, tt := range n.Spec.Taints {
-		s.Taints = append(s.Taints, drivertest.Taint{Key: tt.Key, Value: tt.Value, Effect: string(tt.Effect)})
+		taints = append(taints, drivertest.Taint{Key: tt.Key, Value: tt.Value, Effect: string(tt.Effect)})
 	}
-	return s, true
+	return drivertest.KubeNode(n.Labels, n.Annotations, taints, n.Spec.Unschedulable), true
 }
 
 func (h *harness) Events(t *testing.T, name string) []drivertest.Event {
@@ -137,7 +138,7 @@ func (h *harness) Events(t *testing.T, name string) []drivertest.Event {
 			if e.Namespace != o.Namespace {
 				t.Errorf("event on pod %s/%s posted in namespace %s", o.Namespace, o.Name, e.Namespace)
 			}
-			out = append(out, drivertest.Event{Object: "Pod/" + o.Namespace + "/" + o.Name, Type: e.Type, Reason: e.Reason})
+			out = append(out, drivertest.Event{Object: "Work/" + o.Namespace + "/" + o.Name, Type: e.Type, Reason: e.Reason})
 		}
 	}
 	return out

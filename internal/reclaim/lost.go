@@ -10,8 +10,9 @@ import (
 )
 
 // Sweep checks every ready node against what its cluster says of it: a
-// node deleted behind sparecap's back, or not Ready longer than
-// Config.NodeLostAfter, is lost (Lose). A cluster that cannot tell (its
+// node deleted behind sparecap's back, found lost by its driver
+// (NodeHealth.Lost), or not Ready longer than Config.NodeLostAfter, is
+// lost (Lose). A cluster that cannot tell (its
 // watch has not synced, its API is down) decides nothing. It returns when
 // the first node it saw not Ready reaches NodeLostAfter (zero: none is
 // not Ready), for the loop to sweep again then.
@@ -35,6 +36,8 @@ func (m *Machine) Sweep(ctx context.Context) (time.Time, error) {
 		}
 		var why string
 		switch {
+		case h.Lost != "":
+			why = fmt.Sprintf("node %s was lost: %s", n.Name, h.Lost)
 		case h.Gone:
 			why = fmt.Sprintf("node %s was lost: its Node object was deleted from the cluster, not by sparecap", n.Name)
 		case !h.NotReadySince.IsZero() && now.Sub(h.NotReadySince) >= m.cfg.NodeLostAfter:

@@ -34,6 +34,24 @@ func TestANodeDeletedBehindOurBackIsLostAtOnce(t *testing.T) {
 	}
 }
 
+func TestANodeItsDriverFoundLostIsLostAtOnceWithTheDriversReason(t *testing.T) {
+	s := newSpec(t)
+	n := s.readyNode()
+	s.api.mu.Lock()
+	s.api.lost = map[string]string{n.Name: "its slurmd stopped answering; set DOWN"}
+	s.api.mu.Unlock()
+	if _, err := s.m.Sweep(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.port.Node(s.ctx, n.ID)
+	if got.Outcome != domain.OutcomeLost || !got.RemovedAt.Equal(t0) {
+		t.Fatalf("not lost at once: %+v", got)
+	}
+	if e := s.events(n.ID, domain.ReasonNodeLost); len(e) != 1 || !strings.Contains(e[0].Message, "its slurmd stopped answering") {
+		t.Errorf("NodeLost %+v", e)
+	}
+}
+
 func TestANodeNotReadyLongerThanNodeLostAfterIsLostAndTheSweepSaysWhenToLook(t *testing.T) {
 	s := newSpec(t)
 	n := s.readyNode()

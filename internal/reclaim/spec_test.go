@@ -166,6 +166,7 @@ type refusing struct {
 	mu     sync.Mutex
 	refuse map[string]bool // by method name
 	calls  map[string]int
+	lost   map[string]string // NodeHealth.Lost by node name
 }
 
 var errRefused = fmt.Errorf("the cluster refused the call: %w", driver.ErrRefused)
@@ -231,7 +232,11 @@ func (r *refusing) Health(ctx context.Context, c, n string) (driver.NodeHealth, 
 	if err := r.check("Health"); err != nil {
 		return driver.NodeHealth{}, err
 	}
-	return r.Fleet.Health(ctx, c, n)
+	h, err := r.Fleet.Health(ctx, c, n)
+	r.mu.Lock()
+	h.Lost = r.lost[n]
+	r.mu.Unlock()
+	return h, err
 }
 
 // spec is one test's world: a machine, its port, the cluster, the clock.

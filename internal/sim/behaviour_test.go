@@ -25,11 +25,12 @@ type harness struct {
 	clk *clock.Fake
 }
 
+func (h *harness) Platform() string             { return drivertest.Kubernetes }
 func (h *harness) Driver() driver.ClusterDriver { return h.f }
 func (h *harness) ClusterID() string            { return "c-behaviour" }
 
 // Join: the simulated AddNode registers the node Ready itself.
-func (h *harness) Join(t *testing.T, node string) {}
+func (h *harness) Join(t *testing.T, spec driver.NodeSpec) {}
 
 func (h *harness) StartPod(t *testing.T, node string, p drivertest.PodSpec) {
 	t.Helper()
@@ -46,7 +47,7 @@ func (h *harness) Node(t *testing.T, node string) (drivertest.NodeState, bool) {
 	for _, t := range v.Taints {
 		taints = append(taints, drivertest.Taint(t))
 	}
-	return drivertest.NodeState{Labels: v.Labels, Annotations: v.Annotations, Taints: taints, Unschedulable: v.Unschedulable}, ok
+	return drivertest.KubeNode(v.Labels, v.Annotations, taints, v.Unschedulable), ok
 }
 
 func (h *harness) Events(t *testing.T, node string) []drivertest.Event {
@@ -55,7 +56,7 @@ func (h *harness) Events(t *testing.T, node string) []drivertest.Event {
 	for _, e := range v.Events {
 		obj := "Node/" + node
 		if e.Pod != "" {
-			obj = "Pod/" + e.Pod
+			obj = "Work/" + e.Pod
 		}
 		out = append(out, drivertest.Event{Object: obj, Type: e.Type, Reason: e.Reason})
 	}

@@ -1,8 +1,11 @@
 // Package drivertest is the behaviour suite every driver.ClusterDriver
-// passes: the simulated one (internal/sim) and the Kubernetes one
-// (internal/kube, against a real kube-apiserver). What the controller
-// relies on is written here once, so the simulation cannot drift from
-// what a real cluster does.
+// passes: the simulated one (internal/sim), the Kubernetes one
+// (internal/kube, against a real kube-apiserver) and the Slurm one
+// (internal/slurm, against a real slurmctld). What the controller relies
+// on is written here once, so the simulation cannot drift from what a real
+// cluster does. The checks of what a platform shows (taints and
+// annotations, drain reasons) run for the platforms that have them
+// (Harness.Platform).
 package drivertest
 
 import (
@@ -18,7 +21,13 @@ import (
 	"github.com/sparecap/sparecap/internal/driver"
 )
 
-// PodSpec is a pod a test starts on a node.
+// Platforms a Harness can be.
+const (
+	Kubernetes = "kubernetes" // the simulation shows what Kubernetes does
+	Slurm      = "slurm"
+)
+
+// PodSpec is a unit of work (a pod, a job) a test starts on a node.
 type PodSpec struct {
 	Namespace string
 	Name      string
@@ -26,15 +35,43 @@ type PodSpec struct {
 	// ExitAfter is how long after SIGTERM its containers exit; negative:
 	// they ignore SIGTERM and are killed when the grace period ends.
 	ExitAfter time.Duration
+	// DaemonSet: support work (Kubernetes only).
 	DaemonSet bool
 }
 
-// NodeState is what the cluster shows of a node.
+// NodeState is what the cluster shows of a node: what every platform
+// shows (Class, Draining, Deadline, Cause), and Kubernetes' own fields.
 type NodeState struct {
+	// Class is the node's compute class as its cluster shows it (a
+	// label, a feature).
+	Class string
+	// Draining: nothing new is placed on it (cordoned, drained).
+	Draining bool
+	// Deadline (RFC 3339) and Cause, as the node carries them; Cause is
+	// "" if it carries none and "several" if more than one.
+	Deadline, Cause string
+
 	Labels        map[string]string
 	Annotations   map[string]string
 	Taints        []Taint
 	Unschedulable bool
+}
+
+// KubeNode is the NodeState of a Kubernetes node.
+func KubeNode(labels, annotations map[string]string, taints []Taint, unschedulable bool) NodeState {
+	s := NodeState{Class: labels[domain.LabelComputeClass], Draining: unschedulable,
+		Deadline: annotations[domain.AnnotationDeadline], Labels: labels, Annotations: annotations,
+		Taints: taints, Unschedulable: unschedulable}
+	for _, t := range taints {
+		if t.Key == domain.TaintPreempted {
+			if s.Cause != "" {
+				s.Cause = "several"
+			} else {
+				s.Cause = t.Value
+			}
+		}
+	}
+	return s
 }
 
 // Taint is a taint as the cluster shows it.
@@ -42,26 +79,29 @@ type Taint struct {
 	Key, Value, Effect string
 }
 
-// Event is a Kubernetes Event about a node ("Node/<name>") or a pod
-// ("Pod/<namespace>/<name>").
+// Event is a notice the tenant sees about a node ("Node/<name>") or a
+// unit of work ("Work/<namespace>/<name>"): a Kubernetes Event, a Slurm
+// node's Extra or job's AdminComment.
 type Event struct {
 	Object string
 	Type   string
 	Reason string
 }
 
-// Harness is one cluster and its stand-in kubelets.
+// Harness is one cluster and its stand-in kubelets or slurmds.
 type Harness interface {
+	// Platform is Kubernetes or Slurm.
+	Platform() string
 	Driver() driver.ClusterDriver
 	ClusterID() string
-	// Join does what the node's kubelet does when it joins: the node is
-	// registered and Ready.
-	Join(t *testing.T, node string)
-	// StartPod runs a pod on the node.
+	// Join does what the node's kubelet (or slurmd) does when it joins:
+	// the node is registered and Ready.
+	Join(t *testing.T, spec driver.NodeSpec)
+	// StartPod runs a unit of work on the node.
 	StartPod(t *testing.T, node string, p PodSpec)
 	// Node returns the node as the cluster shows it; false if it has none.
 	Node(t *testing.T, node string) (NodeState, bool)
-	// Events lists the Events about the node and its pods.
+	// Events lists the notices about the node and its work.
 	Events(t *testing.T, node string) []Event
 	// Pass lets d go by (a fake clock advances; a real cluster waits).
 	Pass(d time.Duration)
@@ -94,7 +134,7 @@ func addNode(t *testing.T, h Harness, node string, class domain.ComputeClass) {
 	ctx := context.Background()
 	err := h.Driver().AddNode(ctx, spec(h, node, class))
 	if errors.Is(err, driver.ErrNotReady) {
-		h.Join(t, node)
+		h.Join(t, spec(h, node, class))
 		h.Eventually(t, func() error { return h.Driver().AddNode(ctx, spec(h, node, class)) })
 		return
 	}
@@ -114,15 +154,18 @@ func testAddNode(t *testing.T, h Harness) {
 	if !ok {
 		t.Fatal("node not registered")
 	}
-	if n.Labels[domain.LabelComputeClass] != "preemptible" || n.Labels["sparecap.dev/machine"] != "m-add-1" {
+	if n.Class != "preemptible" {
+		t.Fatalf("class %q", n.Class)
+	}
+	if h.Platform() == Kubernetes && (n.Labels[domain.LabelComputeClass] != "preemptible" || n.Labels["sparecap.dev/machine"] != "m-add-1") {
 		t.Fatalf("labels %v", n.Labels)
 	}
-	if n.Unschedulable {
-		t.Fatal("a new node is schedulable")
+	if n.Draining {
+		t.Fatal("a new node is draining")
 	}
 	addNode(t, h, "add-2", domain.Standard)
-	if n, _ := h.Node(t, "add-2"); n.Labels[domain.LabelComputeClass] != "standard" {
-		t.Fatalf("labels %v", n.Labels)
+	if n, _ := h.Node(t, "add-2"); n.Class != "standard" {
+		t.Fatalf("class %q", n.Class)
 	}
 }
 
@@ -138,29 +181,41 @@ func testMarkNode(t *testing.T, h Harness) {
 	// Another cause: the taint (same key and effect) is updated in place.
 	m.Cause = "FairShare"
 	must(t, d.MarkDraining(ctx, id, "mark-1", m))
-	taint := Taint{Key: domain.TaintPreempted, Value: "FairShare", Effect: "NoSchedule"}
 	n, ok := h.Node(t, "mark-1")
 	if !ok {
 		t.Fatal("node gone")
 	}
-	if !n.Unschedulable {
-		t.Fatal("not cordoned")
+	if !n.Draining {
+		t.Fatal("not draining")
 	}
-	if n.Annotations[domain.AnnotationDeadline] != "2026-11-30T12:05:00Z" {
-		t.Fatalf("annotations %v", n.Annotations)
+	if n.Deadline != "2026-11-30T12:05:00Z" || n.Cause != "FairShare" {
+		t.Fatalf("deadline %q, cause %q; want the deadline and the last cause", n.Deadline, n.Cause)
 	}
-	var ours []Taint
-	for _, tt := range n.Taints {
-		if tt.Key == domain.TaintPreempted {
-			ours = append(ours, tt)
+	if n.Class != "preemptible" {
+		t.Fatalf("class %q after the marks", n.Class)
+	}
+	if h.Platform() == Kubernetes {
+		// The taint (same key and effect) is updated in place; labels
+		// survive the marking.
+		taint := Taint{Key: domain.TaintPreempted, Value: "FairShare", Effect: "NoSchedule"}
+		if !n.Unschedulable {
+			t.Fatal("not cordoned")
 		}
-	}
-	if len(ours) != 1 || ours[0] != taint {
-		t.Fatalf("taints %+v, want one %+v", n.Taints, taint)
-	}
-	// Labels survive the marking.
-	if n.Labels[domain.LabelComputeClass] != "preemptible" {
-		t.Fatalf("labels %v", n.Labels)
+		if n.Annotations[domain.AnnotationDeadline] != "2026-11-30T12:05:00Z" {
+			t.Fatalf("annotations %v", n.Annotations)
+		}
+		var ours []Taint
+		for _, tt := range n.Taints {
+			if tt.Key == domain.TaintPreempted {
+				ours = append(ours, tt)
+			}
+		}
+		if len(ours) != 1 || ours[0] != taint {
+			t.Fatalf("taints %+v, want one %+v", n.Taints, taint)
+		}
+		if n.Labels[domain.LabelComputeClass] != "preemptible" {
+			t.Fatalf("labels %v", n.Labels)
+		}
 	}
 	if err := d.MarkDraining(ctx, id, "missing-1", m); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("MarkDraining on a missing node: %v", err)
@@ -198,7 +253,7 @@ func testEvents(t *testing.T, h Harness) {
 		got := h.Events(t, "ev-1")
 		want := []Event{
 			{Object: "Node/ev-1", Type: "Warning", Reason: "PreemptionNotified"},
-			{Object: "Pod/tenant-a/trainer", Type: "Warning", Reason: "PreemptionNotified"},
+			{Object: "Work/tenant-a/trainer", Type: "Warning", Reason: "PreemptionNotified"},
 		}
 		slices.SortFunc(got, func(a, b Event) int { return strings.Compare(a.Object, b.Object) })
 		if !slices.Equal(got, want) {
@@ -214,7 +269,12 @@ func testPods(t *testing.T, h Harness) {
 	addNode(t, h, "pods-1", domain.Preemptible)
 	h.StartPod(t, "pods-1", PodSpec{Namespace: "tenant-a", Name: "quick", Grace: 30 * time.Second, ExitAfter: time.Second})
 	h.StartPod(t, "pods-1", PodSpec{Namespace: "tenant-a", Name: "stubborn", Grace: 60 * time.Second, ExitAfter: -1})
-	h.StartPod(t, "pods-1", PodSpec{Namespace: "kube-system", Name: "logs", Grace: 10 * time.Second, ExitAfter: -1, DaemonSet: true})
+	support := h.Platform() == Kubernetes // Slurm has no support work
+	want := 2
+	if support {
+		h.StartPod(t, "pods-1", PodSpec{Namespace: "kube-system", Name: "logs", Grace: 10 * time.Second, ExitAfter: -1, DaemonSet: true})
+		want = 3
+	}
 	pods := map[string]driver.Work{}
 	h.Eventually(t, func() error {
 		list, err := d.ListWork(ctx, id, "pods-1")
@@ -225,19 +285,27 @@ func testPods(t *testing.T, h Harness) {
 		for _, p := range list {
 			pods[p.Name] = p
 		}
-		if len(pods) != 3 {
+		if len(pods) != want {
 			return fmt.Errorf("pods %+v", list)
 		}
 		return nil
 	})
-	if p := pods["quick"]; p.Namespace != "tenant-a" || p.Grace != 30*time.Second || p.Stopping || p.Support {
+	if p := pods["quick"]; p.Namespace != "tenant-a" || p.Stopping || p.Support {
 		t.Fatalf("quick %+v", p)
 	}
-	if p := pods["logs"]; !p.Support || p.Grace != 10*time.Second {
+	// A pod asks for its grace; a Slurm job asks for none, and so has
+	// until the deadline.
+	if p := pods["quick"]; (h.Platform() == Kubernetes && p.Grace != 30*time.Second) || p.Grace < 30*time.Second {
+		t.Fatalf("quick %+v", p)
+	}
+	if p := pods["logs"]; support && (!p.Support || p.Grace != 10*time.Second) {
 		t.Fatalf("logs %+v", p)
 	}
-	// SIGTERM: the pods are terminating, then go as their containers exit
-	// or their grace (cut to the deadline) runs out.
+	// SIGTERM, on a node marked draining as a reclaim marks it first (a
+	// Slurm job that exits after its notice is requeued, and must not come
+	// back to the node): the pods are terminating, then go as their
+	// containers exit or their grace (cut to the deadline) runs out.
+	must(t, d.MarkDraining(ctx, id, "pods-1", driver.Marks{Cause: "Reclaimed", Deadline: h.Now().Add(time.Minute)}))
 	must(t, d.Notify(ctx, id, "pods-1", pods["quick"], h.Now().Add(time.Minute)))
 	must(t, d.Notify(ctx, id, "pods-1", pods["stubborn"], h.Now().Add(2*time.Second)))
 	h.Eventually(t, func() error {
@@ -253,6 +321,11 @@ func testPods(t *testing.T, h Harness) {
 		return nil
 	})
 	h.Pass(3 * time.Second)
+	if !support {
+		h.Eventually(t, func() error { return wantPods(ctx, d, id, "pods-1") })
+		must(t, d.Notify(ctx, id, "pods-1", pods["quick"], h.Now().Add(time.Minute)))
+		return
+	}
 	h.Eventually(t, func() error { return wantPods(ctx, d, id, "pods-1", "logs") })
 	// Past the deadline: gone at once. Notifying a pod that is gone is
 	// fine.

@@ -1,0 +1,99 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// ErrUnreachable wraps the error of a command that could not reach
+// slurmctld (it is down, refusing, or munge does not answer).
+var ErrUnreachable = errors.New("slurmctld does not answer")
+
+// runner runs the Slurm client commands against one cluster's slurmctld:
+// each with the cluster's own slurm.conf (and so its own munge socket),
+// bounded by a timeout, at most inFlight at once, and retried a few times
+// when slurmctld did not answer.
+type runner struct {
+	conf     string
+	timeout  time.Duration
+	retries  int
+	slots    chan struct{}
+	bin      string // directory of the commands; "" = PATH
+	sleepFor func(time.Duration) <-chan time.Time
+}
+
+func (r *runner) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	var err error
+	for try := 0; ; try++ {
+		var out []byte
+		out, err = r.once(ctx, name, args...)
+		if err == nil || !errors.Is(err, ErrUnreachable) || try >= r.retries || ctx.Err() != nil {
+			return out, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-r.sleepFor(time.Duration(try+1) * 200 * time.Millisecond):
+		}
+	}
+}
+
+func (r *runner) once(ctx context.Context, name string, args ...string) ([]byte, error) {
+	select {
+	case r.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-r.slots }()
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	path := name
+	if r.bin != "" {
+		path = r.bin + "/" + name
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+r.conf)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err == nil {
+		return stdout.Bytes(), nil
+	}
+	msg := strings.TrimSpace(stderr.String() + " " + stdout.String())
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%s %s: no answer in %s: %w", name, strings.Join(args, " "), r.timeout, ErrUnreachable)
+	}
+	if unreachable(msg) {
+		return nil, fmt.Errorf("%s %s: %s: %w", name, strings.Join(args, " "), msg, ErrUnreachable)
+	}
+	return stdout.Bytes(), &cmdError{cmd: name + " " + strings.Join(args, " "), msg: msg}
+}
+
+// cmdError is a command slurmctld answered with a refusal.
+type cmdError struct{ cmd, msg string }
+
+func (e *cmdError) Error() string { return e.cmd + ": " + e.msg }
+
+// says reports whether err is a refusal whose message contains s.
+func says(err error, s string) bool {
+	var ce *cmdError
+	return errors.As(err, &ce) && strings.Contains(strings.ToLower(ce.msg), strings.ToLower(s))
+}
+
+// unreachable: the messages of a client that did not get an answer.
+func unreachable(msg string) bool {
+	for _, s := range []string{"Unable to contact slurm controller", "Socket timed out", "Connection refused",
+		"Communication connection failure", "Zero Bytes were transmitted", "Munge encode failed", "munge",
+		"Unable to establish", "Could not establish a configuration source"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}

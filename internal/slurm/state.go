@@ -1,0 +1,315 @@
+package slurm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// snapshot is what one poll read of the cluster.
+type snapshot struct {
+	at    time.Time
+	nodes map[string]*nodeInfo
+	jobs  []*jobInfo
+}
+
+// nodeInfo is a node as `sinfo --json` shows it.
+type nodeInfo struct {
+	Name            string   `json:"name"`
+	Address         string   `json:"address"`
+	Port            int      `json:"port"`
+	State           string   `json:"state"`
+	Flags           []string `json:"state_flags"`
+	Reason          string   `json:"reason"`
+	ReasonChangedAt int64    `json:"reason_changed_at"`
+	Features        string   `json:"features"`
+	Extra           string   `json:"extra"`
+	Gres            string   `json:"gres"`
+	CPUs            int      `json:"cpus"`
+}
+
+func (n *nodeInfo) flag(f string) bool { return slices.Contains(n.Flags, f) }
+
+// drained: no new jobs go to the node.
+func (n *nodeInfo) drained() bool {
+	return n.flag("DRAIN") || n.State == "down" || n.State == "drained" || n.State == "draining"
+}
+
+// responding: slurmctld hears from its slurmd.
+func (n *nodeInfo) responding() bool {
+	return n.State != "down" && n.State != "future" && n.State != "unknown" && !n.flag("NOT_RESPONDING") &&
+		!n.flag("POWERED_DOWN") && !n.flag("FAIL")
+}
+
+// ours: the drain on the node is sparecap's.
+func (n *nodeInfo) ours() bool { return strings.HasPrefix(n.Reason, reasonPrefix) }
+
+// jobInfo is a job as `squeue --json` shows it.
+type jobInfo struct {
+	ID            int64  `json:"job_id"`
+	User          string `json:"user_name"`
+	Account       string `json:"account"`
+	Name          string `json:"name"`
+	State         string `json:"job_state"`
+	Nodes         string `json:"nodes"`
+	Requeue       bool   `json:"requeue"`
+	Restarts      int    `json:"restart_cnt"`
+	AdminComment  string `json:"admin_comment"`
+	RequiredNodes string `json:"required_nodes"`
+	EligibleTime  int64  `json:"eligible_time"`
+	BatchFlag     bool   `json:"batch_flag"`
+	Resources     *struct {
+		Allocated []struct {
+			Name string `json:"nodename"`
+		} `json:"allocated_nodes"`
+	} `json:"job_resources"`
+
+	on []string
+}
+
+// active: the job has processes (or is ending them) on its nodes.
+func (j *jobInfo) active() bool {
+	switch j.State {
+	case "RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "STOPPED", "SIGNALING", "STAGE_OUT":
+		return true
+	}
+	return false
+}
+
+// finished: the job ended and is not queued to run again.
+func (j *jobInfo) finished() bool {
+	switch j.State {
+	case "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE":
+		return true
+	}
+	return false
+}
+
+// nodes the job has (or had) work on.
+func (j *jobInfo) nodeList() []string {
+	if j.on != nil {
+		return j.on
+	}
+	if j.Resources != nil && len(j.Resources.Allocated) > 0 {
+		for _, a := range j.Resources.Allocated {
+			j.on = append(j.on, a.Name)
+		}
+	} else {
+		j.on = expandHostlist(j.Nodes)
+	}
+	if j.on == nil {
+		j.on = []string{}
+	}
+	return j.on
+}
+
+func (j *jobInfo) runsOn(node string) bool { return slices.Contains(j.nodeList(), node) }
+
+// read runs one poll: the nodes and the jobs, both at once.
+func (c *Cluster) read(ctx context.Context) (*snapshot, error) {
+	type res struct {
+		out []byte
+		err error
+	}
+	nodes := make(chan res, 1)
+	go func() {
+		out, err := c.run.run(ctx, "sinfo", "--json")
+		nodes <- res{out, err}
+	}()
+	jobsOut, jobsErr := c.run.run(ctx, "squeue", "--json", "--states=all")
+	n := <-nodes
+	if n.err != nil {
+		return nil, fmt.Errorf("read the nodes: %w", n.err)
+	}
+	if jobsErr != nil {
+		return nil, fmt.Errorf("read the jobs: %w", jobsErr)
+	}
+	var ns struct {
+		Nodes []*nodeInfo `json:"nodes"`
+	}
+	if err := json.Unmarshal(n.out, &ns); err != nil {
+		return nil, fmt.Errorf("read the nodes: sinfo --json: %w", err)
+	}
+	var js struct {
+		Jobs []*jobInfo `json:"jobs"`
+	}
+	if err := json.Unmarshal(jobsOut, &js); err != nil {
+		return nil, fmt.Errorf("read the jobs: squeue --json: %w", err)
+	}
+	s := &snapshot{at: c.opts.Clock.Now(), nodes: make(map[string]*nodeInfo, len(ns.Nodes)), jobs: js.Jobs}
+	for _, n := range ns.Nodes {
+		s.nodes[n.Name] = n
+	}
+	return s, nil
+}
+
+// view returns a snapshot no older than maxAge, reading the cluster if
+// the last one is older (one read at a time: callers in the meantime wait
+// for it).
+func (c *Cluster) view(ctx context.Context, maxAge time.Duration) (*snapshot, error) {
+	for {
+		c.mu.Lock()
+		s := c.snap
+		if s != nil && c.opts.Clock.Now().Sub(s.at) <= maxAge {
+			c.mu.Unlock()
+			return s, nil
+		}
+		if wait := c.refreshing; wait != nil {
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		c.refreshing = done
+		c.mu.Unlock()
+		s, err := c.read(ctx)
+		c.mu.Lock()
+		c.refreshing = nil
+		prev := c.snap
+		if err == nil {
+			c.snap = s
+		}
+		c.mu.Unlock()
+		close(done)
+		if err != nil {
+			return nil, err
+		}
+		c.changed(prev, s)
+		return s, nil
+	}
+}
+
+// invalidate makes the next view read the cluster again (after a write).
+func (c *Cluster) invalidate() {
+	c.mu.Lock()
+	if c.snap != nil {
+		s := *c.snap
+		s.at = time.Time{}
+		c.snap = &s
+	}
+	c.mu.Unlock()
+}
+
+// changed tells the controller what changed between two polls: a
+// draining node whose last job ended (WorkGone), a managed node that went
+// or stopped responding (NodeChanged).
+func (c *Cluster) changed(prev, next *snapshot) {
+	if prev == nil {
+		return
+	}
+	h := c.hook()
+	gone, nodes := false, false
+	for name, p := range prev.nodes {
+		n, ok := next.nodes[name]
+		if !ok || p.responding() != n.responding() {
+			nodes = true
+		}
+		if ok && n.drained() && len(next.work(name)) == 0 && len(prev.work(name)) > 0 {
+			gone = true
+		}
+	}
+	if gone && h.WorkGone != nil {
+		h.WorkGone()
+	}
+	if nodes && h.NodeChanged != nil {
+		h.NodeChanged()
+	}
+}
+
+// work lists the jobs that count as work on the node: active ones, and
+// noticed ones that ended and wait for their requeue.
+func (s *snapshot) work(node string) []*jobInfo {
+	var out []*jobInfo
+	for _, j := range s.jobs {
+		if !j.runsOn(node) {
+			continue
+		}
+		if j.active() || awaitsRequeue(j) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// loop polls the cluster and keeps the jobs' promises (tend) until Close.
+func (c *Cluster) loop() {
+	defer close(c.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-c.stop; cancel() }()
+	for {
+		s, err := c.view(ctx, c.opts.PollEvery/2)
+		if err != nil && ctx.Err() == nil {
+			c.opts.Log.Warn("cannot read the Slurm cluster", "cluster", c.id, "err", err)
+		}
+		if err == nil {
+			c.tendJobs(ctx, s)
+			c.probe(ctx, s)
+		}
+		select {
+		case <-c.stop:
+			return
+		case <-c.opts.Clock.After(c.opts.PollEvery):
+		}
+	}
+}
+
+// expandHostlist expands a Slurm hostlist ("a-[1-3,5],b") into names.
+func expandHostlist(s string) []string {
+	var out []string
+	for _, part := range splitTop(s) {
+		open := strings.IndexByte(part, '[')
+		if open < 0 || !strings.HasSuffix(part, "]") {
+			if part != "" {
+				out = append(out, part)
+			}
+			continue
+		}
+		prefix, body := part[:open], part[open+1:len(part)-1]
+		for _, r := range strings.Split(body, ",") {
+			lo, hi, ok := strings.Cut(r, "-")
+			if !ok {
+				out = append(out, prefix+lo)
+				continue
+			}
+			var a, b int
+			if _, err := fmt.Sscanf(lo, "%d", &a); err != nil {
+				continue
+			}
+			if _, err := fmt.Sscanf(hi, "%d", &b); err != nil {
+				continue
+			}
+			for i := a; i <= b; i++ {
+				out = append(out, fmt.Sprintf("%s%0*d", prefix, len(lo), i))
+			}
+		}
+	}
+	return out
+}
+
+// splitTop splits at the commas outside brackets.
+func splitTop(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i, r := range s {
+		switch r {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
+}
