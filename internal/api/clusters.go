@@ -418,8 +418,15 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 		ClusterType: string(c.Type), BillingType: string(c.BillingType), Status: string(c.Status),
 		NumGPUs: c.NumGPUs, DesiredPreemptibleGPUs: c.DesiredPreemptibleGPUs, Weight: max(c.Weight, 1),
 		CreatedAt: c.CreatedAt, GPUWorkerNodes: make([]apiv1.Node, 0, len(nodes)),
-		Kubernetes: apiv1.KubernetesStatus{Attached: !c.KubeAttachedAt.IsZero(), AttachedAt: timePtr(c.KubeAttachedAt)},
-		Access:     accessView(c.Access, redact),
+		Access: accessView(c.Access, redact),
+	}
+	// One column holds a cluster's attachment: a kubeconfig, or a SLURM
+	// cluster's slurm.conf.
+	attached := apiv1.KubernetesStatus{Attached: !c.KubeAttachedAt.IsZero(), AttachedAt: timePtr(c.KubeAttachedAt)}
+	if c.Type == domain.ClusterSlurm {
+		v.Slurm = &apiv1.AttachStatus{Attached: attached.Attached, AttachedAt: attached.AttachedAt}
+	} else {
+		v.Kubernetes = attached
 	}
 	for _, n := range nodes {
 		if n.State == domain.NodeRemoved && !n.CleanupPending {

@@ -141,8 +141,10 @@ func decodeCreate(r io.Reader) (apiv1.CreateClusterRequest, error) {
 		return req, invalid("region", "region is required")
 	case req.GPUType == "":
 		return req, invalid("gpu_type", "gpu_type is required")
-	case req.ClusterType != string(domain.ClusterKubernetes):
-		return req, invalid("cluster_type", "cluster_type %q is not supported; preemptible capacity is available for KUBERNETES clusters only", req.ClusterType)
+	case req.ClusterType != string(domain.ClusterKubernetes) && req.ClusterType != string(domain.ClusterSlurm):
+		return req, invalid("cluster_type", "cluster_type must be KUBERNETES or SLURM; got %q", req.ClusterType)
+	case req.ClusterType == string(domain.ClusterSlurm) && req.Kubeconfig != "":
+		return req, invalid("kubeconfig", "a SLURM cluster has no kubeconfig; attach its slurm.conf (PUT /v1/admin/clusters/{id}/slurm)")
 	case req.BillingType != string(domain.BillingOnDemand) && req.BillingType != string(domain.BillingReserved):
 		return req, invalid("billing_type", "billing_type must be ON_DEMAND or RESERVED; got %q", req.BillingType)
 	}

@@ -228,6 +228,10 @@ func (s *Server) attachKubeconfig(w http.ResponseWriter, r *http.Request, p prin
 		s.fail(w, r, err)
 		return
 	}
+	if c.Type == domain.ClusterSlurm {
+		s.fail(w, r, invalid("cluster_type", "cluster %s is a SLURM cluster: it has no Kubernetes API; attach its slurm.conf (PUT /v1/admin/clusters/{id}/slurm)", c.ID))
+		return
+	}
 	var req apiv1.AttachKubeconfigRequest
 	if err := decodeStrict(r.Body, &req); err != nil {
 		s.fail(w, r, err)

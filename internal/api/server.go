@@ -83,6 +83,9 @@ type Options struct {
 	// (or a create with a kubeconfig) stores it: the access record to
 	// keep, or an error that refuses the attach.
 	CheckAccess func(ctx context.Context, kubeconfig []byte) (domain.Access, error)
+	// CheckSlurm, if set, asks the slurmctld a slurm.conf reaches whether
+	// it answers, before an attach stores it.
+	CheckSlurm func(ctx context.Context, conf []byte) error
 	// Addrs works out a request's client address for the failed-sign-in
 	// limit and the logs.
 	Addrs guard.Addrs
@@ -150,6 +153,8 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/clusters/{id}/events", s.auth(s.events))
 	s.mux.Handle("PUT /v1/admin/clusters/{id}/kubeconfig", s.kubeAdmin(s.attachKubeconfig))
 	s.mux.Handle("DELETE /v1/admin/clusters/{id}/kubeconfig", s.kubeAdmin(s.detachKubeconfig))
+	s.mux.Handle("PUT /v1/admin/clusters/{id}/slurm", s.kubeAdmin(s.attachSlurm))
+	s.mux.Handle("DELETE /v1/admin/clusters/{id}/slurm", s.kubeAdmin(s.detachSlurm))
 	s.mux.Handle("PATCH /v1/admin/clusters/{id}", s.admin(s.setClusterWeight))
 	s.mux.Handle("GET /v1/capacity", s.auth(s.capacity))
 	s.mux.Handle("GET /v1/whoami", s.auth(func(w http.ResponseWriter, r *http.Request, p principal) {

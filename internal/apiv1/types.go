@@ -31,6 +31,15 @@ type AttachKubeconfigRequest struct {
 	Kubeconfig string `json:"kubeconfig"`
 }
 
+// AttachSlurmRequest is the body of PUT /v1/admin/clusters/{id}/slurm.
+// SlurmConf is the text of the slurm.conf through which the Slurm client
+// commands on sparecap's host reach the tenant's slurmctld, with its
+// authentication (AuthInfo names the munge socket whose key is the
+// tenant's). It is stored sealed and never returned.
+type AttachSlurmRequest struct {
+	SlurmConf string `json:"slurm_conf"`
+}
+
 // UpdateClusterRequest is the body of PATCH /v1/clusters/{id}. Omitted
 // fields keep their value.
 type UpdateClusterRequest struct {
@@ -64,8 +73,12 @@ type Cluster struct {
 	TargetUnfulfilled *Unfulfilled `json:"target_unfulfilled,omitempty"`
 	GPUWorkerNodes    []Node       `json:"gpu_worker_nodes"`
 	CreatedAt         time.Time    `json:"created_at"`
-	// Kubernetes says whether the cluster's Kubernetes API is attached.
+	// Kubernetes says whether the cluster's Kubernetes API is attached
+	// (never, for a SLURM cluster).
 	Kubernetes KubernetesStatus `json:"kubernetes"`
+	// Slurm says whether a SLURM cluster's slurm.conf is attached; absent
+	// for a KUBERNETES cluster.
+	Slurm *AttachStatus `json:"slurm,omitempty"`
 	// Access says which permissions sparecap uses the attached API does
 	// not grant it, and what each costs; absent until it was checked.
 	Access *Access `json:"access,omitempty"`
@@ -100,6 +113,13 @@ type MissingPermission struct {
 type KubernetesStatus struct {
 	Attached bool `json:"attached"`
 	// AttachedAt is when the current kubeconfig was attached.
+	AttachedAt *time.Time `json:"attached_at,omitempty"`
+}
+
+// AttachStatus tells whether an operator attached a cluster's Slurm (its
+// slurm.conf, never returned).
+type AttachStatus struct {
+	Attached   bool       `json:"attached"`
 	AttachedAt *time.Time `json:"attached_at,omitempty"`
 }
 

@@ -100,7 +100,7 @@ nothing.`,
 	f.StringVar(&req.ClusterName, "name", "", "cluster name (required)")
 	f.StringVar(&req.Region, "region", "", "region, for example us-central-2 (required)")
 	f.StringVar(&req.GPUType, "gpu-type", "", "GPU type, for example H100 (required)")
-	f.StringVar(&req.ClusterType, "cluster-type", "KUBERNETES", "cluster type")
+	f.StringVar(&req.ClusterType, "cluster-type", "KUBERNETES", "cluster type: KUBERNETES or SLURM (fixed at creation)")
 	f.IntVar(&req.NumGPUs, "num-gpus", 0, "standard GPUs, a multiple of 8, at least 8 (required)")
 	f.StringVar(&req.BillingType, "billing-type", "ON_DEMAND", "billing of standard nodes: ON_DEMAND or RESERVED")
 	f.IntVar(&req.NumPreemptibleGPUs, "num-preemptible-gpus", 0, "target of preemptible GPUs, a multiple of 8")
@@ -266,7 +266,11 @@ func (s *state) printCluster(cmd *cobra.Command, cl *apiv1.Cluster) error {
 		row(tw, "Region:", cl.Region)
 		row(tw, "GPU type:", cl.GPUType)
 		row(tw, "Type:", cl.ClusterType+", "+cl.BillingType)
-		row(tw, "Kubernetes:", s.kubernetesStatus(cl.Kubernetes))
+		if cl.Slurm != nil {
+			row(tw, "Slurm:", s.kubernetesStatus(apiv1.KubernetesStatus{Attached: cl.Slurm.Attached, AttachedAt: cl.Slurm.AttachedAt}))
+		} else {
+			row(tw, "Kubernetes:", s.kubernetesStatus(cl.Kubernetes))
+		}
 		for i, line := range s.accessLines(cl.Access) {
 			row(tw, map[bool]string{true: "Permissions:"}[i == 0], line)
 		}
@@ -328,8 +332,8 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// kubernetesStatus describes whether the cluster's Kubernetes API is
-// attached, for the cluster table.
+// kubernetesStatus describes whether the cluster's Kubernetes API (or a
+// SLURM cluster's slurm.conf) is attached, for the cluster table.
 func (s *state) kubernetesStatus(k apiv1.KubernetesStatus) string {
 	switch {
 	case !k.Attached:
@@ -372,21 +376,42 @@ func kubernetesColumn(k apiv1.KubernetesStatus) string {
 }
 
 func newClustersAttachCmd(s *state) *cobra.Command {
-	var kubeconfig string
+	var kubeconfig, slurmConf string
 	cmd := &cobra.Command{
-		Use:   "attach <cluster-id> --kubeconfig FILE",
-		Short: "Attach a cluster's Kubernetes API (admin)",
-		Long: `Attach a cluster's Kubernetes API: give sparecap a kubeconfig whose current
-context reaches the cluster's API server, with its certificates and token
-embedded rather than named as files ("kubectl config view --minify --flatten
---raw" writes one). The server checks that it parses and names a server,
-without contacting the cluster, then stores it sealed; it is never shown
-again, by any command or API call. Attaching again replaces it. Needs the
-admin token. --kubeconfig - reads the kubeconfig from stdin.`,
+		Use:   "attach <cluster-id> (--kubeconfig FILE | --slurm-conf FILE)",
+		Short: "Attach a cluster's Kubernetes API or Slurm (admin)",
+		Long: `Attach a cluster's Kubernetes API or, for a SLURM cluster, its Slurm.
+
+--kubeconfig: a kubeconfig whose current context reaches the cluster's API
+server, with its certificates and token embedded rather than named as files
+("kubectl config view --minify --flatten --raw" writes one). The server
+checks that it parses and names a server and asks the cluster which of the
+permissions sparecap uses it grants.
+
+--slurm-conf: the slurm.conf through which the Slurm client commands on
+sparecap's host reach the tenant's slurmctld, with its authentication (its
+AuthInfo names the munge socket that holds the tenant's key; see
+docs/slurm.md). The server checks that slurmctld answers.
+
+Either is stored sealed and never shown again, by any command or API call.
+Attaching again replaces it. Needs the admin token. - reads the file from
+stdin.`,
 		Example: `  kubectl config view --minify --flatten --raw > prod.kubeconfig
-  sparecap clusters attach <cluster-id> --kubeconfig prod.kubeconfig`,
+  sparecap clusters attach <cluster-id> --kubeconfig prod.kubeconfig
+  sparecap clusters attach <slurm-cluster-id> --slurm-conf /etc/sparecap/tenant-a/slurm.conf`,
 		Args: cobra.ExactArgs(1),
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
+			if slurmConf != "" {
+				text, err := readAttachment(cmd, "--slurm-conf", "slurm.conf", slurmConf)
+				if err != nil {
+					return err
+				}
+				cl, err := c.AttachSlurm(cmd.Context(), args[0], text)
+				if err != nil {
+					return fmt.Errorf("attach slurm.conf to cluster %s: %w", args[0], err)
+				}
+				return s.printCluster(cmd, cl)
+			}
 			text, err := readKubeconfig(cmd, kubeconfig)
 			if err != nil {
 				return err
@@ -398,22 +423,34 @@ admin token. --kubeconfig - reads the kubeconfig from stdin.`,
 			return s.printCluster(cmd, cl)
 		}),
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (required; - reads stdin)")
-	_ = cmd.MarkFlagRequired("kubeconfig")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file of a Kubernetes cluster (- reads stdin)")
+	cmd.Flags().StringVar(&slurmConf, "slurm-conf", "", "slurm.conf of a SLURM cluster (- reads stdin)")
+	cmd.MarkFlagsMutuallyExclusive("kubeconfig", "slurm-conf")
+	cmd.MarkFlagsOneRequired("kubeconfig", "slurm-conf")
 	return cmd
 }
 
 func newClustersDetachCmd(s *state) *cobra.Command {
 	return &cobra.Command{
 		Use:   "detach <cluster-id>",
-		Short: "Detach a cluster's Kubernetes API (admin)",
-		Long: `Detach a cluster's Kubernetes API: the stored kubeconfig is deleted. Needs
-the admin token. Detaching a cluster with none attached changes nothing.`,
+		Short: "Detach a cluster's Kubernetes API or Slurm (admin)",
+		Long: `Detach a cluster's Kubernetes API (its kubeconfig) or, for a SLURM cluster,
+its slurm.conf: the stored file is deleted. Needs the admin token. Detaching
+a cluster with none attached changes nothing.`,
 		Example: `  sparecap clusters detach <cluster-id>`,
 		Args:    cobra.ExactArgs(1),
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
-			cl, err := c.DetachKubeconfig(cmd.Context(), args[0])
+			cl, err := c.GetCluster(cmd.Context(), args[0])
 			if err != nil {
+				return fmt.Errorf("detach cluster %s: %w", args[0], err)
+			}
+			if cl.ClusterType == "SLURM" {
+				if cl, err = c.DetachSlurm(cmd.Context(), args[0]); err != nil {
+					return fmt.Errorf("detach slurm.conf from cluster %s: %w", args[0], err)
+				}
+				return s.printCluster(cmd, cl)
+			}
+			if cl, err = c.DetachKubeconfig(cmd.Context(), args[0]); err != nil {
 				return fmt.Errorf("detach kubeconfig from cluster %s: %w", args[0], err)
 			}
 			return s.printCluster(cmd, cl)
@@ -452,22 +489,28 @@ the usual drain. Standard nodes are never affected. Needs the admin token.`,
 // readKubeconfig reads the kubeconfig file named by --kubeconfig ("-":
 // stdin) before anything is sent.
 func readKubeconfig(cmd *cobra.Command, path string) ([]byte, error) {
+	return readAttachment(cmd, "--kubeconfig", "kubeconfig", path)
+}
+
+// readAttachment reads the file a flag names (- reads stdin): a kubeconfig
+// or a slurm.conf.
+func readAttachment(cmd *cobra.Command, flag, kind, path string) ([]byte, error) {
 	var (
 		text []byte
 		err  error
-		what = "kubeconfig file " + path
+		what = kind + " file " + path
 	)
 	switch path {
 	case "":
-		return nil, errors.New("--kubeconfig needs a file name (or - for stdin)")
+		return nil, fmt.Errorf("%s needs a file name (or - for stdin)", flag)
 	case "-":
 		text, err = io.ReadAll(cmd.InOrStdin())
-		what = "kubeconfig from stdin"
+		what = kind + " from stdin"
 	default:
 		text, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read kubeconfig: %w", err)
+		return nil, fmt.Errorf("read %s: %w", kind, err)
 	}
 	if len(bytes.TrimSpace(text)) == 0 {
 		return nil, fmt.Errorf("%s is empty", what)

@@ -47,6 +47,7 @@ func TestClustersAttachDetach(t *testing.T) {
 	f := newFakeAPI(t)
 	f.handle("PUT /v1/admin/clusters/{id}/kubeconfig", 200, attached(cluster("Ready", 0)))
 	f.handle("DELETE /v1/admin/clusters/{id}/kubeconfig", 200, cluster("Ready", 0))
+	f.handle("GET /v1/clusters/{id}", 200, attached(cluster("Ready", 0)))
 
 	r := f.run("clusters", "attach", "c1", "--kubeconfig", writeFile(t, kubeconfigText))
 	if r.err != nil {
@@ -90,7 +91,9 @@ func TestClustersAttachBadFile(t *testing.T) {
 	}{
 		{"missing file", []string{"clusters", "attach", "c1", "--kubeconfig", missing}, "read kubeconfig: open " + missing + ": no such file or directory"},
 		{"empty file", []string{"clusters", "attach", "c1", "--kubeconfig", empty}, "kubeconfig file " + empty + " is empty"},
-		{"no flag", []string{"clusters", "attach", "c1"}, `required flag(s) "kubeconfig" not set`},
+		{"no flag", []string{"clusters", "attach", "c1"}, `at least one of the flags in the group [kubeconfig slurm-conf] is required`},
+		{"both flags", []string{"clusters", "attach", "c1", "--kubeconfig", empty, "--slurm-conf", empty}, `none of the others can be`},
+		{"empty slurm.conf", []string{"clusters", "attach", "c1", "--slurm-conf", empty}, "slurm.conf file " + empty + " is empty"},
 		{"empty flag", []string{"clusters", "attach", "c1", "--kubeconfig", ""}, "--kubeconfig needs a file name"},
 		{"no cluster", []string{"clusters", "attach", "--kubeconfig", empty}, "accepts 1 arg"},
 		{"create, missing file", []string{"clusters", "create", "--name", "a", "--region", "r", "--gpu-type", "H100", "--num-gpus", "8",
@@ -141,13 +144,48 @@ func TestClustersCreateWithKubeconfig(t *testing.T) {
 func TestClustersAttachRefused(t *testing.T) {
 	f := newFakeAPI(t)
 	f.sequence("PUT /v1/admin/clusters/{id}/kubeconfig", apiErr(403, "permission_denied", "only an operator (admin token) may attach or detach a kubeconfig"))
-	f.sequence("DELETE /v1/admin/clusters/{id}/kubeconfig", apiErr(404, "not_found", `cluster "c9" not found`))
+	f.sequence("GET /v1/clusters/{id}", apiErr(404, "not_found", `cluster "c9" not found`))
 	r := f.run("clusters", "attach", "c1", "--kubeconfig", writeFile(t, kubeconfigText))
 	mustContain(t, "stderr", r.stderr,
 		"Error: attach kubeconfig to cluster c1: 403 permission_denied: only an operator (admin token) may attach or detach a kubeconfig",
 		"admin commands need the admin token")
 	r = f.run("clusters", "detach", "c9")
-	mustContain(t, "stderr", r.stderr, `Error: detach kubeconfig from cluster c9: 404 not_found: cluster "c9" not found`)
+	mustContain(t, "stderr", r.stderr, `Error: detach cluster c9: 404 not_found: cluster "c9" not found`)
+}
+
+// TestClustersAttachDetachSlurm: a SLURM cluster's slurm.conf goes to its
+// own endpoint, and detach finds it by the cluster's type.
+func TestClustersAttachDetachSlurm(t *testing.T) {
+	f := newFakeAPI(t)
+	at := t0.Add(-5 * time.Minute)
+	slurmCl := cluster("Ready", 0)
+	slurmCl.ClusterType = "SLURM"
+	slurmCl.Slurm = &apiv1.AttachStatus{Attached: true, AttachedAt: &at}
+	detached := slurmCl
+	detached.Slurm = &apiv1.AttachStatus{}
+	f.handle("PUT /v1/admin/clusters/{id}/slurm", 200, slurmCl)
+	f.handle("GET /v1/clusters/{id}", 200, slurmCl)
+	f.handle("DELETE /v1/admin/clusters/{id}/slurm", 200, detached)
+	conf := "ClusterName=tenant\nSlurmctldHost=ctl\n"
+	r := f.run("clusters", "attach", "c1", "--slurm-conf", writeFile(t, conf))
+	if r.err != nil {
+		t.Fatalf("attach: %v\n%s", r.err, r.stderr)
+	}
+	if reqs := f.only("PUT", "/v1/admin/clusters/c1/slurm"); len(reqs) != 1 || !reflect.DeepEqual(reqs[0].Body, map[string]any{"slurm_conf": conf}) {
+		t.Fatalf("requests %+v", reqs)
+	}
+	mustContain(t, "attach output", r.stdout, "Type:               SLURM", "Slurm:              attached 2025-03-04 09:55:00 (5m0s ago)")
+	r = f.run("clusters", "detach", "c1")
+	if r.err != nil {
+		t.Fatalf("detach: %v", r.err)
+	}
+	if n := len(f.only("DELETE", "/v1/admin/clusters/c1/slurm")); n != 1 {
+		t.Fatalf("%d DELETE requests", n)
+	}
+	if n := len(f.only("DELETE", "/v1/admin/clusters/c1/kubeconfig")); n != 0 {
+		t.Fatalf("%d kubeconfig DELETE requests for a SLURM cluster", n)
+	}
+	mustContain(t, "detach output", r.stdout, "Slurm:              not attached")
 }
 
 func TestKubernetesAndLastErrorColumns(t *testing.T) {

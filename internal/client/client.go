@@ -302,6 +302,22 @@ func (c *Client) DetachKubeconfig(ctx context.Context, id string) (*apiv1.Cluste
 	return call[apiv1.Cluster](ctx, c, http.MethodDelete, kubeconfigPath(id), nil, nil)
 }
 
+// AttachSlurm attaches a SLURM cluster's slurm.conf (admin): the server
+// checks that its slurmctld answers, and stores it sealed; it is never
+// returned. It replaces any slurm.conf attached before.
+func (c *Client) AttachSlurm(ctx context.Context, id string, conf []byte) (*apiv1.Cluster, error) {
+	return call[apiv1.Cluster](ctx, c, http.MethodPut, slurmPath(id), nil, apiv1.AttachSlurmRequest{SlurmConf: string(conf)})
+}
+
+// DetachSlurm removes a SLURM cluster's slurm.conf (admin).
+func (c *Client) DetachSlurm(ctx context.Context, id string) (*apiv1.Cluster, error) {
+	return call[apiv1.Cluster](ctx, c, http.MethodDelete, slurmPath(id), nil, nil)
+}
+
+func slurmPath(id string) string {
+	return "/v1/admin/clusters/" + url.PathEscape(id) + "/slurm"
+}
+
 func kubeconfigPath(id string) string {
 	return "/v1/admin/clusters/" + url.PathEscape(id) + "/kubeconfig"
 }

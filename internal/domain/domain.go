@@ -135,10 +135,14 @@ const (
 	MachineOutOfService MachineState = "out_of_service"
 )
 
-// ClusterType: only Kubernetes for now.
+// ClusterType is the platform a cluster's nodes join: Kubernetes or
+// Slurm. It is fixed at creation.
 type ClusterType string
 
-const ClusterKubernetes ClusterType = "KUBERNETES"
+const (
+	ClusterKubernetes ClusterType = "KUBERNETES"
+	ClusterSlurm      ClusterType = "SLURM"
+)
 
 // BillingType decides which pool standard nodes draw from.
 type BillingType string

@@ -30,6 +30,7 @@ import (
 	"github.com/sparecap/sparecap/internal/metrics"
 	"github.com/sparecap/sparecap/internal/provider/exechook"
 	"github.com/sparecap/sparecap/internal/sim"
+	"github.com/sparecap/sparecap/internal/slurm"
 	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/internal/store/postgres"
 	"github.com/sparecap/sparecap/internal/store/sqlite"
@@ -86,6 +87,8 @@ type Options struct {
 	// Kube configures the drivers of attached clusters (rate limits, call
 	// timeout, labels and taints for nodes).
 	Kube kube.Options
+	// Slurm configures the drivers of SLURM clusters (poll, timeouts).
+	Slurm slurm.Options
 	// AllowKubeconfigPlugins accepts kubeconfigs with exec credential
 	// plugins, auth-providers or proxy-urls (kube.CheckKubeconfig), which
 	// run commands on this host with the server's environment or send a
@@ -167,7 +170,10 @@ type Server struct {
 	Sim        *sim.Fleet
 	// Kube routes each cluster's calls to its attached API server or to
 	// the simulation.
-	Kube  *kube.Router
+	Kube *kube.Router
+	// Slurm routes the calls of SLURM clusters with a slurm.conf to their
+	// slurmctld, and every other call to Kube.
+	Slurm *slurm.Router
 	Clock clock.Clock
 	// Speed of the clock relative to real time.
 	Speed float64

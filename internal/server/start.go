@@ -32,6 +32,7 @@ import (
 	"github.com/sparecap/sparecap/internal/metrics"
 	"github.com/sparecap/sparecap/internal/secret"
 	"github.com/sparecap/sparecap/internal/sim"
+	"github.com/sparecap/sparecap/internal/slurm"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -217,24 +218,39 @@ func (b *boot) drivers() error {
 	// send that to the server's log rather than bare to stderr.
 	klog.SetSlogLogger(o.Log.With("component", "client-go"))
 	st, sealer := s.Store, b.sealer
-	s.Kube = kube.NewRouter(func(ctx context.Context, id string) ([]byte, error) {
-		sealed, err := st.GetKubeconfig(ctx, id)
-		if err != nil || sealed == nil {
-			return nil, err
+	// One column holds a cluster's attachment: a kubeconfig, or a SLURM
+	// cluster's slurm.conf. Each router loads its own platform's.
+	attachment := func(platform domain.ClusterType) func(ctx context.Context, id string) ([]byte, error) {
+		return func(ctx context.Context, id string) ([]byte, error) {
+			c, err := st.GetCluster(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if (c.Type == domain.ClusterSlurm) != (platform == domain.ClusterSlurm) {
+				return nil, nil
+			}
+			sealed, err := st.GetKubeconfig(ctx, id)
+			if err != nil || sealed == nil {
+				return nil, err
+			}
+			return sealer.Open(sealed, id)
 		}
-		return sealer.Open(sealed, id)
-	}, s.Sim, kopts)
+	}
+	s.Kube = kube.NewRouter(attachment(domain.ClusterKubernetes), s.Sim, kopts)
+	sopts := o.Slurm
+	sopts.Log, sopts.Clock = o.Log, clk
+	s.Slurm = slurm.NewRouter(attachment(domain.ClusterSlurm), s.Kube, sopts)
 	machines, closeMachines, err := machineProvider(o, s)
 	if err != nil {
 		return err
 	}
 	b.closeMachines = closeMachines
-	s.Controller = controller.New(b.cached, s.Kube, machines, clk, controller.Config{
+	s.Controller = controller.New(b.cached, s.Slurm, machines, clk, controller.Config{
 		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval, Workers: o.Workers, NoticeWorkers: o.NoticeWorkers,
 		NodeLostAfter: o.NodeLostAfter, RegisterTimeout: o.RegisterTimeout,
 		SweepEvery: atLeastReal(time.Minute, 10*time.Second, s.Speed),
 	}, o.Log)
-	s.Controller.OnClusterGone = s.Kube.Reload
+	s.Controller.OnClusterGone = func(id string) { s.Kube.Reload(id); s.Slurm.Reload(id) }
 	s.Metrics = metrics.New(b.cached)
 	s.Controller.Observer = s.Metrics.Observe
 	// The meter writes only usage records, none of the snapshot's rows:
@@ -260,8 +276,14 @@ func (b *boot) handlers() error {
 	a.CheckAccess = func(ctx context.Context, kubeconfig []byte) (domain.Access, error) {
 		return kube.CheckKubeconfigAccess(ctx, kubeconfig, register, cmp.Or(o.Kube.Timeout, kube.DefaultTimeout), s.Clock.Now())
 	}
+	a.CheckSlurm = func(ctx context.Context, conf []byte) error {
+		opts := o.Slurm
+		opts.Log = o.Log
+		return slurm.Check(ctx, conf, opts)
+	}
 	a.OnKubeconfig = func(id string) {
 		s.Kube.Reload(id)
+		s.Slurm.Reload(id)
 		s.Controller.Kick()
 	}
 	sessions := console.NewSessions()
@@ -424,13 +446,18 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 	// Start the watches of every attached cluster now: the first reclaim
 	// of the term must not wait for a full LIST of its pods.
 	if clusters, err := s.Store.ListClusters(ctx, ""); err == nil {
-		var attached []string
+		var kubes, slurms []string
 		for _, c := range clusters {
-			if !c.KubeAttachedAt.IsZero() {
-				attached = append(attached, c.ID)
+			switch {
+			case c.KubeAttachedAt.IsZero():
+			case c.Type == domain.ClusterSlurm:
+				slurms = append(slurms, c.ID)
+			default:
+				kubes = append(kubes, c.ID)
 			}
 		}
-		s.Kube.Start(ctx, attached)
+		s.Kube.Start(ctx, kubes)
+		s.Slurm.Start(ctx, slurms)
 	} else {
 		o.Log.Warn("cannot list clusters to start their Kubernetes drivers; they start on first use", "err", err)
 	}
@@ -442,6 +469,7 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 	<-metered
 	// A later term starts the watches again, from a fresh LIST.
 	s.Kube.Close()
+	s.Slurm.Close()
 }
 
 // serve runs the terms (the election's, or one for as long as the
@@ -485,6 +513,7 @@ func (b *boot) serve(ctx context.Context) {
 		<-usesDone // before the store closes
 		b.closeMachines()
 		s.Kube.Close()
+		s.Slurm.Close()
 		s.Store.Close()
 		b.unlock()
 		s.done <- err
