@@ -45,7 +45,7 @@ func newCluster(t *testing.T, e *slurmenv.Env, opts slurm.Options) *slurm.Cluste
 		t.Fatal(err)
 	}
 	if opts.Log == nil {
-		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		opts.Log = testLog()
 	}
 	if opts.PollEvery == 0 {
 		opts.PollEvery = 200 * time.Millisecond
@@ -219,4 +219,8 @@ func eventually(t *testing.T, d time.Duration, check func() error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func testLog() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }

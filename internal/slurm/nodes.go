@@ -87,13 +87,30 @@ func (c *Cluster) MarkDraining(ctx context.Context, clusterID, nodeName string, 
 	if err := c.check(clusterID); err != nil {
 		return err
 	}
-	s, err := c.view(ctx, c.opts.PollEvery)
-	if err != nil {
+	args, err := c.marks(ctx, nodeName, m, c.opts.PollEvery)
+	if err != nil || len(args) == 0 {
 		return err
+	}
+	// Read the node again before writing: a drain the tenant set since
+	// the last poll must not be overwritten. (Slurm has no compare-and-
+	// set: a drain set between this read and the write is lost, a window
+	// of one call.)
+	if args, err = c.marks(ctx, nodeName, m, 0); err != nil || len(args) == 0 {
+		return err
+	}
+	return c.updateNode(ctx, nodeName, args...)
+}
+
+// marks are the scontrol update arguments that would mark the node, as a
+// view no older than maxAge shows it: none if it is marked already.
+func (c *Cluster) marks(ctx context.Context, nodeName string, m driver.Marks, maxAge time.Duration) ([]string, error) {
+	s, err := c.view(ctx, maxAge)
+	if err != nil {
+		return nil, err
 	}
 	n := s.nodes[nodeName]
 	if n == nil {
-		return notFound("node " + nodeName)
+		return nil, notFound("node " + nodeName)
 	}
 	x := parseExtra(n.Extra)
 	deadline := m.Deadline.UTC().Format(time.RFC3339)
@@ -107,10 +124,7 @@ func (c *Cluster) MarkDraining(ctx context.Context, clusterID, nodeName string, 
 	if !foreign && (!n.drained() || n.Reason != reason) {
 		args = append(args, "state=DRAIN", "reason="+reason)
 	}
-	if len(args) == 0 {
-		return nil
-	}
-	return c.updateNode(ctx, nodeName, args...)
+	return args, nil
 }
 
 // Release removes the node from slurmctld. A node with jobs still on it

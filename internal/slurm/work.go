@@ -125,7 +125,7 @@ func (c *Cluster) end(ctx context.Context, j *jobInfo, m mark) error {
 	} else {
 		_, err = c.run.run(ctx, "scancel", "--full", id)
 	}
-	if err != nil && !says(err, "already completing or completed") && !says(err, "invalid job id") {
+	if err != nil && !says(err, "already completing or completed") && !says(err, "invalid job id") && !says(err, "pending execution") {
 		return fmt.Errorf("end job %d: %w", j.ID, err)
 	}
 	c.invalidate()

@@ -111,7 +111,13 @@ func (e *Env) start() error {
 	if err := chownTo(filepath.Join(e.Dir, "state"), "slurm"); err != nil {
 		return err
 	}
-	e.ctld = exec.Command("/usr/sbin/slurmctld", "-D", "-i", "-f", e.Conf)
+	return e.StartController()
+}
+
+// StartController starts slurmctld (again, after StopController: it
+// recovers its state) and waits until it answers.
+func (e *Env) StartController() error {
+	e.ctld = exec.Command("/usr/sbin/slurmctld", "-D", "-f", e.Conf)
 	e.ctld.Stdout, e.ctld.Stderr = logFile(e.Dir, "slurmctld.out")
 	e.ctld.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := e.ctld.Start(); err != nil {
@@ -127,6 +133,15 @@ func (e *Env) start() error {
 			return fmt.Errorf("slurmctld did not answer in 30 s: %v %s; log: %s", err, out, e.tail("log/slurmctld.log"))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// StopController stops slurmctld as a crash does (SIGKILL): the client
+// commands get no answer until StartController.
+func (e *Env) StopController() {
+	if e.ctld != nil && e.ctld.Process != nil {
+		syscall.Kill(-e.ctld.Process.Pid, syscall.SIGKILL)
+		e.ctld.Wait()
 	}
 }
 

@@ -1,0 +1,251 @@
+package slurm_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
+	"github.com/sparecap/sparecap/internal/slurm"
+	"github.com/sparecap/sparecap/internal/slurm/slurmenv"
+)
+
+// reclaimOne makes a SLURM cluster with one standard and one preemptible
+// node, runs a job on the preemptible one, and reclaims it (the target
+// goes to 0). It returns the node and the job's ID.
+func reclaimOne(t *testing.T, f *fixture, j job, tr trail) (domain.Node, string) {
+	t.Helper()
+	f.createCluster("c1", 8, 8)
+	f.waitNodes("c1", domain.Standard, domain.NodeReady, 1, 30*time.Second)
+	pre := f.waitNodes("c1", domain.Preemptible, domain.NodeReady, 1, 30*time.Second)[0]
+	j.Extra = append(j.Extra, "-C", "preemptible")
+	id := submit(t, f.env, j)
+	waitTrail(t, tr, "start_restart=0", 1, 20*time.Second)
+	f.setPreemptible("c1", 0)
+	return pre, id
+}
+
+// TestJobIgnoringSIGTERMIsGoneByTheDeadline: a job that ignores its
+// notice is requeued at the deadline minus KillWait (SIGTERM again, then
+// SIGKILL), so it is off the node by the deadline, and the node goes then.
+func TestJobIgnoringSIGTERMIsGoneByTheDeadline(t *testing.T) {
+	f := newFixture(t, fixtureConfig{machines: 3, window: 12 * time.Second, killWait: 3 * time.Second})
+	tr := newTrail(t)
+	pre, id := reclaimOne(t, f, job{Name: "stubborn", Script: tr.script(0, true)}, tr)
+	start := time.Now()
+	waitTrail(t, tr, "term", 1, 5*time.Second)
+	eventually(t, 20*time.Second, func() error {
+		if n := f.node(pre.ID); n.State != domain.NodeRemoved {
+			return fmt.Errorf("node %s is %s", n.Name, n.State)
+		}
+		return nil
+	})
+	n := f.node(pre.ID)
+	if n.Outcome != domain.OutcomeDeadline || n.RemovedAt.After(n.Deadline.Add(2*time.Second)) {
+		t.Errorf("node %s: outcome %s, removed %s after its deadline", n.Name, n.Outcome, n.RemovedAt.Sub(n.Deadline))
+	}
+	// SIGTERM at T+0, and again from the requeue at the deadline minus
+	// KillWait, whose SIGKILL lands by the deadline.
+	terms := tr.terms()
+	if len(terms) != 2 || terms[1].After(n.Deadline.Add(-3*time.Second+1500*time.Millisecond)) {
+		t.Errorf("SIGTERMs at %v; want two, the second by the deadline %s minus KillWait 3 s", terms, n.Deadline.Format(time.StampMilli))
+	}
+	j := jobByID(t, f.env, id)
+	if j.Restarts != 1 || (j.State != "PENDING" && j.State != "REQUEUED") {
+		t.Errorf("job %s %s, %d restarts; want requeued once", id, j.State, j.Restarts)
+	}
+	if d := time.Since(start); d > 16*time.Second {
+		t.Errorf("the reclaim took %s with a 12 s window", d)
+	}
+}
+
+// TestNoRequeueJobIsNotRequeued: a job submitted --no-requeue that exits
+// at its notice stays COMPLETED.
+func TestNoRequeueJobIsNotRequeued(t *testing.T) {
+	f := newFixture(t, fixtureConfig{machines: 3, window: time.Minute})
+	tr := newTrail(t)
+	pre, id := reclaimOne(t, f, job{Name: "once", Script: tr.script(0.5, false), NoRequeue: true}, tr)
+	eventually(t, 20*time.Second, func() error {
+		if n := f.node(pre.ID); n.State != domain.NodeRemoved || n.Outcome != domain.OutcomeEarly {
+			return fmt.Errorf("node %s %s %s", n.Name, n.State, n.Outcome)
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // a poll or two
+	if j := jobByID(t, f.env, id); j.State != "COMPLETED" || j.Restarts != 0 {
+		t.Errorf("job %s %s, %d restarts; want COMPLETED, never requeued", id, j.State, j.Restarts)
+	}
+}
+
+// TestTenantDrainReasonIsLeftAlone: a node the tenant drained keeps the
+// tenant's reason through a reclaim (the deadline goes in Extra), and a
+// standard node the tenant drained stays drained.
+func TestTenantDrainReasonIsLeftAlone(t *testing.T) {
+	c := newCluster(t, env, slurm.Options{})
+	ctx := context.Background()
+	spec := addNode(t, env, c, c.ID(), "tenant-drain-1", domain.Preemptible)
+	if _, err := env.Run(ctx, "scontrol", "update", "nodename="+spec.NodeName, "state=DRAIN", "reason=maintenance: fan 3"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
+	eventually(t, 5*time.Second, func() error {
+		if err := c.MarkDraining(ctx, c.ID(), spec.NodeName, driver.Marks{Cause: "Reclaimed", Deadline: deadline}); err != nil {
+			return err
+		}
+		n, _ := nodeOf(t, env, spec.NodeName)
+		if !strings.Contains(n.Extra, deadline.Format(time.RFC3339)) {
+			return fmt.Errorf("extra %q", n.Extra)
+		}
+		return nil
+	})
+	if n, _ := nodeOf(t, env, spec.NodeName); n.Reason != "maintenance: fan 3" {
+		t.Errorf("reason %q, want the tenant's", n.Reason)
+	}
+	std := addNode(t, env, c, c.ID(), "tenant-drain-2", domain.Standard)
+	if _, err := env.Run(ctx, "scontrol", "update", "nodename="+std.NodeName, "state=DRAIN", "reason=bad dimm"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if err := c.AddNode(ctx, std); err == nil {
+		t.Error("a drained node counts as Ready")
+	}
+	if n, _ := nodeOf(t, env, std.NodeName); n.Reason != "bad dimm" {
+		t.Errorf("standard node's reason %q, want the tenant's", n.Reason)
+	}
+}
+
+// TestSlurmdThatDiesIsSetDownAtOnce: a node whose slurmd stops answering
+// is set DOWN by sparecap within a few polls (its job is requeued now,
+// not after SlurmdTimeout), lost, billed no more, and replaced.
+func TestSlurmdThatDiesIsSetDownAtOnce(t *testing.T) {
+	f := newFixture(t, fixtureConfig{machines: 3, window: time.Minute})
+	f.createCluster("c1", 8, 8)
+	f.waitNodes("c1", domain.Standard, domain.NodeReady, 1, 30*time.Second)
+	pre := f.waitNodes("c1", domain.Preemptible, domain.NodeReady, 1, 30*time.Second)[0]
+	tr := newTrail(t)
+	id := submit(t, f.env, job{Name: "train", Script: tr.script(0, false), Extra: []string{"-C", "preemptible"}})
+	waitTrail(t, tr, "start_restart=0", 1, 20*time.Second)
+	f.env.StopNode(pre.Name)
+	start := time.Now()
+	eventually(t, 15*time.Second, func() error {
+		if j := jobByID(t, f.env, id); j.Restarts != 1 {
+			return fmt.Errorf("job %s %s, %d restarts", id, j.State, j.Restarts)
+		}
+		return nil
+	})
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the job was requeued %s after its slurmd died (SlurmdTimeout is 300 s)", d)
+	}
+	eventually(t, 15*time.Second, func() error {
+		if n := f.node(pre.ID); n.Outcome != domain.OutcomeLost {
+			return fmt.Errorf("node %s %s %s, want lost", n.Name, n.State, n.Outcome)
+		}
+		return nil
+	})
+	lost := false
+	for _, e := range f.events("c1") {
+		lost = lost || (e.Reason == domain.ReasonNodeLost && strings.Contains(e.Message, "slurmd stopped answering"))
+	}
+	if !lost {
+		t.Errorf("no NodeLost event naming the slurmd: %+v", f.events("c1"))
+	}
+	f.waitNodes("c1", domain.Preemptible, domain.NodeReady, 1, 30*time.Second)
+}
+
+// TestMultiNodeJobIsNoticedOnceAsAWhole: a job across a standard and a
+// preemptible node gets one SIGTERM when the preemptible one is
+// reclaimed, and is requeued once.
+func TestMultiNodeJobIsNoticedOnceAsAWhole(t *testing.T) {
+	f := newFixture(t, fixtureConfig{machines: 3, window: time.Minute})
+	f.createCluster("c1", 8, 8)
+	f.waitNodes("c1", domain.Standard, domain.NodeReady, 1, 30*time.Second)
+	pre := f.waitNodes("c1", domain.Preemptible, domain.NodeReady, 1, 30*time.Second)[0]
+	tr := newTrail(t)
+	id := submit(t, f.env, job{Name: "wide", Script: tr.script(0.5, false), Extra: []string{"-N", "2"}})
+	waitTrail(t, tr, "start_restart=0", 1, 20*time.Second)
+	f.setPreemptible("c1", 0)
+	eventually(t, 20*time.Second, func() error {
+		if n := f.node(pre.ID); n.State != domain.NodeRemoved {
+			return fmt.Errorf("node %s %s", n.Name, n.State)
+		}
+		return nil
+	})
+	eventually(t, 5*time.Second, func() error {
+		if j := jobByID(t, f.env, id); j.Restarts != 1 {
+			return fmt.Errorf("job %s %s, %d restarts", id, j.State, j.Restarts)
+		}
+		return nil
+	})
+	if n := tr.count("term"); n != 1 {
+		t.Errorf("%d SIGTERMs, want 1: %v", n, tr.lines())
+	}
+}
+
+// TestSlurmctldDownAcrossTheDeadline: with slurmctld gone from T+0 on,
+// the machine still comes back by the deadline plus an interval, and
+// Slurm's side (the node's removal) is done once slurmctld answers.
+func TestSlurmctldDownAcrossTheDeadline(t *testing.T) {
+	f := newFixture(t, fixtureConfig{machines: 3, window: 8 * time.Second, killWait: 2 * time.Second})
+	f.createCluster("c1", 8, 8)
+	f.waitNodes("c1", domain.Standard, domain.NodeReady, 1, 30*time.Second)
+	pre := f.waitNodes("c1", domain.Preemptible, domain.NodeReady, 1, 30*time.Second)[0]
+	f.env.StopController()
+	f.setPreemptible("c1", 0)
+	eventually(t, 15*time.Second, func() error {
+		if n := f.node(pre.ID); n.State != domain.NodeRemoved {
+			return fmt.Errorf("node %s %s", n.Name, n.State)
+		}
+		return nil
+	})
+	if n := f.node(pre.ID); n.RemovedAt.After(n.Deadline.Add(time.Second)) || !n.CleanupPending {
+		t.Errorf("node %s removed %s after its deadline, cleanup pending %v", n.Name, n.RemovedAt.Sub(n.Deadline), n.CleanupPending)
+	}
+	if err := f.env.StartController(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, func() error {
+		if _, ok := nodeOf(t, f.env, pre.Name); ok {
+			return fmt.Errorf("node %s still in slurmctld", pre.Name)
+		}
+		if n := f.node(pre.ID); n.CleanupPending {
+			return fmt.Errorf("cleanup of %s still pending", n.Name)
+		}
+		return nil
+	})
+}
+
+// TestTwoClustersWithTheirOwnMungeKeys: one host drives two Slurm
+// clusters, each through its own slurm.conf and munge socket; a
+// slurm.conf that names the other cluster's munge socket is refused.
+func TestTwoClustersWithTheirOwnMungeKeys(t *testing.T) {
+	other, err := slurmenv.Start(slurmenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	a, b := newCluster(t, env, slurm.Options{}), newCluster(t, other, slurm.Options{})
+	na := addNode(t, env, a, a.ID(), "keys-a-1", domain.Preemptible)
+	nb := addNode(t, other, b, b.ID(), "keys-b-1", domain.Preemptible)
+	ctx := context.Background()
+	if h, err := a.Health(ctx, a.ID(), nb.NodeName); err != nil || !h.Gone {
+		t.Errorf("cluster A sees B's node: %+v %v", h, err)
+	}
+	if h, err := b.Health(ctx, b.ID(), nb.NodeName); err != nil || h.Gone {
+		t.Errorf("cluster B does not see its node: %+v %v", h, err)
+	}
+	if h, err := a.Health(ctx, a.ID(), na.NodeName); err != nil || h.Gone {
+		t.Errorf("cluster A does not see its node: %+v %v", h, err)
+	}
+	conf, err := os.ReadFile(other.Conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := strings.ReplaceAll(string(conf), other.MungeSocket(), env.MungeSocket())
+	if err := slurm.Check(ctx, []byte(wrong), slurm.Options{Retries: 1, Timeout: 5 * time.Second}); err == nil {
+		t.Error("a slurm.conf with the other cluster's munge key was accepted")
+	}
+}
