@@ -95,6 +95,9 @@ func (c *Controller) stepProvision(ctx context.Context, n domain.Node) error {
 		return fmt.Errorf("machine %s: %w", n.MachineID, err)
 	}
 	spec := c.spec(n)
+	if cl, err := c.store.GetCluster(ctx, n.ClusterID); err == nil {
+		spec.Platform = cl.Type
+	}
 	done, err := c.machines.Prepare(ctx, m, spec)
 	if err != nil {
 		if late {

@@ -28,6 +28,10 @@ type NodeSpec struct {
 	GPUs      int
 	// Labels include domain.LabelComputeClass.
 	Labels map[string]string
+	// Platform is the cluster's type (KUBERNETES or SLURM), for the
+	// machine provider: what the machine starts to join (a kubelet, a
+	// slurmd).
+	Platform domain.ClusterType
 }
 
 // Marks are what a draining node carries from T+0 until it goes: why it

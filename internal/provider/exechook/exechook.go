@@ -40,9 +40,19 @@
 //	  "machine": {"id": "m-17", "region": "us-east", "gpu_type": "H100",
 //	              "gpus": 8, "reservation_id": ""},
 //	  "cluster_id": "c-4",
+//	  "platform": "KUBERNETES",
 //	  "node": {"name": "gpu-preemptible-dp-3", "class": "preemptible",
 //	           "gpus": 8, "labels": {"sparecap.dev/compute-class": "preemptible"}}
 //	}
+//
+// For a SLURM cluster, platform is "SLURM" and node.slurm says how the
+// machine joins: it starts `slurmd -Z -N <node.name> --conf
+// "<slurmd_conf>"` against the tenant's slurmctld, which registers it as
+// a dynamic node with the features sparecap and its class:
+//
+//	"node": {"name": "gpu-preemptible-dp-3", "class": "preemptible", "gpus": 8,
+//	         "slurm": {"features": "sparecap,preemptible",
+//	                   "slurmd_conf": "Gres=gpu:8 Feature=sparecap,preemptible"}}
 //
 // reservation_id is empty for the on-demand pool. A deprovision carries
 // only node.name (class, gpus and labels are omitted) and cluster_id. Hooks should ignore keys they do not know: more may be added.
@@ -105,6 +115,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/slurm"
 
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
@@ -231,7 +242,11 @@ func (p *Provider) Prepare(ctx context.Context, m domain.Machine, spec driver.No
 		Action:    ActionProvision,
 		Machine:   machineOf(m),
 		ClusterID: spec.ClusterID,
+		Platform:  string(spec.Platform),
 		Node:      node{Name: spec.NodeName, Class: string(spec.Class), GPUs: spec.GPUs, Labels: spec.Labels},
+	}
+	if spec.Platform == domain.ClusterSlurm {
+		req.Node.Slurm = &slurmNode{Features: strings.Join(slurm.Features(spec.Class), ","), SlurmdConf: slurm.NodeConf(spec, 0, 0)}
 	}
 	return p.poll(ctx, m.ID, key{ActionProvision, spec.NodeName, spec.ClusterID}, req)
 }
@@ -392,7 +407,9 @@ type request struct {
 	Action    string  `json:"action"`
 	Machine   machine `json:"machine"`
 	ClusterID string  `json:"cluster_id"`
-	Node      node    `json:"node"`
+	// Platform is the cluster's type, KUBERNETES or SLURM (provision).
+	Platform string `json:"platform,omitempty"`
+	Node     node   `json:"node"`
 }
 
 type machine struct {
@@ -408,6 +425,15 @@ type node struct {
 	Class  string            `json:"class,omitempty"`
 	GPUs   int               `json:"gpus,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// Slurm is what a SLURM cluster's machine needs to start its slurmd.
+	Slurm *slurmNode `json:"slurm,omitempty"`
+}
+
+// slurmNode: the machine joins with `slurmd -Z -N NAME --conf SLURMD_CONF`
+// (against the tenant's slurmctld, configless or with its slurm.conf).
+type slurmNode struct {
+	Features   string `json:"features"`
+	SlurmdConf string `json:"slurmd_conf"`
 }
 
 func machineOf(m domain.Machine) machine {

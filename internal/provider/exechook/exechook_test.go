@@ -671,3 +671,23 @@ func TestMachineWithoutID(t *testing.T) {
 		t.Error("Prepare of a machine without an ID succeeded")
 	}
 }
+
+// TestProvisionSlurmNode: a SLURM cluster's node comes with the platform
+// and what its machine needs to start slurmd.
+func TestProvisionSlurmNode(t *testing.T) {
+	p, _, dir := setup(t, recordBody, Config{})
+	spec := testSpec
+	spec.Platform = domain.ClusterSlurm
+	if err := until(prepare(p, testMachine, spec)); err != nil {
+		t.Fatal(err)
+	}
+	got := decodeJSON(t, readFile(t, filepath.Join(dir, "stdin.provision")))
+	if got["platform"] != "SLURM" {
+		t.Errorf("platform %v", got["platform"])
+	}
+	node, _ := got["node"].(map[string]any)
+	want := map[string]any{"features": "sparecap,preemptible", "slurmd_conf": "Gres=gpu:8 Feature=sparecap,preemptible"}
+	if !reflect.DeepEqual(node["slurm"], want) {
+		t.Errorf("node.slurm %v, want %v", node["slurm"], want)
+	}
+}
