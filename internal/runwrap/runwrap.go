@@ -149,9 +149,12 @@ func readDeadline(cfg Config) (time.Time, bool) {
 		}
 	}
 	if cfg.AnnotationsFile != "" && cfg.AnnotationsFile != "-" {
-		return preempt.ReadAnnotation(cfg.AnnotationsFile)
+		if t, ok := preempt.ReadAnnotation(cfg.AnnotationsFile); ok {
+			return t, true
+		}
 	}
-	return time.Time{}, false
+	// In a Slurm job, the node's Extra field says it.
+	return preempt.ReadSlurmDeadline(context.Background())
 }
 
 func trim(b []byte) []byte {

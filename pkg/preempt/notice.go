@@ -124,7 +124,8 @@ func ParseSignal(name string) (syscall.Signal, bool) {
 // Watch returns a channel that delivers one Notice, the first of: the
 // deadline in the environment at start, the deadline file, the
 // annotation file, or a signal (then the deadline is the files' if they
-// have one by then, else now plus the grace). It is closed after the
+// have one by then, else, in a Slurm job, the node's (ReadSlurmDeadline),
+// else now plus the grace). It is closed after the
 // notice, or when ctx ends.
 func Watch(ctx context.Context, o Options) <-chan Notice {
 	o = o.defaults()
@@ -154,6 +155,10 @@ func Watch(ctx context.Context, o Options) <-chan Notice {
 				n, ok := o.fromFiles()
 				if !ok {
 					n = Notice{Deadline: o.Now().Add(o.Grace)}
+					// Under Slurm the node says the deadline.
+					if t, ok := ReadSlurmDeadline(ctx); ok {
+						n.Deadline = t
+					}
 				}
 				n.Source = s.String()
 				if sig, ok := s.(syscall.Signal); ok {

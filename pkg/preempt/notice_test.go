@@ -134,3 +134,15 @@ func TestParseSignal(t *testing.T) {
 		t.Error("BOGUS parsed")
 	}
 }
+
+func TestSlurmDeadline(t *testing.T) {
+	show := `NodeName=gpu-preemptible-dp-2 Arch=x86_64 CoresPerSocket=1 State=MIXED+DRAIN+DYNAMIC_NORM Reason=sparecap: Reclaimed; deadline 2026-12-04T15:00:00Z [root@2026-12-04T14:55:00] Extra={"sparecap.dev/cause":"Reclaimed","sparecap.dev/deadline":"2026-12-04T15:00:00Z"}` + "\n"
+	if got, ok := SlurmDeadline(show); !ok || !got.Equal(time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)) {
+		t.Fatalf("%v %v", got, ok)
+	}
+	for _, s := range []string{"NodeName=x State=IDLE", "NodeName=x Extra=not-json", `NodeName=x Extra={"other":"1"}`} {
+		if _, ok := SlurmDeadline(s); ok {
+			t.Errorf("%q: a deadline", s)
+		}
+	}
+}

@@ -19,11 +19,14 @@ for it, from the rate it measured.
 from .notice import (
     ANNOTATION_DEADLINE,
     DEFAULT_ANNOTATIONS_FILE,
+    EXTRA_DEADLINE,
     Notice,
     deadline,
     on_notice,
     parse_duration,
     read_annotation,
+    read_slurm_deadline,
+    slurm_deadline,
 )
 from .checkpoint import Checkpoint, NoCheckpoint, Store
 from .interval import Advice, AdviceError, Expected, advise, checkpoint_interval, daly, expect, interval, mtbf, young
@@ -34,6 +37,7 @@ __all__ = [
     "AdviceError",
     "Expected",
     "DEFAULT_ANNOTATIONS_FILE",
+    "EXTRA_DEADLINE",
     "Checkpoint",
     "NoCheckpoint",
     "Notice",
@@ -48,5 +52,7 @@ __all__ = [
     "on_notice",
     "parse_duration",
     "read_annotation",
+    "read_slurm_deadline",
+    "slurm_deadline",
     "young",
 ]

@@ -1,13 +1,16 @@
 """The notice: the deadline, from the environment, files or a signal."""
 
 import datetime as _dt
+import json
 import os
 import signal
+import subprocess
 import threading
 from dataclasses import dataclass
 from typing import Callable, List, Optional
 
 ANNOTATION_DEADLINE = "sparecap.dev/preempt-deadline"
+EXTRA_DEADLINE = "sparecap.dev/deadline"  # in a Slurm node's Extra field (JSON)
 DEFAULT_ANNOTATIONS_FILE = "/etc/podinfo/annotations"
 
 
@@ -72,6 +75,39 @@ def _read_file(path: Optional[str]) -> Optional[_dt.datetime]:
 
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def slurm_deadline(show: str) -> Optional[_dt.datetime]:
+    """The deadline in ``scontrol --oneliner show node`` output: the Extra
+    field's JSON, key ``sparecap.dev/deadline``."""
+    _, sep, extra = show.partition(" Extra=")
+    if not sep:
+        return None
+    end = extra.rfind("}")
+    if end >= 0:
+        extra = extra[: end + 1]
+    try:
+        x = json.loads(extra)
+    except ValueError:
+        return None
+    if not isinstance(x, dict):
+        return None
+    return _parse(str(x.get(EXTRA_DEADLINE, "")))
+
+
+def read_slurm_deadline() -> Optional[_dt.datetime]:
+    """The deadline of the Slurm node the job runs on (SLURMD_NODENAME),
+    from ``scontrol show node``; None outside Slurm or when it has none.
+    It asks slurmctld, so it is read at a signal, not polled."""
+    node = os.environ.get("SLURMD_NODENAME", "")
+    if not node:
+        return None
+    try:
+        out = subprocess.run(["scontrol", "--oneliner", "show", "node", node],
+                             capture_output=True, text=True, timeout=5, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return slurm_deadline(out)
 
 
 def parse_duration(text: str) -> float:
@@ -180,7 +216,9 @@ def on_notice(
         n = from_files(signal.Signals(signum).name)
         if n is None:
             now = _dt.datetime.now(_dt.timezone.utc)
-            n = Notice(now + _dt.timedelta(seconds=grace_s), signal.Signals(signum).name)
+            # Under Slurm the node says the deadline.
+            d = read_slurm_deadline() or now + _dt.timedelta(seconds=grace_s)
+            n = Notice(d, signal.Signals(signum).name)
         threading.Thread(target=fire, args=(n,), daemon=True).start()
 
     for s in signals:

@@ -51,6 +51,16 @@ class IntervalTest(unittest.TestCase):
 
 
 class DurationTest(unittest.TestCase):
+    def test_slurm_deadline(self):
+        show = ('NodeName=gpu-preemptible-dp-2 State=MIXED+DRAIN Reason=sparecap: Reclaimed; deadline '
+                '2026-12-04T15:00:00Z [root@2026-12-04T14:55:00] '
+                'Extra={"sparecap.dev/cause":"Reclaimed","sparecap.dev/deadline":"2026-12-04T15:00:00Z"}\n')
+        self.assertEqual(sp.slurm_deadline(show), dt.datetime(2026, 12, 4, 15, 0, tzinfo=dt.timezone.utc))
+        for s in ["NodeName=x State=IDLE", "NodeName=x Extra=not-json", 'NodeName=x Extra={"other":"1"}']:
+            self.assertIsNone(sp.slurm_deadline(s), s)
+        with mock.patch.dict(os.environ, {"SLURMD_NODENAME": ""}):
+            self.assertIsNone(sp.read_slurm_deadline())
+
     def test_parse_duration(self):
         for text, want in (("5m0s", 300), ("1h27m28s", 5248), ("90s", 90), ("1.5h", 5400), ("250ms", 0.25),
                            ("1m30.5s", 90.5), ("0s", 0), ("2us", 2e-6), ("3ns", 3e-9), ("10µs", 1e-5)):
