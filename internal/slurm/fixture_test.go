@@ -42,7 +42,7 @@ type fixtureConfig struct {
 	killWait time.Duration
 }
 
-func newFixture(t *testing.T, cfg fixtureConfig) *fixture {
+func newFixture(t testing.TB, cfg fixtureConfig) *fixture {
 	t.Helper()
 	e, err := slurmenv.Start(slurmenv.Options{KillWait: cfg.killWait})
 	if err != nil {
@@ -135,7 +135,7 @@ func (f *fixture) setPreemptible(id string, gpus int) {
 func (f *fixture) waitNodes(cluster string, class domain.ComputeClass, state domain.NodeState, n int, within time.Duration) []domain.Node {
 	f.t.Helper()
 	var got []domain.Node
-	eventually(f.t.(*testing.T), within, func() error {
+	eventually(f.t, within, func() error {
 		ns, err := f.st.ListNodes(f.ctx, store.NodeFilter{ClusterID: cluster, States: []domain.NodeState{state}})
 		if err != nil {
 			return err

@@ -206,7 +206,7 @@ func nodeOf(t *testing.T, e *slurmenv.Env, name string) (nodeState, bool) {
 	return nodeState{}, false
 }
 
-func eventually(t *testing.T, d time.Duration, check func() error) {
+func eventually(t testing.TB, d time.Duration, check func() error) {
 	t.Helper()
 	end := time.Now().Add(d)
 	for {

@@ -11,7 +11,7 @@ import (
 
 // snapshot is what one poll read of the cluster.
 type snapshot struct {
-	at    time.Time
+	at    time.Time // when its read began
 	nodes map[string]*nodeInfo
 	jobs  []*jobInfo
 }
@@ -108,8 +108,8 @@ func (j *jobInfo) nodeList() []string {
 
 func (j *jobInfo) runsOn(node string) bool { return slices.Contains(j.nodeList(), node) }
 
-// read runs one poll: the nodes and the jobs, both at once.
-func (c *Cluster) read(ctx context.Context) (*snapshot, error) {
+// read runs one poll, begun at at: the nodes and the jobs, both at once.
+func (c *Cluster) read(ctx context.Context, at time.Time) (*snapshot, error) {
 	type res struct {
 		out []byte
 		err error
@@ -139,21 +139,23 @@ func (c *Cluster) read(ctx context.Context) (*snapshot, error) {
 	if err := json.Unmarshal(jobsOut, &js); err != nil {
 		return nil, fmt.Errorf("read the jobs: squeue --json: %w", err)
 	}
-	s := &snapshot{at: c.opts.Clock.Now(), nodes: make(map[string]*nodeInfo, len(ns.Nodes)), jobs: js.Jobs}
+	s := &snapshot{at: at, nodes: make(map[string]*nodeInfo, len(ns.Nodes)), jobs: js.Jobs}
 	for _, n := range ns.Nodes {
 		s.nodes[n.Name] = n
 	}
 	return s, nil
 }
 
-// view returns a snapshot no older than maxAge, reading the cluster if
-// the last one is older (one read at a time: callers in the meantime wait
-// for it).
+// view returns a snapshot whose read began no earlier than maxAge before
+// the call, reading the cluster if the last one is older. One read runs
+// at a time, and callers in the meantime share the next one: fifty nodes
+// marked at once cost a read or two, not fifty.
 func (c *Cluster) view(ctx context.Context, maxAge time.Duration) (*snapshot, error) {
+	since := c.opts.Clock.Now().Add(-maxAge)
 	for {
 		c.mu.Lock()
 		s := c.snap
-		if s != nil && c.opts.Clock.Now().Sub(s.at) <= maxAge {
+		if s != nil && !s.at.Before(since) {
 			c.mu.Unlock()
 			return s, nil
 		}
@@ -169,7 +171,7 @@ func (c *Cluster) view(ctx context.Context, maxAge time.Duration) (*snapshot, er
 		done := make(chan struct{})
 		c.refreshing = done
 		c.mu.Unlock()
-		s, err := c.read(ctx)
+		s, err := c.read(ctx, c.opts.Clock.Now())
 		c.mu.Lock()
 		c.refreshing = nil
 		prev := c.snap
