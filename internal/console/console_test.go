@@ -253,6 +253,18 @@ func TestCreateThroughTheFormWithFieldErrors(t *testing.T) {
 	if !strings.Contains(page, `Kubernetes: <span id="kube">attached</span>`) || strings.Contains(page, "k8s.example") || strings.Contains(page, "secret-token") {
 		t.Fatal("the cluster page does not say its Kubernetes is attached, or shows the kubeconfig")
 	}
+	// A SLURM cluster from the same form says Slurm, not Kubernetes.
+	form.Set("cluster_type", "SLURM")
+	form.Set("cluster_name", "hpc")
+	status, _, h = b.post("/console/clusters", form)
+	if status != http.StatusSeeOther {
+		t.Fatalf("create SLURM: %d", status)
+	}
+	_, page, _ = b.get(h.Get("Location"))
+	if !strings.Contains(page, `Slurm: <span id="slurm">simulated</span>`) || !strings.Contains(page, "· SLURM ·") || strings.Contains(page, `id="kube"`) {
+		t.Fatal("the SLURM cluster's page does not say Slurm")
+	}
+	form.Set("cluster_type", "KUBERNETES")
 	// A form without the CSRF token changes nothing.
 	form.Set("csrf", "forged")
 	form.Set("cluster_name", "other")
