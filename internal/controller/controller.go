@@ -154,7 +154,9 @@ type Controller struct {
 	cq batchQueue[*createReq]
 	// access holds what drivers learned of clusters' permissions, for
 	// the next pass to record (see RecordAccess).
-	access    batchQueue[driver.AccessReport]
+	access batchQueue[driver.AccessReport]
+	// notes are what drivers asked to record as events (RecordNote).
+	notes     batchQueue[driver.NodeNote]
 	kick      chan struct{}
 	changedMu sync.Mutex
 	changed   chan struct{}
@@ -235,7 +237,7 @@ func New(st store.Store, cd driver.ClusterDriver, mp driver.MachineProvider, clk
 	// The driver's watches wake the loop: work gone from a draining
 	// node, a Node deleted or changing readiness; and it reports what it
 	// learns of a cluster's permissions.
-	cd.SetHooks(driver.Hooks{WorkGone: c.Kick, NodeChanged: c.SweepSoon, Access: c.RecordAccess})
+	cd.SetHooks(driver.Hooks{WorkGone: c.Kick, NodeChanged: c.SweepSoon, Access: c.RecordAccess, Note: c.RecordNote})
 	return c
 }
 

@@ -72,6 +72,9 @@ func (c *Controller) pass(ctx context.Context, wait bool) (time.Time, error) {
 	if err := c.recordAccess(ctx); err != nil {
 		c.log.Warn("cannot record what a cluster's permission check found", "err", err)
 	}
+	if err := c.recordNotes(ctx); err != nil {
+		c.log.Warn("cannot record a driver's note", "err", err)
+	}
 	pl, err := c.replan(ctx)
 	if err != nil {
 		return time.Time{}, err

@@ -209,6 +209,9 @@ const (
 	// when the set of missing permissions grows; the message names each
 	// one and what it costs the tenant.
 	ReasonPermissionMissing EventReason = "PermissionMissing"
+	// ReasonDrainReasonKept: a node sparecap drains had been drained by
+	// someone else; sparecap left their reason as it was (Slurm).
+	ReasonDrainReasonKept EventReason = "DrainReasonKept"
 )
 
 // Project is a tenant.

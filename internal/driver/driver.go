@@ -136,6 +136,17 @@ type Hooks struct {
 	NodeChanged func()
 	// Access: what the driver learned of the cluster's permissions.
 	Access func(AccessReport)
+	// Note: something about a node the operator should read in its
+	// lifecycle events (a drain reason someone else set, kept). Drivers
+	// report each once.
+	Note func(NodeNote)
+}
+
+// NodeNote is a lifecycle event a driver asks the controller to record.
+type NodeNote struct {
+	ClusterID, NodeName string
+	Reason              domain.EventReason
+	Message             string
 }
 
 // GraceBy is the grace w may have at now to be gone by by: its own, cut

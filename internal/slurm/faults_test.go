@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,7 +86,13 @@ func TestNoRequeueJobIsNotRequeued(t *testing.T) {
 // tenant's reason through a reclaim (the deadline goes in Extra), and a
 // standard node the tenant drained stays drained.
 func TestTenantDrainReasonIsLeftAlone(t *testing.T) {
-	c := newCluster(t, env, slurm.Options{})
+	var notes []driver.NodeNote
+	var mu sync.Mutex
+	c := newCluster(t, env, slurm.Options{Hooks: driver.Hooks{Note: func(n driver.NodeNote) {
+		mu.Lock()
+		notes = append(notes, n)
+		mu.Unlock()
+	}}})
 	ctx := context.Background()
 	spec := addNode(t, env, c, c.ID(), "tenant-drain-1", domain.Preemptible)
 	if _, err := env.Run(ctx, "scontrol", "update", "nodename="+spec.NodeName, "state=DRAIN", "reason=maintenance: fan 3"); err != nil {
@@ -105,6 +112,13 @@ func TestTenantDrainReasonIsLeftAlone(t *testing.T) {
 	if n, _ := nodeOf(t, env, spec.NodeName); n.Reason != "maintenance: fan 3" {
 		t.Errorf("reason %q, want the tenant's", n.Reason)
 	}
+	// Said once in the node's events, however often the drain marks it.
+	c.MarkDraining(ctx, c.ID(), spec.NodeName, driver.Marks{Cause: "Reclaimed", Deadline: deadline})
+	mu.Lock()
+	if len(notes) != 1 || notes[0].Reason != domain.ReasonDrainReasonKept || !strings.Contains(notes[0].Message, `"maintenance: fan 3"`) {
+		t.Errorf("notes %+v, want one DrainReasonKept naming the tenant's reason", notes)
+	}
+	mu.Unlock()
 	std := addNode(t, env, c, c.ID(), "tenant-drain-2", domain.Standard)
 	if _, err := env.Run(ctx, "scontrol", "update", "nodename="+std.NodeName, "state=DRAIN", "reason=bad dimm"); err != nil {
 		t.Fatal(err)

@@ -121,10 +121,27 @@ func (c *Cluster) marks(ctx context.Context, nodeName string, m driver.Marks, ma
 		args = append(args, "extra="+x.String())
 	}
 	foreign := n.drained() && !n.ours() && n.Reason != ""
+	if foreign {
+		c.keptDrain(nodeName, n.Reason)
+	}
 	if !foreign && (!n.drained() || n.Reason != reason) {
 		args = append(args, "state=DRAIN", "reason="+reason)
 	}
 	return args, nil
+}
+
+// keptDrain says once per node and reason, in the node's events, that a
+// drain someone else set was kept.
+func (c *Cluster) keptDrain(nodeName, reason string) {
+	c.tend.mu.Lock()
+	key := nodeName + "\x00" + reason
+	seen := c.tend.kept[key]
+	c.tend.kept[key] = true
+	c.tend.mu.Unlock()
+	if h := c.hook(); !seen && h.Note != nil {
+		h.Note(driver.NodeNote{ClusterID: c.id, NodeName: nodeName, Reason: domain.ReasonDrainReasonKept,
+			Message: fmt.Sprintf("node %s was drained already by someone else (reason %q); sparecap leaves that reason as it is and wrote its deadline in the node's Extra field", nodeName, reason)})
+	}
 }
 
 // Release removes the node from slurmctld. A node with jobs still on it

@@ -15,6 +15,7 @@ type tendState struct {
 	marks map[int64]string // AdminComment to write, by job
 	unsig map[string]bool  // by run (uid)
 	probe map[string]*probeState
+	kept  map[string]bool // foreign drains reported (keptDrain)
 }
 
 type probeState struct {
@@ -27,7 +28,7 @@ type probeState struct {
 }
 
 func (t *tendState) init() {
-	t.marks, t.unsig, t.probe = map[int64]string{}, map[string]bool{}, map[string]*probeState{}
+	t.marks, t.unsig, t.probe, t.kept = map[int64]string{}, map[string]bool{}, map[string]*probeState{}, map[string]bool{}
 }
 
 func (t *tendState) pend(job int64, text string) {
