@@ -212,6 +212,10 @@ const (
 	// ReasonDrainReasonKept: a node sparecap drains had been drained by
 	// someone else; sparecap left their reason as it was (Slurm).
 	ReasonDrainReasonKept EventReason = "DrainReasonKept"
+	// ReasonJobRequeued: a Slurm job noticed on a reclaimed node was
+	// requeued by sparecap (it ended after its notice, or its deadline
+	// came), once per reclaim.
+	ReasonJobRequeued EventReason = "JobRequeued"
 )
 
 // Project is a tenant.

@@ -104,6 +104,15 @@ func TestReclaimedJobCheckpointsIsRequeuedAndComesBack(t *testing.T) {
 	if j := jobByID(t, f.env, id); j.Restarts != 1 || j.State != "RUNNING" {
 		t.Errorf("job %s %s, %d restarts; want RUNNING, requeued once", id, j.State, j.Restarts)
 	}
+	var requeued []string
+	for _, e := range f.events("c1") {
+		if e.Reason == domain.ReasonJobRequeued {
+			requeued = append(requeued, e.NodeName+": "+e.Message)
+		}
+	}
+	if len(requeued) != 1 || !strings.Contains(requeued[0], pre.Name+": job "+id+" (root/train) was requeued: it ended after its notice (COMPLETED)") {
+		t.Errorf("JobRequeued events %q", requeued)
+	}
 	if !strings.Contains(jobByID(t, f.env, id).AdminComment, "requeued") {
 		t.Errorf("the job's mark does not say it was requeued: %q", jobByID(t, f.env, id).AdminComment)
 	}

@@ -1,11 +1,16 @@
 package slurm
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
 )
 
 // tendState is what the poll keeps between passes: marks it has yet to
@@ -124,6 +129,14 @@ func (c *Cluster) requeueEnded(ctx context.Context, j *jobInfo, m mark) {
 // the reclaimed node is cleared, so the job is not left pending on a node
 // that is gone. Each is best effort: the requeue is what matters.
 func (c *Cluster) requeued(ctx context.Context, j *jobInfo, m mark) {
+	if h := c.hook(); h.Note != nil && !m.Requeued {
+		why := "it ended after its notice (" + j.State + ")"
+		if m.Killed {
+			why = "its deadline came while it ran"
+		}
+		h.Note(driver.NodeNote{ClusterID: c.id, NodeName: m.Node, Reason: domain.ReasonJobRequeued,
+			Message: fmt.Sprintf("job %d (%s/%s) was requeued: %s; it is eligible to run again at once", j.ID, cmp.Or(j.Account, j.User), j.Name, why)})
+	}
 	m.Requeued = true
 	id := strconv.FormatInt(j.ID, 10)
 	_, foreign, _ := parseMark(j.AdminComment)
