@@ -263,3 +263,50 @@ func TestTwoClustersWithTheirOwnMungeKeys(t *testing.T) {
 		t.Error("a slurm.conf with the other cluster's munge key was accepted")
 	}
 }
+
+// TestRestartKeepsTheRequeuePromise: the promise to requeue a noticed job
+// is written on the job, so a driver started after the one that gave the
+// notice (a sparecap restart, a new leader) requeues it when it exits.
+func TestRestartKeepsTheRequeuePromise(t *testing.T) {
+	ctx := context.Background()
+	first, err := slurm.NewCluster(ctx, "c-restart", mustRead(t, env.Conf), slurm.Options{PollEvery: 200 * time.Millisecond, Log: testLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := addNode(t, env, first, "c-restart", "restart-1", domain.Preemptible)
+	tr := newTrail(t)
+	id := submit(t, env, job{Node: spec.NodeName, Name: "train", Script: tr.script(2, false)})
+	waitTrail(t, tr, "start_restart=0", 1, 20*time.Second)
+	if err := first.MarkDraining(ctx, "c-restart", spec.NodeName, driver.Marks{Cause: "Reclaimed", Deadline: time.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	var work []driver.Work
+	eventually(t, 5*time.Second, func() error {
+		work, err = first.ListWork(ctx, "c-restart", spec.NodeName)
+		if err == nil && len(work) != 1 {
+			err = fmt.Errorf("work %+v", work)
+		}
+		return err
+	})
+	if err := first.Notify(ctx, "c-restart", spec.NodeName, work[0], time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	first.Close() // before the job has exited
+	waitTrail(t, tr, "exit", 1, 10*time.Second)
+	newCluster(t, env, slurm.Options{}) // the restarted sparecap's driver
+	eventually(t, 10*time.Second, func() error {
+		if j := jobByID(t, env, id); j.Restarts != 1 {
+			return fmt.Errorf("job %s %s, %d restarts", id, j.State, j.Restarts)
+		}
+		return nil
+	})
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
