@@ -21,9 +21,10 @@ type Loader func(ctx context.Context, clusterID string) ([]byte, error)
 // attached, and to the fallback (the simulated driver) otherwise. A
 // cluster's driver is built on first use and kept until Reload.
 type Router struct {
-	load     Loader
-	fallback driver.ClusterDriver
-	opts     Options
+	driver.Routed // every call, on the driver picked by driver()
+	load          Loader
+	fallback      driver.ClusterDriver
+	opts          Options
 
 	mu       sync.Mutex
 	clusters map[string]*Cluster // nil value: not attached, use fallback
@@ -32,7 +33,9 @@ type Router struct {
 // NewRouter returns a router.
 func NewRouter(load Loader, fallback driver.ClusterDriver, opts Options) *Router {
 	opts.defaults()
-	return &Router{load: load, fallback: fallback, opts: opts, clusters: map[string]*Cluster{}}
+	r := &Router{load: load, fallback: fallback, opts: opts, clusters: map[string]*Cluster{}}
+	r.Routed.Pick = r.driver
+	return r
 }
 
 // SetHooks sets the hooks of every cluster's driver (the controller's
@@ -151,64 +154,6 @@ func (r *Router) driver(ctx context.Context, clusterID string) (driver.ClusterDr
 		return r.fallback, nil
 	}
 	return c, nil
-}
-
-// The driver interface, each call on the cluster's own driver.
-
-func (r *Router) AddNode(ctx context.Context, spec driver.NodeSpec) error {
-	d, err := r.driver(ctx, spec.ClusterID)
-	if err != nil {
-		return err
-	}
-	return d.AddNode(ctx, spec)
-}
-
-func (r *Router) MarkDraining(ctx context.Context, clusterID, nodeName string, m driver.Marks) error {
-	d, err := r.driver(ctx, clusterID)
-	if err != nil {
-		return err
-	}
-	return d.MarkDraining(ctx, clusterID, nodeName, m)
-}
-
-func (r *Router) ListWork(ctx context.Context, clusterID, nodeName string) ([]driver.Work, error) {
-	d, err := r.driver(ctx, clusterID)
-	if err != nil {
-		return nil, err
-	}
-	return d.ListWork(ctx, clusterID, nodeName)
-}
-
-func (r *Router) Notify(ctx context.Context, clusterID, nodeName string, w driver.Work, by time.Time) error {
-	d, err := r.driver(ctx, clusterID)
-	if err != nil {
-		return err
-	}
-	return d.Notify(ctx, clusterID, nodeName, w, by)
-}
-
-func (r *Router) PostNotice(ctx context.Context, clusterID, nodeName string, w *driver.Work, n driver.Notice) error {
-	d, err := r.driver(ctx, clusterID)
-	if err != nil {
-		return err
-	}
-	return d.PostNotice(ctx, clusterID, nodeName, w, n)
-}
-
-func (r *Router) Release(ctx context.Context, clusterID, nodeName string) error {
-	d, err := r.driver(ctx, clusterID)
-	if err != nil {
-		return err
-	}
-	return d.Release(ctx, clusterID, nodeName)
-}
-
-func (r *Router) Health(ctx context.Context, clusterID, nodeName string) (driver.NodeHealth, error) {
-	d, err := r.driver(ctx, clusterID)
-	if err != nil {
-		return driver.NodeHealth{}, err
-	}
-	return d.Health(ctx, clusterID, nodeName)
 }
 
 var _ driver.ClusterDriver = (*Router)(nil)
