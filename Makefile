@@ -3,7 +3,7 @@
 #   make test   - the whole test suite (what CI runs through .ci/run)
 GO ?= go
 
-.PHONY: all build demo test test-python check vet fmt-check services bench bench-kube bench-scale bench-api fuzz
+.PHONY: all build demo test test-python check vet fmt-check services bench bench-kube bench-slurm bench-scale bench-api fuzz
 
 all: build
 
@@ -55,6 +55,13 @@ image:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/allocator/ ./internal/billing/
+
+# bench-slurm reclaims 50 Slurm nodes at once through sparecap and through
+# an operator's drain-and-scancel loop, each on a real Slurm of its own
+# (about a minute). See docs/perf.md.
+bench-slurm:
+	@scripts/ensure-slurm.sh
+	$(GO) test -run '^$$' -bench BenchmarkSlurmNoticeFanOut -benchtime 1x -count 3 ./internal/slurm/
 
 # bench-kube runs the Kubernetes benchmarks against a real API server (about
 # two minutes): notice fan-out against kubectl's drain, and the capacity
