@@ -23,6 +23,7 @@ import (
 	"github.com/sparecap/sparecap/internal/ha"
 	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/server"
+	"github.com/sparecap/sparecap/internal/slurm"
 )
 
 func main() {
@@ -126,6 +127,9 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.Float32Var(&o.Kube.QPS, "kube-qps", kube.DefaultQPS, "client-side rate limit of calls to each attached cluster's API server, per second")
 	f.IntVar(&o.Kube.Burst, "kube-burst", kube.DefaultBurst, "burst above --kube-qps allowed to each attached cluster's API server")
 	f.DurationVar(&o.Kube.Timeout, "kube-timeout", kube.DefaultTimeout, "timeout of each call to a cluster's API server")
+	f.DurationVar(&o.Slurm.PollEvery, "slurm-poll", slurm.DefaultPollEvery, "how often each SLURM cluster's nodes and jobs are read (sinfo --json, squeue --json)")
+	f.DurationVar(&o.Slurm.Timeout, "slurm-timeout", slurm.DefaultTimeout, "timeout of each Slurm command")
+	f.DurationVar(&o.Slurm.ProbeEvery, "slurm-probe-every", 0, "how often sparecap connects to each SLURM node's slurmd to find one that stopped answering before slurmctld does (0: never; each probe logs a line in the slurmd's log)")
 	f.StringArrayVar(&nodeLabels, "node-label", nil, "KEY=VALUE label added to every node in attached clusters (repeatable)")
 	f.StringArrayVar(&nodeTaints, "node-taint", nil, "KEY[=VALUE]:EFFECT taint added to every node in attached clusters (repeatable)")
 	f.StringArrayVar(&preemptibleTaints, "preemptible-taint", nil, "KEY[=VALUE]:EFFECT taint added to preemptible nodes only, so pods must tolerate it to land there (repeatable)")
@@ -195,6 +199,9 @@ func kubeFlags(o *server.Options, labels, taints, preemptible []string) error {
 	}
 	if o.Kube.QPS <= 0 || o.Kube.Burst < 1 {
 		return fmt.Errorf("--kube-qps and --kube-burst must be positive")
+	}
+	if o.Slurm.PollEvery < 100*time.Millisecond || o.Slurm.Timeout < time.Second || o.Slurm.ProbeEvery < 0 {
+		return fmt.Errorf("--slurm-poll must be at least 100ms, --slurm-timeout at least 1s, --slurm-probe-every not negative")
 	}
 	if o.Kube.Timeout < time.Second {
 		return fmt.Errorf("--kube-timeout must be at least 1s; got %s", o.Kube.Timeout)

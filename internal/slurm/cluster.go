@@ -51,8 +51,8 @@ const (
 	DefaultInFlight  = 8
 	DefaultRetries   = 2
 	// DefaultProbeFailures: consecutive failed probes of a node's slurmd
-	// after which the driver sets it DOWN (its jobs are requeued now) and
-	// reports it lost.
+	// (Options.ProbeEvery) after which the driver sets it DOWN (its jobs
+	// are requeued now) and reports it lost.
 	DefaultProbeFailures = 3
 )
 
@@ -68,6 +68,12 @@ type Options struct {
 	// Retries: how often a command is tried again when slurmctld did not
 	// answer (default 2).
 	Retries int
+	// ProbeEvery: how often sparecap's host connects to each node's
+	// slurmd to find one that stopped answering before slurmctld does
+	// (0, the default: never; each probe costs a line in the slurmd's
+	// log). Without it a node is found lost when slurmctld marks it not
+	// responding.
+	ProbeEvery time.Duration
 	// ProbeFailures: see DefaultProbeFailures.
 	ProbeFailures int
 	// Bin is the directory of the Slurm commands (default: PATH).

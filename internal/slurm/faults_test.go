@@ -162,7 +162,7 @@ func TestSlurmdThatDiesIsSetDownAtOnce(t *testing.T) {
 	})
 	lost := false
 	for _, e := range f.events("c1") {
-		lost = lost || (e.Reason == domain.ReasonNodeLost && strings.Contains(e.Message, "slurmd stopped answering"))
+		lost = lost || (e.Reason == domain.ReasonNodeLost && strings.Contains(e.Message, "its slurmd did not answer 3 probes in a row"))
 	}
 	if !lost {
 		t.Errorf("no NodeLost event naming the slurmd: %+v", f.events("c1"))
@@ -240,7 +240,7 @@ func TestTwoClustersWithTheirOwnMungeKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer other.Close()
+	t.Cleanup(other.Close) // after the cleanups of its nodes
 	a, b := newCluster(t, env, slurm.Options{}), newCluster(t, other, slurm.Options{})
 	na := addNode(t, env, a, a.ID(), "keys-a-1", domain.Preemptible)
 	nb := addNode(t, other, b, b.ID(), "keys-b-1", domain.Preemptible)
@@ -309,4 +309,36 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestSlurmdThatSlurmctldMarksNotRespondingIsSetDown: without sparecap's
+// own probe, a node whose slurmd died is set DOWN as soon as slurmctld
+// marks it not responding, before SlurmdTimeout would.
+func TestSlurmdThatSlurmctldMarksNotRespondingIsSetDown(t *testing.T) {
+	e, err := slurmenv.Start(slurmenv.Options{SlurmdTimeout: 21 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close) // after the cleanups of its jobs and nodes
+	c := newCluster(t, e, slurm.Options{})
+	spec := addNode(t, e, c, c.ID(), "quiet-1", domain.Preemptible)
+	tr := newTrail(t)
+	id := submit(t, e, job{Node: spec.NodeName, Name: "train", Script: tr.script(0, false)})
+	waitTrail(t, tr, "start_restart=0", 1, 20*time.Second)
+	e.StopNode(spec.NodeName)
+	start := time.Now()
+	eventually(t, 30*time.Second, func() error {
+		h, err := c.Health(context.Background(), c.ID(), spec.NodeName)
+		if err != nil || h.Lost == "" {
+			return fmt.Errorf("health %+v, %v", h, err)
+		}
+		return nil
+	})
+	if j := jobByID(t, e, id); j.Restarts != 1 {
+		t.Errorf("job %s %s, %d restarts; want requeued when sparecap set the node DOWN", id, j.State, j.Restarts)
+	}
+	if n, _ := nodeOf(t, e, spec.NodeName); n.State != "down" || !strings.HasPrefix(n.Reason, "sparecap: lost: slurmctld marks it not responding") {
+		t.Errorf("node %s %s %q", spec.NodeName, n.State, n.Reason)
+	}
+	t.Logf("lost and DOWN %s after its slurmd died (SlurmdTimeout 21 s)", time.Since(start).Round(time.Second))
 }

@@ -185,10 +185,9 @@ func (c *Cluster) down(ctx context.Context, nodeName, why string) error {
 }
 
 // Health reports what slurmctld and the node's slurmd say: gone when
-// slurmctld has no such node; not ready since the first failed probe of
-// its slurmd, or since slurmctld set it DOWN or not responding; lost once
-// its slurmd failed Options.ProbeFailures probes in a row (it is set DOWN
-// then, see probe).
+// slurmctld has no such node; not ready since the first sign its slurmd
+// stopped answering, or since slurmctld set it DOWN; lost once the driver
+// set it DOWN for that (see probe).
 func (c *Cluster) Health(ctx context.Context, clusterID, nodeName string) (driver.NodeHealth, error) {
 	if err := c.check(clusterID); err != nil {
 		return driver.NodeHealth{}, err

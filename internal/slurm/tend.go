@@ -21,6 +21,8 @@ type tendState struct {
 	unsig map[string]bool  // by run (uid)
 	probe map[string]*probeState
 	kept  map[string]bool // foreign drains reported (keptDrain)
+	// lastDial: when the nodes' slurmds were last probed.
+	lastDial time.Time
 }
 
 type probeState struct {
@@ -28,8 +30,9 @@ type probeState struct {
 	// host that cannot reach the nodes at all decides nothing).
 	seen     bool
 	failures int
-	since    time.Time
-	lost     string
+	since    time.Time // the first sign it stopped answering
+	why      string    // the sign
+	lost     string    // set once it is DOWN: what Health reports
 }
 
 func (t *tendState) init() {
@@ -154,20 +157,96 @@ func (c *Cluster) requeued(ctx context.Context, j *jobInfo, m mark) {
 	}
 }
 
-// probe connects to each sparecap node's slurmd. One that fails
-// Options.ProbeFailures times in a row is set DOWN, so Slurm requeues its
-// jobs now rather than after SlurmdTimeout (300 s by default), and
-// reported lost (Health). A probe that succeeds clears the count; failures
-// count only on a node a probe reached before.
+// probe finds the sparecap nodes whose slurmd stopped answering and sets
+// them DOWN, so Slurm requeues their jobs now rather than after
+// SlurmdTimeout (300 s by default), and reports them lost (Health). A
+// node is found so when slurmctld marks it not responding (it pings every
+// SlurmdTimeout/3), or, with Options.ProbeEvery, when a TCP connection to
+// its slurmd from sparecap's host fails Options.ProbeFailures times in a
+// row (counted only on a node a probe reached before: a host that cannot
+// reach the nodes decides nothing).
 func (c *Cluster) probe(ctx context.Context, s *snapshot) {
-	var wg sync.WaitGroup
-	type result struct {
-		node string
-		ok   bool
-	}
-	results := make(chan result, len(s.nodes))
+	now := c.opts.Clock.Now()
+	dialled := c.dial(ctx, s, now)
+	var downs []string
+	c.tend.mu.Lock()
 	for _, n := range s.nodes {
-		if !managedNode(n) || n.Address == "" || n.Port == 0 || n.State == "future" {
+		if !managedNode(n) || n.State == "future" || n.State == "down" {
+			continue
+		}
+		p := c.tend.probe[n.Name]
+		if p == nil {
+			p = &probeState{}
+			c.tend.probe[n.Name] = p
+		}
+		ok, tried := dialled[n.Name]
+		switch {
+		case p.lost != "":
+		case n.flag("NOT_RESPONDING"):
+			p.since, p.why = cmp.Or(p.since, now), "slurmctld marks it not responding"
+			downs = append(downs, n.Name)
+		case tried && ok:
+			p.seen, p.failures, p.since = true, 0, time.Time{}
+		case tried && p.seen:
+			if p.failures == 0 {
+				p.since = now
+			}
+			p.failures++
+			if p.failures >= c.opts.ProbeFailures {
+				p.why = fmt.Sprintf("its slurmd did not answer %d probes in a row", p.failures)
+				downs = append(downs, n.Name)
+			}
+		}
+	}
+	for name := range c.tend.probe {
+		if _, ok := s.nodes[name]; !ok {
+			delete(c.tend.probe, name)
+		}
+	}
+	c.tend.mu.Unlock()
+	for _, name := range downs {
+		c.lose(ctx, name)
+	}
+}
+
+// lose sets a node whose slurmd stopped answering DOWN and reports it.
+func (c *Cluster) lose(ctx context.Context, name string) {
+	c.tend.mu.Lock()
+	why := c.tend.probe[name].why
+	c.tend.mu.Unlock()
+	if err := c.down(ctx, name, "lost: "+why); err != nil {
+		c.opts.Log.Warn("cannot set a lost node DOWN", "cluster", c.id, "node", name, "err", err)
+		return
+	}
+	c.tend.mu.Lock()
+	if p := c.tend.probe[name]; p != nil {
+		p.lost = why + "; sparecap set it DOWN, so Slurm requeued its jobs at once"
+	}
+	c.tend.mu.Unlock()
+	if h := c.hook(); h.NodeChanged != nil {
+		h.NodeChanged()
+	}
+}
+
+// dial connects to the slurmd of each sparecap node once every
+// Options.ProbeEvery (never when it is zero) and says which answered. A
+// probe costs a line in the slurmd's log ("Zero Bytes were transmitted"),
+// which is why it is off by default.
+func (c *Cluster) dial(ctx context.Context, s *snapshot, now time.Time) map[string]bool {
+	c.tend.mu.Lock()
+	due := c.opts.ProbeEvery > 0 && !now.Before(c.tend.lastDial.Add(c.opts.ProbeEvery))
+	if due {
+		c.tend.lastDial = now
+	}
+	c.tend.mu.Unlock()
+	out := map[string]bool{}
+	if !due {
+		return out
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, n := range s.nodes {
+		if !managedNode(n) || n.Address == "" || n.Port == 0 || n.State == "future" || n.State == "down" {
 			continue
 		}
 		wg.Add(1)
@@ -178,52 +257,13 @@ func (c *Cluster) probe(ctx context.Context, s *snapshot) {
 			if err == nil {
 				conn.Close()
 			}
-			results <- result{n.Name, err == nil}
+			mu.Lock()
+			out[n.Name] = err == nil
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	close(results)
-	now := c.opts.Clock.Now()
-	var downs []string
-	c.tend.mu.Lock()
-	for r := range results {
-		p := c.tend.probe[r.node]
-		if r.ok {
-			c.tend.probe[r.node] = &probeState{seen: true}
-			continue
-		}
-		if p == nil || !p.seen {
-			continue
-		}
-		if p.failures == 0 {
-			p.since = now
-		}
-		p.failures++
-		if p.failures == c.opts.ProbeFailures && p.lost == "" {
-			downs = append(downs, r.node)
-		}
-	}
-	for name := range c.tend.probe {
-		if _, ok := s.nodes[name]; !ok {
-			delete(c.tend.probe, name)
-		}
-	}
-	c.tend.mu.Unlock()
-	for _, name := range downs {
-		why := "its slurmd stopped answering"
-		if err := c.down(ctx, name, why); err != nil {
-			c.opts.Log.Warn("cannot set a lost node DOWN", "cluster", c.id, "node", name, "err", err)
-			continue
-		}
-		c.tend.mu.Lock()
-		if p := c.tend.probe[name]; p != nil {
-			p.lost = why + " (" + strconv.Itoa(c.opts.ProbeFailures) + " probes in a row); sparecap set it DOWN, so Slurm requeued its jobs at once"
-		}
-		c.tend.mu.Unlock()
-		if h := c.hook(); h.NodeChanged != nil {
-			h.NodeChanged()
-		}
-	}
+	return out
 }
 
 // managedNode: a node sparecap added (it has the feature "sparecap").
