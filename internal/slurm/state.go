@@ -88,25 +88,21 @@ func (j *jobInfo) finished() bool {
 	return false
 }
 
-// nodes the job has (or had) work on.
+// nodeList works out the nodes the job has (or had) work on, once, as
+// the snapshot is read: a snapshot is shared and never written after.
 func (j *jobInfo) nodeList() []string {
-	if j.on != nil {
-		return j.on
-	}
+	var on []string
 	if j.Resources != nil && len(j.Resources.Allocated) > 0 {
 		for _, a := range j.Resources.Allocated {
-			j.on = append(j.on, a.Name)
+			on = append(on, a.Name)
 		}
 	} else {
-		j.on = expandHostlist(j.Nodes)
+		on = expandHostlist(j.Nodes)
 	}
-	if j.on == nil {
-		j.on = []string{}
-	}
-	return j.on
+	return on
 }
 
-func (j *jobInfo) runsOn(node string) bool { return slices.Contains(j.nodeList(), node) }
+func (j *jobInfo) runsOn(node string) bool { return slices.Contains(j.on, node) }
 
 // read runs one poll, begun at at: the nodes and the jobs, both at once.
 func (c *Cluster) read(ctx context.Context, at time.Time) (*snapshot, error) {
@@ -138,6 +134,9 @@ func (c *Cluster) read(ctx context.Context, at time.Time) (*snapshot, error) {
 	}
 	if err := json.Unmarshal(jobsOut, &js); err != nil {
 		return nil, fmt.Errorf("read the jobs: squeue --json: %w", err)
+	}
+	for _, j := range js.Jobs {
+		j.on = j.nodeList()
 	}
 	s := &snapshot{at: at, nodes: make(map[string]*nodeInfo, len(ns.Nodes)), jobs: js.Jobs}
 	for _, n := range ns.Nodes {

@@ -143,7 +143,7 @@ func (c *Cluster) writeMark(ctx context.Context, j *jobInfo, m mark) {
 		return
 	}
 	c.tend.done(j.ID)
-	j.AdminComment = text
+	c.invalidate()
 }
 
 // PostNotice posts n where the tenant reads it: on the node, in its Extra
