@@ -82,7 +82,8 @@ bench-api: services
 # (internal/scalebench) on SQLite, then on PostgreSQL (a fresh database,
 # dropped afterwards): 96,000 GPUs, 1,000 clusters created by 16 clients,
 # convergence, settled CPU, reads, a burst that reclaims 500 preemptible
-# nodes. Each run can take 25-40 minutes on 2 cores. The PostgreSQL run
+# nodes. A SQLite run took 1.5-3 minutes on 2 cores in the last round
+# (earlier rounds, slower binaries: 25-40). The PostgreSQL run
 # goes ahead when the SQLite one reports a failure (a fleet that does not
 # converge is a figure too); the target fails if either did. Pass other
 # flags with SCALE_ARGS (e.g. SCALE_ARGS='-gpus 9600 -clusters 100 -burst
