@@ -260,21 +260,24 @@ func (s *Server) attachKubeconfig(w http.ResponseWriter, r *http.Request, p prin
 }
 
 func (s *Server) detachKubeconfig(w http.ResponseWriter, r *http.Request, p principal) {
-	ctx := r.Context()
-	c, err := s.visibleCluster(ctx, r.PathValue("id"), p)
+	c, err := s.visibleCluster(r.Context(), r.PathValue("id"), p)
+	s.detach(w, r, c, err, "kubeconfig")
+}
+
+// detach deletes cluster c's attachment (a kubeconfig or a slurm.conf:
+// one column holds either), after err, the lookup of c.
+func (s *Server) detach(w http.ResponseWriter, r *http.Request, c domain.Cluster, err error, what string) {
+	if err == nil {
+		err = decodeEmpty(r.Body)
+	}
+	if err == nil {
+		err = s.setKubeconfig(r.Context(), c.ID, nil, domain.Access{})
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if err := decodeEmpty(r.Body); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := s.setKubeconfig(ctx, c.ID, nil, domain.Access{}); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.log.Info("kubeconfig detached", "cluster", c.ID)
+	s.log.Info(what+" detached", "cluster", c.ID)
 	s.writeFreshCluster(w, r, c.ID)
 }
 

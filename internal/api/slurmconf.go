@@ -46,22 +46,8 @@ func (s *Server) attachSlurm(w http.ResponseWriter, r *http.Request, p principal
 }
 
 func (s *Server) detachSlurm(w http.ResponseWriter, r *http.Request, p principal) {
-	ctx := r.Context()
-	c, err := s.slurmCluster(ctx, r, p)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := decodeEmpty(r.Body); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := s.setKubeconfig(ctx, c.ID, nil, domain.Access{}); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.log.Info("slurm.conf detached", "cluster", c.ID)
-	s.writeFreshCluster(w, r, c.ID)
+	c, err := s.slurmCluster(r.Context(), r, p)
+	s.detach(w, r, c, err, "slurm.conf")
 }
 
 // slurmCluster is the SLURM cluster the request names.
