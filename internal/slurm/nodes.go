@@ -256,8 +256,8 @@ func (x extra) String() string {
 // active lists the jobs with processes on the node.
 func (s *snapshot) active(node string) []*jobInfo {
 	var out []*jobInfo
-	for _, j := range s.jobs {
-		if j.active() && j.runsOn(node) {
+	for _, j := range s.onNode[node] {
+		if j.active() {
 			out = append(out, j)
 		}
 	}

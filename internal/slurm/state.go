@@ -14,6 +14,10 @@ type snapshot struct {
 	at    time.Time // when its read began
 	nodes map[string]*nodeInfo
 	jobs  []*jobInfo
+	// onNode and byID index jobs, built as it is read: a node's work and
+	// a job are looked up once per notice, on clusters of many jobs.
+	onNode map[string][]*jobInfo
+	byID   map[int64]*jobInfo
 }
 
 // nodeInfo is a node as `sinfo --json` shows it.
@@ -102,8 +106,6 @@ func (j *jobInfo) nodeList() []string {
 	return on
 }
 
-func (j *jobInfo) runsOn(node string) bool { return slices.Contains(j.on, node) }
-
 // read runs one poll, begun at at: the nodes and the jobs, both at once.
 func (c *Cluster) read(ctx context.Context, at time.Time) (*snapshot, error) {
 	type res struct {
@@ -123,22 +125,33 @@ func (c *Cluster) read(ctx context.Context, at time.Time) (*snapshot, error) {
 	if jobsErr != nil {
 		return nil, fmt.Errorf("read the jobs: %w", jobsErr)
 	}
+	return parseSnapshot(at, n.out, jobsOut)
+}
+
+// parseSnapshot reads sinfo --json and squeue --json output into a
+// snapshot, with its indexes.
+func parseSnapshot(at time.Time, nodesJSON, jobsJSON []byte) (*snapshot, error) {
 	var ns struct {
 		Nodes []*nodeInfo `json:"nodes"`
 	}
-	if err := json.Unmarshal(n.out, &ns); err != nil {
+	if err := json.Unmarshal(nodesJSON, &ns); err != nil {
 		return nil, fmt.Errorf("read the nodes: sinfo --json: %w", err)
 	}
 	var js struct {
 		Jobs []*jobInfo `json:"jobs"`
 	}
-	if err := json.Unmarshal(jobsOut, &js); err != nil {
+	if err := json.Unmarshal(jobsJSON, &js); err != nil {
 		return nil, fmt.Errorf("read the jobs: squeue --json: %w", err)
 	}
+	s := &snapshot{at: at, nodes: make(map[string]*nodeInfo, len(ns.Nodes)), jobs: js.Jobs,
+		onNode: map[string][]*jobInfo{}, byID: make(map[int64]*jobInfo, len(js.Jobs))}
 	for _, j := range js.Jobs {
 		j.on = j.nodeList()
+		s.byID[j.ID] = j
+		for _, n := range j.on {
+			s.onNode[n] = append(s.onNode[n], j)
+		}
 	}
-	s := &snapshot{at: at, nodes: make(map[string]*nodeInfo, len(ns.Nodes)), jobs: js.Jobs}
 	for _, n := range ns.Nodes {
 		s.nodes[n.Name] = n
 	}
@@ -228,10 +241,7 @@ func (c *Cluster) changed(prev, next *snapshot) {
 // noticed ones that ended and wait for their requeue.
 func (s *snapshot) work(node string) []*jobInfo {
 	var out []*jobInfo
-	for _, j := range s.jobs {
-		if !j.runsOn(node) {
-			continue
-		}
+	for _, j := range s.onNode[node] {
 		if j.active() || awaitsRequeue(j) {
 			out = append(out, j)
 		}

@@ -191,12 +191,7 @@ func (s *snapshot) job(id string) *jobInfo {
 	if err != nil {
 		return nil
 	}
-	for _, j := range s.jobs {
-		if j.ID == n {
-			return j
-		}
-	}
-	return nil
+	return s.byID[n]
 }
 
 // noticeText is a notice as a Slurm field carries it:
