@@ -427,9 +427,9 @@ func (p *planner) scaleDown() {
 			}
 		}
 		gpm := p.partGPM[p.cPart[ci]]
-		if int(p.preLive[ci]) > c.DesiredPreemptibleGPUs/gpm {
+		if int(p.preLive[ci]) > c.TargetPreemptibleGPUs()/gpm {
 			for _, ni := range p.victimsOf(int32(ci), domain.Preemptible) {
-				if int(p.preLive[ci]) > c.DesiredPreemptibleGPUs/gpm {
+				if int(p.preLive[ci]) > c.TargetPreemptibleGPUs()/gpm {
 					p.reclaim(ni, domain.CauseScaledDown)
 				}
 			}

@@ -368,3 +368,40 @@ func TestAvailable(t *testing.T) {
 		t.Fatalf("out of service partition %+v", av[1])
 	}
 }
+
+// TestQueueRequestsRaiseTheTarget: a cluster whose queue asks for more
+// than the tenant's own target is filled to what the queue asks, within
+// the tenant's maximum, shares spare capacity with other clusters by the
+// same fair sharing, and falls back to its own target (a floor) when the
+// requests are gone.
+func TestQueueRequestsRaiseTheTarget(t *testing.T) {
+	w := newWorld(t0)
+	w.addMachines(rg, gpu, "", 8)
+	w.tryCluster(domain.Cluster{ID: "a", ProjectID: "p", Region: rg, GPUType: gpu, NumGPUs: 8, DesiredPreemptibleGPUs: 8,
+		MaxPreemptibleGPUs: 32, RequestedPreemptibleGPUs: 48})
+	w.settle()
+	if got := len(w.nodesOf("a", domain.Preemptible, domain.NodeReady)); got != 4 {
+		t.Fatalf("a holds %d preemptible nodes, want 4 (requests of 48 GPUs capped at the maximum of 32)", got)
+	}
+	if cs := w.state(w.plan(), "a"); cs.AllocatedPreemptibleGPUs != 32 || cs.Unfulfilled != "" {
+		t.Fatalf("state %+v, want 32 allocated and the target met", cs)
+	}
+
+	w.now = w.now.Add(time.Minute)
+	w.tryCluster(domain.Cluster{ID: "b", ProjectID: "q", Region: rg, GPUType: gpu, NumGPUs: 8, MaxPreemptibleGPUs: 48, RequestedPreemptibleGPUs: 48})
+	w.settle()
+	a := len(w.nodesOf("a", domain.Preemptible, domain.NodeReady))
+	b := len(w.nodesOf("b", domain.Preemptible, domain.NodeReady))
+	if a != 3 || b != 3 {
+		t.Fatalf("shares a=%d b=%d, want 3/3: requests share spare capacity like targets", a, b)
+	}
+
+	w.cluster("a").RequestedPreemptibleGPUs = 0
+	w.settle()
+	if got := len(w.nodesOf("a", domain.Preemptible, domain.NodeReady)); got != 1 {
+		t.Fatalf("a holds %d preemptible nodes once its requests are gone, want 1 (its own target of 8 GPUs)", got)
+	}
+	if got := len(w.nodesOf("b", domain.Preemptible, domain.NodeReady)); got != 5 {
+		t.Fatalf("b holds %d preemptible nodes, want the 5 a gave back", got)
+	}
+}

@@ -70,8 +70,8 @@ func (p *planner) fairShares(part int32, supply int) {
 	for _, ci := range p.partClusters[part] {
 		c := &s.Clusters[ci]
 		p.dem[ci], p.fair[ci] = 0, 0
-		if !c.Deleting && c.DesiredPreemptibleGPUs > 0 {
-			p.dem[ci] = int32(c.DesiredPreemptibleGPUs / gpm)
+		if t := c.TargetPreemptibleGPUs(); !c.Deleting && t > 0 {
+			p.dem[ci] = int32(t / gpm)
 			order = append(order, ci)
 		}
 	}

@@ -60,6 +60,10 @@ func TestPlanInvariants(t *testing.T) {
 				if len(w.s.Clusters) > 0 {
 					c := &w.s.Clusters[rapid.IntRange(0, len(w.s.Clusters)-1).Draw(rt, "ci")]
 					c.DesiredPreemptibleGPUs = 8 * rapid.IntRange(0, 6).Draw(rt, "pre")
+					// The queue's requests, within the tenant's maximum:
+					// the target is the larger of the two.
+					c.MaxPreemptibleGPUs = 8 * rapid.IntRange(0, 6).Draw(rt, "max")
+					c.RequestedPreemptibleGPUs = 8 * rapid.IntRange(0, 8).Draw(rt, "requested")
 				}
 			case 3:
 				if len(w.s.Clusters) > 0 {
@@ -135,11 +139,11 @@ func checkPlan(rt *rapid.T, w *world, pl Plan) {
 		if !ok {
 			continue // the cluster of a refused create
 		}
-		if cs.AllocatedPreemptibleGPUs > c.DesiredPreemptibleGPUs {
-			rt.Fatalf("allocated %d > desired %d", cs.AllocatedPreemptibleGPUs, c.DesiredPreemptibleGPUs)
+		if cs.AllocatedPreemptibleGPUs > c.TargetPreemptibleGPUs() {
+			rt.Fatalf("allocated %d > target %d", cs.AllocatedPreemptibleGPUs, c.TargetPreemptibleGPUs())
 		}
-		if (cs.AllocatedPreemptibleGPUs < c.DesiredPreemptibleGPUs && !c.Deleting) != (cs.Unfulfilled != "") {
-			rt.Fatalf("unfulfilled reason %q with allocated %d desired %d", cs.Unfulfilled, cs.AllocatedPreemptibleGPUs, c.DesiredPreemptibleGPUs)
+		if (cs.AllocatedPreemptibleGPUs < c.TargetPreemptibleGPUs() && !c.Deleting) != (cs.Unfulfilled != "") {
+			rt.Fatalf("unfulfilled reason %q with allocated %d target %d", cs.Unfulfilled, cs.AllocatedPreemptibleGPUs, c.TargetPreemptibleGPUs())
 		}
 	}
 	// Fair shares of clusters with unmet targets differ by at most one node
@@ -148,7 +152,7 @@ func checkPlan(rt *rapid.T, w *world, pl Plan) {
 	lo, hi := map[part]int{}, map[part]int{}
 	for _, cs := range pl.Clusters {
 		c, ok := clusters[cs.ClusterID]
-		if !ok || c.Deleting || cs.FairShareGPUs >= c.DesiredPreemptibleGPUs {
+		if !ok || c.Deleting || cs.FairShareGPUs >= c.TargetPreemptibleGPUs() {
 			continue
 		}
 		k := part{c.Region, c.GPUType}
@@ -231,8 +235,8 @@ func checkWorld(rt *rapid.T, w *world) {
 				live += n.GPUs
 			}
 		}
-		if live > c.DesiredPreemptibleGPUs && !c.Deleting {
-			rt.Fatalf("cluster %s has %d live preemptible GPUs, target %d", c.ID, live, c.DesiredPreemptibleGPUs)
+		if live > c.TargetPreemptibleGPUs() && !c.Deleting {
+			rt.Fatalf("cluster %s has %d live preemptible GPUs, target %d", c.ID, live, c.TargetPreemptibleGPUs())
 		}
 	}
 }

@@ -26,7 +26,7 @@ func (p *planner) reason(ci int32, gpm, cooling int, totalFair int32) {
 	st := p.state(ci)
 	st.FairShareGPUs = int(p.fair[ci]) * gpm
 	switch {
-	case c.Deleting || int(p.preReady[ci]) >= c.DesiredPreemptibleGPUs:
+	case c.Deleting || int(p.preReady[ci]) >= c.TargetPreemptibleGPUs():
 		return
 	case p.fair[ci] < p.dem[ci] && cooling > 0:
 		st.Unfulfilled = domain.UnfulfilledCoolingDown

@@ -370,6 +370,63 @@ func TestUpdateCluster(t *testing.T) {
 	}
 }
 
+// TestQueueMaximum: a tenant opts in to a target that follows its queue
+// by setting max_preemptible_gpus; the view shows the target sparecap
+// fills, which requests raise within the maximum, and bad values change
+// nothing.
+func TestQueueMaximum(t *testing.T) {
+	e := newEnv(t)
+	c := e.create("p", createBody)
+	e.settle()
+	path := "/v1/clusters/" + c.ClusterID
+	if c.MaxPreemptibleGPUs != 0 || c.TargetPreemptibleGPUs != 16 {
+		t.Fatalf("a new cluster has no queue maximum and its own target: %+v", c)
+	}
+	for _, tc := range []struct{ body, field, contains string }{
+		{`{"max_preemptible_gpus":12}`, "max_preemptible_gpus", "multiple of 8"},
+		{`{"max_preemptible_gpus":-8}`, "max_preemptible_gpus", "negative"},
+		{`{"max_preemptible_gpus":"64"}`, "max_preemptible_gpus", "must be a int"},
+	} {
+		got := e.apiErr("p", "PATCH", path, tc.body, 400)
+		if got.Field != tc.field || !strings.Contains(got.Message, tc.contains) {
+			t.Fatalf("%s: %+v", tc.body, got)
+		}
+	}
+	var u apiv1.Cluster
+	e.do("p", "PATCH", path, `{"max_preemptible_gpus":64}`, 200, &u)
+	if u.MaxPreemptibleGPUs != 64 || u.DesiredPreemptibleGPUs != 16 || u.TargetPreemptibleGPUs != 16 {
+		t.Fatalf("after setting the maximum: %+v", u)
+	}
+	// The queue asks for 40 GPUs: the target follows.
+	if _, err := e.ctrl.SetRequested(e.ctx, c.ClusterID, 40); err != nil {
+		t.Fatal(err)
+	}
+	e.do("p", "GET", path, "", 200, &u)
+	if u.RequestedPreemptibleGPUs != 40 || u.TargetPreemptibleGPUs != 40 || u.DesiredPreemptibleGPUs != 16 {
+		t.Fatalf("with requests of 40 GPUs: %+v", u)
+	}
+	if u.TargetUnfulfilled == nil {
+		t.Fatalf("allocated %d of a target of 40 GPUs, want a reason: %+v", u.AllocatedPreemptibleGPUs, u)
+	}
+	// Lowering the maximum caps the target at once.
+	e.do("p", "PATCH", path, `{"max_preemptible_gpus":24}`, 200, &u)
+	if u.TargetPreemptibleGPUs != 24 {
+		t.Fatalf("target %d after lowering the maximum to 24, want 24", u.TargetPreemptibleGPUs)
+	}
+
+	// A SLURM cluster has no ProvisioningRequests to follow.
+	slurm := strings.Replace(strings.Replace(createBody, `"KUBERNETES"`, `"SLURM"`, 1), `"train"`, `"hpc"`, 1)
+	got := e.apiErr("p", "POST", "/v1/clusters", strings.Replace(slurm, `"num_gpus":8`, `"num_gpus":8,"max_preemptible_gpus":16`, 1), 400)
+	if got.Field != "max_preemptible_gpus" || !strings.Contains(got.Message, "KUBERNETES") {
+		t.Fatalf("create SLURM with a queue maximum: %+v", got)
+	}
+	sc := e.create("p", slurm)
+	got = e.apiErr("p", "PATCH", "/v1/clusters/"+sc.ClusterID, `{"max_preemptible_gpus":16}`, 400)
+	if got.Field != "max_preemptible_gpus" {
+		t.Fatalf("patch SLURM with a queue maximum: %+v", got)
+	}
+}
+
 func TestDeleteCluster(t *testing.T) {
 	e := newEnv(t)
 	c := e.create("p", createBody)

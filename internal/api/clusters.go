@@ -14,6 +14,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/allocator"
 	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
 )
@@ -92,7 +93,8 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 	c, err := s.ctrl.CreateCluster(ctx, domain.Cluster{
 		Name: req.ClusterName, ProjectID: project, Region: req.Region, GPUType: req.GPUType,
 		Type: domain.ClusterType(req.ClusterType), BillingType: domain.BillingType(req.BillingType),
-		NumGPUs: req.NumGPUs, DesiredPreemptibleGPUs: req.NumPreemptibleGPUs, Weight: 1,
+		NumGPUs: req.NumGPUs, DesiredPreemptibleGPUs: req.NumPreemptibleGPUs, MaxPreemptibleGPUs: req.MaxPreemptibleGPUs,
+		Weight: 1,
 	}, attach...)
 	if err != nil {
 		s.fail(w, r, err)
@@ -345,7 +347,11 @@ func (s *Server) updateCluster(w http.ResponseWriter, r *http.Request, p princip
 		s.fail(w, r, err)
 		return
 	}
-	c, err = s.ctrl.UpdateCluster(ctx, c.ID, req.NumGPUs, req.NumPreemptibleGPUs)
+	if c.Type == domain.ClusterSlurm && req.MaxPreemptibleGPUs != nil && *req.MaxPreemptibleGPUs > 0 {
+		s.fail(w, r, errSlurmQueue())
+		return
+	}
+	c, err = s.ctrl.UpdateCluster(ctx, c.ID, controller.Change{NumGPUs: req.NumGPUs, PreemptibleGPUs: req.NumPreemptibleGPUs, MaxPreemptibleGPUs: req.MaxPreemptibleGPUs})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -417,7 +423,9 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 		ClusterID: c.ID, ClusterName: c.Name, ProjectID: c.ProjectID, Region: c.Region, GPUType: c.GPUType,
 		ClusterType: string(c.Type), BillingType: string(c.BillingType), Status: string(c.Status),
 		NumGPUs: c.NumGPUs, DesiredPreemptibleGPUs: c.DesiredPreemptibleGPUs, Weight: max(c.Weight, 1),
-		CreatedAt: c.CreatedAt, GPUWorkerNodes: make([]apiv1.Node, 0, len(nodes)),
+		MaxPreemptibleGPUs: c.MaxPreemptibleGPUs, RequestedPreemptibleGPUs: c.RequestedPreemptibleGPUs,
+		TargetPreemptibleGPUs: c.TargetPreemptibleGPUs(),
+		CreatedAt:             c.CreatedAt, GPUWorkerNodes: make([]apiv1.Node, 0, len(nodes)),
 		Access: accessView(c.Access, redact),
 	}
 	// One column holds a cluster's attachment: a kubeconfig, or a SLURM
@@ -443,9 +451,9 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 		}
 		v.GPUWorkerNodes = append(v.GPUWorkerNodes, nv)
 	}
-	if c.Unfulfilled != "" && v.AllocatedPreemptibleGPUs < v.DesiredPreemptibleGPUs {
+	if c.Unfulfilled != "" && v.AllocatedPreemptibleGPUs < v.TargetPreemptibleGPUs {
 		v.TargetUnfulfilled = &apiv1.Unfulfilled{Reason: string(c.Unfulfilled), Message: c.UnfulfilledMessage}
-	} else if v.AllocatedPreemptibleGPUs < v.DesiredPreemptibleGPUs && c.Status != domain.StatusDeleting {
+	} else if v.AllocatedPreemptibleGPUs < v.TargetPreemptibleGPUs && c.Status != domain.StatusDeleting {
 		// The stored reason lags a node that left a moment ago.
 		v.TargetUnfulfilled = &apiv1.Unfulfilled{Reason: string(domain.UnfulfilledProvisioning), Message: "the controller is catching up with a node that just changed state"}
 	}

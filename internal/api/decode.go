@@ -154,7 +154,19 @@ func decodeCreate(r io.Reader) (apiv1.CreateClusterRequest, error) {
 	if err := checkGPUs("num_preemptible_gpus", req.NumPreemptibleGPUs, 0); err != nil {
 		return req, err
 	}
+	if err := checkGPUs("max_preemptible_gpus", req.MaxPreemptibleGPUs, 0); err != nil {
+		return req, err
+	}
+	if req.ClusterType == string(domain.ClusterSlurm) && req.MaxPreemptibleGPUs > 0 {
+		return req, errSlurmQueue()
+	}
 	return req, nil
+}
+
+// errSlurmQueue refuses a queue's maximum on a SLURM cluster: its
+// requests come through ProvisioningRequests, a Kubernetes API.
+func errSlurmQueue() error {
+	return invalid("max_preemptible_gpus", "max_preemptible_gpus is for KUBERNETES clusters, whose queue asks for capacity with ProvisioningRequests; a SLURM cluster's target is set with num_preemptible_gpus")
 }
 
 // updateBody accepts every field a tenant might try to PATCH, so that the
@@ -163,6 +175,7 @@ func decodeCreate(r io.Reader) (apiv1.CreateClusterRequest, error) {
 type updateBody struct {
 	NumGPUs            *int            `json:"num_gpus"`
 	NumPreemptibleGPUs *int            `json:"num_preemptible_gpus"`
+	MaxPreemptibleGPUs *int            `json:"max_preemptible_gpus"`
 	ClusterName        *string         `json:"cluster_name"`
 	Region             *string         `json:"region"`
 	GPUType            *string         `json:"gpu_type"`
@@ -190,11 +203,11 @@ func decodeUpdate(r io.Reader) (apiv1.UpdateClusterRequest, error) {
 		{"cluster_type", b.ClusterType != nil}, {"billing_type", b.BillingType != nil}, {"project_id", b.ProjectID != nil},
 	} {
 		if f.set {
-			return apiv1.UpdateClusterRequest{}, invalid(f.name, "%s cannot be changed after creation; only num_gpus and num_preemptible_gpus can", f.name)
+			return apiv1.UpdateClusterRequest{}, invalid(f.name, "%s cannot be changed after creation; only num_gpus, num_preemptible_gpus and max_preemptible_gpus can", f.name)
 		}
 	}
-	if b.NumGPUs == nil && b.NumPreemptibleGPUs == nil {
-		return apiv1.UpdateClusterRequest{}, invalid("", "nothing to update; set num_gpus and/or num_preemptible_gpus")
+	if b.NumGPUs == nil && b.NumPreemptibleGPUs == nil && b.MaxPreemptibleGPUs == nil {
+		return apiv1.UpdateClusterRequest{}, invalid("", "nothing to update; set num_gpus, num_preemptible_gpus and/or max_preemptible_gpus")
 	}
 	if b.NumGPUs != nil {
 		if err := checkGPUs("num_gpus", *b.NumGPUs, domain.GPUStep); err != nil {
@@ -206,7 +219,12 @@ func decodeUpdate(r io.Reader) (apiv1.UpdateClusterRequest, error) {
 			return apiv1.UpdateClusterRequest{}, err
 		}
 	}
-	return apiv1.UpdateClusterRequest{NumGPUs: b.NumGPUs, NumPreemptibleGPUs: b.NumPreemptibleGPUs}, nil
+	if b.MaxPreemptibleGPUs != nil {
+		if err := checkGPUs("max_preemptible_gpus", *b.MaxPreemptibleGPUs, 0); err != nil {
+			return apiv1.UpdateClusterRequest{}, err
+		}
+	}
+	return apiv1.UpdateClusterRequest{NumGPUs: b.NumGPUs, NumPreemptibleGPUs: b.NumPreemptibleGPUs, MaxPreemptibleGPUs: b.MaxPreemptibleGPUs}, nil
 }
 
 var idRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)

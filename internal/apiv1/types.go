@@ -13,6 +13,11 @@ type CreateClusterRequest struct {
 	BillingType        string `json:"billing_type"`
 	NumGPUs            int    `json:"num_gpus"`
 	NumPreemptibleGPUs int    `json:"num_preemptible_gpus"`
+	// MaxPreemptibleGPUs lets the cluster's queue raise its preemptible
+	// target up to this many GPUs with ProvisioningRequests of class
+	// preemptible.sparecap.dev (0, the default: requests are not taken).
+	// KUBERNETES clusters only.
+	MaxPreemptibleGPUs int `json:"max_preemptible_gpus,omitempty"`
 	// ProjectID is required for admin tokens and optional (must match) for
 	// project tokens.
 	ProjectID string `json:"project_id,omitempty"`
@@ -45,6 +50,7 @@ type AttachSlurmRequest struct {
 type UpdateClusterRequest struct {
 	NumGPUs            *int `json:"num_gpus,omitempty"`
 	NumPreemptibleGPUs *int `json:"num_preemptible_gpus,omitempty"`
+	MaxPreemptibleGPUs *int `json:"max_preemptible_gpus,omitempty"`
 }
 
 // SetClusterWeightRequest is the body of PATCH /v1/admin/clusters/{id}.
@@ -55,21 +61,31 @@ type SetClusterWeightRequest struct {
 
 // Cluster in responses.
 type Cluster struct {
-	ClusterID                string `json:"cluster_id"`
-	ClusterName              string `json:"cluster_name"`
-	ProjectID                string `json:"project_id"`
-	Region                   string `json:"region"`
-	GPUType                  string `json:"gpu_type"`
-	ClusterType              string `json:"cluster_type"`
-	BillingType              string `json:"billing_type"`
-	Status                   string `json:"status"`
-	NumGPUs                  int    `json:"num_gpus"`
-	DesiredPreemptibleGPUs   int    `json:"desired_preemptible_gpus"`
-	AllocatedPreemptibleGPUs int    `json:"allocated_preemptible_gpus"`
+	ClusterID   string `json:"cluster_id"`
+	ClusterName string `json:"cluster_name"`
+	ProjectID   string `json:"project_id"`
+	Region      string `json:"region"`
+	GPUType     string `json:"gpu_type"`
+	ClusterType string `json:"cluster_type"`
+	BillingType string `json:"billing_type"`
+	Status      string `json:"status"`
+	NumGPUs     int    `json:"num_gpus"`
+	// DesiredPreemptibleGPUs is the target the tenant set
+	// (num_preemptible_gpus), kept until changed.
+	DesiredPreemptibleGPUs   int `json:"desired_preemptible_gpus"`
+	AllocatedPreemptibleGPUs int `json:"allocated_preemptible_gpus"`
+	// MaxPreemptibleGPUs is how far the cluster's queue may raise the
+	// target with ProvisioningRequests (0: not at all);
+	// RequestedPreemptibleGPUs what those requests ask for now.
+	MaxPreemptibleGPUs       int `json:"max_preemptible_gpus"`
+	RequestedPreemptibleGPUs int `json:"requested_preemptible_gpus"`
+	// TargetPreemptibleGPUs is what sparecap fills: the desired target,
+	// or what the requests ask for within the maximum when that is more.
+	TargetPreemptibleGPUs int `json:"target_preemptible_gpus"`
 	// Weight is the cluster's weight in the max-min fair sharing of spare
 	// capacity (1 unless an operator set it).
 	Weight int `json:"weight"`
-	// TargetUnfulfilled is set when allocated < desired.
+	// TargetUnfulfilled is set when allocated < target.
 	TargetUnfulfilled *Unfulfilled `json:"target_unfulfilled,omitempty"`
 	GPUWorkerNodes    []Node       `json:"gpu_worker_nodes"`
 	CreatedAt         time.Time    `json:"created_at"`

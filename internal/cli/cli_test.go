@@ -27,7 +27,7 @@ func cluster(status string, allocated int, nodes ...apiv1.Node) apiv1.Cluster {
 	return apiv1.Cluster{
 		ClusterID: "c1", ClusterName: "my-cluster", ProjectID: "p1", Region: "us-central-2", GPUType: "H100",
 		ClusterType: "KUBERNETES", BillingType: "ON_DEMAND", Status: status, NumGPUs: 8,
-		DesiredPreemptibleGPUs: 16, AllocatedPreemptibleGPUs: allocated, GPUWorkerNodes: nodes,
+		DesiredPreemptibleGPUs: 16, TargetPreemptibleGPUs: 16, AllocatedPreemptibleGPUs: allocated, GPUWorkerNodes: nodes,
 		CreatedAt: t0.Add(-90 * time.Minute),
 	}
 }
@@ -42,10 +42,10 @@ func TestClustersCreateSendsFlags(t *testing.T) {
 			name: "all flags",
 			args: []string{"--name", "my-cluster", "--region", "us-central-2", "--gpu-type", "RTX_6000_PCI",
 				"--cluster-type", "KUBERNETES", "--num-gpus", "8", "--billing-type", "RESERVED",
-				"--num-preemptible-gpus", "16", "--project-id", "p1"},
+				"--num-preemptible-gpus", "16", "--max-preemptible-gpus", "64", "--project-id", "p1"},
 			want: map[string]any{"cluster_name": "my-cluster", "region": "us-central-2", "gpu_type": "RTX_6000_PCI",
 				"cluster_type": "KUBERNETES", "num_gpus": 8.0, "billing_type": "RESERVED",
-				"num_preemptible_gpus": 16.0, "project_id": "p1"},
+				"num_preemptible_gpus": 16.0, "max_preemptible_gpus": 64.0, "project_id": "p1"},
 		},
 		{
 			name: "defaults; no project with a project token",
@@ -109,6 +109,8 @@ func TestClustersUpdateSendsOnlyChanged(t *testing.T) {
 		{[]string{"--num-preemptible-gpus", "0"}, map[string]any{"num_preemptible_gpus": 0.0}},
 		{[]string{"--num-gpus", "16"}, map[string]any{"num_gpus": 16.0}},
 		{[]string{"--num-gpus=24", "--num-preemptible-gpus=8"}, map[string]any{"num_gpus": 24.0, "num_preemptible_gpus": 8.0}},
+		{[]string{"--max-preemptible-gpus", "64"}, map[string]any{"max_preemptible_gpus": 64.0}},
+		{[]string{"--max-preemptible-gpus", "0", "--num-preemptible-gpus", "8"}, map[string]any{"max_preemptible_gpus": 0.0, "num_preemptible_gpus": 8.0}},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -137,6 +139,25 @@ func TestClustersUpdateSendsOnlyChanged(t *testing.T) {
 	if n := len(f.requests()); n != 0 {
 		t.Errorf("%d requests sent", n)
 	}
+}
+
+// TestClusterGetShowsTheQueue: a cluster whose target follows its queue
+// says so, with what the tenant set, what the queue asks and the maximum.
+func TestClusterGetShowsTheQueue(t *testing.T) {
+	c := cluster("Ready", 16)
+	c.MaxPreemptibleGPUs, c.RequestedPreemptibleGPUs, c.TargetPreemptibleGPUs = 64, 40, 40
+	c.TargetUnfulfilled = &apiv1.Unfulfilled{Reason: "Provisioning", Message: "3 nodes coming up"}
+	f := newFakeAPI(t)
+	f.handle("GET /v1/clusters/c1", 200, c)
+	r := f.run("clusters", "get", "c1")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "table", r.stdout,
+		"Preemptible GPUs:   16 allocated / 40 target (16 set, 40 requested by the queue, at most 64) (Provisioning: 3 nodes coming up)")
+	f.handle("GET /v1/clusters", 200, apiv1.ClusterList{Clusters: []apiv1.Cluster{c}})
+	r = f.run("clusters", "list")
+	mustContain(t, "list", r.stdout, "16/40")
 }
 
 func TestOutputFormats(t *testing.T) {

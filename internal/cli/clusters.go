@@ -104,6 +104,7 @@ nothing.`,
 	f.IntVar(&req.NumGPUs, "num-gpus", 0, "standard GPUs, a multiple of 8, at least 8 (required)")
 	f.StringVar(&req.BillingType, "billing-type", "ON_DEMAND", "billing of standard nodes: ON_DEMAND or RESERVED")
 	f.IntVar(&req.NumPreemptibleGPUs, "num-preemptible-gpus", 0, "target of preemptible GPUs, a multiple of 8")
+	f.IntVar(&req.MaxPreemptibleGPUs, "max-preemptible-gpus", 0, "let the cluster's queue raise the preemptible target up to this many GPUs with ProvisioningRequests (KUBERNETES; 0: off)")
 	f.StringVar(&req.ProjectID, "project-id", "", "project to create the cluster in (needed with an admin token)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster's Kubernetes API to attach (admin token; - reads stdin)")
 	f.BoolVar(&wait, "wait", false, "wait until the cluster is Ready")
@@ -116,22 +117,31 @@ nothing.`,
 
 func newClustersUpdateCmd(s *state) *cobra.Command {
 	var (
-		numGPUs, numPreemptible int
-		wait                    bool
-		timeout                 time.Duration
+		numGPUs, numPreemptible, maxPreemptible int
+		wait                                    bool
+		timeout                                 time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "update <cluster-id>",
 		Short: "Scale a cluster's standard GPUs or preemptible target",
-		Long: `Change a cluster's standard GPUs (--num-gpus) or its target of preemptible
-GPUs (--num-preemptible-gpus). Only the flags given are sent; the other value
-is kept. Lowering the preemptible target drains the surplus preemptible nodes
-(up to 5 minutes each); raising it adds nodes as spare capacity allows.
+		Long: `Change a cluster's standard GPUs (--num-gpus), its target of preemptible
+GPUs (--num-preemptible-gpus) or how far its queue may raise that target
+(--max-preemptible-gpus). Only the flags given are sent; the other values
+are kept. Lowering the preemptible target drains the surplus preemptible
+nodes (up to 5 minutes each); raising it adds nodes as spare capacity
+allows.
+
+With --max-preemptible-gpus above 0, ProvisioningRequests of class
+preemptible.sparecap.dev in the cluster (Kueue's, or anyone's) raise the
+target to what they ask for, up to that maximum, and it comes back down
+when they are gone; --num-preemptible-gpus stays a floor
+(docs/queues.md).
 
 With --wait the command polls until the cluster is Ready and its nodes have
 settled (none coming up or draining).`,
 		Example: `  sparecap clusters update <cluster-id> --num-preemptible-gpus 16
-  sparecap clusters update <cluster-id> --num-gpus 16 --num-preemptible-gpus 0 --wait`,
+  sparecap clusters update <cluster-id> --num-gpus 16 --num-preemptible-gpus 0 --wait
+  sparecap clusters update <cluster-id> --num-preemptible-gpus 0 --max-preemptible-gpus 64`,
 		Args: cobra.ExactArgs(1),
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			var req apiv1.UpdateClusterRequest
@@ -141,8 +151,11 @@ settled (none coming up or draining).`,
 			if cmd.Flags().Changed("num-preemptible-gpus") {
 				req.NumPreemptibleGPUs = &numPreemptible
 			}
-			if req.NumGPUs == nil && req.NumPreemptibleGPUs == nil {
-				return errors.New("nothing to update: set --num-gpus and/or --num-preemptible-gpus")
+			if cmd.Flags().Changed("max-preemptible-gpus") {
+				req.MaxPreemptibleGPUs = &maxPreemptible
+			}
+			if req.NumGPUs == nil && req.NumPreemptibleGPUs == nil && req.MaxPreemptibleGPUs == nil {
+				return errors.New("nothing to update: set --num-gpus, --num-preemptible-gpus and/or --max-preemptible-gpus")
 			}
 			cl, err := c.UpdateCluster(cmd.Context(), args[0], req)
 			if err != nil {
@@ -160,6 +173,7 @@ settled (none coming up or draining).`,
 	f := cmd.Flags()
 	f.IntVar(&numGPUs, "num-gpus", 0, "new number of standard GPUs (a multiple of 8)")
 	f.IntVar(&numPreemptible, "num-preemptible-gpus", 0, "new target of preemptible GPUs (a multiple of 8; 0 removes them)")
+	f.IntVar(&maxPreemptible, "max-preemptible-gpus", 0, "how far the cluster's queue may raise the target with ProvisioningRequests (a multiple of 8; 0 turns it off)")
 	f.BoolVar(&wait, "wait", false, "wait until the cluster is Ready and its nodes have settled")
 	f.DurationVar(&timeout, "timeout", defaultWaitTimeout, "how long --wait waits")
 	return cmd
@@ -203,7 +217,7 @@ the admin token sees all (narrow with --project-id).`,
 				row(tw, "ID", "NAME", "PROJECT", "REGION", "GPU_TYPE", "STATUS", "GPUS", "PREEMPTIBLE", "KUBERNETES", "AGE")
 				for _, cl := range list.Clusters {
 					row(tw, cl.ClusterID, cl.ClusterName, cl.ProjectID, cl.Region, cl.GPUType, cl.Status, cl.NumGPUs,
-						fmt.Sprintf("%d/%d", cl.AllocatedPreemptibleGPUs, cl.DesiredPreemptibleGPUs),
+						fmt.Sprintf("%d/%d", cl.AllocatedPreemptibleGPUs, cl.TargetPreemptibleGPUs),
 						kubernetesColumn(cl.Kubernetes), s.age(cl.CreatedAt))
 				}
 			})
@@ -277,6 +291,11 @@ func (s *state) printCluster(cmd *cobra.Command, cl *apiv1.Cluster) error {
 		row(tw, "Status:", cl.Status)
 		row(tw, "Standard GPUs:", fmt.Sprintf("%d (%d/%d nodes ready)", cl.NumGPUs, std.ready, std.expected))
 		pre := fmt.Sprintf("%d allocated / %d desired", cl.AllocatedPreemptibleGPUs, cl.DesiredPreemptibleGPUs)
+		if cl.MaxPreemptibleGPUs > 0 {
+			pre = fmt.Sprintf("%d allocated / %d target (%d set, %d requested by the queue, at most %d)",
+				cl.AllocatedPreemptibleGPUs, cl.TargetPreemptibleGPUs, cl.DesiredPreemptibleGPUs,
+				cl.RequestedPreemptibleGPUs, cl.MaxPreemptibleGPUs)
+		}
 		if u := cl.TargetUnfulfilled; u != nil {
 			pre += " (" + u.Reason
 			if u.Message != "" {
@@ -572,7 +591,7 @@ func clusterSettled(cl *apiv1.Cluster) bool {
 func progressLine(cl *apiv1.Cluster) string {
 	std := standardNodes(cl)
 	line := fmt.Sprintf("status %s, standard nodes %d/%d ready, preemptible GPUs %d/%d allocated",
-		cl.Status, std.ready, std.expected, cl.AllocatedPreemptibleGPUs, cl.DesiredPreemptibleGPUs)
+		cl.Status, std.ready, std.expected, cl.AllocatedPreemptibleGPUs, cl.TargetPreemptibleGPUs)
 	if u := cl.TargetUnfulfilled; u != nil && u.Reason != "" {
 		line += " (" + u.Reason + ")"
 	}

@@ -479,7 +479,8 @@ func (c *Console) scalePage(w http.ResponseWriter, r *http.Request, s *session, 
 		return
 	}
 	c.renderScale(w, r, s, api, http.StatusOK, cl, map[string]string{
-		"num_gpus": strconv.Itoa(cl.NumGPUs), "num_preemptible_gpus": strconv.Itoa(cl.DesiredPreemptibleGPUs)}, nil, "")
+		"num_gpus": strconv.Itoa(cl.NumGPUs), "num_preemptible_gpus": strconv.Itoa(cl.DesiredPreemptibleGPUs),
+		"max_preemptible_gpus": strconv.Itoa(cl.MaxPreemptibleGPUs)}, nil, "")
 }
 
 func (c *Console) renderScale(w http.ResponseWriter, r *http.Request, s *session, api *client.Client, status int, cl *apiv1.Cluster, values, errs map[string]string, msg string) {
@@ -508,6 +509,12 @@ func (c *Console) scale(w http.ResponseWriter, r *http.Request, s *session, api 
 	values := map[string]string{"num_gpus": r.PostFormValue("num_gpus"), "num_preemptible_gpus": r.PostFormValue("num_preemptible_gpus")}
 	errs := map[string]string{}
 	std, pre := formInt(r, "num_gpus", errs), formInt(r, "num_preemptible_gpus", errs)
+	// The queue's maximum is on the form of KUBERNETES clusters only.
+	maxPre := cl.MaxPreemptibleGPUs
+	if _, ok := r.PostForm["max_preemptible_gpus"]; ok {
+		values["max_preemptible_gpus"] = r.PostFormValue("max_preemptible_gpus")
+		maxPre = formInt(r, "max_preemptible_gpus", errs)
+	}
 	if len(errs) > 0 {
 		c.renderScale(w, r, s, api, http.StatusBadRequest, cl, values, errs, "")
 		return
@@ -519,7 +526,10 @@ func (c *Console) scale(w http.ResponseWriter, r *http.Request, s *session, api 
 	if pre != cl.DesiredPreemptibleGPUs {
 		req.NumPreemptibleGPUs = &pre
 	}
-	if req.NumGPUs == nil && req.NumPreemptibleGPUs == nil {
+	if maxPre != cl.MaxPreemptibleGPUs {
+		req.MaxPreemptibleGPUs = &maxPre
+	}
+	if req.NumGPUs == nil && req.NumPreemptibleGPUs == nil && req.MaxPreemptibleGPUs == nil {
 		http.Redirect(w, r, "/console/clusters/"+url.PathEscape(cl.ClusterID), http.StatusSeeOther)
 		return
 	}

@@ -349,6 +349,21 @@ func TestScaleUsageAndFleetPages(t *testing.T) {
 	if !strings.Contains(e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200), `"desired_preemptible_gpus":16`) {
 		t.Fatal("scale not applied")
 	}
+	// The queue's maximum: a bad value is shown next to its field and
+	// changes nothing; a good one is applied and shown on the cluster page.
+	status, page, _ = b.post("/console/clusters/"+id+"/scale", url.Values{"csrf": {csrf}, "num_gpus": {"8"}, "num_preemptible_gpus": {"16"}, "max_preemptible_gpus": {"12"}})
+	if status != http.StatusBadRequest || !strings.Contains(page, `id="err-max_preemptible_gpus"`) || !strings.Contains(page, "multiple of 8") {
+		t.Fatalf("scale with a bad queue maximum: %d", status)
+	}
+	if status, _, _ := b.post("/console/clusters/"+id+"/scale", url.Values{"csrf": {csrf}, "num_gpus": {"8"}, "num_preemptible_gpus": {"16"}, "max_preemptible_gpus": {"64"}}); status != http.StatusSeeOther {
+		t.Fatalf("scale with a queue maximum: %d", status)
+	}
+	if !strings.Contains(e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200), `"max_preemptible_gpus":64`) {
+		t.Fatal("queue maximum not applied")
+	}
+	if _, page, _ = b.get("/console/clusters/" + id); !strings.Contains(page, `at most <span id="max">64</span>`) || strings.Contains(page, `id="queue" hidden`) {
+		t.Fatalf("cluster page does not show the queue's maximum:\n%s", page)
+	}
 	status, page, _ = b.get("/console/usage")
 	if status != 200 || !strings.Contains(page, `id="usage-chart"`) || !strings.Contains(page, "chart.umd.min.js") || !strings.Contains(page, "format=csv") {
 		t.Fatalf("usage page %d", status)

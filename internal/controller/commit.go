@@ -235,9 +235,9 @@ func (t *commitTx) clusterStates() error {
 		case cs.Unfulfilled != "" && cs.Unfulfilled != domain.UnfulfilledProvisioning:
 			t.addEvent(domain.Event{ClusterID: cur.ID, Reason: domain.ReasonTargetUnfulfilled,
 				Message: fmt.Sprintf("%s: %s", cs.Unfulfilled, cs.Message)})
-		case cs.Unfulfilled == "" && cur.DesiredPreemptibleGPUs > 0:
+		case cs.Unfulfilled == "" && cur.TargetPreemptibleGPUs() > 0:
 			t.addEvent(domain.Event{ClusterID: cur.ID, Reason: domain.ReasonTargetFulfilled,
-				Message: fmt.Sprintf("%d of %d preemptible GPUs allocated", cs.AllocatedPreemptibleGPUs, cur.DesiredPreemptibleGPUs)})
+				Message: fmt.Sprintf("%d of %d preemptible GPUs allocated", cs.AllocatedPreemptibleGPUs, cur.TargetPreemptibleGPUs())})
 		}
 	}
 	return nil

@@ -461,7 +461,7 @@ func TestScaleDownAndReplenish(t *testing.T) {
 		t.Fatalf("%d ready nodes", got)
 	}
 	eight := 8
-	if _, err := h.c.UpdateCluster(h.ctx, "a", nil, &eight); err != nil {
+	if _, err := h.c.UpdateCluster(h.ctx, "a", Change{PreemptibleGPUs: &eight}); err != nil {
 		t.Fatal(err)
 	}
 	draining := h.nodes("a", domain.NodeDraining)
@@ -487,7 +487,7 @@ func TestScaleDownAndReplenish(t *testing.T) {
 	}
 	// Raising the target again refills from the freed machines.
 	thirtytwo := 24
-	if _, err := h.c.UpdateCluster(h.ctx, "a", nil, &thirtytwo); err != nil {
+	if _, err := h.c.UpdateCluster(h.ctx, "a", Change{PreemptibleGPUs: &thirtytwo}); err != nil {
 		t.Fatal(err)
 	}
 	h.reconcile()

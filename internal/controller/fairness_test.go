@@ -57,12 +57,12 @@ func TestNobodyWaitsForever(t *testing.T) {
 	}
 	sixteen, eight := 16, 8
 	for day := 0; day < 30; day++ {
-		if _, err := h.c.UpdateCluster(h.ctx, "burst", &sixteen, nil); err != nil {
+		if _, err := h.c.UpdateCluster(h.ctx, "burst", Change{NumGPUs: &sixteen}); err != nil {
 			t.Fatalf("day %d: burst: %v", day, err)
 		}
 		step(3*time.Minute, 10*time.Second) // preemption, drain, provisioning
 		step(4*time.Hour-3*time.Minute, 30*time.Minute)
-		if _, err := h.c.UpdateCluster(h.ctx, "burst", &eight, nil); err != nil {
+		if _, err := h.c.UpdateCluster(h.ctx, "burst", Change{NumGPUs: &eight}); err != nil {
 			t.Fatalf("day %d: burst ends: %v", day, err)
 		}
 		step(3*time.Minute, 10*time.Second)

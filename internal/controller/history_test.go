@@ -18,7 +18,7 @@ func TestArchivesRemovedNodesAfterRetention(t *testing.T) {
 	h.reconcile()
 	h.advance(20 * time.Second)
 	eight := 8
-	if _, err := h.c.UpdateCluster(h.ctx, "a", nil, &eight); err != nil {
+	if _, err := h.c.UpdateCluster(h.ctx, "a", Change{PreemptibleGPUs: &eight}); err != nil {
 		t.Fatal(err)
 	}
 	h.advance(40 * time.Second)

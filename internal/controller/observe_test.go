@@ -14,7 +14,7 @@ func TestDrainObservations(t *testing.T) {
 	pre := fillPreemptible(h)
 	h.notes = nil
 	zero := 0
-	if _, err := h.c.UpdateCluster(h.ctx, "a", nil, &zero); err != nil {
+	if _, err := h.c.UpdateCluster(h.ctx, "a", Change{PreemptibleGPUs: &zero}); err != nil {
 		t.Fatal(err)
 	}
 	t1 := h.clk.Now()

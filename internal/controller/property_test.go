@@ -170,7 +170,7 @@ func TestDrainsEndByDeadlineDespiteCrashes(t *testing.T) {
 				}
 			case 2:
 				pre := 8 * rapid.IntRange(0, 3).Draw(rt, "pre")
-				if _, err := h.c.UpdateCluster(ctx, "a", nil, &pre); err != nil && !errors.Is(err, domain.ErrNotFound) && !errors.Is(err, ErrDeleting) {
+				if _, err := h.c.UpdateCluster(ctx, "a", Change{PreemptibleGPUs: &pre}); err != nil && !errors.Is(err, domain.ErrNotFound) && !errors.Is(err, ErrDeleting) {
 					rt.Fatal(err)
 				}
 			case 3:

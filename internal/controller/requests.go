@@ -147,11 +147,59 @@ func (c *Controller) createBatch(ctx context.Context, rs []*createReq) {
 	}
 }
 
-// UpdateCluster changes a cluster's standard GPUs and/or preemptible
-// target (nil keeps the value). Growing standard capacity is synchronous
-// like a create: refused with *ShortfallError, changing nothing, when it
-// cannot be found.
-func (c *Controller) UpdateCluster(ctx context.Context, id string, numGPUs, preemptible *int) (domain.Cluster, error) {
+// Change is what UpdateCluster changes in a cluster; a nil field keeps
+// its value.
+type Change struct {
+	// NumGPUs is the standard GPUs; PreemptibleGPUs the tenant's
+	// preemptible target (domain.Cluster.DesiredPreemptibleGPUs);
+	// MaxPreemptibleGPUs how far the queue's requests may raise it
+	// (domain.Cluster.MaxPreemptibleGPUs).
+	NumGPUs, PreemptibleGPUs, MaxPreemptibleGPUs *int
+}
+
+// UpdateCluster changes a cluster's standard GPUs, preemptible target
+// and/or the maximum its queue may raise the target to. Growing standard
+// capacity is synchronous like a create: refused with *ShortfallError,
+// changing nothing, when it cannot be found.
+func (c *Controller) UpdateCluster(ctx context.Context, id string, ch Change) (domain.Cluster, error) {
+	grows := false
+	return c.changeCluster(ctx, "update", id, func(cl *domain.Cluster) {
+		if ch.NumGPUs != nil {
+			grows = *ch.NumGPUs > cl.NumGPUs
+			cl.NumGPUs = *ch.NumGPUs
+		}
+		if ch.PreemptibleGPUs != nil {
+			cl.DesiredPreemptibleGPUs = *ch.PreemptibleGPUs
+		}
+		if ch.MaxPreemptibleGPUs != nil {
+			cl.MaxPreemptibleGPUs = *ch.MaxPreemptibleGPUs
+		}
+	}, func() bool { return grows })
+}
+
+// SetRequested records what the cluster's queue asks for now through its
+// ProvisioningRequests (domain.Cluster.RequestedPreemptibleGPUs), and
+// commits the plan that follows: the target rises or falls with it,
+// within the cluster's maximum. Setting the value it has changes nothing.
+func (c *Controller) SetRequested(ctx context.Context, id string, gpus int) (domain.Cluster, error) {
+	if gpus < 0 {
+		return domain.Cluster{}, fmt.Errorf("set requested GPUs of cluster %s: %d is negative", id, gpus)
+	}
+	if cur, err := c.store.GetCluster(ctx, id); err == nil && cur.RequestedPreemptibleGPUs == gpus {
+		return cur, nil
+	}
+	return c.changeCluster(ctx, "set requested GPUs of", id, func(cl *domain.Cluster) {
+		cl.RequestedPreemptibleGPUs = gpus
+	}, nil)
+}
+
+// changeCluster plans the fleet with change applied to cluster id and
+// commits that plan with the fields the tenant and its queue set (standard
+// GPUs, targets, weight), under the plan lock, which every writer of
+// those fields holds. When
+// refuseShortfall says so (after change ran), a plan that cannot give the
+// cluster its standard capacity is refused with *ShortfallError.
+func (c *Controller) changeCluster(ctx context.Context, what, id string, change func(*domain.Cluster), refuseShortfall func() bool) (domain.Cluster, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
@@ -163,17 +211,10 @@ func (c *Controller) UpdateCluster(ctx context.Context, id string, numGPUs, pree
 	if cl.Deleting {
 		return domain.Cluster{}, ErrDeleting
 	}
-	grows := false
-	if numGPUs != nil {
-		grows = *numGPUs > cl.NumGPUs
-		cl.NumGPUs = *numGPUs
-	}
-	if preemptible != nil {
-		cl.DesiredPreemptibleGPUs = *preemptible
-	}
+	change(&cl)
 	s.Clusters[i] = cl
 	pl := c.plan(s, now)
-	if sf := shortfallOf(pl, id); sf != nil && grows {
+	if sf := shortfallOf(pl, id); sf != nil && refuseShortfall != nil && refuseShortfall() {
 		return domain.Cluster{}, &ShortfallError{*sf}
 	}
 	err = c.commit(ctx, s, pl, now, commitWrites{before: func(tx store.Tx) error {
@@ -182,10 +223,12 @@ func (c *Controller) UpdateCluster(ctx context.Context, id string, numGPUs, pree
 			return err
 		}
 		cur.NumGPUs, cur.DesiredPreemptibleGPUs = cl.NumGPUs, cl.DesiredPreemptibleGPUs
+		cur.MaxPreemptibleGPUs, cur.RequestedPreemptibleGPUs = cl.MaxPreemptibleGPUs, cl.RequestedPreemptibleGPUs
+		cur.Weight = cl.Weight
 		return tx.UpdateCluster(ctx, cur)
 	}})
 	if err != nil {
-		return domain.Cluster{}, fmt.Errorf("update cluster %s: %w", id, err)
+		return domain.Cluster{}, fmt.Errorf("%s cluster %s: %w", what, id, err)
 	}
 	c.Kick()
 	return c.store.GetCluster(ctx, id)
@@ -199,31 +242,7 @@ func (c *Controller) SetWeight(ctx context.Context, id string, weight int) (doma
 	if weight < 1 || weight > domain.MaxWeight {
 		return domain.Cluster{}, fmt.Errorf("set weight of cluster %s: weight %d is not in 1..%d", id, weight, domain.MaxWeight)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.clock.Now()
-	s, i, err := c.snapshotWith(ctx, id)
-	if err != nil {
-		return domain.Cluster{}, err
-	}
-	if s.Clusters[i].Deleting {
-		return domain.Cluster{}, ErrDeleting
-	}
-	s.Clusters[i].Weight = weight
-	pl := c.plan(s, now)
-	err = c.commit(ctx, s, pl, now, commitWrites{before: func(tx store.Tx) error {
-		cur, err := tx.GetCluster(ctx, id)
-		if err != nil {
-			return err
-		}
-		cur.Weight = weight
-		return tx.UpdateCluster(ctx, cur)
-	}})
-	if err != nil {
-		return domain.Cluster{}, fmt.Errorf("set weight of cluster %s: %w", id, err)
-	}
-	c.Kick()
-	return c.store.GetCluster(ctx, id)
+	return c.changeCluster(ctx, "set weight of", id, func(cl *domain.Cluster) { cl.Weight = weight }, nil)
 }
 
 // DeleteCluster marks the cluster for deletion and starts draining all its

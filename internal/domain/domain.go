@@ -299,15 +299,24 @@ const MaxWeight = 1000
 
 // Cluster is a tenant's Kubernetes cluster.
 type Cluster struct {
-	ID                     string
-	Name                   string
-	ProjectID              string
-	Region                 string
-	GPUType                string
-	Type                   ClusterType
-	BillingType            BillingType
-	NumGPUs                int // standard GPUs
+	ID          string
+	Name        string
+	ProjectID   string
+	Region      string
+	GPUType     string
+	Type        ClusterType
+	BillingType BillingType
+	NumGPUs     int // standard GPUs
+	// DesiredPreemptibleGPUs is the preemptible target the tenant set
+	// (num_preemptible_gpus), kept until changed.
 	DesiredPreemptibleGPUs int
+	// MaxPreemptibleGPUs caps what the tenant's queue may ask for through
+	// ProvisioningRequests of sparecap's class (0, the default: requests
+	// are not taken). RequestedPreemptibleGPUs is what those requests ask
+	// for now, written by the controller that reconciles them. See
+	// TargetPreemptibleGPUs.
+	MaxPreemptibleGPUs       int
+	RequestedPreemptibleGPUs int
 	// Weight for max-min fair sharing of spare capacity (1 by default,
 	// at most MaxWeight): a cluster's share is proportional to it.
 	Weight int
@@ -332,6 +341,14 @@ type Cluster struct {
 	// Access is what sparecap knows of the permissions the attached API
 	// grants it (zero while none is attached or it was never checked).
 	Access Access
+}
+
+// TargetPreemptibleGPUs is the preemptible target sparecap fills: the
+// tenant's own (DesiredPreemptibleGPUs), or what its queue's requests ask
+// for when that is more, within MaxPreemptibleGPUs. A target set by hand
+// is a floor the queue never lowers.
+func (c Cluster) TargetPreemptibleGPUs() int {
+	return max(c.DesiredPreemptibleGPUs, min(c.RequestedPreemptibleGPUs, c.MaxPreemptibleGPUs))
 }
 
 // Access is what sparecap learned of the permissions an attached

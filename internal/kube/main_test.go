@@ -143,7 +143,7 @@ func (f *fixture) createCluster(id string, standard, preemptible int) {
 
 func (f *fixture) update(id string, standard, preemptible *int) {
 	f.t.Helper()
-	if _, err := f.ctrl.UpdateCluster(f.ctx, id, standard, preemptible); err != nil {
+	if _, err := f.ctrl.UpdateCluster(f.ctx, id, controller.Change{NumGPUs: standard, PreemptibleGPUs: preemptible}); err != nil {
 		f.t.Fatal(err)
 	}
 }

@@ -277,7 +277,7 @@ func newStateCollector(st store.Store) *stateCollector {
 		up: prometheus.NewDesc(name("store_up"),
 			"1 if this scrape read the store snapshot the state metrics come from, 0 if the read failed (the state metrics are then missing).", nil, nil),
 		desired: prometheus.NewDesc(name("cluster_desired_preemptible_gpus"),
-			"Preemptible GPU target of each cluster (desired_preemptible_gpus); clusters being deleted included until they are gone.", []string{"cluster_id", "project_id"}, nil),
+			"Preemptible GPU target sparecap fills for each cluster (target_preemptible_gpus: desired_preemptible_gpus, or what its queue's ProvisioningRequests ask for within max_preemptible_gpus when that is more); clusters being deleted included until they are gone.", []string{"cluster_id", "project_id"}, nil),
 		allocated: prometheus.NewDesc(name("cluster_allocated_preemptible_gpus"),
 			"Preemptible GPUs of each cluster on ready nodes (allocated_preemptible_gpus); nodes provisioning or draining do not count.", []string{"cluster_id", "project_id"}, nil),
 		nodes: prometheus.NewDesc(name("nodes"),
@@ -355,7 +355,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		alloc := ready[cl.ID]
-		ch <- prometheus.MustNewConstMetric(c.desired, prometheus.GaugeValue, float64(cl.DesiredPreemptibleGPUs), cl.ID, cl.ProjectID)
+		ch <- prometheus.MustNewConstMetric(c.desired, prometheus.GaugeValue, float64(cl.TargetPreemptibleGPUs()), cl.ID, cl.ProjectID)
 		ch <- prometheus.MustNewConstMetric(c.allocated, prometheus.GaugeValue, float64(alloc), cl.ID, cl.ProjectID)
 		if r := unmetReason(cl, alloc); r != "" {
 			unmet[r]++
@@ -376,7 +376,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 // stored state lags a node that just changed; "" when the target is met or
 // the cluster is being deleted.
 func unmetReason(cl domain.Cluster, allocated int) domain.UnfulfilledReason {
-	if allocated >= cl.DesiredPreemptibleGPUs {
+	if allocated >= cl.TargetPreemptibleGPUs() {
 		return ""
 	}
 	if cl.Unfulfilled != "" {

@@ -126,7 +126,7 @@ func (f *fixture) createCluster(id string, standard, preemptible int) {
 
 func (f *fixture) setPreemptible(id string, gpus int) {
 	f.t.Helper()
-	if _, err := f.ctrl.UpdateCluster(f.ctx, id, nil, &gpus); err != nil {
+	if _, err := f.ctrl.UpdateCluster(f.ctx, id, controller.Change{PreemptibleGPUs: &gpus}); err != nil {
 		f.t.Fatal(err)
 	}
 }

@@ -147,9 +147,13 @@ function clusterPage() {
     document.getElementById("cluster-status").textContent = c.status;
     document.getElementById("cluster-status").className = "status status-" + c.status;
     document.getElementById("allocated").textContent = c.allocated_preemptible_gpus;
+    document.getElementById("target").textContent = c.target_preemptible_gpus;
     document.getElementById("desired").textContent = c.desired_preemptible_gpus;
+    document.getElementById("requested").textContent = c.requested_preemptible_gpus;
+    document.getElementById("max").textContent = c.max_preemptible_gpus;
+    document.getElementById("queue").hidden = !(c.max_preemptible_gpus > 0);
     const bar = document.getElementById("alloc-bar");
-    bar.dataset.w = c.desired_preemptible_gpus > 0 ? Math.min(100, Math.floor(c.allocated_preemptible_gpus * 100 / c.desired_preemptible_gpus)) : 0;
+    bar.dataset.w = c.target_preemptible_gpus > 0 ? Math.min(100, Math.floor(c.allocated_preemptible_gpus * 100 / c.target_preemptible_gpus)) : 0;
     document.getElementById("unfulfilled").textContent = c.target_unfulfilled ? c.target_unfulfilled.reason + ": " + c.target_unfulfilled.message : "";
     const body = document.querySelector("#nodes tbody");
     body.replaceChildren(...c.gpu_worker_nodes.map((n) => {

@@ -214,7 +214,7 @@ func TestBatchWorkSurvivesReclaims(t *testing.T) {
 			create("other", 8, 0)
 		} else {
 			std := 8
-			if _, err := ctrl.UpdateCluster(ctx, "other", &std, nil); err != nil {
+			if _, err := ctrl.UpdateCluster(ctx, "other", controller.Change{NumGPUs: &std}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -241,7 +241,7 @@ func TestBatchWorkSurvivesReclaims(t *testing.T) {
 		// The other cluster lets the machine go; the tenant's target is
 		// refilled with a new node.
 		zero := 0
-		if _, err := ctrl.UpdateCluster(ctx, "other", &zero, nil); err != nil {
+		if _, err := ctrl.UpdateCluster(ctx, "other", controller.Change{NumGPUs: &zero}); err != nil {
 			t.Fatal(err)
 		}
 		preemptible = waitNode(t, st, c, domain.Preemptible, preemptible.ID)

@@ -106,7 +106,7 @@ func (t *tx) newClusterArgs(c domain.Cluster) []any {
 	return []any{c.ID, c.Name, c.ProjectID, c.Region, c.GPUType, string(c.Type), string(c.BillingType),
 		c.NumGPUs, c.DesiredPreemptibleGPUs, c.Weight, string(c.Status), string(c.Unfulfilled),
 		c.UnfulfilledMessage, c.Deleting, c.NodeSeq, t.s.timeArg(c.CreatedAt), t.s.timeArg(c.DeletedAt),
-		t.s.timeArg(c.UnmetSince)}
+		t.s.timeArg(c.UnmetSince), c.MaxPreemptibleGPUs, c.RequestedPreemptibleGPUs}
 }
 
 func (t *tx) UpdateCluster(ctx context.Context, c domain.Cluster) error {
@@ -121,7 +121,7 @@ func (t *tx) clusterSetArgs(c domain.Cluster) []any {
 	return []any{c.Name, c.ProjectID, c.Region, c.GPUType, string(c.Type), string(c.BillingType),
 		c.NumGPUs, c.DesiredPreemptibleGPUs, c.Weight, string(c.Status), string(c.Unfulfilled),
 		c.UnfulfilledMessage, c.Deleting, c.NodeSeq, t.s.timeArg(c.CreatedAt), t.s.timeArg(c.DeletedAt),
-		t.s.timeArg(c.UnmetSince), c.ID}
+		t.s.timeArg(c.UnmetSince), c.MaxPreemptibleGPUs, c.RequestedPreemptibleGPUs, c.ID}
 }
 
 // dropKubeconfig drops the kubeconfig of c, just written, if it is fully

@@ -159,6 +159,7 @@ func testCached(t *testing.T, s store.Store) {
 						return err
 					}
 					cl.Status, cl.NodeSeq, cl.UnmetSince = domain.StatusReady, cl.NodeSeq+1, when()
+					cl.MaxPreemptibleGPUs, cl.RequestedPreemptibleGPUs = 8*rng.IntN(4), 8*rng.IntN(4)
 					if rng.IntN(4) == 0 {
 						// Fully deleted: it leaves the snapshot.
 						cl.Deleting, cl.DeletedAt = true, at(30)

@@ -8,9 +8,11 @@ import (
 	"github.com/sparecap/sparecap/internal/store"
 )
 
-// testUnmetSince: a cluster's UnmetSince and Weight are written by create
-// and update, read back by every read (the snapshot the allocator plans
-// from included), and a zero UnmetSince (the target is met) stays zero.
+// testUnmetSince: a cluster's UnmetSince, Weight and the queue's fields
+// (MaxPreemptibleGPUs, RequestedPreemptibleGPUs) are written by create and
+// update, one at a time and in bulk, read back by every read (the
+// snapshot the allocator plans from included), and a zero UnmetSince (the
+// target is met) stays zero.
 func testUnmetSince(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	// Nanoseconds are truncated to the microsecond, like every time.
@@ -18,6 +20,7 @@ func testUnmetSince(t *testing.T, s store.Store) {
 	want := since.Truncate(time.Microsecond)
 	a := cluster("a", "p", at(1))
 	a.UnmetSince, a.Weight = since, 7
+	a.MaxPreemptibleGPUs, a.RequestedPreemptibleGPUs = 64, 24
 	b := cluster("b", "p", at(2))
 	update(t, s, func(tx store.Tx) error {
 		if err := tx.CreateProject(ctx, domain.Project{ID: "p", CreatedAt: at(0)}); err != nil {
@@ -45,7 +48,9 @@ func testUnmetSince(t *testing.T, s store.Store) {
 	// The controller sets it when a target becomes unmet and clears it
 	// when it is met again, in the transaction that writes the status.
 	a.UnmetSince, a.Unfulfilled = time.Time{}, domain.UnfulfilledNone
+	a.RequestedPreemptibleGPUs = 0
 	b.UnmetSince, b.Unfulfilled, b.Weight = at(20), domain.UnfulfilledFairShare, 1000
+	b.MaxPreemptibleGPUs, b.RequestedPreemptibleGPUs = 32, 16
 	update(t, s, func(tx store.Tx) error {
 		if err := tx.UpdateCluster(ctx, a); err != nil {
 			return err
@@ -72,4 +77,20 @@ func testUnmetSince(t *testing.T, s store.Store) {
 		wantEqual(t, "cluster read in a transaction", c, b)
 		return nil
 	})
+
+	// The bulk writes of a plan's commit write them too.
+	b.RequestedPreemptibleGPUs, a.MaxPreemptibleGPUs = 24, 8
+	c := cluster("c", "p", at(3))
+	c.MaxPreemptibleGPUs, c.RequestedPreemptibleGPUs = 40, 40
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.UpdateClusters(ctx, []domain.Cluster{a, b}); err != nil {
+			return err
+		}
+		return tx.CreateClusters(ctx, []domain.Cluster{c})
+	})
+	all, err = s.ListClusters(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "clusters written in bulk", all, []domain.Cluster{a, b, c})
 }
