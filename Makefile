@@ -35,11 +35,12 @@ vet:
 # services makes sure PostgreSQL is up for the conformance and end-to-end
 # tests, Debian's chromium is installed for the browser tests, etcd and
 # a kube-apiserver (built once, cached outside the checkout) are there for
-# the Kubernetes integration tests, and Debian's Slurm daemons and munge
-# for the Slurm driver's tests; it fails loudly rather than letting those
-# tests be skipped.
+# the Kubernetes integration tests, Debian's Slurm daemons and munge
+# for the Slurm driver's tests, and Redis for the Asynq recipe's tests; it
+# fails loudly rather than letting those tests be skipped.
 services:
 	@scripts/ensure-postgres.sh
+	@scripts/ensure-redis.sh
 	@scripts/ensure-slurm.sh
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-kube.sh
