@@ -28,6 +28,13 @@ if ! command -v redis-server >/dev/null 2>&1; then
 	echo "redis-server missing; installing it from Debian's packages"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
+	if ping; then
+		# The package started its own service: keep nothing on disk there too.
+		redis-cli -h 127.0.0.1 -p 6379 config set save "" >/dev/null
+		redis-cli -h 127.0.0.1 -p 6379 config set appendonly no >/dev/null
+		echo "Redis ready at 127.0.0.1:6379 (started by the package)"
+		exit 0
+	fi
 fi
 
 echo "starting redis-server on 127.0.0.1:6379 (nothing kept on disk)"
