@@ -28,8 +28,10 @@ import (
 // receiveWait is SQS's long poll. A receive under way at the notice is
 // not cut short (a message SQS hands out on a connection that closes is
 // lost to its visibility timeout): the worker waits for it, up to this
-// long, and gives back at once whatever it brings.
-const receiveWait = 20 // seconds
+// long, and gives back at once whatever it brings. So an idle worker
+// exits within receiveWait of the notice; 20, SQS's longest, makes
+// fewer requests.
+const receiveWait = 5 // seconds
 
 func main() {
 	queueURL := os.Getenv("QUEUE_URL")
