@@ -3,7 +3,7 @@
 #   make test   - the whole test suite (what CI runs through .ci/run)
 GO ?= go
 
-.PHONY: all build demo test test-python check vet fmt-check services bench bench-kube bench-slurm bench-scale bench-api fuzz
+.PHONY: all build demo test test-python test-queues check vet fmt-check services bench bench-kube bench-slurm bench-scale bench-api fuzz
 
 all: build
 
@@ -15,10 +15,18 @@ demo:
 
 # test installs or starts what the tests need, then runs every test:
 # unit, property, fake-clock, conformance (SQLite and PostgreSQL), API,
-# fuzz seed corpora and end-to-end tests of the real binary, and the
-# Python SDK's tests (the system's python3, standard library only).
-test: services check test-python
+# fuzz seed corpora and end-to-end tests of the real binary, the
+# Python SDK's tests (the system's python3, standard library only), and
+# the work-queue recipes' tests.
+test: services check test-python test-queues
 	$(GO) test -count=1 -race -timeout 15m ./...
+
+# test-queues runs the work-queue recipes of docs/queues.md (examples/queues,
+# a module of its own, so the product's go.mod does not carry SQS, River and
+# Asynq) as processes against real queues: goaws (an SQS-compatible server)
+# in the test process, River on the test PostgreSQL, Asynq on the test Redis.
+test-queues: services
+	$(GO) -C examples/queues test -race -count=1 -timeout 10m ./...
 
 test-python:
 	@scripts/ensure-python.sh
@@ -31,15 +39,17 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	$(GO) -C examples/queues vet ./...
 
 # services makes sure PostgreSQL is up for the conformance and end-to-end
 # tests, Debian's chromium is installed for the browser tests, etcd and
 # a kube-apiserver (built once, cached outside the checkout) are there for
-# the Kubernetes integration tests, and Debian's Slurm daemons and munge
-# for the Slurm driver's tests; it fails loudly rather than letting those
-# tests be skipped.
+# the Kubernetes integration tests, Debian's Slurm daemons and munge
+# for the Slurm driver's tests, and Redis for the Asynq recipe's tests; it
+# fails loudly rather than letting those tests be skipped.
 services:
 	@scripts/ensure-postgres.sh
+	@scripts/ensure-redis.sh
 	@scripts/ensure-slurm.sh
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-kube.sh

@@ -10,7 +10,9 @@
 // shows as a file the kubelet refreshes; the environment and a file that
 // `sparecap run` keeps (SPARECAP_DEADLINE, SPARECAP_DEADLINE_FILE); and
 // SIGTERM, after which the pod has its termination grace period.
-// [Watch] turns all three into one notice.
+// [Watch] turns all three into one notice; [NotifyContext] gives it as a
+// context that ends at the notice, for workers that take items from a
+// queue and give them back at the notice (docs/queues.md).
 //
 // A training loop, in short:
 //

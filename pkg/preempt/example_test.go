@@ -55,3 +55,32 @@ func ExampleStore() {
 	fmt.Println(ck.Step, string(b))
 	// Output: 4 weights at 4
 }
+
+// A worker that takes items from a queue: it stops taking them at the
+// notice, and an item interrupted by the notice goes back to the queue at
+// once (docs/queues.md has whole workers for SQS, River and Asynq).
+func ExampleNotifyContext() {
+	ctx, stop := preempt.NotifyContext(context.Background(), preempt.Options{})
+	defer stop()
+	type item struct{ id string }
+	next := func(ctx context.Context) (item, error) { <-ctx.Done(); return item{}, ctx.Err() } // your queue's receive
+	work := func(ctx context.Context, it item) error { return nil }                            // your work; returns when ctx ends
+	giveBack := func(ctx context.Context, it item) error { return nil }                        // e.g. SQS: ChangeMessageVisibility 0
+	ack := func(ctx context.Context, it item) error { return nil }
+	for ctx.Err() == nil {
+		it, err := next(ctx)
+		if err != nil {
+			continue
+		}
+		if err := work(ctx, it); err != nil {
+			if n, ok := preempt.Noticed(ctx); ok {
+				// Reclaimed: give the item back now, and by the deadline.
+				back, cancel := context.WithDeadline(context.WithoutCancel(ctx), n.Deadline)
+				giveBack(back, it)
+				cancel()
+			}
+			continue
+		}
+		ack(context.WithoutCancel(ctx), it) // done, even if the notice came meanwhile
+	}
+}
