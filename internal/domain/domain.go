@@ -23,8 +23,12 @@ const (
 	// (its eviction was refused); ReasonEviction, Kubernetes' own, is the
 	// reason the Eviction API sets, which is how most pods get their
 	// notice. Either marks the pod as disrupted by the reclaim.
-	ReasonDisruption      = "PreemptionBySparecap"
-	ReasonEviction        = "EvictionByEvictionAPI"
+	ReasonDisruption = "PreemptionBySparecap"
+	ReasonEviction   = "EvictionByEvictionAPI"
+	// LabelKueueWorkload is put on the pods of a Kueue workload admitted
+	// through sparecap's admission check (its podSetUpdates): the
+	// workload's UID, so a reclaimed node's pods lead to their workloads.
+	LabelKueueWorkload    = "sparecap.dev/kueue-workload"
 	TaintPreempted        = "sparecap.dev/preempted"
 	AnnotationDeadline    = "sparecap.dev/preempt-deadline"
 	DefaultGPUsPerMachine = 8

@@ -143,6 +143,7 @@ func RESTConfig(kubeconfig []byte) (*rest.Config, error) {
 type Cluster struct {
 	id     string
 	host   string // the API server
+	rc     *rest.Config
 	client kubernetes.Interface
 	opts   Options
 	pods   cache.SharedIndexInformer
@@ -180,6 +181,8 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 	rc = rest.CopyConfig(rc)
 	rc.QPS, rc.Burst = opts.QPS, opts.Burst
 	rc.UserAgent = "sparecap"
+	// Custom resources (the queue integrations') speak JSON.
+	jsonRC := rest.CopyConfig(rc)
 	// Protobuf costs the API server and us far less CPU than JSON for the
 	// pod watch and the writes of a mass reclaim (custom resources, which
 	// we do not use, would need JSON).
@@ -189,7 +192,7 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", id, err)
 	}
-	c := &Cluster{id: id, host: rc.Host, client: client, opts: opts, stop: make(chan struct{}),
+	c := &Cluster{id: id, host: rc.Host, rc: jsonRC, client: client, opts: opts, stop: make(chan struct{}),
 		slots: make(chan struct{}, opts.InFlight), eventSlots: make(chan struct{}, min(eventSlots, opts.InFlight))}
 	c.urgent.idle = make(chan struct{})
 	close(c.urgent.idle)
@@ -224,7 +227,7 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 			return []string{p.Spec.NodeName}, nil
 		}
 		return nil, nil
-	}}); err != nil {
+	}, byWorkload: podIndexers[byWorkload], byConsumes: podIndexers[byConsumes]}); err != nil {
 		return nil, err
 	}
 	// The cache holds every pod of the cluster: keep only what draining
@@ -310,6 +313,15 @@ func (c *Cluster) Close() { close(c.stop) }
 // Client is the cluster's client (for the Registrar and tests).
 func (c *Cluster) Client() kubernetes.Interface { return c.client }
 
+// RESTConfig is a copy of the cluster's client configuration, with the
+// driver's rate limits and JSON (custom resources have no protobuf), for
+// the queue integrations' clients of Kueue's and ProvisioningRequests'
+// resources.
+func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.rc) }
+
+// ID is the sparecap cluster the driver drives.
+func (c *Cluster) ID() string { return c.id }
+
 func trimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -325,6 +337,7 @@ func trimPod(obj any) (any, error) {
 	if readsDeadline(p) {
 		t.Spec.Volumes = deadlineReader // what readsDeadline looks for, shared
 	}
+	trimQueue(t, p)
 	t.Status.Phase = p.Status.Phase
 	for _, cond := range p.Status.Conditions {
 		if cond.Type == corev1.DisruptionTarget {

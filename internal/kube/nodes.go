@@ -274,3 +274,17 @@ func (c *Cluster) Release(ctx context.Context, clusterID, nodeName string) error
 	c.refusal(permDeleteNodes, nodeName, err)
 	return err
 }
+
+// Tolerations are what lets a pod onto nodes with taints: Equal for a
+// taint with a value, Exists for one without.
+func Tolerations(taints []Taint) []corev1.Toleration {
+	out := make([]corev1.Toleration, 0, len(taints))
+	for _, t := range taints {
+		tol := corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOpEqual, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)}
+		if t.Value == "" {
+			tol.Operator = corev1.TolerationOpExists
+		}
+		out = append(out, tol)
+	}
+	return out
+}

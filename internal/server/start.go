@@ -30,6 +30,7 @@ import (
 	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/metering"
 	"github.com/sparecap/sparecap/internal/metrics"
+	"github.com/sparecap/sparecap/internal/queues/manager"
 	"github.com/sparecap/sparecap/internal/secret"
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/slurm"
@@ -463,13 +464,29 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 	}
 	metered := make(chan struct{})
 	go func() { s.Meter.Run(ctx, atLeastReal(time.Minute, 10*time.Second, s.Speed)); close(metered) }()
+	queued := make(chan struct{})
+	go func() { b.queues().Run(ctx); close(queued) }()
 	if err := s.Controller.Run(ctx); err != nil {
 		o.Log.Error("controller stopped", "err", err)
 	}
 	<-metered
+	<-queued
 	// A later term starts the watches again, from a fresh LIST.
 	s.Kube.Close()
 	s.Slurm.Close()
+}
+
+// queues is the term's queue integrations (Kueue's admission check, the
+// ProvisioningRequest class) for the attached clusters that serve them.
+// They talk to real clusters, so they keep real time whatever --speed.
+func (b *boot) queues() *manager.Manager {
+	o, s := b.o, b.s
+	return &manager.Manager{
+		Fleet:   &manager.StoreFleet{Store: b.cached, Controller: s.Controller},
+		Drivers: s.Kube,
+		Options: manager.Options{Tolerations: kube.Tolerations(o.Kube.PreemptibleTaints), Clock: clock.Real{},
+			Log: o.Log, Refused: s.Controller.RecordAccess},
+	}
 }
 
 // serve runs the terms (the election's, or one for as long as the

@@ -1,0 +1,313 @@
+package admission
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/kube"
+	"github.com/sparecap/sparecap/internal/queues"
+)
+
+// Pods is what the check reads of the cluster's pods (the Kubernetes
+// driver's watch).
+type Pods interface {
+	PodsOnNode(node string) ([]kube.PodUse, error)
+	PodsOfWorkload(uid string) ([]kube.PodUse, error)
+}
+
+// Input is what one pass of the check decides from.
+type Input struct {
+	Now time.Time
+	// Checks are the names of the AdmissionChecks whose controllerName is
+	// ControllerName.
+	Checks []string
+	// Workloads are the cluster's workloads (those without one of Checks
+	// are passed over).
+	Workloads []*Workload
+	// Flavors are the ResourceFlavors' node labels, by name.
+	Flavors map[string]map[string]string
+	// View is sparecap's side of the cluster.
+	View queues.View
+	Pods Pods
+	// Tolerations let a pinned pod onto preemptible nodes the operator
+	// taints (--preemptible-taint).
+	Tolerations []corev1.Toleration
+	// RequeueAfter is the requeueAfterSeconds of a Retry.
+	RequeueAfter int32
+}
+
+// Update is a new state of the check on one workload.
+type Update struct {
+	Namespace, Name string
+	UID             string
+	State           CheckState
+}
+
+// Decide works out the check's state on every workload that carries it:
+//
+//   - Retry, for a workload holding the check Ready, when a node running
+//     its pods is reclaimed (draining, or lost), or when capacity it was
+//     counted on went before its pods were placed: Kueue evicts it,
+//     suspends it and requeues it after RequeueAfter. Never Rejected,
+//     which would deactivate it.
+//   - Ready, for a workload whose quota Kueue reserved, when its pods fit
+//     the free GPUs of the cluster's ready preemptible nodes, after the
+//     workloads already Ready took theirs: with podSetUpdates that pin its
+//     pod sets to preemptible nodes and label its pods with its UID.
+//   - Pending otherwise, saying what it waits for (a Ready workload not
+//     yet admitted goes back to Pending when its capacity went).
+//
+// Workloads already Ready are counted first, oldest first, so capacity
+// is never promised twice; then the pending ones, oldest reservation
+// first. Only changes are returned.
+func Decide(in Input) ([]Update, error) {
+	ours := map[string]bool{}
+	for _, c := range in.Checks {
+		ours[c] = true
+	}
+	type item struct {
+		w     *Workload
+		check CheckState
+		since time.Time
+	}
+	var ready, pending []item
+	for _, w := range in.Workloads {
+		if w.settled() {
+			continue
+		}
+		for _, cs := range w.Status.AdmissionChecks {
+			if !ours[cs.Name] {
+				continue
+			}
+			switch cs.State {
+			case StateReady:
+				ready = append(ready, item{w, cs, cs.LastTransitionTime.Time})
+			case StatePending:
+				if w.Status.Admission == nil || !condTrue(w.Status.Conditions, condQuotaReserved) {
+					continue // Kueue has not reserved its quota yet
+				}
+				q, _ := cond(w.Status.Conditions, condQuotaReserved)
+				pending = append(pending, item{w, cs, q.LastTransitionTime.Time})
+			}
+		}
+	}
+	order := func(a, b item) int {
+		return cmp.Or(a.since.Compare(b.since), cmp.Compare(a.w.Namespace, b.w.Namespace), cmp.Compare(a.w.Name, b.w.Name))
+	}
+	slices.SortFunc(ready, order)
+	slices.SortFunc(pending, order)
+
+	room, err := freeCapacity(in.View, in.Pods)
+	if err != nil {
+		return nil, err
+	}
+	var out []Update
+	set := func(w *Workload, cs CheckState, state, msg string, psu []PodSetUpdate, requeue *int32) {
+		next := CheckState{Name: cs.Name, State: state, Message: msg, PodSetUpdates: psu, RequeueAfterSeconds: requeue,
+			LastTransitionTime: cs.LastTransitionTime}
+		if state != cs.State || next.LastTransitionTime.IsZero() {
+			next.LastTransitionTime = metav1.NewTime(in.Now.Truncate(time.Second))
+		}
+		if state == cs.State && msg == cs.Message {
+			return // nothing to write
+		}
+		out = append(out, Update{Namespace: w.Namespace, Name: w.Name, UID: string(w.UID), State: next})
+	}
+
+	for _, it := range ready {
+		w := it.w
+		pods, err := in.Pods.PodsOfWorkload(string(w.UID))
+		if err != nil {
+			return nil, err
+		}
+		if msg, gone := reclaimed(in.View, pods); gone {
+			set(w, it.check, StateRetry, msg, nil, &in.RequeueAfter)
+			continue
+		}
+		if free, ok := queues.Pack(room.free, unplaced(needs(w, in.Flavors), pods)); ok {
+			room.free = free
+			continue
+		}
+		if w.admitted() {
+			set(w, it.check, StateRetry, "the preemptible capacity it was admitted onto was taken back before its pods started; "+
+				"requeued to run again when capacity is back", nil, &in.RequeueAfter)
+		} else {
+			set(w, it.check, StatePending, room.waiting(in.View, needs(w, in.Flavors)), nil, nil)
+		}
+	}
+	for _, it := range pending {
+		w := it.w
+		need := needs(w, in.Flavors)
+		free, ok := queues.Pack(room.free, need)
+		if !ok {
+			set(w, it.check, StatePending, room.waiting(in.View, need), nil, nil)
+			continue
+		}
+		room.free = free
+		set(w, it.check, StateReady, fmt.Sprintf("preemptible capacity is there: %d GPUs for %d pods on %d ready preemptible nodes",
+			sum(need), len(need), len(room.nodes)), podSetUpdates(w, in.Flavors, in.Tolerations), nil)
+	}
+	return out, nil
+}
+
+// capacity is the GPUs free on each ready preemptible node.
+type capacity struct {
+	nodes []string
+	free  []int64
+}
+
+func freeCapacity(v queues.View, pods Pods) (capacity, error) {
+	var c capacity
+	for _, n := range v.Preemptible(domain.NodeReady) {
+		on, err := pods.PodsOnNode(n.Name)
+		if err != nil {
+			return c, err
+		}
+		free := int64(n.GPUs)
+		for _, p := range on {
+			if !p.Ended {
+				free -= p.GPUs
+			}
+		}
+		c.nodes = append(c.nodes, n.Name)
+		c.free = append(c.free, max(free, 0))
+	}
+	return c, nil
+}
+
+// waiting says what a workload needing need waits for.
+func (c capacity) waiting(v queues.View, need []int64) string {
+	msg := fmt.Sprintf("waiting for preemptible capacity: %d pods need %d GPUs; %d GPUs are free on %d ready preemptible nodes",
+		len(need), sum(need), sum(c.free), len(c.nodes))
+	cl := v.Cluster
+	msg += fmt.Sprintf(" (preemptible target %d GPUs", cl.TargetPreemptibleGPUs())
+	if cl.Unfulfilled != "" {
+		msg += ", " + string(cl.Unfulfilled)
+		if cl.UnfulfilledMessage != "" {
+			msg += ": " + cl.UnfulfilledMessage
+		}
+	}
+	return msg + ")"
+}
+
+// reclaimed reports whether a node running one of pods is being taken
+// back (draining, or removing after it was lost), and says so.
+func reclaimed(v queues.View, pods []kube.PodUse) (string, bool) {
+	for _, p := range pods {
+		if p.Ended || p.Node == "" {
+			continue
+		}
+		n, ok := v.Node(p.Node)
+		if !ok {
+			continue
+		}
+		switch n.State {
+		case domain.NodeDraining:
+			return fmt.Sprintf("node %s is reclaimed (%s): its pods got SIGTERM and it goes by %s; "+
+				"requeued to run again when preemptible capacity is back", n.Name, n.DrainCause,
+				n.Deadline.UTC().Format(time.RFC3339)), true
+		case domain.NodeRemoving, domain.NodeRemoved:
+			return fmt.Sprintf("node %s is gone (%s); requeued to run again when preemptible capacity is back",
+				n.Name, cmp.Or(string(n.Outcome), "removed")), true
+		}
+	}
+	return "", false
+}
+
+// needs lists the GPUs of each pod of w's pod sets that run on
+// preemptible nodes (those not kept on standard ones; see standard).
+func needs(w *Workload, flavors map[string]map[string]string) []int64 {
+	var out []int64
+	for _, ps := range w.Spec.PodSets {
+		if standard(w, ps, flavors) {
+			continue
+		}
+		count := ps.Count
+		if a := assignment(w, ps.Name); a != nil && a.Count != nil {
+			count = *a.Count // partial admission
+		}
+		g := kube.PodGPUs(&ps.Template.Spec)
+		for range count {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// unplaced is need without the pods already running (a pod placed stands
+// for one entry of its size).
+func unplaced(need []int64, pods []kube.PodUse) []int64 {
+	rest := slices.Clone(need)
+	for _, p := range pods {
+		if p.Ended || p.Node == "" {
+			continue
+		}
+		if i := slices.Index(rest, p.GPUs); i >= 0 {
+			rest = slices.Delete(rest, i, i+1)
+		}
+	}
+	return rest
+}
+
+// standard reports whether pod set ps is kept off preemptible nodes: its
+// template selects standard nodes, or every flavor Kueue assigned it
+// stands for standard nodes (a Ray head, a launcher, on the flavor of the
+// standard nodes). Such a pod set is neither counted nor pinned.
+func standard(w *Workload, ps PodSet, flavors map[string]map[string]string) bool {
+	if ps.Template.Spec.NodeSelector[domain.LabelComputeClass] == string(domain.Standard) {
+		return true
+	}
+	a := assignment(w, ps.Name)
+	if a == nil || len(a.Flavors) == 0 {
+		return false
+	}
+	for _, f := range a.Flavors {
+		if flavors[f][domain.LabelComputeClass] != string(domain.Standard) {
+			return false
+		}
+	}
+	return true
+}
+
+func assignment(w *Workload, podSet string) *PodSetAssignment {
+	if w.Status.Admission == nil {
+		return nil
+	}
+	for i := range w.Status.Admission.PodSetAssignments {
+		if strings.EqualFold(w.Status.Admission.PodSetAssignments[i].Name, podSet) {
+			return &w.Status.Admission.PodSetAssignments[i]
+		}
+	}
+	return nil
+}
+
+// podSetUpdates pin w's preemptible pod sets to preemptible nodes
+// (node selector, the operator's tolerations) and label every pod with
+// w's UID, so the pods on a reclaimed node lead back to w.
+func podSetUpdates(w *Workload, flavors map[string]map[string]string, tolerations []corev1.Toleration) []PodSetUpdate {
+	out := make([]PodSetUpdate, 0, len(w.Spec.PodSets))
+	for _, ps := range w.Spec.PodSets {
+		u := PodSetUpdate{Name: ps.Name, Labels: map[string]string{domain.LabelKueueWorkload: string(w.UID)}}
+		if !standard(w, ps, flavors) {
+			u.NodeSelector = map[string]string{domain.LabelComputeClass: string(domain.Preemptible)}
+			u.Tolerations = slices.Clone(tolerations)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+func sum(xs []int64) int64 {
+	var s int64
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
