@@ -220,6 +220,10 @@ const (
 	// requeued by sparecap (it ended after its notice, or its deadline
 	// came), once per reclaim.
 	ReasonJobRequeued EventReason = "JobRequeued"
+	// ReasonWorkloadRequeued: at the notice of a reclaimed node, sparecap's
+	// Kueue admission check set Retry on the workloads running there, so
+	// Kueue evicted and requeued them at once.
+	ReasonWorkloadRequeued EventReason = "WorkloadRequeued"
 )
 
 // Project is a tenant.

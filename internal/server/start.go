@@ -485,7 +485,7 @@ func (b *boot) queues() *manager.Manager {
 		Fleet:   &manager.StoreFleet{Store: b.cached, Controller: s.Controller},
 		Drivers: s.Kube,
 		Options: manager.Options{Tolerations: kube.Tolerations(o.Kube.PreemptibleTaints), Clock: clock.Real{},
-			Log: o.Log, Refused: s.Controller.RecordAccess},
+			Log: o.Log, Refused: s.Controller.RecordAccess, Note: s.Controller.RecordNote},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/queues"
 )
@@ -55,6 +57,9 @@ type Config struct {
 	Log    *slog.Logger
 	// Refused reports a permission the cluster refused (once per kind).
 	Refused func(driver.AccessReport)
+	// Note records a lifecycle event on a node (the controller's
+	// RecordNote): the workloads requeued at its notice.
+	Note func(driver.NodeNote)
 }
 
 // Run runs the check until ctx ends, or returns an error when its watches
@@ -138,6 +143,7 @@ func (c *controller) pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	requeued := map[string][]string{} // by node
 	for _, u := range ups {
 		if err := c.apply(ctx, u); err != nil {
 			errs = append(errs, fmt.Errorf("workload %s/%s: %w", u.Namespace, u.Name, err))
@@ -145,6 +151,15 @@ func (c *controller) pass(ctx context.Context) error {
 		}
 		c.Log.Info("Kueue admission check", "cluster", c.ClusterID, "workload", u.Namespace+"/"+u.Name,
 			"state", u.State.State, "message", u.State.Message)
+		if u.Node != "" {
+			requeued[u.Node] = append(requeued[u.Node], u.Namespace+"/"+u.Name)
+		}
+	}
+	for node, ws := range requeued {
+		if c.Note != nil {
+			c.Note(driver.NodeNote{ClusterID: c.ClusterID, NodeName: node, Reason: domain.ReasonWorkloadRequeued,
+				Message: "Kueue requeues " + strings.Join(ws, ", ") + " at the notice: sparecap's admission check set Retry"})
+		}
 	}
 	return errors.Join(errs...)
 }

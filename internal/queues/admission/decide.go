@@ -48,6 +48,8 @@ type Update struct {
 	Namespace, Name string
 	UID             string
 	State           CheckState
+	// Node is the reclaimed node a Retry is for ("" for other updates).
+	Node string
 }
 
 // Decide works out the check's state on every workload that carries it:
@@ -109,7 +111,7 @@ func Decide(in Input) ([]Update, error) {
 		return nil, err
 	}
 	var out []Update
-	set := func(w *Workload, cs CheckState, state, msg string, psu []PodSetUpdate, requeue *int32) {
+	set := func(w *Workload, cs CheckState, state, msg string, psu []PodSetUpdate, requeue *int32, node string) {
 		next := CheckState{Name: cs.Name, State: state, Message: msg, PodSetUpdates: psu, RequeueAfterSeconds: requeue,
 			LastTransitionTime: cs.LastTransitionTime}
 		if state != cs.State || next.LastTransitionTime.IsZero() {
@@ -118,7 +120,7 @@ func Decide(in Input) ([]Update, error) {
 		if state == cs.State && msg == cs.Message {
 			return // nothing to write
 		}
-		out = append(out, Update{Namespace: w.Namespace, Name: w.Name, UID: string(w.UID), State: next})
+		out = append(out, Update{Namespace: w.Namespace, Name: w.Name, UID: string(w.UID), State: next, Node: node})
 	}
 
 	for _, it := range ready {
@@ -127,8 +129,8 @@ func Decide(in Input) ([]Update, error) {
 		if err != nil {
 			return nil, err
 		}
-		if msg, gone := reclaimed(in.View, pods); gone {
-			set(w, it.check, StateRetry, msg, nil, &in.RequeueAfter)
+		if node, msg, gone := reclaimed(in.View, pods); gone {
+			set(w, it.check, StateRetry, msg, nil, &in.RequeueAfter, node)
 			continue
 		}
 		if free, ok := queues.Pack(room.free, unplaced(needs(w, in.Flavors), pods)); ok {
@@ -137,9 +139,9 @@ func Decide(in Input) ([]Update, error) {
 		}
 		if w.admitted() {
 			set(w, it.check, StateRetry, "the preemptible capacity it was admitted onto was taken back before its pods started; "+
-				"requeued to run again when capacity is back", nil, &in.RequeueAfter)
+				"requeued to run again when capacity is back", nil, &in.RequeueAfter, "")
 		} else {
-			set(w, it.check, StatePending, room.waiting(in.View, needs(w, in.Flavors)), nil, nil)
+			set(w, it.check, StatePending, room.waiting(in.View, needs(w, in.Flavors)), nil, nil, "")
 		}
 	}
 	for _, it := range pending {
@@ -147,12 +149,12 @@ func Decide(in Input) ([]Update, error) {
 		need := needs(w, in.Flavors)
 		free, ok := queues.Pack(room.free, need)
 		if !ok {
-			set(w, it.check, StatePending, room.waiting(in.View, need), nil, nil)
+			set(w, it.check, StatePending, room.waiting(in.View, need), nil, nil, "")
 			continue
 		}
 		room.free = free
 		set(w, it.check, StateReady, fmt.Sprintf("preemptible capacity is there: %d GPUs for %d pods on %d ready preemptible nodes",
-			sum(need), len(need), len(room.nodes)), podSetUpdates(w, in.Flavors, in.Tolerations), nil)
+			sum(need), len(need), len(room.nodes)), podSetUpdates(w, in.Flavors, in.Tolerations), nil, "")
 	}
 	return out, nil
 }
@@ -198,8 +200,8 @@ func (c capacity) waiting(v queues.View, need []int64) string {
 }
 
 // reclaimed reports whether a node running one of pods is being taken
-// back (draining, or removing after it was lost), and says so.
-func reclaimed(v queues.View, pods []kube.PodUse) (string, bool) {
+// back (draining, or removing after it was lost): which, and what to say.
+func reclaimed(v queues.View, pods []kube.PodUse) (node, msg string, gone bool) {
 	for _, p := range pods {
 		if p.Ended || p.Node == "" {
 			continue
@@ -210,15 +212,15 @@ func reclaimed(v queues.View, pods []kube.PodUse) (string, bool) {
 		}
 		switch n.State {
 		case domain.NodeDraining:
-			return fmt.Sprintf("node %s is reclaimed (%s): its pods got SIGTERM and it goes by %s; "+
+			return n.Name, fmt.Sprintf("node %s is reclaimed (%s): its pods got SIGTERM and it goes by %s; "+
 				"requeued to run again when preemptible capacity is back", n.Name, n.DrainCause,
 				n.Deadline.UTC().Format(time.RFC3339)), true
 		case domain.NodeRemoving, domain.NodeRemoved:
-			return fmt.Sprintf("node %s is gone (%s); requeued to run again when preemptible capacity is back",
+			return n.Name, fmt.Sprintf("node %s is gone (%s); requeued to run again when preemptible capacity is back",
 				n.Name, cmp.Or(string(n.Outcome), "removed")), true
 		}
 	}
-	return "", false
+	return "", "", false
 }
 
 // needs lists the GPUs of each pod of w's pod sets that run on

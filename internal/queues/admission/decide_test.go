@@ -193,6 +193,17 @@ func TestRetryAtTheNotice(t *testing.T) {
 			t.Fatalf("%s Rejected: Kueue would deactivate it", name)
 		}
 	}
+	// Each Retry names its node, for the node's lifecycle event.
+	ups, err := Decide(Input{Now: t0, Checks: []string{check}, RequeueAfter: 1, Workloads: []*Workload{hit, lost, spared},
+		View: view(node("p1", domain.NodeReady), node("p2", domain.NodeDraining), node("p3", domain.NodeReady), gone), Pods: pods})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range ups {
+		if want := map[string]string{"hit": "p2", "lost": "p4"}[u.Name]; u.Node != want {
+			t.Fatalf("%s: node %q, want %q", u.Name, u.Node, want)
+		}
+	}
 }
 
 // TestCapacityGoneBeforeThePodsStarted: a Ready workload whose pods are

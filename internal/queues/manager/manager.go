@@ -52,8 +52,10 @@ type Options struct {
 	Clock              clock.Clock
 	Log                *slog.Logger
 	// Refused reports a permission a cluster refused (the controller's
-	// RecordAccess).
+	// RecordAccess); Note records a lifecycle event on a node (its
+	// RecordNote).
 	Refused func(driver.AccessReport)
+	Note    func(driver.NodeNote)
 }
 
 // Manager runs the integrations of every attached cluster.
@@ -143,7 +145,8 @@ func (m *Manager) integrations(clusterID string) []integration {
 		resource: []string{"workloads", "admissionchecks", "resourceflavors"},
 		run: func(ctx context.Context, c *kube.Cluster, client dynamic.Interface) error {
 			return admission.Run(ctx, admission.Config{ClusterID: clusterID, Client: client, Pods: c, Fleet: m.Fleet,
-				Tolerations: m.Tolerations, RequeueAfter: m.RequeueAfter, Resync: m.Resync, Clock: m.Clock, Log: m.Log, Refused: m.Refused})
+				Tolerations: m.Tolerations, RequeueAfter: m.RequeueAfter, Resync: m.Resync, Clock: m.Clock, Log: m.Log,
+				Refused: m.Refused, Note: m.Note})
 		},
 	}, {
 		name: "ProvisioningRequest class", group: "autoscaling.x-k8s.io/v1", resource: []string{"provisioningrequests"},
