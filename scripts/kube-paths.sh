@@ -17,7 +17,9 @@ cd "$(dirname "$0")/.."
 
 one() {
 	case $1 in
-	kube-apiserver | kube-controller-manager | kube-scheduler) path "$1" kube-apiserver k8s.io/kubernetes ;;
+	# Built with their version stamped, as a release is (see
+	# scripts/ensure-kube.sh).
+	kube-apiserver | kube-controller-manager | kube-scheduler) path "$1" kube-apiserver k8s.io/kubernetes version-stamped ;;
 	kwok) path "$1" kwok sigs.k8s.io/kwok ;;
 	etcd) path "$1" etcd go.etcd.io/etcd/server/v3 ;;
 	*)

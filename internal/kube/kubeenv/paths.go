@@ -25,14 +25,17 @@ type binary struct {
 	env    string // overrides the cached build
 	tools  string // directory under tools/
 	module string // the module that directory pins
+	// recipe names what of the build go.sum does not say (version stamps
+	// in the ldflags), hashed after go.sum as scripts/tool-path.sh does.
+	recipe string
 }
 
 var (
-	apiServerBin         = binary{"kube-apiserver", "SPARECAP_KUBE_APISERVER", "kube-apiserver", "k8s.io/kubernetes"}
-	controllerManagerBin = binary{"kube-controller-manager", "SPARECAP_KUBE_CONTROLLER_MANAGER", "kube-apiserver", "k8s.io/kubernetes"}
-	schedulerBin         = binary{"kube-scheduler", "SPARECAP_KUBE_SCHEDULER", "kube-apiserver", "k8s.io/kubernetes"}
-	kwokBin              = binary{"kwok", "SPARECAP_KWOK", "kwok", "sigs.k8s.io/kwok"}
-	etcdBin              = binary{"etcd", "SPARECAP_ETCD", "etcd", "go.etcd.io/etcd/server/v3"}
+	apiServerBin         = binary{"kube-apiserver", "SPARECAP_KUBE_APISERVER", "kube-apiserver", "k8s.io/kubernetes", "version-stamped"}
+	controllerManagerBin = binary{"kube-controller-manager", "SPARECAP_KUBE_CONTROLLER_MANAGER", "kube-apiserver", "k8s.io/kubernetes", "version-stamped"}
+	schedulerBin         = binary{"kube-scheduler", "SPARECAP_KUBE_SCHEDULER", "kube-apiserver", "k8s.io/kubernetes", "version-stamped"}
+	kwokBin              = binary{"kwok", "SPARECAP_KWOK", "kwok", "sigs.k8s.io/kwok", ""}
+	etcdBin              = binary{"etcd", "SPARECAP_ETCD", "etcd", "go.etcd.io/etcd/server/v3", ""}
 )
 
 // APIServerPath returns the kube-apiserver binary the tests run:
@@ -75,7 +78,7 @@ func (b binary) path() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	h := sha256.Sum256(sum)
+	h := sha256.Sum256(append(sum, b.recipe...))
 	return checkExecutable(filepath.Join(cache, b.name+"-"+version+"-"+hex.EncodeToString(h[:])[:12]))
 }
 
