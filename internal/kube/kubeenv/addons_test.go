@@ -531,6 +531,44 @@ func TestKueueRestart(t *testing.T) {
 	waitJobComplete(t, e, ns, "after", 30*time.Second)
 }
 
+// TestKueueWaitForPodsReady: KueueOptions reach Kueue's configuration. In
+// an Env of its own with waitForPodsReady (2 s) and only the batch/job
+// integration, an admitted Job whose pod cannot be scheduled is evicted
+// for PodsReadyTimeout and suspended again.
+func TestKueueWaitForPodsReady(t *testing.T) {
+	start := time.Now()
+	e := kubeenv.StartTWith(t, kubeenv.Options{MiniCluster: true, Kueue: &kubeenv.KueueOptions{
+		Frameworks:       []string{"batch/job"},
+		WaitForPodsReady: &kubeenv.KueueWaitForPodsReady{Timeout: 2 * time.Second, BackoffBaseSeconds: 1, BackoffMaxSeconds: 1},
+		Config:           map[string]any{"objectRetentionPolicies": map[string]any{}},
+	}})
+	t.Logf("Kueue (batch/job only) started in %s", time.Since(start).Round(100*time.Millisecond))
+	ctx := t.Context()
+	if _, err := e.Client().CoreV1().Nodes().Create(ctx, kubeenv.FakeNode("gpu-1", corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "kueue-podsready"
+	queues(t, e, ns)
+	job := queuedJob(ns, "stuck", 1, "1h")
+	job.Spec.Template.Spec.NodeSelector = map[string]string{"sparecap.test/no-such-node": "true"}
+	createQueuedJob(t, e, job)
+	wl := workloadOf(t, e, ns, "stuck")
+	waitCondition(t, e, workloads, ns, wl.GetName(), "Admitted", "True", "", 20*time.Second)
+	admitted := time.Now()
+	waitCondition(t, e, workloads, ns, wl.GetName(), "Evicted", "True", "PodsReadyTimeout", 20*time.Second)
+	t.Logf("evicted for PodsReadyTimeout %s after the test saw it admitted", time.Since(admitted).Round(10*time.Millisecond))
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		j, err := e.Client().BatchV1().Jobs(ns).Get(ctx, "stuck", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if j.Spec.Suspend == nil || !*j.Spec.Suspend {
+			return fmt.Errorf("job not suspended again")
+		}
+		return nil
+	})
+}
+
 // TestJobSet: a JobSet of one replicated Job (two replicas) runs its pods
 // on the kwok nodes and completes.
 func TestJobSet(t *testing.T) {
