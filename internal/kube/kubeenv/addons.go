@@ -27,10 +27,10 @@ import (
 )
 
 // Besides the cluster's own components, the mini cluster can run the batch
-// controllers that sparecap's Kueue integration is tested against, each
-// built by scripts/ensure-kube.sh from the one module tools/kueue (so
-// their versions are those the pinned Kueue integrates) and run as a
-// process like the others:
+// controllers that sparecap's Kueue integration is tested against, built
+// by scripts/ensure-kube.sh (Kueue from tools/kueue; JobSet and KubeRay,
+// at the versions that Kueue requires, from tools/jobset and
+// tools/kuberay) and run as processes like the others:
 //
 //   - Kueue's manager (Options.Kueue), with its CRDs (v1beta2, the storage
 //     version, served without conversion webhooks) and the
