@@ -380,14 +380,15 @@ spec:
 	}
 
 	// Kueue's workload controller added the entry by an update, as field
-	// manager "kueue": a server-side apply that changes it without forcing
-	// conflicts (Kueue's own check controllers force too).
+	// manager "kueue" (after admission its "kueue-admission" applies own it
+	// too): a server-side apply that changes it without forcing conflicts
+	// (Kueue's own check controllers force too).
 	noForce := fmt.Sprintf(`{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"Workload","metadata":{"name":%q,"namespace":%q},`+
 		`"status":{"admissionChecks":[{"name":%q,"state":"Ready","message":"capacity lent","lastTransitionTime":%q}]}}`,
 		wl.GetName(), ns, check, time.Now().UTC().Format(time.RFC3339))
 	_, err = e.Dynamic().Resource(workloads).Namespace(ns).Patch(ctx, wl.GetName(), types.ApplyPatchType, []byte(noForce),
 		metav1.PatchOptions{FieldManager: controller}, "status")
-	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), `conflicts with "kueue"`) {
+	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), `conflicts with "kueue`) {
 		t.Fatalf("apply without force: %v; want a conflict with Kueue's field manager", err)
 	}
 	// A JSON merge patch replaces the whole list (CRDs take no strategic
