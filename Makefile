@@ -42,11 +42,13 @@ vet:
 	$(GO) -C examples/queues vet ./...
 
 # services makes sure PostgreSQL is up for the conformance and end-to-end
-# tests, Debian's chromium is installed for the browser tests, etcd and
-# a kube-apiserver (built once, cached outside the checkout) are there for
-# the Kubernetes integration tests, Debian's Slurm daemons and munge
-# for the Slurm driver's tests, and Redis for the Asynq recipe's tests; it
-# fails loudly rather than letting those tests be skipped.
+# tests, Debian's chromium is installed for the browser tests, etcd,
+# kube-apiserver and the mini cluster's components, and Kueue, JobSet and
+# KubeRay with their manifests (built once, cached outside the checkout;
+# see scripts/ensure-kube.sh) are there for the Kubernetes integration
+# tests, Debian's Slurm daemons and munge for the Slurm driver's tests,
+# and Redis for the Asynq recipe's tests; it fails loudly rather than
+# letting those tests be skipped.
 services:
 	@scripts/ensure-postgres.sh
 	@scripts/ensure-redis.sh

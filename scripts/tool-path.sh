@@ -5,7 +5,9 @@
 
 cache=${SPARECAP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sparecap}
 
-# path NAME TOOLS-DIR MODULE
+# path NAME TOOLS-DIR MODULE [RECIPE]: RECIPE names how the binary is built
+# when that is not all in go.sum (e.g. version stamps in its ldflags); it is
+# hashed after go.sum, so a new recipe builds a new binary.
 path() {
 	local version sum
 	# `require MODULE vX` on one line, or `MODULE vX` inside a require block.
@@ -15,6 +17,6 @@ path() {
 		echo "tools/$2/go.mod does not require $3" >&2
 		exit 1
 	fi
-	sum=$(sha256sum "tools/$2/go.sum" | cut -c1-12)
+	sum=$({ cat "tools/$2/go.sum"; printf %s "${4:-}"; } | sha256sum | cut -c1-12)
 	echo "$cache/$1-$version-$sum"
 }

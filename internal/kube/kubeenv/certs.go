@@ -26,6 +26,12 @@ type secrets struct {
 	keyFile  string
 	saKey    string // RSA key: both signs and verifies service-account tokens
 	tokens   string // --token-auth-file
+	// servingDir holds tls.crt and tls.key, a serving certificate for
+	// 127.0.0.1 signed by the CA, for the webhooks and metrics of the
+	// controllers the Env runs besides the cluster's own (Kueue, JobSet):
+	// the API server calls their webhooks at https://127.0.0.1:PORT with
+	// the CA as caBundle.
+	servingDir string
 }
 
 func generateSecrets(dir string) (*secrets, error) {
@@ -76,6 +82,30 @@ func generateSecrets(dir string) (*secrets, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The controllers' serving certificate: loopback only, as the API
+	// server dials their webhooks by URL.
+	webhookKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	webhookTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(3),
+		Subject:      pkix.Name{CommonName: "kubeenv-webhooks"},
+		NotBefore:    caTmpl.NotBefore,
+		NotAfter:     caTmpl.NotAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	webhookDER, err := x509.CreateCertificate(rand.Reader, webhookTmpl, ca, &webhookKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	webhookKeyDER, err := x509.MarshalECPrivateKey(webhookKey)
+	if err != nil {
+		return nil, err
+	}
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return nil, err
@@ -92,6 +122,11 @@ func generateSecrets(dir string) (*secrets, error) {
 		keyFile:  filepath.Join(dir, "apiserver.key"),
 		saKey:    filepath.Join(dir, "sa.key"),
 		tokens:   filepath.Join(dir, "tokens.csv"),
+
+		servingDir: filepath.Join(dir, "serving-certs"),
+	}
+	if err := os.MkdirAll(s.servingDir, 0o700); err != nil {
+		return nil, err
 	}
 	files := map[string][]byte{
 		filepath.Join(dir, "ca.crt"): s.caPEM,
@@ -101,6 +136,9 @@ func generateSecrets(dir string) (*secrets, error) {
 		s.saKey:    pemBlock("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)),
 		// token,user,uid,"groups": system:masters bypasses RBAC entirely.
 		s.tokens: []byte(s.token + `,admin,admin,"system:masters"` + "\n"),
+		// The names controller-runtime's webhook and metrics servers read.
+		filepath.Join(s.servingDir, "tls.crt"): append(pemBlock("CERTIFICATE", webhookDER), s.caPEM...),
+		filepath.Join(s.servingDir, "tls.key"): pemBlock("EC PRIVATE KEY", webhookKeyDER),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(name, data, 0o600); err != nil {

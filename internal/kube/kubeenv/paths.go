@@ -25,14 +25,27 @@ type binary struct {
 	env    string // overrides the cached build
 	tools  string // directory under tools/
 	module string // the module that directory pins
+	// recipe names what of the build go.sum does not say (version stamps
+	// in the ldflags), hashed after go.sum as scripts/tool-path.sh does.
+	recipe string
 }
 
 var (
-	apiServerBin         = binary{"kube-apiserver", "SPARECAP_KUBE_APISERVER", "kube-apiserver", "k8s.io/kubernetes"}
-	controllerManagerBin = binary{"kube-controller-manager", "SPARECAP_KUBE_CONTROLLER_MANAGER", "kube-apiserver", "k8s.io/kubernetes"}
-	schedulerBin         = binary{"kube-scheduler", "SPARECAP_KUBE_SCHEDULER", "kube-apiserver", "k8s.io/kubernetes"}
-	kwokBin              = binary{"kwok", "SPARECAP_KWOK", "kwok", "sigs.k8s.io/kwok"}
-	etcdBin              = binary{"etcd", "SPARECAP_ETCD", "etcd", "go.etcd.io/etcd/server/v3"}
+	apiServerBin         = binary{"kube-apiserver", "SPARECAP_KUBE_APISERVER", "kube-apiserver", "k8s.io/kubernetes", "version-stamped"}
+	controllerManagerBin = binary{"kube-controller-manager", "SPARECAP_KUBE_CONTROLLER_MANAGER", "kube-apiserver", "k8s.io/kubernetes", "version-stamped"}
+	schedulerBin         = binary{"kube-scheduler", "SPARECAP_KUBE_SCHEDULER", "kube-apiserver", "k8s.io/kubernetes", "version-stamped"}
+	kwokBin              = binary{"kwok", "SPARECAP_KWOK", "kwok", "sigs.k8s.io/kwok", ""}
+	etcdBin              = binary{"etcd", "SPARECAP_ETCD", "etcd", "go.etcd.io/etcd/server/v3", ""}
+	// JobSet and KubeRay at the versions the pinned Kueue requires (which
+	// scripts/ensure-kube.sh checks), each built with its own module's
+	// requirements.
+	kueueBin   = binary{"kueue", "SPARECAP_KUEUE", "kueue", "sigs.k8s.io/kueue", ""}
+	jobsetBin  = binary{"jobset", "SPARECAP_JOBSET", "jobset", "sigs.k8s.io/jobset", ""}
+	kuberayBin = binary{"kuberay-operator", "SPARECAP_KUBERAY", "kuberay", "github.com/ray-project/kuberay/ray-operator", ""}
+	// Not a binary: the directory of CRDs and webhook manifests that
+	// scripts/ensure-kube.sh copies from the sources of tools/kueue's
+	// modules (see manifestFiles).
+	manifestsDir = binary{"kueue-manifests", "SPARECAP_KUEUE_MANIFESTS", "kueue", "sigs.k8s.io/kueue", ""}
 )
 
 // APIServerPath returns the kube-apiserver binary the tests run:
@@ -54,9 +67,47 @@ func SchedulerPath() (string, error) { return schedulerBin.path() }
 // else the cached build from tools/kwok.
 func KwokPath() (string, error) { return kwokBin.path() }
 
+// KueuePath returns Kueue's manager (sigs.k8s.io/kueue/cmd/kueue):
+// $SPARECAP_KUEUE, else the cached build from tools/kueue.
+func KueuePath() (string, error) { return kueueBin.path() }
+
+// JobSetPath returns JobSet's controller manager: $SPARECAP_JOBSET, else
+// the cached build from tools/jobset.
+func JobSetPath() (string, error) { return jobsetBin.path() }
+
+// KubeRayPath returns KubeRay's operator: $SPARECAP_KUBERAY, else the
+// cached build from tools/kuberay.
+func KubeRayPath() (string, error) { return kuberayBin.path() }
+
+// KueueManifestsDir returns the directory of the CRDs and webhook
+// manifests that Options.Kueue, JobSet and KubeRay install:
+// $SPARECAP_KUEUE_MANIFESTS, else the copy scripts/ensure-kube.sh made in
+// the cache. It must hold every file the options use (manifestFiles).
+func KueueManifestsDir() (string, error) {
+	p, err := manifestsDir.cached()
+	if err != nil {
+		return "", err
+	}
+	for _, f := range manifestFiles {
+		if _, err := os.Stat(filepath.Join(p, f)); err != nil {
+			return "", fmt.Errorf("kubeenv: %s lacks %s (%w); %s", p, f, err, hint)
+		}
+	}
+	return p, nil
+}
+
 func (b binary) path() (string, error) {
+	p, err := b.cached()
+	if err != nil {
+		return "", err
+	}
+	return checkExecutable(p)
+}
+
+// cached returns $env if set, else where the build script puts b.
+func (b binary) cached() (string, error) {
 	if p := os.Getenv(b.env); p != "" {
-		return checkExecutable(p)
+		return p, nil
 	}
 	root, err := repoRoot(b.env)
 	if err != nil {
@@ -75,8 +126,8 @@ func (b binary) path() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	h := sha256.Sum256(sum)
-	return checkExecutable(filepath.Join(cache, b.name+"-"+version+"-"+hex.EncodeToString(h[:])[:12]))
+	h := sha256.Sum256(append(sum, b.recipe...))
+	return filepath.Join(cache, b.name+"-"+version+"-"+hex.EncodeToString(h[:])[:12]), nil
 }
 
 // etcdPath returns the etcd the mini cluster runs: $SPARECAP_ETCD, else
