@@ -24,8 +24,10 @@ type Watches struct {
 	byGVR   map[schema.GroupVersionResource]cache.SharedIndexInformer
 }
 
-// NewWatches watches gvrs through client, in every namespace.
-func NewWatches(client dynamic.Interface, gvrs ...schema.GroupVersionResource) (*Watches, error) {
+// NewWatches watches gvrs through client, in every namespace. A list or
+// watch the cluster forbids is reported through refused (what the tenant
+// loses: effect); the watch keeps trying, and syncs once it is granted.
+func NewWatches(client dynamic.Interface, refused *Refusals, effect string, gvrs ...schema.GroupVersionResource) (*Watches, error) {
 	w := &Watches{factory: dynamicinformer.NewDynamicSharedInformerFactory(client, 0), dirty: make(chan struct{}, 1),
 		byGVR: map[schema.GroupVersionResource]cache.SharedIndexInformer{}}
 	for _, gvr := range gvrs {
@@ -37,6 +39,12 @@ func NewWatches(client dynamic.Interface, gvrs ...schema.GroupVersionResource) (
 				u.SetManagedFields(nil)
 			}
 			return obj, nil
+		}); err != nil {
+			return nil, err
+		}
+		if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+			refused.Check(err, Permission("list", gvr, ""), effect)
 		}); err != nil {
 			return nil, err
 		}

@@ -77,7 +77,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	w, err := queues.NewWatches(cfg.Client, WorkloadsGVR, ChecksGVR, FlavorsGVR)
+	refused := &queues.Refusals{ClusterID: cfg.ClusterID, Report: cfg.Refused}
+	w, err := queues.NewWatches(cfg.Client, refused, refusedEffect, WorkloadsGVR, ChecksGVR, FlavorsGVR)
 	if err != nil {
 		return err
 	}
@@ -86,7 +87,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := w.Start(ctx); err != nil {
 		return fmt.Errorf("cluster %s: Kueue's resources: %w", cfg.ClusterID, err)
 	}
-	c := &controller{Config: cfg, w: w, refused: queues.Refusals{ClusterID: cfg.ClusterID, Report: cfg.Refused}}
+	c := &controller{Config: cfg, w: w, refused: refused}
 	cfg.Log.Info("Kueue admission check running", "cluster", cfg.ClusterID, "controller", ControllerName)
 	queues.Loop(ctx, w, cfg.Fleet, cfg.Clock, cfg.Resync, c.pass, func(err error) {
 		cfg.Log.Warn("Kueue admission check pass failed", "cluster", cfg.ClusterID, "err", err)
@@ -97,7 +98,7 @@ func Run(ctx context.Context, cfg Config) error {
 type controller struct {
 	Config
 	w       *queues.Watches
-	refused queues.Refusals
+	refused *queues.Refusals
 }
 
 const refusedEffect = "Kueue's admission check " + ControllerName + " cannot admit or requeue workloads"
@@ -180,7 +181,7 @@ func (c *controller) apply(ctx context.Context, u Update) error {
 	}}
 	_, err = c.Client.Resource(WorkloadsGVR).Namespace(u.Namespace).ApplyStatus(ctx, u.Name, obj,
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-	return c.refused.Check(err, "patch workloads/status", refusedEffect)
+	return c.refused.Check(err, queues.Permission("patch", WorkloadsGVR, "status"), refusedEffect)
 }
 
 // activate sets the check's Active condition: Kueue admits nothing through
@@ -204,5 +205,5 @@ func (c *controller) activate(ctx context.Context, ac *AdmissionCheck) error {
 		}}},
 	}}
 	_, err := c.Client.Resource(ChecksGVR).ApplyStatus(ctx, ac.Name, obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-	return c.refused.Check(err, "patch admissionchecks/status", refusedEffect)
+	return c.refused.Check(err, queues.Permission("patch", ChecksGVR, "status"), refusedEffect)
 }

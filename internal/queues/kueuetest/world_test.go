@@ -1,6 +1,7 @@
 package kueuetest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -67,6 +68,8 @@ type world struct {
 	st       store.Store
 	sim      *sim.Fleet
 	attached map[string]cluster
+	// window is the drain window (default 2 minutes).
+	window time.Duration
 
 	mu      sync.Mutex
 	ctrl    *controller.Controller
@@ -122,6 +125,27 @@ func newWorld(t *testing.T, machines int, attached map[string]cluster) *world {
 	return w
 }
 
+// addMachines adds n machines to the fleet, as an operator does.
+func (w *world) addMachines(n int) {
+	w.t.Helper()
+	err := w.st.Update(w.ctx, func(tx store.Tx) error {
+		ms, err := tx.ListMachines(w.ctx)
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			if err := tx.CreateMachine(w.ctx, domain.Machine{ID: fmt.Sprintf("m%02d", len(ms)+i), Region: region, GPUType: gpu, GPUs: 8, CreatedAt: time.Now()}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.controller().Kick()
+}
+
 // miniCluster is the mini cluster, attached with its admin kubeconfig.
 func miniCluster() cluster {
 	return cluster{kubeconfig: env.Kubeconfig(), client: env.Client(), kwok: true}
@@ -139,7 +163,7 @@ func (w *world) start() {
 		return nil, nil
 	}, w.sim, kube.Options{Instance: "kueuetest"})
 	ctrl := controller.New(w.st, router, &machines{w: w, register: kube.NewRegistrar(router, w.sim)}, clock.Real{},
-		controller.Config{DrainWindow: 2 * time.Minute, Cooldown: -1, Interval: time.Second}, nil)
+		controller.Config{DrainWindow: cmp.Or(w.window, 2*time.Minute), Cooldown: -1, Interval: time.Second}, nil)
 	qm := &manager.Manager{Fleet: &manager.StoreFleet{Store: w.st, Controller: ctrl}, Drivers: router,
 		Options: manager.Options{Resync: time.Second, Rediscover: 2 * time.Second, Refused: ctrl.RecordAccess, Note: ctrl.RecordNote}}
 	ctx, cancel := context.WithCancel(context.Background())

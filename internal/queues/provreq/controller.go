@@ -61,7 +61,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	w, err := queues.NewWatches(cfg.Client, RequestsGVR, TemplatesGVR)
+	refused := &queues.Refusals{ClusterID: cfg.ClusterID, Report: cfg.Refused}
+	w, err := queues.NewWatches(cfg.Client, refused, refusedEffect, RequestsGVR, TemplatesGVR)
 	if err != nil {
 		return err
 	}
@@ -70,7 +71,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := w.Start(ctx); err != nil {
 		return fmt.Errorf("cluster %s: ProvisioningRequests: %w", cfg.ClusterID, err)
 	}
-	r := &reconciler{Config: cfg, w: w, refused: queues.Refusals{ClusterID: cfg.ClusterID, Report: cfg.Refused}}
+	r := &reconciler{Config: cfg, w: w, refused: refused}
 	cfg.Log.Info("ProvisioningRequest class running", "cluster", cfg.ClusterID, "class", ClassName)
 	queues.Loop(ctx, w, cfg.Fleet, cfg.Clock, cfg.Resync, r.pass, func(err error) {
 		cfg.Log.Warn("ProvisioningRequest pass failed", "cluster", cfg.ClusterID, "err", err)
@@ -81,8 +82,10 @@ func Run(ctx context.Context, cfg Config) error {
 type reconciler struct {
 	Config
 	w       *queues.Watches
-	refused queues.Refusals
+	refused *queues.Refusals
 }
+
+const refusedEffect = "ProvisioningRequests of class " + ClassName + " are not taken: they neither raise the target nor are marked Provisioned or Failed"
 
 func (r *reconciler) pass(ctx context.Context) error {
 	if !r.Pods.PodsSynced() {
@@ -153,6 +156,6 @@ func (r *reconciler) apply(ctx context.Context, u Update) error {
 	}}
 	_, err := r.Client.Resource(RequestsGVR).Namespace(u.Namespace).ApplyStatus(ctx, u.Name, obj,
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-	return r.refused.Check(err, "patch provisioningrequests/status",
+	return r.refused.Check(err, queues.Permission("patch", RequestsGVR, "status"),
 		"ProvisioningRequests of class "+ClassName+" raise the target but are never marked Provisioned or Failed")
 }
