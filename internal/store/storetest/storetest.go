@@ -68,6 +68,11 @@ func Run(t *testing.T, newDB NewDB) {
 		{"NodeFilterClusters", testNodeFilterClusters},
 		{"UnmetSince", testUnmetSince},
 		{"Cached", testCached},
+		{"WebhookEndpoints", testWebhookEndpoints},
+		{"WebhookDeliveries", testWebhookDeliveries},
+		{"WebhookDue", testWebhookDue},
+		{"WebhookCursor", testWebhookCursor},
+		{"WebhookPrune", testWebhookPrune},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
