@@ -23,10 +23,11 @@ type WebhookReader interface {
 	CountWebhookDeliveries(ctx context.Context, projectID string) (map[string]DeliveryCounts, error)
 	// GetWebhookMessage returns the message with that ID.
 	GetWebhookMessage(ctx context.Context, id string) (domain.WebhookMessage, error)
-	// DueWebhookDeliveries returns pending deliveries due at now (NextAt
-	// at or before it), the longest due first: at most perEndpoint of
-	// each endpoint, so a backlog at one endpoint does not hide the
-	// others' deliveries, and at most limit in all.
+	// DueWebhookDeliveries returns pending deliveries to enabled
+	// endpoints due at now (NextAt at or before it), the longest due
+	// first: at most perEndpoint of each endpoint, so a backlog at one
+	// endpoint does not hide the others' deliveries, and at most limit in
+	// all.
 	DueWebhookDeliveries(ctx context.Context, now time.Time, perEndpoint, limit int) ([]domain.WebhookDelivery, error)
 	// WebhookCursor is the Seq of the last lifecycle event dispatched to
 	// webhook endpoints (0 before the first).
@@ -68,6 +69,11 @@ type WebhookWriter interface {
 	// delivery refers to; it returns how many deliveries it deleted.
 	// Pending deliveries are never pruned.
 	PruneWebhookDeliveries(ctx context.Context, endedBefore time.Time, keep int) (int, error)
+	// ExpireWebhookDeliveries fails the deliveries still pending that were
+	// made before madeBefore (their retry window is over: their endpoint
+	// was disabled, or kept failing), ending them at at, and returns how
+	// many. Their last error is kept, after why they failed.
+	ExpireWebhookDeliveries(ctx context.Context, madeBefore, at time.Time) (int, error)
 }
 
 // DeliveryFilter selects an endpoint's deliveries.

@@ -39,6 +39,7 @@ type webhookQueries struct {
 	countDeliveries, countDeliveriesOf          string
 	due, getCursor, setCursor                   string
 	pruneEnded, pruneBeyond, pruneMessages      string
+	expire                                      string
 	addMessages, addDeliveries                  [webhookSizes]string
 	listDeliveries, listDeliveriesInState       string
 	listDeliveriesLimit, listDeliveriesStateLim string
@@ -68,8 +69,9 @@ func buildWebhookQueries(d Dialect) webhookQueries {
 		// answer; "state = 'pending'" is the due index's predicate.
 		due: r(`SELECT ` + webhookDeliveryCols + ` FROM (
 				SELECT ` + webhookDeliveryCols + `, ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY next_at, created_at, message_id) AS rn
-				FROM webhook_deliveries WHERE state = 'pending' AND next_at <= ?) due
-			WHERE rn <= ? ORDER BY next_at, created_at, message_id LIMIT ?`),
+				FROM webhook_deliveries WHERE state = 'pending' AND next_at <= ?
+					AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE enabled)) due
+			WHERE rn <= ? ORDER BY next_at, created_at, message_id, endpoint_id LIMIT ?`),
 		getCursor:  r(`SELECT seq FROM webhook_cursor WHERE name = 'events'`),
 		setCursor:  r(`INSERT INTO webhook_cursor (name, seq) VALUES ('events', ?) ON CONFLICT (name) DO UPDATE SET seq = excluded.seq`),
 		pruneEnded: r(`DELETE FROM webhook_deliveries WHERE state <> 'pending' AND (last_at IS NULL OR last_at < ?)`),
@@ -80,6 +82,9 @@ func buildWebhookQueries(d Dialect) webhookQueries {
 				WHERE rn > ?)`),
 		pruneMessages: r(`DELETE FROM webhook_messages WHERE NOT EXISTS (
 				SELECT 1 FROM webhook_deliveries d WHERE d.message_id = webhook_messages.id)`),
+		expire: r(`UPDATE webhook_deliveries SET state = 'failed', next_at = NULL, last_at = ?,
+			last_error = CASE WHEN last_error = '' THEN ? ELSE ? || last_error END
+			WHERE state = 'pending' AND created_at < ?`),
 		listDeliveries:         r(list + order),
 		listDeliveriesInState:  r(list + ` AND state = ?` + order),
 		listDeliveriesLimit:    r(list + order + ` LIMIT ?`),
@@ -343,6 +348,21 @@ func (t *tx) PruneWebhookDeliveries(ctx context.Context, endedBefore time.Time, 
 	}
 	if _, err := t.q.ExecContext(ctx, t.s.wq.pruneMessages); err != nil {
 		return 0, fmt.Errorf("%s: prune webhook messages: %w", t.s.d.Name, err)
+	}
+	return int(n), nil
+}
+
+// expiredWhy starts the last error of a delivery that ran out of time.
+const expiredWhy = "not delivered within its retry window"
+
+func (t *tx) ExpireWebhookDeliveries(ctx context.Context, madeBefore, at time.Time) (int, error) {
+	res, err := t.q.ExecContext(ctx, t.s.wq.expire, t.s.timeArg(at), expiredWhy, expiredWhy+"; last error: ", t.s.timeArg(madeBefore))
+	if err != nil {
+		return 0, fmt.Errorf("%s: expire webhook deliveries: %w", t.s.d.Name, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("%s: expire webhook deliveries: %w", t.s.d.Name, err)
 	}
 	return int(n), nil
 }

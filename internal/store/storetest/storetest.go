@@ -73,6 +73,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"WebhookDue", testWebhookDue},
 		{"WebhookCursor", testWebhookCursor},
 		{"WebhookPrune", testWebhookPrune},
+		{"WebhookExpire", testWebhookExpire},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -237,17 +237,20 @@ func testWebhookDeliveries(t *testing.T, s store.Store) {
 	}
 }
 
-// testWebhookDue: the due deliveries are the pending ones whose time has
-// come, the longest due first, at most perEndpoint of each endpoint, so a
-// backlog at one endpoint leaves room for the others.
+// testWebhookDue: the due deliveries are the pending ones to enabled
+// endpoints whose time has come, the longest due first, at most
+// perEndpoint of each endpoint, so a backlog at one endpoint leaves room
+// for the others.
 func testWebhookDue(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	seedWebhooks(t, s)
 	update(t, s, func(tx store.Tx) error {
 		var ms []domain.WebhookMessage
 		var ds []domain.WebhookDelivery
-		for _, e := range []string{"wh-slow", "wh-ok"} {
-			if err := tx.CreateWebhookEndpoint(ctx, endpoint(e, "p1", e, at(0))); err != nil {
+		for _, e := range []string{"wh-slow", "wh-ok", "wh-off"} {
+			ep := endpoint(e, "p1", e, at(0))
+			ep.Enabled = e != "wh-off"
+			if err := tx.CreateWebhookEndpoint(ctx, ep); err != nil {
 				return err
 			}
 		}
@@ -261,7 +264,7 @@ func testWebhookDue(t *testing.T, s store.Store) {
 		later.NextAt = at(100)
 		ended := delivery("wh-ok", "m7", at(7))
 		ended.State, ended.NextAt = domain.DeliveryDelivered, time.Time{}
-		ds = append(ds, ok, later, ended)
+		ds = append(ds, ok, later, ended, delivery("wh-off", "m0", at(0)))
 		if err := tx.AddWebhookMessages(ctx, ms); err != nil {
 			return err
 		}
@@ -279,8 +282,63 @@ func testWebhookDue(t *testing.T, s store.Store) {
 	wantEqual(t, "due at minute 5", ids(due, key), []string{"wh-slow/m0", "wh-slow/m1", "wh-slow/m2", "wh-slow/m3", "wh-slow/m4", "wh-slow/m5"})
 	due, _ = s.DueWebhookDeliveries(ctx, at(100), 100, 100)
 	if len(due) != 12 {
-		t.Fatalf("due at minute 100: %v (the delivered one is never due)", ids(due, key))
+		t.Fatalf("due at minute 100: %v (the delivered one is never due, nor one to a disabled endpoint)", ids(due, key))
 	}
+	// Enabled again, its delivery is due.
+	update(t, s, func(tx store.Tx) error {
+		ep, err := tx.GetWebhookEndpoint(ctx, "wh-off")
+		if err != nil {
+			return err
+		}
+		ep.Enabled = true
+		return tx.UpdateWebhookEndpoint(ctx, ep)
+	})
+	due, _ = s.DueWebhookDeliveries(ctx, at(0), 100, 100)
+	wantEqual(t, "due with wh-off enabled", ids(due, key), []string{"wh-off/m0", "wh-slow/m0"})
+}
+
+// testWebhookExpire: deliveries still pending when their window ends
+// fail, keeping their last error after why; newer ones and ended ones
+// are left alone.
+func testWebhookExpire(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seedWebhooks(t, s)
+	old := delivery("wh-a", "m0", at(0))
+	erred := delivery("wh-a", "m1", at(1))
+	erred.Attempts, erred.LastStatus, erred.LastError = 4, 503, "HTTP 503 Service Unavailable"
+	fresh := delivery("wh-a", "m2", at(10))
+	done := delivery("wh-a", "m3", at(0))
+	done.State, done.NextAt, done.LastAt = domain.DeliveryDelivered, time.Time{}, at(1)
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateWebhookEndpoint(ctx, endpoint("wh-a", "p1", "a", at(0))); err != nil {
+			return err
+		}
+		ms := []domain.WebhookMessage{message("m0", at(0)), message("m1", at(1)), message("m2", at(10)), message("m3", at(0))}
+		if err := tx.AddWebhookMessages(ctx, ms); err != nil {
+			return err
+		}
+		return tx.AddWebhookDeliveries(ctx, []domain.WebhookDelivery{old, erred, fresh, done})
+	})
+	var n int
+	update(t, s, func(tx store.Tx) (err error) {
+		n, err = tx.ExpireWebhookDeliveries(ctx, at(5), at(30))
+		return err
+	})
+	if n != 2 {
+		t.Errorf("expired %d; want 2", n)
+	}
+	got, _ := s.ListWebhookDeliveries(ctx, store.DeliveryFilter{EndpointID: "wh-a"})
+	byID := map[string]domain.WebhookDelivery{}
+	for _, d := range got {
+		byID[d.MessageID] = d
+	}
+	old.State, old.NextAt, old.LastAt, old.LastError = domain.DeliveryFailed, time.Time{}, at(30), "not delivered within its retry window"
+	erred.State, erred.NextAt, erred.LastAt = domain.DeliveryFailed, time.Time{}, at(30)
+	erred.LastError = "not delivered within its retry window; last error: HTTP 503 Service Unavailable"
+	wantEqual(t, "expired, never tried", byID["m0"], old)
+	wantEqual(t, "expired after errors", byID["m1"], erred)
+	wantEqual(t, "still in its window", byID["m2"], fresh)
+	wantEqual(t, "delivered", byID["m3"], done)
 }
 
 // testWebhookCursor: the dispatch cursor starts at 0, moves only with a
