@@ -104,9 +104,10 @@ func (s *Service) fill(ctx context.Context, wg *sync.WaitGroup) {
 		ep, epOK := eps[p.d.EndpointID]
 		m, mOK := msgs[p.d.MessageID]
 		if err != nil || !epOK || !mOK {
-			// Deleted meanwhile (with its deliveries), or not read: nothing
-			// is recorded, and it is due again at the next pass.
-			s.done(k, p.failing, nil)
+			// Deleted or disabled meanwhile, or not read: nothing is
+			// recorded, and it is due again at the next poll (not at once:
+			// a store that fails would be asked again in a tight loop).
+			s.release(k, p.failing)
 			continue
 		}
 		wg.Go(func() {
@@ -157,9 +158,14 @@ type pick struct {
 	failing bool
 }
 
-// done frees an attempt's slot and records how its endpoint fared.
-func (s *Service) done(k deliveryKey, failing bool, ok *bool) {
+// release frees an attempt's slot.
+func (s *Service) release(k deliveryKey, failing bool) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releaseLocked(k, failing)
+}
+
+func (s *Service) releaseLocked(k deliveryKey, failing bool) {
 	delete(s.inflight, k)
 	if s.perEP[k.endpoint]--; s.perEP[k.endpoint] <= 0 {
 		delete(s.perEP, k.endpoint)
@@ -168,6 +174,13 @@ func (s *Service) done(k deliveryKey, failing bool, ok *bool) {
 	if failing {
 		s.failing--
 	}
+}
+
+// done frees an attempt's slot, records how its endpoint fared and wakes
+// the sender, for the next due delivery.
+func (s *Service) done(k deliveryKey, failing bool, ok *bool) {
+	s.mu.Lock()
+	s.releaseLocked(k, failing)
 	if ok != nil {
 		h := s.health[k.endpoint]
 		switch {
