@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -117,6 +118,39 @@ func TestNoticeFanOutWithSlowWebhooks(t *testing.T) {
 		}
 		return nil
 	})
+	// Each notice's message lists its node's pods as the real API server
+	// has them (with their UIDs), and its deadline.
+	ds, err := hooks.st.ListWebhookDeliveries(context.Background(), store.DeliveryFilter{EndpointID: "wh-000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, d := range ds {
+		if d.Type != webhook.TypeOf(domain.ReasonPreemptionNotified) {
+			continue
+		}
+		m, err := hooks.st.GetWebhookMessage(context.Background(), d.MessageID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ce struct{ Data webhook.EventData }
+		if err := json.Unmarshal(m.Body, &ce); err != nil {
+			t.Fatal(err)
+		}
+		w := ce.Data.Work
+		if ce.Data.Deadline == nil || w == nil || !w.Listed || w.Pods == nil || len(*w.Pods) != s.pods {
+			t.Fatalf("a notice's message: %s", m.Body)
+		}
+		for _, p := range *w.Pods {
+			if p.UID == "" || p.Namespace != "bench-sparecap" {
+				t.Errorf("pod %+v in %s's notice", p, ce.Data.NodeName)
+			}
+		}
+		checked++
+	}
+	if checked != s.nodes {
+		t.Errorf("checked %d notices; want %d", checked, s.nodes)
+	}
 }
 
 // BenchmarkNoticeFanOutWebhooks: the notice fan-out of
