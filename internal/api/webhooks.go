@@ -495,7 +495,7 @@ func (s *Server) testWebhook(w http.ResponseWriter, r *http.Request, p principal
 		if !e.Enabled {
 			return conflict("webhook endpoint %s is disabled: enable it first (a test goes the way deliveries go)", e.ID)
 		}
-		m, err := webhook.TestMessage(e, testMessageID(), now)
+		m, err := webhook.NewTestMessage(e, testMessageID(), now)
 		if err != nil {
 			return err
 		}

@@ -141,9 +141,9 @@ type TestData struct {
 	Message    string `json:"message"`
 }
 
-// TestMessage makes a test message for endpoint ep with ID id, at now
+// NewTestMessage makes a test message for endpoint ep with ID id, at now
 // (the API's test action).
-func TestMessage(ep domain.WebhookEndpoint, id string, now time.Time) (domain.WebhookMessage, error) {
+func NewTestMessage(ep domain.WebhookEndpoint, id string, now time.Time) (domain.WebhookMessage, error) {
 	body, err := json.Marshal(cloudEvent{SpecVersion: "1.0", ID: id, Source: "/v1/webhooks/" + ep.ID, Type: TestType,
 		Subject: ep.Name, Time: now.UTC(), DataContentType: "application/json",
 		Data: TestData{ProjectID: ep.ProjectID, EndpointID: ep.ID,
