@@ -76,7 +76,8 @@ bench-slurm:
 	$(GO) test -run '^$$' -bench BenchmarkSlurmNoticeFanOut -benchtime 1x -count 3 ./internal/slurm/
 
 # bench-kube runs the Kubernetes benchmarks against a real API server (about
-# two minutes): notice fan-out against kubectl's drain, and the capacity
+# three minutes): notice fan-out against kubectl's drain, the same with 100
+# webhook endpoints that never answer against none, and the capacity
 # hand-over. See docs/perf.md.
 bench-kube: services
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/kube/

@@ -150,6 +150,8 @@ func TestServerFlagErrors(t *testing.T) {
 		{[]string{"--max-streams-per-token", "0"}, "--max-streams-per-token must be at least 1"},
 		{[]string{"--rate-limit-token", "-1"}, "must not be negative"},
 		{[]string{"--trusted-proxies", "10.0.0.0/33"}, `--trusted-proxies: "10.0.0.0/33" is not an address or a CIDR prefix`},
+		{[]string{"--webhook-allow-cidr", "intranet"}, `--webhook-allow-cidr: "intranet" is not a CIDR prefix`},
+		{[]string{"--webhook-allow-cidr", "10.0.0.0/8", "--webhook-allow-cidr", "10.0.0.0/40"}, `--webhook-allow-cidr: "10.0.0.0/40"`},
 		{[]string{"--provision-hook-env", "SITE=a"}, "--provision-hook-env needs --machine-provider exec"},
 		{[]string{"--machine-provider", "exec", "--provision-hook", "/bin/true", "--provision-hook-env", "SPARECAP_ADMIN_TOKEN"},
 			"--provision-hook-env: SPARECAP_ADMIN_TOKEN: SPARECAP_ variables are the server's own"},

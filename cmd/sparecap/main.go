@@ -24,6 +24,7 @@ import (
 	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/server"
 	"github.com/sparecap/sparecap/internal/slurm"
+	"github.com/sparecap/sparecap/internal/webhook"
 )
 
 func main() {
@@ -37,7 +38,7 @@ func main() {
 
 func serverCmd() *cobra.Command {
 	var o server.Options
-	var nodeLabels, nodeTaints, preemptibleTaints, hookEnv []string
+	var nodeLabels, nodeTaints, preemptibleTaints, hookEnv, webhookAllow []string
 	var logLevel string
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -80,6 +81,11 @@ with this server's URL and that token, so the CLI works at once.`,
 			if err := limitFlags(o.Limits); err != nil {
 				return err
 			}
+			allow, err := webhook.ParseAllow(webhookAllow)
+			if err != nil {
+				return fmt.Errorf("--webhook-allow-cidr: %w", err)
+			}
+			o.WebhookAllow = allow
 			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			o.AdminToken = os.Getenv("SPARECAP_ADMIN_TOKEN")
 			o.MetricsToken = os.Getenv("SPARECAP_METRICS_TOKEN")
@@ -147,6 +153,7 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.Float64Var(&l.AddressRate, "rate-limit-address", 200, "requests a second per client address, in bursts of twice that (0: no limit); more get 429 with Retry-After")
 	f.IntVar(&l.AuthFailures, "auth-failures", 10, "failed authentications a minute per client address; once they are used up the address is refused (429) until they refill (0: no limit)")
 	f.StringSliceVar(&l.TrustedProxies, "trusted-proxies", nil, "addresses or CIDR prefixes of reverse proxies, and of the other servers on the same PostgreSQL, whose X-Forwarded-For names the client (comma-separated)")
+	f.StringArrayVar(&webhookAllow, "webhook-allow-cidr", nil, "CIDR prefix (or address) that webhook deliveries may reach although it is loopback, private, link-local, CGNAT or multicast, which are refused by default so a project cannot make the server call into its own network (repeatable; e.g. 10.0.0.0/8)")
 	f.BoolVar(&o.AllowKubeconfigPlugins, "allow-kubeconfig-plugins", false, "accept kubeconfigs with exec credential plugins, auth-providers or proxy-urls. "+
 		"RISKY: such a kubeconfig (often written by the tenant) runs its command on this host as the server user, with the server's environment (the admin token included), "+
 		"or sends the cluster's traffic and credentials through the proxy it names")

@@ -99,6 +99,7 @@ serviceMonitor:
 metrics:
   tokenSecret: scrape
 trustedProxies: [10.0.0.0/8, 192.0.2.1]
+webhookAllowCIDRs: [10.20.0.0/16, "fd00::/8"]
 `,
 			kinds: append(slices.Clone(baseKinds), "ServiceMonitor/"+fullname),
 			check: func(t *testing.T, r *rendered) {
@@ -112,6 +113,9 @@ trustedProxies: [10.0.0.0/8, 192.0.2.1]
 				wantSecretEnv(t, c, "SPARECAP_METRICS_TOKEN", "scrape", "token")
 				if !slices.Contains(c.Args, "--trusted-proxies=10.0.0.0/8,192.0.2.1") {
 					t.Errorf("args %q lack the trusted proxies", c.Args)
+				}
+				if !slices.Contains(c.Args, "--webhook-allow-cidr=10.20.0.0/16") || !slices.Contains(c.Args, "--webhook-allow-cidr=fd00::/8") {
+					t.Errorf("args %q lack the webhook allow-list", c.Args)
 				}
 				sm := r.get(t, "ServiceMonitor", fullname)
 				if sm.GetLabels()["release"] != "prometheus" {
@@ -546,6 +550,7 @@ func TestBadValues(t *testing.T) {
 		{"not-postgres", []string{"--set", "postgres.url=mysql://db/sparecap"}, []string{"/postgres/url"}},
 		{"string-metrics-port", []string{"--set", pg, "--set-string", "metrics.port=metrics"}, []string{"/metrics/port"}},
 		{"bad-proxy", []string{"--set", pg, "--set", "trustedProxies={proxy.local}"}, []string{"/trustedProxies/0"}},
+		{"bad-webhook-cidr", []string{"--set", pg, "--set", "webhookAllowCIDRs={intranet}"}, []string{"/webhookAllowCIDRs/0"}},
 		{"short-admin-token", []string{"--set", pg, "--set", "adminToken.value=12345678"}, []string{"/adminToken/value"}},
 		{"bad-interval", []string{"--set", pg, "--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.interval=soon"}, []string{"/serviceMonitor/interval"}},
 	} {

@@ -96,6 +96,8 @@ type Options struct {
 	// MaxStreams caps the event streams (watch=true) open at once with one
 	// token; 0 is no cap.
 	MaxStreams int
+	// Webhooks checks endpoint URLs and wakes the sender.
+	Webhooks WebhookOptions
 }
 
 // realClock times what is wall time whatever the server's clocks are:
@@ -183,6 +185,7 @@ func (s *Server) routes() {
 	s.mux.Handle("PATCH /v1/admin/machines/{id}", s.admin(s.updateMachine))
 	s.mux.Handle("POST /v1/admin/reservations", s.admin(s.createReservation))
 	s.mux.Handle("GET /v1/admin/reservations", s.admin(s.listReservations))
+	s.webhookRoutes()
 
 }
 

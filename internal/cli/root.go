@@ -116,6 +116,7 @@ variables, then the config file (written by the server on first start).`,
 		newTokensCmd(s),
 		newMachinesCmd(s),
 		newReservationsCmd(s),
+		newWebhooksCmd(s),
 	)
 	root.AddCommand(extra...)
 	return root, s

@@ -70,11 +70,13 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 			}
 			return min(100, a*100/b)
 		},
-		"gpuh": func(s int64) string { return fmt.Sprintf("%.2f", float64(s)/3600) },
-		"dur":  func(s int64) string { return (time.Duration(s) * time.Second).String() },
-		"list": func(v ...int) []int { return v },
+		"gpuh":    func(s int64) string { return fmt.Sprintf("%.2f", float64(s)/3600) },
+		"dur":     func(s int64) string { return (time.Duration(s) * time.Second).String() },
+		"list":    func(v ...int) []int { return v },
+		"latency": latency,
+		"has":     func(m map[string]bool, k string) bool { return m[k] },
 	}
-	for _, page := range []string{"login", "clusters", "new", "cluster", "scale", "usage", "fleet", "tokens", "error"} {
+	for _, page := range []string{"login", "clusters", "new", "cluster", "scale", "usage", "fleet", "tokens", "webhooks", "webhook", "error"} {
 		c.pages[page] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html"))
 	}
 	static, _ := fs.Sub(staticFS, "static")
@@ -95,6 +97,10 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 	c.mux.HandleFunc("POST /console/tokens", c.signedIn(c.createToken))
 	c.mux.HandleFunc("POST /console/tokens/{id}/revoke", c.signedIn(c.revokeToken))
 	c.mux.HandleFunc("POST /console/tokens/{id}/rotate", c.signedIn(c.rotateToken))
+	c.mux.HandleFunc("GET /console/webhooks", c.signedIn(c.webhooks))
+	c.mux.HandleFunc("POST /console/webhooks", c.signedIn(c.createWebhook))
+	c.mux.HandleFunc("GET /console/webhooks/{id}", c.signedIn(c.webhook))
+	c.mux.HandleFunc("POST /console/webhooks/{id}/{action}", c.signedIn(c.webhookAction))
 	return c
 }
 
@@ -145,6 +151,11 @@ func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
 func (r *recorder) WriteHeader(s int)           { r.status = s }
 
 func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
+	// A server's request always has a body; a client's without one (a
+	// DELETE) has none.
+	if req.Body == nil {
+		req.Body = http.NoBody
+	}
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	t.h.ServeHTTP(rec, req)
 	return &http.Response{StatusCode: rec.status, Status: http.StatusText(rec.status), Header: rec.header,

@@ -34,6 +34,9 @@ type fanOut struct {
 	burst int
 	// drainWorkers: nodes drained at once the ecosystem's way.
 	drainWorkers int
+	// setup, if set, runs on sparecap's fixture before the fill (what else
+	// the leader runs meanwhile: webhooks, see webhooks_test.go).
+	setup func(tb testing.TB, f *fixture)
 }
 
 // notices are the latencies of one run.
@@ -118,6 +121,9 @@ func collect(tb testing.TB, kl *kubelet.Kubelet, cordons func() map[string]time.
 func (s fanOut) sparecap(tb testing.TB) notices {
 	f := newFixture(tb, fixtureConfig{machines: s.nodes, window: 5 * time.Minute, attached: []string{"c-k"},
 		opts: kube.Options{QPS: s.qps, Burst: s.burst}})
+	if s.setup != nil {
+		s.setup(tb, f)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	kl, err := kubelet.Start(ctx, env.Client(), kubelet.Config{ExitAfter: s.podExit})

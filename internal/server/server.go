@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,7 @@ import (
 	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/internal/store/postgres"
 	"github.com/sparecap/sparecap/internal/store/sqlite"
+	"github.com/sparecap/sparecap/internal/webhook"
 )
 
 // Options configure a server. Zero values take the defaults.
@@ -113,6 +115,10 @@ type Options struct {
 	PprofAddr string
 	// Limits are the listener's timeouts, caps and rate limits.
 	Limits Limits
+	// WebhookAllow are the prefixes of addresses webhook deliveries may
+	// reach although the policy refuses them (loopback, private, link-local
+	// …): --webhook-allow-cidr.
+	WebhookAllow []netip.Prefix
 	// MetricsAddr, if set, is where /metrics is served, on a listener of
 	// its own and no longer on the API's. MetricsToken, if set, is the
 	// bearer token a scrape of /metrics must carry, wherever it is
@@ -186,6 +192,9 @@ type Server struct {
 	// MetricsURL is where /metrics is served: the API's URL unless
 	// Options.MetricsAddr moved it.
 	MetricsURL string
+	// Webhooks dispatches lifecycle events to webhook endpoints and
+	// delivers them, while this server leads.
+	Webhooks *webhook.Service
 
 	http *http.Server
 	ln   net.Listener

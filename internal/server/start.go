@@ -35,6 +35,7 @@ import (
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/slurm"
 	"github.com/sparecap/sparecap/internal/store"
+	"github.com/sparecap/sparecap/internal/webhook"
 )
 
 // boot is a server being started: what each step of Start builds, for
@@ -260,6 +261,9 @@ func (b *boot) drivers() error {
 	s.Meter.Reads = b.cached
 	s.Meter.Refresh = atLeastReal(metering.DefaultRefresh, time.Minute, s.Speed)
 	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
+	// Webhooks write only their own tables, fenced like the meter's.
+	s.Webhooks = webhook.New(webhook.Config{Store: b.fenced, Driver: s.Slurm, Sealer: b.sealer,
+		Policy: webhook.Policy{Allow: o.WebhookAllow}, Changed: s.Controller.Changed, Log: o.Log})
 	return nil
 }
 
@@ -282,6 +286,7 @@ func (b *boot) handlers() error {
 		opts.Log = o.Log
 		return slurm.Check(ctx, conf, opts)
 	}
+	a.Webhooks = api.WebhookOptions{Policy: webhook.Policy{Allow: o.WebhookAllow}, OnMessage: s.Webhooks.Kick}
 	a.OnKubeconfig = func(id string) {
 		s.Kube.Reload(id)
 		s.Slurm.Reload(id)
@@ -434,7 +439,8 @@ func (b *boot) sideListeners() error {
 }
 
 // term runs what only the leader runs, until ctx ends: the in-memory
-// copy, the clusters' drivers, the meter and the controller.
+// copy, the clusters' drivers, the meter, the webhooks and the
+// controller.
 func (b *boot) term(ctx context.Context, epoch int64) {
 	o, s := b.o, b.s
 	if b.shared {
@@ -466,11 +472,14 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 	go func() { s.Meter.Run(ctx, atLeastReal(time.Minute, 10*time.Second, s.Speed)); close(metered) }()
 	queued := make(chan struct{})
 	go func() { b.queues().Run(ctx); close(queued) }()
+	hooked := make(chan struct{})
+	go func() { s.Webhooks.Run(ctx); close(hooked) }()
 	if err := s.Controller.Run(ctx); err != nil {
 		o.Log.Error("controller stopped", "err", err)
 	}
 	<-metered
 	<-queued
+	<-hooked
 	// A later term starts the watches again, from a fresh LIST.
 	s.Kube.Close()
 	s.Slurm.Close()

@@ -146,6 +146,7 @@ type Reader interface {
 	ScanUsage(ctx context.Context, f UsageFilter, fn func(domain.UsageRecord) error) error
 	// ListPrices returns the whole price book, by EffectiveFrom then ID.
 	ListPrices(ctx context.Context) ([]domain.Price, error)
+	WebhookReader
 }
 
 // BulkReader reads many rows by ID in few queries (a round trip to a
@@ -182,6 +183,7 @@ type Tx interface {
 	Reader
 	BulkReader
 	BulkWriter
+	WebhookWriter
 	// Create* return domain.ErrConflict when the ID is taken (the Tx stays
 	// usable; for a node, also when its machine already has a live node in
 	// the same stage: see UpdateNode) and domain.ErrNotFound when a row the value refers to (its

@@ -79,6 +79,7 @@ type Store struct {
 	q         queries
 	hq        historyQueries
 	bq        byIDQueries
+	wq        webhookQueries
 	scans     chan struct{} // ScanUsage slots; nil: unbounded
 }
 
@@ -90,7 +91,8 @@ func New(d Dialect, write, read *sql.DB) *Store {
 	if read == nil {
 		read = write
 	}
-	s := &Store{d: d, w: write, r: read, l: write, q: buildQueries(d), hq: buildHistoryQueries(d), bq: buildByIDQueries(d)}
+	s := &Store{d: d, w: write, r: read, l: write, q: buildQueries(d), hq: buildHistoryQueries(d), bq: buildByIDQueries(d),
+		wq: buildWebhookQueries(d)}
 	if d.MaxScans > 0 {
 		s.scans = make(chan struct{}, d.MaxScans)
 	}

@@ -68,6 +68,12 @@ func Run(t *testing.T, newDB NewDB) {
 		{"NodeFilterClusters", testNodeFilterClusters},
 		{"UnmetSince", testUnmetSince},
 		{"Cached", testCached},
+		{"WebhookEndpoints", testWebhookEndpoints},
+		{"WebhookDeliveries", testWebhookDeliveries},
+		{"WebhookDue", testWebhookDue},
+		{"WebhookCursor", testWebhookCursor},
+		{"WebhookPrune", testWebhookPrune},
+		{"WebhookExpire", testWebhookExpire},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

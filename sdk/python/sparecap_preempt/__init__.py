@@ -14,6 +14,10 @@ job killed mid-save resumes from the last complete one: :class:`Store`.
 :func:`interval` picks the checkpoint interval from the preemption rate
 (Young's sqrt(2*cost*mtbf), refined by Daly); :func:`advise` asks sparecap
 for it, from the rate it measured.
+
+:mod:`sparecap_preempt.webhooks` verifies the signed notice webhooks
+sparecap sends to schedulers outside the cluster (``webhooks.verify``,
+``Dedup``).
 """
 
 from .notice import (
@@ -30,6 +34,8 @@ from .notice import (
 )
 from .checkpoint import Checkpoint, NoCheckpoint, Store
 from .interval import Advice, AdviceError, Expected, advise, checkpoint_interval, daly, expect, interval, mtbf, young
+from . import webhooks
+from .webhooks import Dedup, WebhookVerificationError
 
 __all__ = [
     "ANNOTATION_DEADLINE",
@@ -39,9 +45,11 @@ __all__ = [
     "DEFAULT_ANNOTATIONS_FILE",
     "EXTRA_DEADLINE",
     "Checkpoint",
+    "Dedup",
     "NoCheckpoint",
     "Notice",
     "Store",
+    "WebhookVerificationError",
     "advise",
     "checkpoint_interval",
     "daly",
@@ -51,6 +59,7 @@ __all__ = [
     "mtbf",
     "on_notice",
     "parse_duration",
+    "webhooks",
     "read_annotation",
     "read_slurm_deadline",
     "slurm_deadline",
