@@ -36,10 +36,10 @@ func TestRequestsShareSpareCapacityFairly(t *testing.T) {
 	// Two machines for the tenants' standard nodes; the spare ones come
 	// once both queues have asked.
 	w := newWorld(t, 2, map[string]cluster{"a": miniCluster(),
-		"b": {kubeconfig: other.Kubeconfig(), client: other.Client()}})
-	w.start()
-	w.create("a", "p", 8, 0, 64)
-	w.create("b", "q", 8, 0, 64)
+		"b": {Kubeconfig: other.Kubeconfig(), Client: other.Client()}})
+	w.Start()
+	w.Create("a", "p", 8, 0, 64)
+	w.Create("b", "q", 8, 0, 64)
 
 	// Four one-node requests each, a's a little older.
 	requests := func(e *kubeenv.Env, tenant string) {
@@ -73,10 +73,10 @@ spec:
 	requests(env, "a")
 	requests(other, "b")
 
-	w.waitTarget("a", 32, 20*time.Second)
-	w.waitTarget("b", 32, 20*time.Second)
+	waitTarget(t, w, "a", 32, 20*time.Second)
+	waitTarget(t, w, "b", 32, 20*time.Second)
 	// 4 spare machines, equal weights: 2 nodes each.
-	w.addMachines(4)
+	w.AddMachines(4)
 	provisioned := func(dyn dynamic.Interface, tenant string, want int) {
 		t.Helper()
 		kubeenv.Eventually(t, 60*time.Second, func() error {
@@ -109,7 +109,7 @@ spec:
 	}
 	provisioned(env.Dynamic(), "a", 2)
 	provisioned(other.Dynamic(), "b", 2)
-	if a, b := len(w.nodes("a", "preemptible", "ready")), len(w.nodes("b", "preemptible", "ready")); a != 2 || b != 2 {
+	if a, b := len(w.Nodes("a", "preemptible", "ready")), len(w.Nodes("b", "preemptible", "ready")); a != 2 || b != 2 {
 		t.Fatalf("a holds %d preemptible nodes and b %d, want 2 each", a, b)
 	}
 
@@ -117,6 +117,6 @@ spec:
 	if err := other.Dynamic().Resource(provisioningGVR).Namespace(ns).DeleteCollection(t.Context(), metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w.waitTarget("b", 0, 20*time.Second)
+	waitTarget(t, w, "b", 0, 20*time.Second)
 	provisioned(env.Dynamic(), "a", 4)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sparecap/sparecap/internal/kube/kubeenv"
 	"github.com/sparecap/sparecap/internal/queues/admission"
 	"github.com/sparecap/sparecap/internal/queues/provreq"
+	"github.com/sparecap/sparecap/internal/queues/testworld"
 )
 
 // request reads a ProvisioningRequest.
@@ -49,10 +50,10 @@ func waitCondition(t *testing.T, dyn dynamic.Interface, name, cond string, statu
 }
 
 // waitTarget waits until the cluster's target is gpus.
-func (w *world) waitTarget(id string, gpus int, within time.Duration) {
-	w.t.Helper()
-	kubeenv.Eventually(w.t, within, func() error {
-		c := w.cluster(id)
+func waitTarget(t *testing.T, w *testworld.World, id string, gpus int, within time.Duration) {
+	t.Helper()
+	kubeenv.Eventually(t, within, func() error {
+		c := w.Cluster(id)
 		if c.TargetPreemptibleGPUs() != gpus {
 			return fmt.Errorf("cluster %s: target %d (requested %d, max %d), want %d", id, c.TargetPreemptibleGPUs(),
 				c.RequestedPreemptibleGPUs, c.MaxPreemptibleGPUs, gpus)
@@ -67,28 +68,28 @@ func (w *world) waitTarget(id string, gpus int, within time.Duration) {
 // (the nodes drained) when it is deleted.
 func TestProvisioningRequestRaisesTheTarget(t *testing.T) {
 	w := newWorld(t, 4, map[string]cluster{"tenant": miniCluster()})
-	w.start()
-	w.create("tenant", "p", 8, 0, 64)
+	w.Start()
+	w.Create("tenant", "p", 8, 0, 64)
 	apply(t, "provisioning-request")
 	dyn := env.Dynamic()
 
 	acc := waitCondition(t, dyn, "nightly-eval", provreq.CondAccepted, metav1.ConditionTrue, 20*time.Second)
-	w.waitTarget("tenant", 16, 10*time.Second)
+	waitTarget(t, w, "tenant", 16, 10*time.Second)
 	t.Logf("accepted: %s", acc.Message)
-	w.waitReady("tenant", 2, 60*time.Second)
+	w.WaitReady("tenant", 2, 60*time.Second)
 	prov := waitCondition(t, dyn, "nightly-eval", provreq.CondProvisioned, metav1.ConditionTrue, 20*time.Second)
 	t.Logf("provisioned: %s", prov.Message)
-	if c := w.cluster("tenant"); c.DesiredPreemptibleGPUs != 0 || c.RequestedPreemptibleGPUs != 16 {
+	if c := w.Cluster("tenant"); c.DesiredPreemptibleGPUs != 0 || c.RequestedPreemptibleGPUs != 16 {
 		t.Fatalf("cluster %+v: want its own target 0 and 16 GPUs requested", c)
 	}
 
 	if err := dyn.Resource(provisioningGVR).Namespace(ns).Delete(t.Context(), "nightly-eval", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w.waitTarget("tenant", 0, 20*time.Second)
+	waitTarget(t, w, "tenant", 0, 20*time.Second)
 	kubeenv.Eventually(t, 60*time.Second, func() error {
 		for _, st := range []domain.NodeState{domain.NodeProvisioning, domain.NodeReady, domain.NodeDraining} {
-			if n := w.nodes("tenant", domain.Preemptible, st); len(n) > 0 {
+			if n := w.Nodes("tenant", domain.Preemptible, st); len(n) > 0 {
 				return fmt.Errorf("%d preemptible nodes %s", len(n), st)
 			}
 		}
@@ -101,8 +102,8 @@ func TestProvisioningRequestRaisesTheTarget(t *testing.T) {
 // Failed with NoSpareCapacity after its fill timeout; neither counts.
 func TestRequestsThatCannotBeFilledFail(t *testing.T) {
 	w := newWorld(t, 2, map[string]cluster{"tenant": miniCluster()})
-	w.start()
-	w.create("tenant", "p", 8, 0, 24)
+	w.Start()
+	w.Create("tenant", "p", 8, 0, 24)
 	dyn := env.Dynamic()
 	req := func(name string, count int, params string) string {
 		return fmt.Sprintf(`apiVersion: autoscaling.x-k8s.io/v1
@@ -144,7 +145,7 @@ template:
 	if c.Reason != string(domain.UnfulfilledNoCapacity) || !strings.Contains(c.Message, "not filled in 3s") {
 		t.Fatalf("no-room: %+v", c)
 	}
-	w.waitTarget("tenant", 0, 20*time.Second)
+	waitTarget(t, w, "tenant", 0, 20*time.Second)
 }
 
 // TestKueueProvisioningFollowsTheQueue is the queue that needs no
@@ -156,14 +157,14 @@ template:
 // its workload and request) is deleted.
 func TestKueueProvisioningFollowsTheQueue(t *testing.T) {
 	w := newWorld(t, 3, map[string]cluster{"tenant": miniCluster()})
-	w.start()
-	w.create("tenant", "p", 8, 0, 32)
+	w.Start()
+	w.Create("tenant", "p", 8, 0, 32)
 	apply(t, "kueue-setup")
 	apply(t, "kueue-provisioning")
 
 	job := submitJob(t, "eval", "5s")
-	w.waitTarget("tenant", 16, 30*time.Second)
-	w.waitReady("tenant", 2, 60*time.Second)
+	waitTarget(t, w, "tenant", 16, 30*time.Second)
+	w.WaitReady("tenant", 2, 60*time.Second)
 	wl := waitWorkload(t, job, 30*time.Second, "admitted", func(w *admission.Workload) bool { return isTrue(w, "Admitted") })
 	for _, c := range wl.Status.AdmissionChecks {
 		if c.State != admission.StateReady {
@@ -181,5 +182,5 @@ func TestKueueProvisioningFollowsTheQueue(t *testing.T) {
 	if err := env.Client().BatchV1().Jobs(ns).Delete(t.Context(), job.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
 		t.Fatal(err)
 	}
-	w.waitTarget("tenant", 0, 60*time.Second)
+	waitTarget(t, w, "tenant", 0, 60*time.Second)
 }

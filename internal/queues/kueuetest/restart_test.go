@@ -22,18 +22,18 @@ func TestCheckSurvivesRestarts(t *testing.T) {
 	w := newWorld(t, 3, map[string]cluster{"tenant": miniCluster()})
 	// While Kueue's webhooks are down the pods cannot be updated, so kwok
 	// cannot play their exit: the reclaimed node goes at its deadline.
-	w.window = 20 * time.Second
-	w.start()
-	w.create("tenant", "p", 8, 16, 0)
+	w.Window = 20 * time.Second
+	w.Start()
+	w.Create("tenant", "p", 8, 16, 0)
 	apply(t, "kueue-setup")
-	w.waitReady("tenant", 2, 60*time.Second)
+	w.WaitReady("tenant", 2, 60*time.Second)
 	job := submitJob(t, "resilient", "20s")
 	wl := waitWorkload(t, job, 30*time.Second, "admitted", func(w *admission.Workload) bool { return isTrue(w, "Admitted") })
 	readyAt := checkOf(wl).LastTransitionTime
 
 	// sparecap restarts: the admitted workload is left alone.
-	w.stop()
-	w.start()
+	w.Stop()
+	w.Start()
 	time.Sleep(3 * time.Second) // a few passes of the new manager
 	wl = waitWorkload(t, job, 10*time.Second, "still admitted", func(w *admission.Workload) bool { return isTrue(w, "Admitted") })
 	if st := checkOf(wl); st.State != admission.StateReady || !st.LastTransitionTime.Equal(&readyAt) {
@@ -51,11 +51,11 @@ func TestCheckSurvivesRestarts(t *testing.T) {
 			env.StartKueue()
 		}
 	})
-	w.stop()
-	w.start()
-	w.create("other", "q", 8, 0, 0)
+	w.Stop()
+	w.Start()
+	w.Create("other", "q", 8, 0, 0)
 	kubeenv.Eventually(t, 30*time.Second, func() error {
-		if len(w.nodes("tenant", domain.Preemptible, domain.NodeDraining)) == 0 {
+		if len(w.Nodes("tenant", domain.Preemptible, domain.NodeDraining)) == 0 {
 			return fmt.Errorf("no preemptible node of the tenant draining")
 		}
 		return nil
@@ -73,7 +73,7 @@ func TestCheckSurvivesRestarts(t *testing.T) {
 	t.Logf("Kueue back: workload evicted %s later", time.Since(back).Round(100*time.Millisecond))
 
 	zero := 0
-	w.update("other", controller.Change{NumGPUs: &zero})
-	w.waitReady("tenant", 2, 90*time.Second)
+	w.Update("other", controller.Change{NumGPUs: &zero})
+	w.WaitReady("tenant", 2, 90*time.Second)
 	waitJobComplete(t, job, 90*time.Second)
 }

@@ -149,8 +149,8 @@ func onNodes(t *testing.T, job *batchv1.Job, n int) map[string]bool {
 // has backoffLimit 0 and Kueue's requeueState stays empty.
 func TestWorkloadRequeuedAtTheNoticeAndCompletes(t *testing.T) {
 	w := newWorld(t, 3, map[string]cluster{"tenant": miniCluster()})
-	w.start()
-	w.create("tenant", "p", 8, 0, 0)
+	w.Start()
+	w.Create("tenant", "p", 8, 0, 0)
 	apply(t, "kueue-setup")
 
 	job := submitJob(t, "sweep", "20s")
@@ -160,8 +160,8 @@ func TestWorkloadRequeuedAtTheNoticeAndCompletes(t *testing.T) {
 	t.Logf("no preemptible nodes yet: %s", checkOf(wl).Message)
 
 	sixteen := 16
-	w.update("tenant", controller.Change{PreemptibleGPUs: &sixteen})
-	pre := w.waitReady("tenant", 2, 60*time.Second)
+	w.Update("tenant", controller.Change{PreemptibleGPUs: &sixteen})
+	pre := w.WaitReady("tenant", 2, 60*time.Second)
 	wl = waitWorkload(t, job, 30*time.Second, "admitted", func(w *admission.Workload) bool { return isTrue(w, "Admitted") })
 	if st := checkOf(wl); st.State != admission.StateReady || len(st.PodSetUpdates) != 1 {
 		t.Fatalf("check %+v, want Ready with its pod set pinned", st)
@@ -175,11 +175,11 @@ func TestWorkloadRequeuedAtTheNoticeAndCompletes(t *testing.T) {
 
 	// Another tenant takes one machine as standard capacity: one of the
 	// job's nodes is reclaimed.
-	w.create("other", "q", 8, 0, 0)
+	w.Create("other", "q", 8, 0, 0)
 	var reclaimed string
 	var decided time.Time
 	kubeenv.Eventually(t, 30*time.Second, func() error {
-		for _, n := range w.nodes("tenant", "preemptible", "draining") {
+		for _, n := range w.Nodes("tenant", "preemptible", "draining") {
 			reclaimed, decided = n.Name, n.DrainStartedAt
 			return nil
 		}
@@ -199,7 +199,7 @@ func TestWorkloadRequeuedAtTheNoticeAndCompletes(t *testing.T) {
 	if evicted.Sub(decided) > 10*time.Second || requeued.Sub(decided) > 15*time.Second {
 		t.Fatalf("evicted %s and requeued %s after the reclaim decision, want seconds", evicted.Sub(decided), requeued.Sub(decided))
 	}
-	if evs := w.events("tenant", "WorkloadRequeued"); len(evs) != 1 || evs[0].NodeName != reclaimed || !strings.Contains(evs[0].Message, ns+"/"+wl.Name) {
+	if evs := w.Events("tenant", "WorkloadRequeued"); len(evs) != 1 || evs[0].NodeName != reclaimed || !strings.Contains(evs[0].Message, ns+"/"+wl.Name) {
 		t.Fatalf("WorkloadRequeued events %+v, want one on %s naming %s", evs, reclaimed, wl.Name)
 	}
 
@@ -211,8 +211,8 @@ func TestWorkloadRequeuedAtTheNoticeAndCompletes(t *testing.T) {
 	// The other tenant lets the machine go: the target is refilled, the
 	// workload admitted again, and it completes.
 	zero := 0
-	w.update("other", controller.Change{NumGPUs: &zero})
-	w.waitReady("tenant", 2, 90*time.Second)
+	w.Update("other", controller.Change{NumGPUs: &zero})
+	w.WaitReady("tenant", 2, 90*time.Second)
 	waitWorkload(t, job, 30*time.Second, "admitted again", func(w *admission.Workload) bool { return isTrue(w, "Admitted") })
 	done := waitJobComplete(t, job, 90*time.Second)
 	if done.Status.Succeeded != 2 {
