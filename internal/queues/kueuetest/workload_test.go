@@ -22,7 +22,7 @@ import (
 // submitJob creates docs/queues.md's Job (snippet kueue-job) under name,
 // its pods doing work of runFor and exiting 1 s after their SIGTERM, as
 // kwok plays them.
-func submitJob(t *testing.T, name, runFor string) *batchv1.Job {
+func submitJob(t testing.TB, name, runFor string) *batchv1.Job {
 	t.Helper()
 	text, err := docs.Snippet("queues.md", "kueue-job")
 	if err != nil {
@@ -44,7 +44,7 @@ func submitJob(t *testing.T, name, runFor string) *batchv1.Job {
 
 // workloadOf reads the Kueue workload of a Job (Kueue names it after the
 // Job and owns it by it).
-func workloadOf(t *testing.T, job *batchv1.Job) (*admission.Workload, error) {
+func workloadOf(t testing.TB, job *batchv1.Job) (*admission.Workload, error) {
 	t.Helper()
 	list, err := env.Dynamic().Resource(workloadsGVR).Namespace(ns).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
@@ -84,7 +84,7 @@ func checkOf(w *admission.Workload) admission.CheckState {
 }
 
 // waitWorkload waits until cond holds of job's workload and returns it.
-func waitWorkload(t *testing.T, job *batchv1.Job, within time.Duration, what string, cond func(*admission.Workload) bool) *admission.Workload {
+func waitWorkload(t testing.TB, job *batchv1.Job, within time.Duration, what string, cond func(*admission.Workload) bool) *admission.Workload {
 	t.Helper()
 	var got *admission.Workload
 	kubeenv.Eventually(t, within, func() error {
@@ -107,7 +107,7 @@ func isTrue(w *admission.Workload, t string) bool {
 
 // waitJobComplete waits for job to complete and fails the test if it
 // failed or if a pod of it counted as failed.
-func waitJobComplete(t *testing.T, job *batchv1.Job, within time.Duration) *batchv1.Job {
+func waitJobComplete(t testing.TB, job *batchv1.Job, within time.Duration) *batchv1.Job {
 	t.Helper()
 	var got *batchv1.Job
 	kubeenv.Eventually(t, within, func() error {
@@ -130,7 +130,7 @@ func waitJobComplete(t *testing.T, job *batchv1.Job, within time.Duration) *batc
 }
 
 // onNodes lists the nodes a job's running pods are on.
-func onNodes(t *testing.T, job *batchv1.Job, n int) map[string]bool {
+func onNodes(t testing.TB, job *batchv1.Job, n int) map[string]bool {
 	t.Helper()
 	nodes := map[string]bool{}
 	for _, p := range kubeenv.WaitRunning(t, env.Client(), ns, "job="+job.Name, n, nil, 60*time.Second) {

@@ -24,7 +24,11 @@ var env *kubeenv.Env
 
 func TestMain(m *testing.M) {
 	var err error
-	env, err = kubeenv.Start(kubeenv.Options{MiniCluster: true, Kueue: &kubeenv.KueueOptions{Frameworks: []string{"batch/job"}}})
+	// waitForPodsReady as Kueue's docs set it up (its default timeout, and
+	// recoveryTimeout defaulting to it): the path a reclaimed workload
+	// takes without sparecap's check (BenchmarkRequeueAtNotice).
+	env, err = kubeenv.Start(kubeenv.Options{MiniCluster: true, Kueue: &kubeenv.KueueOptions{Frameworks: []string{"batch/job"},
+		WaitForPodsReady: &kubeenv.KueueWaitForPodsReady{Timeout: 5 * time.Minute}}})
 	if err != nil {
 		// Fail loudly: these tests never skip.
 		fmt.Fprintln(os.Stderr, "cannot start the mini cluster with Kueue:", err)
@@ -45,7 +49,7 @@ type cluster = testworld.Cluster
 
 // newWorld resets the mini cluster and builds a world with machines
 // 8-GPU machines (testworld.New); w.Start runs it.
-func newWorld(t *testing.T, machines int, attached map[string]cluster) *testworld.World {
+func newWorld(t testing.TB, machines int, attached map[string]cluster) *testworld.World {
 	t.Helper()
 	reset(t)
 	env.LogOnFailure(t)
@@ -56,7 +60,7 @@ func newWorld(t *testing.T, machines int, attached map[string]cluster) *testworl
 func miniCluster() cluster { return testworld.MiniCluster(env) }
 
 // apply applies a snippet of docs/queues.md to the mini cluster.
-func apply(t *testing.T, snippet string) {
+func apply(t testing.TB, snippet string) {
 	t.Helper()
 	text, err := docs.Snippet("queues.md", snippet)
 	if err != nil {
@@ -79,7 +83,7 @@ var (
 // reset empties the mini cluster of what a test left: Jobs and their
 // pods, the docs' Kueue objects, ProvisioningRequests, pod templates, and
 // every Node.
-func reset(t *testing.T) {
+func reset(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	c := env.Client()

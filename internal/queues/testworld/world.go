@@ -45,7 +45,7 @@ const (
 // an API server without kwok, are registered Ready by the register
 // provider.
 type World struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	st       store.Store
 	sim      *sim.Fleet
@@ -69,7 +69,7 @@ type Cluster struct {
 
 // New builds a world with machines 8-GPU machines in Region and GPU,
 // and the projects p and q; Start runs it. Stop runs when t ends.
-func New(t *testing.T, machines int, attached map[string]Cluster) *World {
+func New(t testing.TB, machines int, attached map[string]Cluster) *World {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db.sqlite"))
@@ -295,3 +295,6 @@ func (m *machines) Wipe(ctx context.Context, mc domain.Machine, clusterID, nodeN
 	}
 	return m.w.sim.Wipe(ctx, mc, clusterID, nodeName)
 }
+
+// Store is the world's store.
+func (w *World) Store() store.Store { return w.st }
