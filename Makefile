@@ -3,7 +3,7 @@
 #   make test   - the whole test suite (what CI runs through .ci/run)
 GO ?= go
 
-.PHONY: all build demo test test-python test-queues check vet fmt-check services bench bench-kube bench-slurm bench-scale bench-api fuzz
+.PHONY: all build demo test test-python test-queues check vet fmt-check services bench bench-kube bench-queues bench-slurm bench-scale bench-api fuzz
 
 all: build
 
@@ -74,6 +74,14 @@ bench:
 bench-slurm:
 	@scripts/ensure-slurm.sh
 	$(GO) test -run '^$$' -bench BenchmarkSlurmNoticeFanOut -benchtime 1x -count 3 ./internal/slurm/
+
+# bench-queues measures, in the mini cluster with Kueue, the time from a
+# reclaim decision to the workload requeued by Kueue, through sparecap's
+# admission check and through Kueue's own waitForPodsReady (about seven
+# minutes: the second waits out Kueue's 5-minute recoveryTimeout). See
+# docs/perf.md.
+bench-queues: services
+	$(GO) test -run '^$$' -bench RequeueAtNotice -benchtime 1x -timeout 30m ./internal/queues/kueuetest/
 
 # bench-kube runs the Kubernetes benchmarks against a real API server (about
 # three minutes): notice fan-out against kubectl's drain, the same with 100
