@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -19,9 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/queues"
@@ -38,25 +36,16 @@ const DefaultRequeueAfter = time.Second
 
 // Config is one cluster's check.
 type Config struct {
-	ClusterID string
-	// Client reaches the cluster's API (JSON); Pods are the driver's
-	// watch of its pods.
-	Client dynamic.Interface
-	Pods   interface {
+	queues.Base
+	// Pods are the driver's watch of the cluster's pods.
+	Pods interface {
 		Pods
 		PodsSynced() bool
 	}
-	Fleet queues.Fleet
 	// Tolerations are added to the pinned pod sets: the operator's
 	// --preemptible-taint.
 	Tolerations  []corev1.Toleration
 	RequeueAfter time.Duration
-	// Resync is the longest time between passes (default 5 s).
-	Resync time.Duration
-	Clock  clock.Clock
-	Log    *slog.Logger
-	// Refused reports a permission the cluster refused (once per kind).
-	Refused func(driver.AccessReport)
 	// Note records a lifecycle event on a node (the controller's
 	// RecordNote): the workloads requeued at its notice.
 	Note func(driver.NodeNote)
@@ -65,34 +54,17 @@ type Config struct {
 // Run runs the check until ctx ends, or returns an error when its watches
 // cannot start (Kueue's API is not served).
 func Run(ctx context.Context, cfg Config) error {
-	if cfg.Resync <= 0 {
-		cfg.Resync = 5 * time.Second
-	}
 	if cfg.RequeueAfter <= 0 {
 		cfg.RequeueAfter = DefaultRequeueAfter
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real{}
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
-	}
-	refused := &queues.Refusals{ClusterID: cfg.ClusterID, Report: cfg.Refused}
-	w, err := queues.NewWatches(cfg.Client, refused, refusedEffect, WorkloadsGVR, ChecksGVR, FlavorsGVR)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if err := w.Start(ctx); err != nil {
-		return fmt.Errorf("cluster %s: Kueue's resources: %w", cfg.ClusterID, err)
-	}
-	c := &controller{Config: cfg, w: w, refused: refused}
-	cfg.Log.Info("Kueue admission check running", "cluster", cfg.ClusterID, "controller", ControllerName)
-	queues.Loop(ctx, w, cfg.Fleet, cfg.Clock, cfg.Resync, c.pass, func(err error) {
-		cfg.Log.Warn("Kueue admission check pass failed", "cluster", cfg.ClusterID, "err", err)
-	})
-	return nil
+	cfg.Defaults()
+	c := &controller{Config: cfg}
+	return queues.Run(ctx, cfg.Base, queues.Integration{Name: "Kueue admission check " + ControllerName,
+		Effect: refusedEffect, Watch: []schema.GroupVersionResource{WorkloadsGVR, ChecksGVR, FlavorsGVR},
+		Pass: func(ctx context.Context, w *queues.Watches, refused *queues.Refusals) error {
+			c.w, c.refused = w, refused
+			return c.pass(ctx)
+		}})
 }
 
 type controller struct {

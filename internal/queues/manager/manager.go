@@ -144,17 +144,20 @@ func (m *Manager) integrations(clusterID string) []integration {
 		name: "Kueue admission check", group: "kueue.x-k8s.io/v1beta2",
 		resource: []string{"workloads", "admissionchecks", "resourceflavors"},
 		run: func(ctx context.Context, c *kube.Cluster, client dynamic.Interface) error {
-			return admission.Run(ctx, admission.Config{ClusterID: clusterID, Client: client, Pods: c, Fleet: m.Fleet,
-				Tolerations: m.Tolerations, RequeueAfter: m.RequeueAfter, Resync: m.Resync, Clock: m.Clock, Log: m.Log,
-				Refused: m.Refused, Note: m.Note})
+			return admission.Run(ctx, admission.Config{Base: m.base(clusterID, client), Pods: c,
+				Tolerations: m.Tolerations, RequeueAfter: m.RequeueAfter, Note: m.Note})
 		},
 	}, {
 		name: "ProvisioningRequest class", group: "autoscaling.x-k8s.io/v1", resource: []string{"provisioningrequests"},
 		run: func(ctx context.Context, c *kube.Cluster, client dynamic.Interface) error {
-			return provreq.Run(ctx, provreq.Config{ClusterID: clusterID, Client: client, Pods: c, Fleet: m.Fleet,
-				Resync: m.Resync, Clock: m.Clock, Log: m.Log, Refused: m.Refused})
+			return provreq.Run(ctx, provreq.Config{Base: m.base(clusterID, client), Pods: c})
 		},
 	}}
+}
+
+func (m *Manager) base(clusterID string, client dynamic.Interface) queues.Base {
+	return queues.Base{ClusterID: clusterID, Client: client, Fleet: m.Fleet, Resync: m.Resync, Clock: m.Clock,
+		Log: m.Log, Refused: m.Refused}
 }
 
 // cluster runs the integrations one cluster's API serves, asking it again

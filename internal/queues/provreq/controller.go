@@ -11,17 +11,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/sparecap/sparecap/internal/clock"
-	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/queues"
 )
@@ -31,20 +27,13 @@ const FieldManager = "sparecap"
 
 // Config is one cluster's reconciler.
 type Config struct {
-	ClusterID string
-	Client    dynamic.Interface
+	queues.Base
 	// Pods are the driver's watch of the cluster's pods: what the pods
 	// consuming a request use.
 	Pods interface {
 		PodsConsuming(namespace, name string) ([]kube.PodUse, error)
 		PodsSynced() bool
 	}
-	Fleet queues.Fleet
-	// Resync is the longest time between passes (default 5 s).
-	Resync  time.Duration
-	Clock   clock.Clock
-	Log     *slog.Logger
-	Refused func(driver.AccessReport)
 }
 
 // Run reconciles the cluster's requests until ctx ends, or returns an
@@ -52,31 +41,14 @@ type Config struct {
 // requests asked for stays recorded when it stops (a new leader takes
 // over from there); the manager drops it when the cluster is detached.
 func Run(ctx context.Context, cfg Config) error {
-	if cfg.Resync <= 0 {
-		cfg.Resync = 5 * time.Second
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real{}
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
-	}
-	refused := &queues.Refusals{ClusterID: cfg.ClusterID, Report: cfg.Refused}
-	w, err := queues.NewWatches(cfg.Client, refused, refusedEffect, RequestsGVR, TemplatesGVR)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if err := w.Start(ctx); err != nil {
-		return fmt.Errorf("cluster %s: ProvisioningRequests: %w", cfg.ClusterID, err)
-	}
-	r := &reconciler{Config: cfg, w: w, refused: refused}
-	cfg.Log.Info("ProvisioningRequest class running", "cluster", cfg.ClusterID, "class", ClassName)
-	queues.Loop(ctx, w, cfg.Fleet, cfg.Clock, cfg.Resync, r.pass, func(err error) {
-		cfg.Log.Warn("ProvisioningRequest pass failed", "cluster", cfg.ClusterID, "err", err)
-	})
-	return nil
+	cfg.Defaults()
+	r := &reconciler{Config: cfg}
+	return queues.Run(ctx, cfg.Base, queues.Integration{Name: "ProvisioningRequest class " + ClassName,
+		Effect: refusedEffect, Watch: []schema.GroupVersionResource{RequestsGVR, TemplatesGVR},
+		Pass: func(ctx context.Context, w *queues.Watches, refused *queues.Refusals) error {
+			r.w, r.refused = w, refused
+			return r.pass(ctx)
+		}})
 }
 
 type reconciler struct {
