@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/domain"
@@ -82,7 +83,7 @@ func waitJobSet(t *testing.T, name string, within time.Duration, what string, co
 // as kwok plays them.
 func submitJobSet(t *testing.T, runFor string) string {
 	t.Helper()
-	js := snippet(t, "jobset")
+	js := decodeSnippet(t, "jobset")
 	for _, rj := range field(t, js.Object, "spec", "replicatedJobs").([]any) {
 		annotate(t, field(t, rj.(map[string]any), "template", "spec", "template"), map[string]string{
 			kubeenv.RunForAnnotation: runFor, kubeenv.ExitAfterAnnotation: "1s"})
@@ -120,7 +121,7 @@ func TestJobSetReclaimsDoNotSpendMaxRestarts(t *testing.T) {
 	w.WaitReady("tenant", 2, 60*time.Second)
 	h := record(t)
 
-	name := submitJobSet(t, "40s")
+	name := submitJobSet(t, "25s")
 	runningWorkers(t, w, name, 0, 2)
 
 	// Another tenant takes one machine as standard capacity.
@@ -132,6 +133,7 @@ func TestJobSetReclaimsDoNotSpendMaxRestarts(t *testing.T) {
 	}
 	checkReclaimed(t, h, first.Name)
 	checkBlocking(t, h, name, 0)
+	waitGone(t, w, first.Name, 30*time.Second)
 
 	// The new attempt: one worker on the node left, the other waits.
 	pods := runningWorkers(t, w, name, 1, 1)
@@ -258,22 +260,31 @@ func TestJobSetRealFailureSpendsMaxRestarts(t *testing.T) {
 	crash := func(attempt int) {
 		t.Helper()
 		p := runningWorkers(t, w, name, attempt, 2)[0]
-		// What a kubelet writes when the container exits with code 1.
-		now := metav1.Now()
-		p.Status.Phase = corev1.PodFailed
-		for i, c := range p.Status.ContainerStatuses {
-			started := false
-			c.Ready, c.Started = false, &started
-			c.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", FinishedAt: now,
-				StartedAt: metav1.Time{Time: p.Status.StartTime.Time}}}
-			p.Status.ContainerStatuses[i] = c
-		}
-		for i, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
-				p.Status.Conditions[i].Status = corev1.ConditionFalse
+		pods := env.Client().CoreV1().Pods(ns)
+		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			cur, err := pods.Get(t.Context(), p.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
 			}
-		}
-		if _, err := env.Client().CoreV1().Pods(ns).UpdateStatus(t.Context(), &p, metav1.UpdateOptions{}); err != nil {
+			// What a kubelet writes when the container exits with code 1.
+			now := metav1.Now()
+			cur.Status.Phase = corev1.PodFailed
+			for i, c := range cur.Status.ContainerStatuses {
+				started := false
+				c.Ready, c.Started = false, &started
+				c.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+					StartedAt: metav1.Time{Time: cur.Status.StartTime.Time}, FinishedAt: now}}
+				cur.Status.ContainerStatuses[i] = c
+			}
+			for i, c := range cur.Status.Conditions {
+				if c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
+					cur.Status.Conditions[i].Status = corev1.ConditionFalse
+				}
+			}
+			_, err = pods.UpdateStatus(t.Context(), cur, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		kubeenv.Eventually(t, 10*time.Second, func() error {
@@ -284,6 +295,7 @@ func TestJobSetRealFailureSpendsMaxRestarts(t *testing.T) {
 			if j.Cond.Reason != "BackoffLimitExceeded" {
 				t.Fatalf("job %s failed with %s: %s, want BackoffLimitExceeded", j.Name, j.Cond.Reason, j.Cond.Message)
 			}
+			t.Logf("worker %s exited with code 1: job %s failed: %s: %s", p.Name, j.Name, j.Cond.Reason, j.Cond.Message)
 			return nil
 		})
 	}
@@ -306,6 +318,7 @@ func TestJobSetRealFailureSpendsMaxRestarts(t *testing.T) {
 		if s.restarts != 1 || s.towardsMax != 1 {
 			t.Fatalf("failed with %s, want 1 restart counted", s)
 		}
+		t.Logf("second real failure: %s", s)
 		return nil
 	})
 }

@@ -38,7 +38,7 @@ func TestRayWorkerReclaimedHeadKept(t *testing.T) {
 	w.WaitReady("tenant", 2, 60*time.Second)
 	h := record(t)
 
-	rc := snippet(t, "raycluster")
+	rc := decodeSnippet(t, "raycluster")
 	annotate(t, field(t, rc.Object, "spec", "headGroupSpec", "template"), map[string]string{kubeenv.ExitAfterAnnotation: "2s"})
 	for _, g := range field(t, rc.Object, "spec", "workerGroupSpecs").([]any) {
 		// A worker exits two seconds after its SIGTERM, as a Ray node

@@ -69,8 +69,8 @@ func newWorld(t *testing.T, machines int) *testworld.World {
 	return w
 }
 
-// snippet decodes docs/queues.md's snippet name, a single object.
-func snippet(t *testing.T, name string) *unstructured.Unstructured {
+// decodeSnippet decodes docs/queues.md's snippet name, a single object.
+func decodeSnippet(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
 	text, err := docs.Snippet("queues.md", name)
 	if err != nil {
