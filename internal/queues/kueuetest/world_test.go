@@ -1,15 +1,11 @@
 package kueuetest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/sparecap/sparecap/docs"
@@ -85,62 +81,8 @@ var (
 // every Node.
 func reset(t testing.TB) {
 	t.Helper()
-	ctx := context.Background()
-	c := env.Client()
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	bg := metav1.DeletePropagationBackground
-	if err := c.BatchV1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	zero := int64(0)
-	if err := c.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.CoreV1().PodTemplates(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dyn := env.Dynamic()
-	for _, r := range []struct {
-		gvr        schema.GroupVersionResource
-		namespaced bool
-	}{
-		{provisioningGVR, true}, {workloadsGVR, true}, {kueue("localqueues"), true}, {kueue("clusterqueues"), false},
-		{kueue("admissionchecks"), false}, {kueue("provisioningrequestconfigs"), false}, {kueue("resourceflavors"), false},
-	} {
-		ri := dyn.Resource(r.gvr)
-		var err error
-		if r.namespaced {
-			err = ri.Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-		} else {
-			err = ri.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-		}
-		if err != nil {
-			t.Fatalf("delete %s: %v", r.gvr.Resource, err)
-		}
-	}
-	if err := c.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// Kueue's finalizers hold a queue while anything uses it.
-	kubeenv.Eventually(t, 60*time.Second, func() error {
-		for _, gvr := range []schema.GroupVersionResource{workloadsGVR, kueue("clusterqueues"), kueue("resourceflavors")} {
-			list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return err
-			}
-			if len(list.Items) > 0 {
-				return fmt.Errorf("%d %s left", len(list.Items), gvr.Resource)
-			}
-		}
-		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if len(pods.Items) > 0 {
-			return fmt.Errorf("%d pods left", len(pods.Items))
-		}
-		return nil
-	})
+	testworld.Reset(t, env, ns, testworld.Resource{GVR: provisioningGVR, Namespaced: true},
+		testworld.Resource{GVR: workloadsGVR, Namespaced: true}, testworld.Resource{GVR: kueue("localqueues"), Namespaced: true},
+		testworld.Resource{GVR: kueue("clusterqueues")}, testworld.Resource{GVR: kueue("admissionchecks")},
+		testworld.Resource{GVR: kueue("provisioningrequestconfigs")}, testworld.Resource{GVR: kueue("resourceflavors")})
 }

@@ -1,7 +1,6 @@
 package recipetest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"sync"
@@ -10,7 +9,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -135,51 +133,8 @@ func field(t *testing.T, obj map[string]any, path ...string) any {
 // RayClusters, Jobs, pods, and every Node.
 func reset(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	c := env.Client()
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	bg := metav1.DeletePropagationBackground
-	for _, gvr := range []schema.GroupVersionResource{jobSetsGVR, rayClustersGVR} {
-		if err := env.Dynamic().Resource(gvr).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{}); err != nil {
-			t.Fatalf("delete %s: %v", gvr.Resource, err)
-		}
-	}
-	if err := c.BatchV1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	zero := int64(0)
-	kubeenv.Eventually(t, 60*time.Second, func() error {
-		// Pods whose owners were still there recreated them: again.
-		if err := c.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
-			return err
-		}
-		for _, gvr := range []schema.GroupVersionResource{jobSetsGVR, rayClustersGVR} {
-			list, err := env.Dynamic().Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return err
-			}
-			if len(list.Items) > 0 {
-				return fmt.Errorf("%d %s left", len(list.Items), gvr.Resource)
-			}
-		}
-		jobs, err := c.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if len(jobs.Items)+len(pods.Items) > 0 {
-			return fmt.Errorf("%d jobs and %d pods left", len(jobs.Items), len(pods.Items))
-		}
-		return nil
-	})
+	testworld.Reset(t, env, ns, testworld.Resource{GVR: jobSetsGVR, Namespaced: true},
+		testworld.Resource{GVR: rayClustersGVR, Namespaced: true})
 }
 
 // history records every state the API server reported of the pods and
