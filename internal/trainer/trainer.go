@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/clock"
@@ -109,6 +108,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		fmt.Fprintf(cfg.Log, "trainer: checkpoint of step %d (%s)\n", step, ck.Cost.Round(time.Millisecond))
 		return nil
 	}
+	progress, err := openProgress(cfg.Progress)
+	if err != nil {
+		return res, err
+	}
+	defer progress.Close()
 	lastSave := wall.Now()
 	for step < cfg.Steps {
 		select {
@@ -122,9 +126,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		step++
 		res.Reached = step
-		if cfg.Progress != "" {
-			_ = os.WriteFile(cfg.Progress, []byte(strconv.FormatInt(step, 10)), 0o644)
-		}
+		progress.write(step)
 		if cfg.Interval > 0 && wall.Now().Sub(lastSave) >= cfg.Interval {
 			if err := save(); err != nil {
 				return res, err
@@ -167,4 +169,33 @@ func writeState(dir string, step int64, size int) error {
 		b[i] = byte(int64(i) * (step + 1))
 	}
 	return os.WriteFile(filepath.Join(dir, stateFile), b, 0o644)
+}
+
+// progressFile is Config.Progress, kept open. Each step is written in
+// place, as one fixed-width write at offset 0 (the file is never
+// truncated), so a reader finds the last step whole even when the job is
+// killed mid-write: a truncate-then-write left it empty for a moment.
+type progressFile struct{ f *os.File }
+
+func openProgress(path string) (progressFile, error) {
+	if path == "" {
+		return progressFile{}, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return progressFile{}, fmt.Errorf("trainer: progress file: %w", err)
+	}
+	return progressFile{f}, nil
+}
+
+func (p progressFile) write(step int64) {
+	if p.f != nil {
+		_, _ = p.f.WriteAt([]byte(fmt.Sprintf("%20d", step)), 0)
+	}
+}
+
+func (p progressFile) Close() {
+	if p.f != nil {
+		p.f.Close()
+	}
 }

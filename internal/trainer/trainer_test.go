@@ -30,7 +30,7 @@ func TestTrainResumeAndNotice(t *testing.T) {
 	if res.ResumedAt != 0 || res.Reached != 30 || res.Saved != 30 || res.Noticed {
 		t.Fatalf("first run: %+v", res)
 	}
-	if b, _ := os.ReadFile(cfg.Progress); string(b) != "30" {
+	if b, _ := os.ReadFile(cfg.Progress); strings.TrimSpace(string(b)) != "30" {
 		t.Errorf("progress file %q", b)
 	}
 	store, _ := preempt.Open(cfg.CheckpointDir)

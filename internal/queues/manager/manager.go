@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
@@ -189,7 +190,11 @@ func (m *Manager) cluster(ctx context.Context, clusterID string) {
 // start starts the integrations not running whose API c serves.
 func (m *Manager) start(ctx context.Context, c *kube.Cluster, all []integration, running []bool, done chan<- int, wg *sync.WaitGroup) {
 	rc := c.RESTConfig()
-	disc, err := discovery.NewDiscoveryClientForConfig(rc)
+	// Discovery takes no context: a bound, so a cluster whose API hangs
+	// cannot hold up the term's end.
+	drc := rest.CopyConfig(rc)
+	drc.Timeout = 10 * time.Second
+	disc, err := discovery.NewDiscoveryClientForConfig(drc)
 	if err != nil {
 		m.Log.Warn("queue integrations: discovery client", "cluster", c.ID(), "err", err)
 		return
