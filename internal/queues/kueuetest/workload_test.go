@@ -199,9 +199,12 @@ func TestWorkloadRequeuedAtTheNoticeAndCompletes(t *testing.T) {
 	if evicted.Sub(decided) > 10*time.Second || requeued.Sub(decided) > 15*time.Second {
 		t.Fatalf("evicted %s and requeued %s after the reclaim decision, want seconds", evicted.Sub(decided), requeued.Sub(decided))
 	}
-	if evs := w.Events("tenant", "WorkloadRequeued"); len(evs) != 1 || evs[0].NodeName != reclaimed || !strings.Contains(evs[0].Message, ns+"/"+wl.Name) {
-		t.Fatalf("WorkloadRequeued events %+v, want one on %s naming %s", evs, reclaimed, wl.Name)
-	}
+	kubeenv.Eventually(t, 10*time.Second, func() error {
+		if evs := w.Events("tenant", "WorkloadRequeued"); len(evs) != 1 || evs[0].NodeName != reclaimed || !strings.Contains(evs[0].Message, ns+"/"+wl.Name) {
+			return fmt.Errorf("WorkloadRequeued events %+v, want one on %s naming %s", evs, reclaimed, wl.Name)
+		}
+		return nil
+	})
 
 	// Back in the queue, it waits for capacity: one node is left.
 	waitWorkload(t, job, 30*time.Second, "pending for capacity again", func(w *admission.Workload) bool {
@@ -218,18 +221,13 @@ func TestWorkloadRequeuedAtTheNoticeAndCompletes(t *testing.T) {
 	if done.Status.Succeeded != 2 {
 		t.Fatalf("job succeeded with %d pods, want 2", done.Status.Succeeded)
 	}
-	final, err := workloadOf(t, job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Kueue marks the workload Finished a moment after the Job completes.
+	final := waitWorkload(t, job, 30*time.Second, "Finished", func(w *admission.Workload) bool { return isTrue(w, "Finished") })
 	u, err := env.Dynamic().Resource(workloadsGVR).Namespace(ns).Get(t.Context(), final.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rs, found, _ := unstructured.NestedMap(u.Object, "status", "requeueState"); found && rs["count"] != nil {
 		t.Fatalf("requeueState %v: the reclaim spent Kueue's requeuing backoff", rs)
-	}
-	if !isTrue(final, "Finished") {
-		t.Fatalf("workload not Finished: %+v", final.Status.Conditions)
 	}
 }
