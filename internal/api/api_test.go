@@ -247,7 +247,7 @@ func TestCreateValidation(t *testing.T) {
 		{"bad name", `{"cluster_name":"My Cluster","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8}`, "cluster_name", "lowercase"},
 		{"missing name", `{"region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8}`, "cluster_name", "required"},
 		{"unknown field", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8,"spot":true}`, "spot", "unknown field"},
-		{"wrong type", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":"eight"}`, "num_gpus", "must be a int"},
+		{"wrong type", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":"eight"}`, "num_gpus", "must be an integer, not a JSON string"},
 		{"repeated field", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":-8,"num_gpus":8}`, "num_gpus", "more than once"},
 		{"field in another case", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","NUM_GPUS":8}`, "NUM_GPUS", `case-sensitive: did you mean "num_gpus"`},
 		{"field in mixed case", `{"Cluster_Name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8}`, "Cluster_Name", "case-sensitive"},
@@ -385,7 +385,7 @@ func TestQueueMaximum(t *testing.T) {
 	for _, tc := range []struct{ body, field, contains string }{
 		{`{"max_preemptible_gpus":12}`, "max_preemptible_gpus", "multiple of 8"},
 		{`{"max_preemptible_gpus":-8}`, "max_preemptible_gpus", "negative"},
-		{`{"max_preemptible_gpus":"64"}`, "max_preemptible_gpus", "must be a int"},
+		{`{"max_preemptible_gpus":"64"}`, "max_preemptible_gpus", "must be an integer, not a JSON string"},
 	} {
 		got := e.apiErr("p", "PATCH", path, tc.body, 400)
 		if got.Field != tc.field || !strings.Contains(got.Message, tc.contains) {

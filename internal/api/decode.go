@@ -51,7 +51,7 @@ func decodeStrict(r io.Reader, v any) error {
 		case errors.As(err, &syn):
 			return invalid("", "malformed JSON at byte %d: %v", syn.Offset, err)
 		case errors.As(err, &typ):
-			return invalid(typ.Field, "field %q must be a %s, not a JSON %s", typ.Field, typ.Type, typ.Value)
+			return invalid(typ.Field, "field %q must be %s, not a JSON %s", typ.Field, jsonKind(typ.Type), typ.Value)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 			return invalid(name, "unknown field %q", name)
@@ -70,6 +70,30 @@ func decodeStrict(r io.Reader, v any) error {
 	// encoding/json matches names without regard to case and lets a
 	// repeated key win: refuse both, naming the field.
 	return checkKeys(data, reflect.TypeOf(v))
+}
+
+// jsonKind names what JSON a Go type takes, for a person who wrote JSON
+// ("an integer", not Go's "int").
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a " + t.String()
 }
 
 // readBody reads a request body of at most maxBody bytes; a larger one is

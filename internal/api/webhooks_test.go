@@ -169,7 +169,7 @@ func TestWebhookValidation(t *testing.T) {
 		{"PATCH", "/" + ep.EndpointID, `{}`, 400, "", "nothing to update"},
 		{"PATCH", "/" + ep.EndpointID, `{"url":"http://[::1]/"}`, 400, "url", "loopback"},
 		{"PATCH", "/" + ep.EndpointID, `{"event_types":["NodeAdded","nope"]}`, 400, "event_types", "unknown event type"},
-		{"PATCH", "/" + ep.EndpointID, `{"enabled":"yes"}`, 400, "enabled", "must be a bool"},
+		{"PATCH", "/" + ep.EndpointID, `{"enabled":"yes"}`, 400, "enabled", "must be true or false, not a JSON string"},
 		{"GET", "/" + ep.EndpointID + "/deliveries?state=lost", "", 400, "state", "pending, delivered or failed"},
 		{"GET", "/" + ep.EndpointID + "/deliveries?limit=0", "", 400, "limit", "between 1 and 1000"},
 		{"GET", "/" + ep.EndpointID + "/deliveries?limit=1001", "", 400, "limit", "between 1 and 1000"},
