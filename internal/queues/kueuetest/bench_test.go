@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/sparecap/sparecap/docs"
-	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/kube/kubeenv"
 	"github.com/sparecap/sparecap/internal/queues/admission"
 )
@@ -79,14 +78,7 @@ func requeueAfterReclaim(b *testing.B, check bool) (evicted, requeued time.Durat
 
 	seen := watchConditions(ctx, b)
 	w.Create("other", "q", 8, 0, 0)
-	var decided time.Time
-	kubeenv.Eventually(b, 30*time.Second, func() error {
-		for _, n := range w.Nodes("tenant", domain.Preemptible, domain.NodeDraining) {
-			decided = n.DrainStartedAt
-			return nil
-		}
-		return fmt.Errorf("no node of the tenant draining")
-	})
+	decided := w.WaitDraining("tenant", 30*time.Second).DrainStartedAt
 	within := 15 * time.Second
 	if !check {
 		within = 8 * time.Minute

@@ -60,14 +60,7 @@ func TestQueuesWithTheDocumentedRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Create("other", "q", 8, 0, 0) // reclaims one of the Job's nodes
-	var draining domain.Node
-	kubeenv.Eventually(t, 30*time.Second, func() error {
-		for _, n := range w.Nodes("tenant", domain.Preemptible, domain.NodeDraining) {
-			draining = n
-			return nil
-		}
-		return fmt.Errorf("no preemptible node draining")
-	})
+	draining := w.WaitDraining("tenant", 30*time.Second)
 	if !pods[draining.Name] {
 		t.Fatalf("reclaimed %s, which runs none of the Job's pods (%v)", draining.Name, pods)
 	}

@@ -1,15 +1,12 @@
 package kueuetest
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sparecap/sparecap/internal/controller"
-	"github.com/sparecap/sparecap/internal/domain"
-	"github.com/sparecap/sparecap/internal/kube/kubeenv"
 	"github.com/sparecap/sparecap/internal/queues/admission"
 )
 
@@ -65,14 +62,7 @@ func TestCheckSurvivesRestarts(t *testing.T) {
 	unchanged("Kueue's restart")
 
 	w.Create("other", "q", 8, 0, 0)
-	var decided time.Time
-	kubeenv.Eventually(t, 30*time.Second, func() error {
-		for _, n := range w.Nodes("tenant", domain.Preemptible, domain.NodeDraining) {
-			decided = n.DrainStartedAt
-			return nil
-		}
-		return fmt.Errorf("no preemptible node of the tenant draining")
-	})
+	decided := w.WaitDraining("tenant", 30*time.Second).DrainStartedAt
 	waitWorkload(t, job, 20*time.Second, "evicted by the check", func(w *admission.Workload) bool {
 		c := condOf(w, "Evicted")
 		return c.Status == metav1.ConditionTrue && c.Reason == "AdmissionCheck"

@@ -176,15 +176,8 @@ func TestWorkloadRequeuedAtTheNoticeAndCompletes(t *testing.T) {
 	// Another tenant takes one machine as standard capacity: one of the
 	// job's nodes is reclaimed.
 	w.Create("other", "q", 8, 0, 0)
-	var reclaimed string
-	var decided time.Time
-	kubeenv.Eventually(t, 30*time.Second, func() error {
-		for _, n := range w.Nodes("tenant", "preemptible", "draining") {
-			reclaimed, decided = n.Name, n.DrainStartedAt
-			return nil
-		}
-		return fmt.Errorf("no preemptible node of the tenant draining")
-	})
+	drained := w.WaitDraining("tenant", 30*time.Second)
+	reclaimed, decided := drained.Name, drained.DrainStartedAt
 	wl = waitWorkload(t, job, 15*time.Second, "evicted by the check", func(w *admission.Workload) bool {
 		c := condOf(w, "Evicted")
 		return c.Status == metav1.ConditionTrue && c.Reason == "AdmissionCheck"

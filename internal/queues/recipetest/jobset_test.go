@@ -126,7 +126,7 @@ func TestJobSetReclaimsDoNotSpendMaxRestarts(t *testing.T) {
 
 	// Another tenant takes one machine as standard capacity.
 	w.Create("other", "q", 8, 0, 0)
-	first := waitDraining(t, w, 30*time.Second)
+	first := w.WaitDraining("tenant", 30*time.Second)
 	s := waitJobSet(t, name, 30*time.Second, "restarted once", func(s jobSetState) bool { return s.restarts == 1 })
 	if s.towardsMax != 0 {
 		t.Fatalf("after a reclaim: %s, want the restart not counted toward maxRestarts", s)
@@ -149,7 +149,7 @@ func TestJobSetReclaimsDoNotSpendMaxRestarts(t *testing.T) {
 	// A second reclaim takes that node too: one more than maxRestarts.
 	sixteen := 16
 	w.Update("other", controller.Change{NumGPUs: &sixteen})
-	second := waitDraining(t, w, 30*time.Second)
+	second := w.WaitDraining("tenant", 30*time.Second)
 	if second.Name != pods[0].Spec.NodeName {
 		t.Fatalf("node %s draining, want %s, where the new attempt's worker runs", second.Name, pods[0].Spec.NodeName)
 	}

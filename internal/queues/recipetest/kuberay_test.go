@@ -63,7 +63,7 @@ func TestRayWorkerReclaimedHeadKept(t *testing.T) {
 	// Another tenant takes one machine as standard capacity: it can only
 	// be one of the workers' nodes.
 	w.Create("other", "q", 8, 0, 0)
-	drained := waitDraining(t, w, 30*time.Second)
+	drained := w.WaitDraining("tenant", 30*time.Second)
 	var reclaimed, kept corev1.Pod
 	for _, p := range workers {
 		if p.Spec.NodeName == drained.Name {

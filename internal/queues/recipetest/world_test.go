@@ -283,21 +283,6 @@ func deletionGrace(states []*corev1.Pod) (int64, bool) {
 	return 0, false
 }
 
-// waitDraining waits until one of the tenant's preemptible nodes drains
-// (another tenant took its machine) and returns it.
-func waitDraining(t *testing.T, w *testworld.World, within time.Duration) domain.Node {
-	t.Helper()
-	var got domain.Node
-	kubeenv.Eventually(t, within, func() error {
-		for _, n := range w.Nodes("tenant", domain.Preemptible, domain.NodeDraining) {
-			got = n
-			return nil
-		}
-		return fmt.Errorf("no preemptible node of the tenant draining")
-	})
-	return got
-}
-
 // waitGone waits until node is no longer a node of the tenant in the
 // store (released, its machine handed on).
 func waitGone(t *testing.T, w *testworld.World, node string, within time.Duration) {

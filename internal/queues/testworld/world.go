@@ -298,3 +298,18 @@ func (m *machines) Wipe(ctx context.Context, mc domain.Machine, clusterID, nodeN
 
 // Store is the world's store.
 func (w *World) Store() store.Store { return w.st }
+
+// WaitDraining waits until one of cluster id's preemptible nodes is
+// draining (reclaimed) and returns it.
+func (w *World) WaitDraining(id string, within time.Duration) domain.Node {
+	w.t.Helper()
+	var got domain.Node
+	kubeenv.Eventually(w.t, within, func() error {
+		for _, n := range w.Nodes(id, domain.Preemptible, domain.NodeDraining) {
+			got = n
+			return nil
+		}
+		return fmt.Errorf("no preemptible node of cluster %s draining", id)
+	})
+	return got
+}
