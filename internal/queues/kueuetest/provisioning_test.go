@@ -7,11 +7,15 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/sparecap/sparecap/docs"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/kube/kubeenv"
 	"github.com/sparecap/sparecap/internal/queues/admission"
 	"github.com/sparecap/sparecap/internal/queues/provreq"
@@ -183,4 +187,62 @@ func TestKueueProvisioningFollowsTheQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTarget(t, w, "tenant", 0, 60*time.Second)
+}
+
+// TestBookingExpiresToWhatThePodsUse: docs/queues.md's request with a
+// short booking (bookingSeconds 2) is Provisioned, then BookingExpired;
+// from then on it holds what the pods consuming it use: the target stays
+// at 16 while two such pods run on the nodes, and comes down to 0 once
+// they are gone, though the request is still there.
+func TestBookingExpiresToWhatThePodsUse(t *testing.T) {
+	w := newWorld(t, 4, map[string]cluster{"tenant": miniCluster()})
+	w.Start()
+	w.Create("tenant", "p", 8, 0, 64)
+	text, err := docs.Snippet("queues.md", "provisioning-request")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Apply(t.Context(), []byte(text+"  parameters: {bookingSeconds: \"2\"}\n")); err != nil {
+		t.Fatal(err)
+	}
+	dyn := env.Dynamic()
+	waitTarget(t, w, "tenant", 16, 20*time.Second)
+	nodes := w.WaitReady("tenant", 2, 60*time.Second)
+	waitCondition(t, dyn, "nightly-eval", provreq.CondProvisioned, metav1.ConditionTrue, 20*time.Second)
+
+	// The request's pods, as Kueue would run them: annotated with its name.
+	c := env.Client()
+	for i, n := range nodes {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("trainer-%d", i), Namespace: ns, Labels: map[string]string{"app": "trainer"},
+				Annotations: map[string]string{kube.AnnotationConsumes: "nightly-eval"}},
+			Spec: corev1.PodSpec{
+				NodeName:    n.Name,
+				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+				Containers: []corev1.Container{{Name: "main", Image: "registry.example/trainer:1",
+					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}},
+			},
+		}
+		if _, err := c.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeenv.WaitRunning(t, c, ns, "app=trainer", 2, nil, 30*time.Second)
+	exp := waitCondition(t, dyn, "nightly-eval", provreq.CondBookingExpired, metav1.ConditionTrue, 20*time.Second)
+	t.Logf("booking expired: %s", exp.Message)
+	// The pass after the expiry counts the pods (a resync is 5 s at most).
+	time.Sleep(6 * time.Second)
+	if got := w.Cluster("tenant").TargetPreemptibleGPUs(); got != 16 {
+		t.Fatalf("target %d after the booking expired with both pods running, want 16", got)
+	}
+
+	zero := int64(0)
+	if err := c.CoreV1().Pods(ns).DeleteCollection(t.Context(), metav1.DeleteOptions{GracePeriodSeconds: &zero},
+		metav1.ListOptions{LabelSelector: "app=trainer"}); err != nil {
+		t.Fatal(err)
+	}
+	waitTarget(t, w, "tenant", 0, 20*time.Second)
+	if _, err := request(t.Context(), dyn, "nightly-eval"); err != nil {
+		t.Fatalf("the request: %v", err)
+	}
 }
