@@ -42,15 +42,9 @@ func encodeAccess(a domain.Access) (string, error) {
 type accessCol struct{ a *domain.Access }
 
 func (c accessCol) Scan(v any) error {
-	var text []byte
-	switch v := v.(type) {
-	case nil:
-	case string:
-		text = []byte(v)
-	case []byte:
-		text = v
-	default:
-		return fmt.Errorf("scan access: unsupported column type %T", v)
+	text, err := columnText(v, "access")
+	if err != nil {
+		return err
 	}
 	*c.a = domain.Access{}
 	if len(text) == 0 {

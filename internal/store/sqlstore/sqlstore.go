@@ -234,6 +234,20 @@ func (s *Store) timeArg(t time.Time) any {
 	return s.d.TimeArg(t)
 }
 
+// columnText is a TEXT column's value as the drivers hand it over (NULL
+// is empty), for the columns that hold JSON.
+func columnText(v any, what string) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return []byte(v), nil
+	case []byte:
+		return v, nil
+	}
+	return nil, fmt.Errorf("scan %s: unsupported column type %T", what, v)
+}
+
 // timeCol scans a column written by timeArg: NULL, microseconds since the
 // Unix epoch, or a driver time.
 type timeCol struct{ t *time.Time }

@@ -126,15 +126,9 @@ func (s *Store) WebhookCursor(ctx context.Context) (int64, error) { return s.rd(
 type stringsCol struct{ v *[]string }
 
 func (c stringsCol) Scan(v any) error {
-	var text []byte
-	switch v := v.(type) {
-	case nil:
-	case string:
-		text = []byte(v)
-	case []byte:
-		text = v
-	default:
-		return fmt.Errorf("scan string list: unsupported column type %T", v)
+	text, err := columnText(v, "string list")
+	if err != nil {
+		return err
 	}
 	*c.v = nil
 	if len(text) == 0 {
