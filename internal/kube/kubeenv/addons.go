@@ -558,14 +558,7 @@ func (e *Env) kueueAddon(bin string) *addon {
 			for k, v := range ko.Config {
 				cfg[k] = v
 			}
-			data, err := json.MarshalIndent(cfg, "", "  ")
-			if err != nil {
-				return nil, fmt.Errorf("kubeenv: Kueue's configuration: %w", err)
-			}
-			if err := os.WriteFile(file, data, 0o600); err != nil {
-				return nil, err
-			}
-			return append([]string{"--kubeconfig=" + kubeconfig, "--config=" + file}, ko.Args...), nil
+			return configArgs(kubeconfig, file, cfg, ko.Args)
 		},
 		healthPath:  "/readyz",
 		webhookPort: 2,
@@ -573,6 +566,19 @@ func (e *Env) kueueAddon(bin string) *addon {
 		prefix:      "kueue-",
 		probe:       e.probeKueueWebhooks,
 	}
+}
+
+// configArgs writes a controller-runtime manager's configuration file
+// and returns the arguments that run the manager with it, then extra.
+func configArgs(kubeconfig, file string, cfg map[string]any, extra []string) ([]string, error) {
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("kubeenv: %s: %w", filepath.Base(file), err)
+	}
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		return nil, err
+	}
+	return append([]string{"--kubeconfig=" + kubeconfig, "--config=" + file}, extra...), nil
 }
 
 var resourceFlavors = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "resourceflavors"}
@@ -620,14 +626,7 @@ func (e *Env) jobsetAddon(bin string) *addon {
 				"internalCertManagement": map[string]any{"enable": false},
 				"clientConnection":       map[string]any{"qps": 1000, "burst": 2000},
 			}
-			data, err := json.MarshalIndent(cfg, "", "  ")
-			if err != nil {
-				return nil, err
-			}
-			if err := os.WriteFile(file, data, 0o600); err != nil {
-				return nil, err
-			}
-			return append([]string{"--kubeconfig=" + kubeconfig, "--config=" + file}, e.opts.JobSetArgs...), nil
+			return configArgs(kubeconfig, file, cfg, e.opts.JobSetArgs)
 		},
 		healthPath:  "/readyz",
 		webhookPort: 2,
