@@ -675,12 +675,16 @@ spec:
 	}
 }
 
-// The Go lookups must find what the build script produces.
-func TestAddonPathsMatchScript(t *testing.T) {
+// The Go lookups must find what the build script produces: the mini
+// cluster's binaries and the addons.
+func TestToolPathsMatchScript(t *testing.T) {
 	for _, b := range []struct {
 		name, env string
 		find      func() (string, error)
 	}{
+		{"kube-controller-manager", "SPARECAP_KUBE_CONTROLLER_MANAGER", kubeenv.ControllerManagerPath},
+		{"kube-scheduler", "SPARECAP_KUBE_SCHEDULER", kubeenv.SchedulerPath},
+		{"kwok", "SPARECAP_KWOK", kubeenv.KwokPath},
 		{"kueue", "SPARECAP_KUEUE", kubeenv.KueuePath},
 		{"jobset", "SPARECAP_JOBSET", kubeenv.JobSetPath},
 		{"kuberay-operator", "SPARECAP_KUBERAY", kubeenv.KubeRayPath},

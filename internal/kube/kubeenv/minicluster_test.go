@@ -3,9 +3,6 @@ package kubeenv_test
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -300,34 +297,4 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
-}
-
-// The Go lookups must find the binaries the build script produces.
-func TestMiniClusterPathsMatchScript(t *testing.T) {
-	for _, b := range []struct {
-		name, env string
-		find      func() (string, error)
-	}{
-		{"kube-controller-manager", "SPARECAP_KUBE_CONTROLLER_MANAGER", kubeenv.ControllerManagerPath},
-		{"kube-scheduler", "SPARECAP_KUBE_SCHEDULER", kubeenv.SchedulerPath},
-		{"kwok", "SPARECAP_KWOK", kubeenv.KwokPath},
-	} {
-		t.Setenv(b.env, "")
-		out, err := exec.Command("../../../scripts/kube-paths.sh", b.name).Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := strings.TrimSpace(string(out))
-		got, err := b.find()
-		if err != nil {
-			t.Fatal(err) // also when the binary is missing: run scripts/ensure-kube.sh
-		}
-		if got != want {
-			t.Fatalf("%s: Go finds %s, script says %s", b.name, got, want)
-		}
-		t.Setenv(b.env, filepath.Join(t.TempDir(), "missing"))
-		if _, err := b.find(); err == nil || !strings.Contains(err.Error(), "scripts/ensure-kube.sh") {
-			t.Fatalf("missing %s: error %v should say how to get it", b.name, err)
-		}
-	}
 }
