@@ -1,31 +1,12 @@
 package preempt
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
-)
 
-// python runs code with the Python SDK (sdk/python) importable and
-// returns its output. python3 is part of the test suite's needs (make
-// test runs the Python SDK's own tests): a missing one fails here.
-func python(t *testing.T, code string, args ...string) string {
-	t.Helper()
-	sdk, err := filepath.Abs("../../sdk/python")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("python3", append([]string{"-c", code}, args...)...)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+sdk)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("python3: %v\n%s", err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
+	"github.com/sparecap/sparecap/internal/pysdk"
+)
 
 // TestPythonInterop: a checkpoint saved by either SDK is the other's
 // latest, with its step, files, sizes, checksums, time and cost.
@@ -40,7 +21,7 @@ func TestPythonInterop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := python(t, `
+	got := pysdk.Run(t, `
 import sys, sparecap_preempt as sp
 ck = sp.Store(sys.argv[1], verify_checksums=True).latest()
 print(ck.step, sorted((f.name, f.size) for f in ck.files), ck.time.isoformat(), ck.cost > 0)
@@ -50,7 +31,7 @@ print(ck.step, sorted((f.name, f.size) for f in ck.files), ck.time.isoformat(), 
 		t.Errorf("Python read Go's checkpoint as\n %s\nwant\n %s", got, want)
 	}
 
-	python(t, `
+	pysdk.Run(t, `
 import os, sys, sparecap_preempt as sp
 def write(d):
     os.mkdir(os.path.join(d, "opt"))
