@@ -103,6 +103,9 @@ type run struct {
 
 	interruptNoted bool
 	binDir         string // of the binary built for the run
+
+	hooks      *receiver // the webhook receiver (-webhooks)
+	burstStart time.Time
 }
 
 // logf prints a progress line at once (go test streams a benchmark's
@@ -177,6 +180,7 @@ func (r *run) main(ctx context.Context) {
 		r.rep.Meta["postgres_database"] = r.db.Name
 		args = append(args, "--db", r.db.URL)
 	}
+	args = append(args, webhookArgs()...)
 	args = append(args, strings.Fields(*flagServerArgs)...)
 	r.rep.Meta["server_args"] = strings.Join(args, " ")
 
@@ -193,6 +197,10 @@ func (r *run) main(ctx context.Context) {
 
 	if err := r.projects(ctx); err != nil {
 		r.errorf("projects: %v", err)
+		return
+	}
+	if err := r.registerWebhooks(ctx); err != nil {
+		r.errorf("webhooks: %v", err)
 		return
 	}
 	before := r.scrape(ctx)
@@ -230,6 +238,9 @@ func (r *run) main(ctx context.Context) {
 	}
 	if !r.interrupted(ctx) {
 		r.eventCensus(ctx)
+	}
+	if !r.interrupted(ctx) {
+		r.webhookFigures(ctx)
 	}
 }
 
@@ -926,6 +937,7 @@ func (r *run) measureBurst(ctx context.Context, bursts []ClusterSpec, expect int
 	b0, f0, h0 := Reclaims(before), before.ByLabel(mReclaimsFinished, "outcome"), before.Histogram(mNoticeFanout)
 	r.logf("burst: creating %d standard-only clusters at once to reclaim %d preemptible nodes", len(bursts), expect)
 	t0 := time.Now()
+	r.burstStart = t0
 	done := make(chan createResult, 1)
 	go func() { done <- r.createAll(ctx, bursts) }()
 
