@@ -27,6 +27,11 @@ type Config struct {
 	// preemptible lending; once removed, the machine's CooldownUntil (set by
 	// the controller) takes over.
 	Cooldown time.Duration
+	// Idle, if set, says whether a ready node runs none of its tenant's
+	// work, as its cluster's driver knows it (false when unknown). Among
+	// the nodes a cluster gives up, ready idle ones go before ready busy
+	// ones. It must answer the same for a node throughout one plan.
+	Idle func(*domain.Node) bool
 }
 
 // Plan is the allocator's output. Apply Reclaims, then Provisions, then
@@ -380,7 +385,7 @@ func (p *planner) nodesOf(ci int32) []int32 {
 }
 
 // victimsOf returns the cluster's live nodes of a class in the order they
-// are given up: pending, then provisioning, then ready; youngest first.
+// are given up (youngerFirst).
 func (p *planner) victimsOf(ci int32, class domain.ComputeClass) []int32 {
 	p.scratch = p.scratch[:0]
 	for _, ni := range p.nodesOf(ci) {
@@ -402,15 +407,29 @@ func stateRank(s domain.NodeState) int {
 	return 2
 }
 
+// youngerFirst orders nodes as they are given up: pending, then
+// provisioning, then ready ones idle (Config.Idle) before busy; youngest
+// first within each.
 func (p *planner) youngerFirst(a, b int32) int {
 	na, nb := p.s.Nodes[a], p.s.Nodes[b]
 	if c := stateRank(na.State) - stateRank(nb.State); c != 0 {
+		return c
+	}
+	if c := p.busyRank(na) - p.busyRank(nb); c != 0 {
 		return c
 	}
 	if c := nb.CreatedAt.Compare(na.CreatedAt); c != 0 {
 		return c
 	}
 	return cmpString(nb.ID, na.ID)
+}
+
+// busyRank is 0 for a ready node known idle, 1 for any other.
+func (p *planner) busyRank(n *domain.Node) int {
+	if p.cfg.Idle != nil && n.State == domain.NodeReady && p.cfg.Idle(n) {
+		return 0
+	}
+	return 1
 }
 
 func (p *planner) scaleDown() {

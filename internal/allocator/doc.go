@@ -23,7 +23,8 @@
 //     cancelled).
 //  2. Nodes on machines taken out of service are reclaimed.
 //  3. Scale-down: standard nodes above num_gpus and preemptible nodes above
-//     the target are reclaimed, not-yet-ready nodes first, then the youngest.
+//     the target are reclaimed, not-yet-ready nodes first, then ready ones
+//     running none of the tenant's work (Config.Idle), then the youngest.
 //  4. Standard demand, oldest cluster first. Sources, in order: free machines
 //     of the cluster's pool (RESERVED clusters use their project's
 //     reservations, ON_DEMAND ones the on-demand pool); machines of that pool
@@ -31,7 +32,8 @@
 //     pending preemptible node (cancelled); machines running a preemptible
 //     node, which is reclaimed. Victims: the cluster holding the most
 //     preemptible nodes per unit of weight first (the one furthest above its
-//     fair share), then its youngest node. Standard nodes are never taken.
+//     fair share), then its idle nodes before busy ones, then its youngest.
+//     Standard nodes are never taken.
 //     What cannot be found is reported as a Shortfall.
 //  5. Preemptible demand. Supply is every machine of the partition, of any
 //     pool, that is neither out of service, nor serving or awaited by a
@@ -44,8 +46,8 @@
 //     clusters differ by at most one node, and a freed node goes to the
 //     longest waiter, so no cluster waits forever behind earlier ones
 //     (nothing is reclaimed just to rotate). Clusters above their share
-//     lose their youngest nodes (cause fair_share); clusters below it get
-//     free machines first, then machines that are draining.
+//     lose their idle, then youngest, nodes (cause fair_share); clusters
+//     below it get free machines first, then machines that are draining.
 //
 // # Applying a plan
 //

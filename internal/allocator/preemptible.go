@@ -143,8 +143,8 @@ func (p *planner) shareRemainder(rest []int32, R, W int64) {
 	}
 }
 
-// shedAboveShare reclaims the youngest nodes of clusters above their
-// share.
+// shedAboveShare reclaims nodes of clusters above their share, in
+// victimsOf's order.
 func (p *planner) shedAboveShare(part int32) {
 	for _, ci := range p.partClusters[part] {
 		if over := p.preLive[ci] - p.fair[ci]; over > 0 {

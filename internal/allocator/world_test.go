@@ -21,6 +21,8 @@ type world struct {
 	// the way store.Cached feeds the controller's, and fails the test if
 	// the two plans differ.
 	memo *memoCheck
+	// idle, when set, is Config.Idle: the IDs of nodes running no work.
+	idle map[string]bool
 }
 
 type memoCheck struct {
@@ -94,6 +96,9 @@ func (w *world) cluster(id string) *domain.Cluster {
 // plan computes a plan for the world as it is.
 func (w *world) plan() Plan {
 	cfg := Config{DrainWindow: w.window}
+	if w.idle != nil {
+		cfg.Idle = func(n *domain.Node) bool { return w.idle[n.ID] }
+	}
 	pl := Compute(w.s, w.now, cfg)
 	if mc := w.memo; mc != nil {
 		mc.plans++

@@ -296,12 +296,31 @@ func (c *Controller) snapshot(ctx context.Context) (allocator.Snapshot, error) {
 }
 
 func (c *Controller) plan(s allocator.Snapshot, now time.Time) allocator.Plan {
-	cfg := allocator.Config{DrainWindow: c.cfg.DrainWindow, Cooldown: max(c.cfg.Cooldown, 0)}
+	cfg := allocator.Config{DrainWindow: c.cfg.DrainWindow, Cooldown: max(c.cfg.Cooldown, 0), Idle: c.idle()}
 	pl := c.planner.Compute(s, now, cfg)
 	if c.checkPlan != nil {
 		c.checkPlan(pl, allocator.Compute(s, now, cfg))
 	}
 	return pl
+}
+
+// idle is the allocator's Config.Idle for one plan: what the cluster's
+// driver knows of a node's work, read from its watches (never waited
+// for), asked once per node so the plan sees one answer.
+func (c *Controller) idle() func(*domain.Node) bool {
+	ir, ok := c.cluster.(driver.IdleReporter)
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	return func(n *domain.Node) bool {
+		idle, ok := seen[n.ID]
+		if !ok {
+			idle, _ = ir.Idle(n.ClusterID, n.Name)
+			seen[n.ID] = idle
+		}
+		return idle
+	}
 }
 
 func (c *Controller) observe(obs []Observation) {

@@ -126,6 +126,23 @@ type ClusterDriver interface {
 	SetHooks(h Hooks)
 }
 
+// IdleReporter is a ClusterDriver that can tell, from what it already
+// watches (no call out, no wait), whether a node runs none of its
+// tenant's work; support work (DaemonSet pods) does not count. known is
+// false when it cannot tell now. The allocator gives up idle nodes before
+// busy ones when it scales a cluster down or takes preemptible nodes back.
+type IdleReporter interface {
+	Idle(clusterID, nodeName string) (idle, known bool)
+}
+
+// IdleOf asks d whether the node is idle, if d can tell (IdleReporter).
+func IdleOf(d ClusterDriver, clusterID, nodeName string) (idle, known bool) {
+	if ir, ok := d.(IdleReporter); ok {
+		return ir.Idle(clusterID, nodeName)
+	}
+	return false, false
+}
+
 // Hooks are how a driver tells the controller of changes it sees. Each may
 // be nil; none may block or call the driver.
 type Hooks struct {

@@ -156,7 +156,24 @@ func (r *Router) driver(ctx context.Context, clusterID string) (driver.ClusterDr
 	return c, nil
 }
 
+// Idle asks the cluster's driver, or the fallback for a cluster without
+// a kubeconfig, once the cluster has been used; it never starts a driver
+// (the controller asks while it plans).
+func (r *Router) Idle(clusterID, nodeName string) (idle, known bool) {
+	r.mu.Lock()
+	c, ok := r.clusters[clusterID]
+	r.mu.Unlock()
+	switch {
+	case !ok:
+		return false, false
+	case c == nil:
+		return driver.IdleOf(r.fallback, clusterID, nodeName)
+	}
+	return c.Idle(clusterID, nodeName)
+}
+
 var _ driver.ClusterDriver = (*Router)(nil)
+var _ driver.IdleReporter = (*Router)(nil)
 
 // Registrar is the "register" machine provider: there is no machine to
 // boot, and for an attached cluster it stands in for the kubelet joining

@@ -35,10 +35,7 @@ func (c *Cluster) ListWork(ctx context.Context, clusterID, nodeName string) ([]d
 	out := make([]driver.Work, 0, len(objs))
 	for _, o := range objs {
 		p := o.(*corev1.Pod)
-		if exited(p) {
-			continue
-		}
-		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		if !runs(p) {
 			continue
 		}
 		grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
@@ -58,4 +55,29 @@ func (c *Cluster) ListWork(ctx context.Context, clusterID, nodeName string) ([]d
 		out = append(out, w)
 	}
 	return out, nil
+}
+
+// runs says whether p is work the node runs: not exited, not a static
+// pod's mirror (the kubelet's own, never evicted).
+func runs(p *corev1.Pod) bool {
+	_, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]
+	return !exited(p) && !mirror
+}
+
+// Idle says, from the pod watch, whether the node runs no pod but
+// DaemonSets'; unknown until the watch has synced.
+func (c *Cluster) Idle(clusterID, nodeName string) (idle, known bool) {
+	if c.check(clusterID) != nil || !c.pods.HasSynced() {
+		return false, false
+	}
+	objs, err := c.pods.GetIndexer().ByIndex(byNode, nodeName)
+	if err != nil {
+		return false, false
+	}
+	for _, o := range objs {
+		if p := o.(*corev1.Pod); runs(p) && !isDaemon(p) {
+			return false, true
+		}
+	}
+	return true, true
 }

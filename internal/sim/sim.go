@@ -443,6 +443,24 @@ func (f *Fleet) postEvent(ctx context.Context, clusterID, nodeName, podKey, typ 
 	return f.finish(ctx, change{Nodes: []*node{n}, Events: []*event{&logged}})
 }
 
+// Idle says whether the node runs no pod but DaemonSets' as of the
+// clock's now. A missing node is not known.
+func (f *Fleet) Idle(clusterID, nodeName string) (idle, known bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.st.nodes[nodeKey{clusterID, nodeName}]
+	if !ok {
+		return false, false
+	}
+	now := f.clock.Now()
+	for _, p := range n.Pods {
+		if !p.DaemonSet && p.state(now) != PodGone {
+			return false, true
+		}
+	}
+	return true, true
+}
+
 // ListWork lists the pods on the node that have not exited as of the
 // clock's now. A missing node has no pods.
 func (f *Fleet) ListWork(ctx context.Context, clusterID, nodeName string) ([]driver.Work, error) {

@@ -131,7 +131,22 @@ func (r *Router) driver(ctx context.Context, clusterID string) (driver.ClusterDr
 	return c, nil
 }
 
+// Idle asks next for a cluster that is not a Slurm one, once the cluster
+// has been used; a Slurm cluster's nodes are not known idle (its jobs
+// are read by polling, which the controller does not wait for while it
+// plans).
+func (r *Router) Idle(clusterID, nodeName string) (idle, known bool) {
+	r.mu.Lock()
+	c, ok := r.clusters[clusterID]
+	r.mu.Unlock()
+	if !ok || c != nil {
+		return false, false
+	}
+	return driver.IdleOf(r.next, clusterID, nodeName)
+}
+
 var _ driver.ClusterDriver = (*Router)(nil)
+var _ driver.IdleReporter = (*Router)(nil)
 
 // Check asks the slurmctld a slurm.conf reaches for its configuration,
 // with the client commands of opts, and returns an error saying why when

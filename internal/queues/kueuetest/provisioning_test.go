@@ -1,8 +1,10 @@
 package kueuetest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -213,19 +215,7 @@ func TestBookingExpiresToWhatThePodsUse(t *testing.T) {
 	// The request's pods, as Kueue would run them: annotated with its name.
 	c := env.Client()
 	for i, n := range nodes {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("trainer-%d", i), Namespace: ns, Labels: map[string]string{"app": "trainer"},
-				Annotations: map[string]string{kube.AnnotationConsumes: "nightly-eval"}},
-			Spec: corev1.PodSpec{
-				NodeName:    n.Name,
-				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-				Containers: []corev1.Container{{Name: "main", Image: "registry.example/trainer:1",
-					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}},
-			},
-		}
-		if _, err := c.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		runPod(t, fmt.Sprintf("trainer-%d", i), n.Name, map[string]string{kube.AnnotationConsumes: "nightly-eval"})
 	}
 	kubeenv.WaitRunning(t, c, ns, "app=trainer", 2, nil, 30*time.Second)
 	exp := waitCondition(t, dyn, "nightly-eval", provreq.CondBookingExpired, metav1.ConditionTrue, 20*time.Second)
@@ -245,4 +235,62 @@ func TestBookingExpiresToWhatThePodsUse(t *testing.T) {
 	if _, err := request(t.Context(), dyn, "nightly-eval"); err != nil {
 		t.Fatalf("the request: %v", err)
 	}
+}
+
+// runPod creates an 8-GPU pod labelled app=trainer bound to node, with
+// annotations.
+func runPod(t *testing.T, name, node string, annotations map[string]string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "trainer"}, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			NodeName:    node,
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{Name: "main", Image: "registry.example/trainer:1",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}},
+		},
+	}
+	if _, err := env.Client().CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRequestsGoneDrainIdleNodesFirst: a cluster's own target of one
+// node, raised to two by docs/queues.md's request; a pod runs on the
+// younger node. When the request is deleted and the target comes back
+// down, the node drained is the older one, which runs no pod, not the
+// youngest (which the allocator gives up first among equals); the pod
+// keeps running.
+func TestRequestsGoneDrainIdleNodesFirst(t *testing.T) {
+	w := newWorld(t, 4, map[string]cluster{"tenant": miniCluster()})
+	w.Start()
+	w.Create("tenant", "p", 8, 8, 64)
+	w.WaitReady("tenant", 1, 60*time.Second)
+	apply(t, "provisioning-request")
+	dyn := env.Dynamic()
+	waitCondition(t, dyn, "nightly-eval", provreq.CondProvisioned, metav1.ConditionTrue, 90*time.Second)
+	// The cluster's own node, then the request's second one.
+	nodes := w.WaitReady("tenant", 2, 10*time.Second)
+	slices.SortFunc(nodes, func(a, b domain.Node) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
+	youngest := nodes[1]
+	runPod(t, "trainer", youngest.Name, nil)
+	kubeenv.WaitRunning(t, env.Client(), ns, "app=trainer", 1, nil, 30*time.Second)
+
+	if err := dyn.Resource(provisioningGVR).Namespace(ns).Delete(t.Context(), "nightly-eval", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitTarget(t, w, "tenant", 8, 20*time.Second)
+	kubeenv.Eventually(t, 30*time.Second, func() error {
+		if n := len(w.Nodes("tenant", domain.Preemptible, domain.NodeReady)); n != 1 {
+			return fmt.Errorf("%d ready preemptible nodes, want 1", n)
+		}
+		return nil
+	})
+	left := w.Nodes("tenant", domain.Preemptible, domain.NodeReady)[0]
+	if left.ID != youngest.ID {
+		t.Fatalf("node %s kept, want the busy %s", left.ID, youngest.ID)
+	}
+	kubeenv.WaitRunning(t, env.Client(), ns, "app=trainer", 1, nil, time.Second)
 }
