@@ -355,10 +355,13 @@ func TestFailingEndpointsKeepHalfTheSlots(t *testing.T) {
 		f.event("c-s", "n"+strconv.Itoa(i), domain.ReasonNodeAdded, time.Time{})
 	}
 	var wg sync.WaitGroup
+	rec := make(chan ended, 8)
+	recorded := make(chan struct{})
+	go func() { f.svc.recordLoop(f.ctx, rec); close(recorded) }()
 	if _, err := f.svc.dispatch(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.svc.fill(f.ctx, &wg)
+	f.svc.fill(f.ctx, &wg, rec)
 	f.svc.mu.Lock()
 	total, failing := f.svc.total, f.svc.failing
 	f.svc.mu.Unlock()
@@ -369,7 +372,7 @@ func TestFailingEndpointsKeepHalfTheSlots(t *testing.T) {
 	if _, err := f.svc.dispatch(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.svc.fill(f.ctx, &wg)
+	f.svc.fill(f.ctx, &wg, rec)
 	start := time.Now()
 	for len(fast.requests()) == 0 {
 		if time.Since(start) > 50*time.Millisecond {
@@ -378,6 +381,8 @@ func TestFailingEndpointsKeepHalfTheSlots(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	wg.Wait()
+	close(rec)
+	<-recorded
 }
 
 // TestRotationSignsWithBothSecretsDuringTheOverlap: after a rotation the
@@ -458,5 +463,49 @@ func TestDialledAddressIsChecked(t *testing.T) {
 	}
 	if n := len(r.requests()); n != 0 {
 		t.Errorf("the loopback receiver got %d requests", n)
+	}
+}
+
+// TestOutcomesRecordedTogether: attempts that end together are recorded
+// in one transaction; one whose endpoint was deleted during the attempt
+// is skipped without costing the others theirs, and every slot is freed.
+func TestOutcomesRecordedTogether(t *testing.T) {
+	f := newFixture(t, nil)
+	release := make(chan struct{})
+	held := newReceiver(t, func(int) (int, time.Duration) {
+		<-release
+		return 200, 0
+	})
+	gone, _ := f.endpoint("p", held.URL, nil)
+	fast := newReceiver(t, nil)
+	kept, _ := f.endpoint("p", fast.URL, nil)
+	f.event("c-k", "gpu-1", domain.ReasonNodeAdded, time.Time{})
+	if _, err := f.svc.dispatch(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	rec := make(chan ended, f.svc.cfg.Workers)
+	f.svc.fill(f.ctx, &wg, rec)
+	for len(held.requests()) == 0 || len(fast.requests()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	f.update(func(tx store.Tx) error { return tx.DeleteWebhookEndpoint(f.ctx, gone.ID) })
+	close(release)
+	wg.Wait()
+	close(rec)
+	if len(rec) != 2 {
+		t.Fatalf("%d outcomes to record, want 2", len(rec))
+	}
+	f.svc.recordLoop(f.ctx, rec)
+	if d := f.deliveries(kept.ID); len(d) != 1 || d[0].State != domain.DeliveryDelivered || d[0].Attempts != 1 {
+		t.Fatalf("the kept endpoint's delivery: %+v; want it delivered once", d)
+	}
+	if d := f.deliveries(gone.ID); len(d) != 0 {
+		t.Fatalf("the deleted endpoint's deliveries: %+v", d)
+	}
+	f.svc.mu.Lock()
+	defer f.svc.mu.Unlock()
+	if f.svc.total != 0 || len(f.svc.inflight) != 0 || len(f.svc.perEP) != 0 {
+		t.Fatalf("slots left taken: total %d, in flight %v, per endpoint %v", f.svc.total, f.svc.inflight, f.svc.perEP)
 	}
 }

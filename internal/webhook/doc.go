@@ -12,8 +12,9 @@
 // moves the cursor. The sender (sender.go) starts an attempt for each due
 // delivery (post.go: signed as Standard Webhooks sign, within a timeout,
 // redirects not followed, to addresses the policy allows: policy.go),
-// and writes its outcome: delivered on a 2xx, else tried again after a
-// growing, jittered gap (backoff.go) until a day has passed, then failed.
+// and writes its outcome (those that end together in one transaction):
+// delivered on a 2xx, else tried again after a growing, jittered gap
+// (backoff.go) until a day has passed, then failed.
 // A crash or a failover loses nothing: the next leader's Service reads
 // the same cursor and the same due deliveries. An attempt whose outcome
 // was not written is made again, so a receiver may see a delivery twice

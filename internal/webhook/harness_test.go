@@ -131,9 +131,14 @@ func (f *fixture) step() {
 			break
 		}
 	}
+	// Every attempt of one fill fits in rec (at most Workers), so they
+	// all end before their outcomes are recorded, in one batch.
 	var wg sync.WaitGroup
-	f.svc.fill(f.ctx, &wg)
+	rec := make(chan ended, f.svc.cfg.Workers)
+	f.svc.fill(f.ctx, &wg, rec)
 	wg.Wait()
+	close(rec)
+	f.svc.recordLoop(f.ctx, rec)
 }
 
 func (f *fixture) deliveries(ep string) []domain.WebhookDelivery {

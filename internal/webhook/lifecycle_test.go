@@ -59,12 +59,19 @@ func TestANewLeaderCarriesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	f.svc.fill(ctx, &wg)
+	rec := make(chan ended, f.svc.cfg.Workers)
+	f.svc.fill(ctx, &wg, rec)
 	for len(slow.requests()) == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
 	wg.Wait()
+	close(rec)
+	for e := range rec {
+		if e.next.EndpointID == ep2.ID {
+			t.Fatalf("an attempt cut by the term's end gave an outcome to record: %+v", e)
+		}
+	}
 	if d := f.deliveries(ep2.ID); len(d) != 1 || d[0].State != domain.DeliveryPending || d[0].Attempts != 0 {
 		t.Fatalf("after a term ended mid-attempt: %+v; want it pending, with no attempt recorded", d)
 	}

@@ -21,10 +21,20 @@ import (
 // slot for at most Timeout per attempt, and a failing one rarely.
 
 func (s *Service) sendLoop(ctx context.Context) {
+	rec := make(chan ended, s.cfg.Workers)
+	recorded := make(chan struct{})
+	go func() {
+		defer close(recorded)
+		s.recordLoop(ctx, rec)
+	}()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		wg.Wait()
+		close(rec)
+		<-recorded
+	}()
 	for {
-		s.fill(ctx, &wg)
+		s.fill(ctx, &wg, rec)
 		select {
 		case <-ctx.Done():
 			return
@@ -35,8 +45,9 @@ func (s *Service) sendLoop(ctx context.Context) {
 	}
 }
 
-// fill starts attempts for the due deliveries there is room for.
-func (s *Service) fill(ctx context.Context, wg *sync.WaitGroup) {
+// fill starts attempts for the due deliveries there is room for; their
+// outcomes go to rec.
+func (s *Service) fill(ctx context.Context, wg *sync.WaitGroup, rec chan<- ended) {
 	now := s.cfg.Clock.Now()
 	// The read must see past what this pass skips: the deliveries in
 	// flight (still due in the store until their outcome is written), at
@@ -111,8 +122,12 @@ func (s *Service) fill(ctx context.Context, wg *sync.WaitGroup) {
 			continue
 		}
 		wg.Go(func() {
-			ok := s.attempt(ctx, p.d, ep, m)
-			s.done(k, p.failing, ok)
+			next, ok := s.attempt(ctx, p.d, ep, m)
+			if !ok {
+				s.done(k, p.failing, nil)
+				return
+			}
+			rec <- ended{next: next, failing: p.failing}
 		})
 	}
 	if err != nil && ctx.Err() == nil {
@@ -202,11 +217,9 @@ func (s *Service) done(k deliveryKey, failing bool, ok *bool) {
 	}
 }
 
-// attempt sends m, d's message, to ep once and records the outcome. It
-// reports whether the endpoint answered 2xx, or nil when nothing was
-// recorded (the delivery is gone, the term ended).
-func (s *Service) attempt(ctx context.Context, d domain.WebhookDelivery, ep domain.WebhookEndpoint, m domain.WebhookMessage) *bool {
-	st := s.cfg.Store
+// attempt sends m, d's message, to ep once and returns d after it; not
+// ok when the term ended meanwhile (the next leader tries again).
+func (s *Service) attempt(ctx context.Context, d domain.WebhookDelivery, ep domain.WebhookEndpoint, m domain.WebhookMessage) (domain.WebhookDelivery, bool) {
 	now := s.cfg.Clock.Now()
 	var r result
 	if secrets, err := signingSecrets(s.cfg.Sealer, ep, now); err != nil {
@@ -217,24 +230,75 @@ func (s *Service) attempt(ctx context.Context, d domain.WebhookDelivery, ep doma
 		r = s.post(ctx, ep.URL, m, secrets, now)
 	}
 	if ctx.Err() != nil {
-		return nil // the term is over: the next leader tries again
+		return d, false
 	}
-	next := outcome(d, r, s.cfg.Clock.Now(), s.cfg.Random)
-	err := st.Update(ctx, func(tx store.Tx) error { return tx.UpdateWebhookDelivery(ctx, next) })
-	switch {
-	case errors.Is(err, domain.ErrNotFound):
-		// Deleted with its endpoint meanwhile.
-	case err != nil:
-		if ctx.Err() == nil {
-			s.cfg.Log.Warn("record a webhook delivery", "endpoint", d.EndpointID, "message", d.MessageID, "err", err)
+	return outcome(d, r, s.cfg.Clock.Now(), s.cfg.Random), true
+}
+
+// ended is an attempt's delivery after it, to be recorded; failing: its
+// endpoint was failing when the attempt started.
+type ended struct {
+	next    domain.WebhookDelivery
+	failing bool
+}
+
+// recordBatch bounds the outcomes one transaction records.
+const recordBatch = 256
+
+// recordLoop records the attempts' outcomes until rec is closed: in one
+// transaction all those that ended while the previous one was written,
+// so that a burst of quick answers costs the store a few writes rather
+// than one each. An attempt keeps its slot until its outcome is written
+// (until then the delivery is still due in the store).
+func (s *Service) recordLoop(ctx context.Context, rec <-chan ended) {
+	for e := range rec {
+		batch := []ended{e}
+	more:
+		for len(batch) < recordBatch {
+			select {
+			case e, ok := <-rec:
+				if !ok {
+					break more
+				}
+				batch = append(batch, e)
+			default:
+				break more
+			}
+		}
+		s.record(ctx, batch)
+	}
+}
+
+// record writes batch's outcomes in one transaction, then frees their
+// slots with how their endpoints fared; if the write fails nothing is
+// recorded and each is due again.
+func (s *Service) record(ctx context.Context, batch []ended) {
+	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		for _, e := range batch {
+			// A delivery deleted with its endpoint meanwhile is skipped.
+			if err := tx.UpdateWebhookDelivery(ctx, e.next); err != nil && !errors.Is(err, domain.ErrNotFound) {
+				return err
+			}
 		}
 		return nil
-	case next.State == domain.DeliveryFailed:
-		s.cfg.Log.Info("webhook delivery failed: its retry window is over", "endpoint", d.EndpointID, "message", d.MessageID,
-			"attempts", next.Attempts, "last_error", next.LastError)
+	})
+	if err != nil && ctx.Err() == nil {
+		s.cfg.Log.Warn("record webhook deliveries", "deliveries", len(batch), "err", err)
 	}
-	ok := r.ok()
-	return &ok
+	for _, e := range batch {
+		d := e.next
+		k := deliveryKey{d.EndpointID, d.MessageID}
+		if err != nil {
+			s.done(k, e.failing, nil)
+			continue
+		}
+		if d.State == domain.DeliveryFailed {
+			s.cfg.Log.Info("webhook delivery failed: its retry window is over", "endpoint", d.EndpointID, "message", d.MessageID,
+				"attempts", d.Attempts, "last_error", d.LastError)
+		}
+		ok := d.State == domain.DeliveryDelivered
+		s.done(k, e.failing, &ok)
+	}
 }
 
 // outcome is d after an attempt that ended at now with r: delivered on a
