@@ -101,6 +101,7 @@ func Open(ctx context.Context, dsn string) (store.Store, error) {
 		FenceLock:           ` FOR SHARE`,
 		UpsertDefault:       true,
 		BulkUpdate:          true,
+		Lateral:             true,
 		// Held until the transaction ends, so that a transaction drawing a
 		// Seq commits before the next one can draw a larger one.
 		EventLock: fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, key+1),

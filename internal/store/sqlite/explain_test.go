@@ -10,7 +10,7 @@ import (
 )
 
 // TestLivePlans: the live-state reads use the partial indexes of
-// migration 00007 and never scan the nodes or usage tables.
+// migrations 00007 and 00012 and never scan the nodes, usage or deliveries tables.
 func TestLivePlans(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
 	s, err := Open(t.Context(), path)
@@ -28,6 +28,7 @@ func TestLivePlans(t *testing.T) {
 		"meter work list":    "nodes_unmetered",
 		"open usage":         "usage_open",
 		"archive candidates": "nodes_removed",
+		"due deliveries":     "webhook_deliveries_pending",
 	}
 	for name, q := range sqlstore.LiveQueries(dialect) {
 		rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q.Query, q.Args...)
@@ -50,7 +51,7 @@ func TestLivePlans(t *testing.T) {
 			t.Errorf("%s does not use %s: %s", name, want[name], p)
 		}
 		for _, d := range plan {
-			if d == "SCAN nodes" || d == "SCAN usage" {
+			if d == "SCAN nodes" || d == "SCAN usage" || strings.HasPrefix(d, "SCAN webhook_deliveries") || d == "SCAN d" {
 				t.Errorf("%s scans a table: %s", name, p)
 			}
 		}

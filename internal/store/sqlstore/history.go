@@ -149,6 +149,7 @@ func LiveQueries(d Dialect) map[string]struct {
 	q, args = r.usageQuery(store.UsageFilter{Open: true})
 	add("open usage", q, args...)
 	add("archive candidates", rebind(d, archivable), r.s.timeArg(time.Unix(1e9, 0)), 1000)
+	add("due deliveries", r.s.wq.due, r.s.timeArg(time.Unix(1e9, 0)), 4, 512)
 	return out
 }
 

@@ -52,6 +52,11 @@ type Dialect struct {
 	// statement, an UPDATE from a VALUES list whose parameters carry
 	// PostgreSQL type names. Without, they write one row per statement.
 	BulkUpdate bool
+	// Lateral: the database joins LATERAL subqueries (PostgreSQL), which
+	// the due-deliveries read uses to take a few rows per endpoint by
+	// index; without it (SQLite) the read drives the same index searches
+	// with a correlated IN, which PostgreSQL would instead run per row.
+	Lateral bool
 	// EventLock, when set, runs in AddEvent before a Seq is drawn and
 	// must hold until the transaction ends (see the package doc).
 	EventLock string

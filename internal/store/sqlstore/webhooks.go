@@ -45,6 +45,34 @@ type webhookQueries struct {
 	listDeliveriesLimit, listDeliveriesStateLim string
 }
 
+// dueQuery reads the due deliveries, at most perEndpoint (the second
+// argument) of each enabled endpoint, so a backlog at one endpoint
+// cannot fill the answer. Each endpoint's are found with a search of the
+// webhook_deliveries_pending index ("state = 'pending'" is its
+// predicate), so the read costs what it returns, not the backlog.
+func dueQuery(d Dialect) string {
+	const order = ` ORDER BY next_at, created_at, message_id`
+	if d.Lateral {
+		return `SELECT ` + prefixed("d.", webhookDeliveryCols) + ` FROM webhook_endpoints e CROSS JOIN LATERAL (
+				SELECT * FROM webhook_deliveries WHERE endpoint_id = e.id AND state = 'pending' AND next_at <= ?` + order + ` LIMIT ?) d
+			WHERE e.enabled ORDER BY d.next_at, d.created_at, d.message_id, d.endpoint_id LIMIT ?`
+	}
+	return `SELECT ` + prefixed("d.", webhookDeliveryCols) + ` FROM webhook_endpoints e, webhook_deliveries d
+		WHERE e.enabled AND (d.endpoint_id, d.message_id) IN (
+			SELECT endpoint_id, message_id FROM webhook_deliveries
+			WHERE endpoint_id = e.id AND state = 'pending' AND next_at <= ?` + order + ` LIMIT ?)
+		ORDER BY d.next_at, d.created_at, d.message_id, d.endpoint_id LIMIT ?`
+}
+
+// prefixed qualifies each of the comma-separated columns cols.
+func prefixed(p, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = p + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}
+
 func buildWebhookQueries(d Dialect) webhookQueries {
 	r := func(q string) string { return rebind(d, q) }
 	list := `SELECT ` + webhookDeliveryCols + ` FROM webhook_deliveries WHERE endpoint_id = ?`
@@ -65,13 +93,7 @@ func buildWebhookQueries(d Dialect) webhookQueries {
 		countDeliveries: r(`SELECT endpoint_id, state, COUNT(*) FROM webhook_deliveries GROUP BY endpoint_id, state`),
 		countDeliveriesOf: r(`SELECT d.endpoint_id, d.state, COUNT(*) FROM webhook_deliveries d
 			JOIN webhook_endpoints e ON e.id = d.endpoint_id WHERE e.project_id = ? GROUP BY d.endpoint_id, d.state`),
-		// The window keeps a backlog at one endpoint from filling the
-		// answer; "state = 'pending'" is the due index's predicate.
-		due: r(`SELECT ` + webhookDeliveryCols + ` FROM (
-				SELECT ` + webhookDeliveryCols + `, ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY next_at, created_at, message_id) AS rn
-				FROM webhook_deliveries WHERE state = 'pending' AND next_at <= ?
-					AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE enabled)) due
-			WHERE rn <= ? ORDER BY next_at, created_at, message_id, endpoint_id LIMIT ?`),
+		due:        r(dueQuery(d)),
 		getCursor:  r(`SELECT seq FROM webhook_cursor WHERE name = 'events'`),
 		setCursor:  r(`INSERT INTO webhook_cursor (name, seq) VALUES ('events', ?) ON CONFLICT (name) DO UPDATE SET seq = excluded.seq`),
 		pruneEnded: r(`DELETE FROM webhook_deliveries WHERE state <> 'pending' AND (last_at IS NULL OR last_at < ?)`),
