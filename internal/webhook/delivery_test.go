@@ -509,3 +509,68 @@ func TestOutcomesRecordedTogether(t *testing.T) {
 		t.Fatalf("slots left taken: total %d, in flight %v, per endpoint %v", f.svc.total, f.svc.inflight, f.svc.perEP)
 	}
 }
+
+// staleDue is a store whose read of due deliveries is taken when the read
+// starts and handed back only when let go: a read that began before an
+// outcome was written and ends after it.
+type staleDue struct {
+	store.Store
+	started chan struct{}
+	letGo   chan struct{}
+}
+
+func (s *staleDue) DueWebhookDeliveries(ctx context.Context, now time.Time, perEndpoint, limit int) ([]domain.WebhookDelivery, error) {
+	due, err := s.Store.DueWebhookDeliveries(ctx, now, perEndpoint, limit)
+	if s.started != nil {
+		close(s.started)
+		s.started = nil
+		<-s.letGo
+	}
+	return due, err
+}
+
+// TestNoSecondSendFromAStaleRead: a pass whose read of due deliveries
+// began while an attempt was in flight, and ended after that attempt's
+// outcome was written and its slot freed, does not send it again.
+func TestNoSecondSendFromAStaleRead(t *testing.T) {
+	stale := &staleDue{}
+	f := newFixture(t, func(c *Config) { stale.Store = c.Store; c.Store = stale })
+	release := make(chan struct{})
+	r := newReceiver(t, func(int) (int, time.Duration) {
+		<-release
+		return 200, 0
+	})
+	ep, _ := f.endpoint("p", r.URL, nil)
+	f.event("c-k", "gpu-1", domain.ReasonNodeAdded, time.Time{})
+	if _, err := f.svc.dispatch(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	rec := make(chan ended, f.svc.cfg.Workers)
+	f.svc.fill(f.ctx, &wg, rec)
+	for len(r.requests()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+
+	// A second pass reads while the attempt is in flight...
+	stale.started, stale.letGo = make(chan struct{}), make(chan struct{})
+	started := stale.started
+	second := make(chan struct{})
+	go func() { f.svc.fill(f.ctx, &wg, rec); close(second) }()
+	<-started
+	// ...the attempt ends and its outcome is written...
+	close(release)
+	f.svc.record(f.ctx, []ended{<-rec})
+	// ...then the pass goes on with what it read.
+	close(stale.letGo)
+	<-second
+	wg.Wait()
+	close(rec)
+	f.svc.recordLoop(f.ctx, rec)
+	if n := len(r.requests()); n != 1 {
+		t.Fatalf("the receiver got the delivery %d times; want once", n)
+	}
+	if d := f.deliveries(ep.ID); len(d) != 1 || d[0].State != domain.DeliveryDelivered || d[0].Attempts != 1 {
+		t.Fatalf("%+v", d)
+	}
+}

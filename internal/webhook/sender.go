@@ -54,6 +54,7 @@ func (s *Service) fill(ctx context.Context, wg *sync.WaitGroup, rec chan<- ended
 	// most Workers, and those of the endpoints left alone now, at most
 	// PerEndpoint each; then Workers more is room enough for every slot.
 	s.mu.Lock()
+	s.recorded = map[deliveryKey]bool{}
 	skipped := 0
 	failingFull := 2*s.failing >= s.cfg.Workers
 	for id, h := range s.health {
@@ -82,7 +83,7 @@ func (s *Service) fill(ctx context.Context, wg *sync.WaitGroup, rec chan<- ended
 			break
 		}
 		k := deliveryKey{d.EndpointID, d.MessageID}
-		if s.inflight[k] {
+		if s.inflight[k] || s.recorded[k] {
 			continue
 		}
 		h := s.health[d.EndpointID]
@@ -191,12 +192,16 @@ func (s *Service) releaseLocked(k deliveryKey, failing bool) {
 	}
 }
 
-// done frees an attempt's slot, records how its endpoint fared and wakes
-// the sender, for the next due delivery.
+// done frees an attempt's slot, notes that its outcome was written (ok
+// not nil) and how its endpoint fared, and wakes the sender, for the next
+// due delivery.
 func (s *Service) done(k deliveryKey, failing bool, ok *bool) {
 	s.mu.Lock()
 	s.releaseLocked(k, failing)
 	if ok != nil {
+		if s.recorded != nil {
+			s.recorded[k] = true
+		}
 		h := s.health[k.endpoint]
 		switch {
 		case *ok:

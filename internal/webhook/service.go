@@ -98,6 +98,10 @@ type Service struct {
 	failing  int // attempts in flight to failing endpoints
 	health   map[string]*health
 	freed    chan struct{}
+	// recorded holds the deliveries whose outcome was written since the
+	// current pass began its read of due ones: that read may still have
+	// seen them pending.
+	recorded map[deliveryKey]bool
 }
 
 type deliveryKey struct{ endpoint, message string }
