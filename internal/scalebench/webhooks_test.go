@@ -22,10 +22,16 @@ type receiver struct {
 	mu   sync.Mutex
 	n    map[string]int
 	last map[string]time.Time
+	// seen holds each delivery's endpoint and webhook-id: one seen again
+	// is a duplicate (at least once: an attempt whose outcome was not
+	// recorded, or that timed out after the receiver got it, is made
+	// again).
+	seen map[string]bool
+	dups int
 }
 
 func newReceiver() *receiver {
-	rc := &receiver{n: map[string]int{}, last: map[string]time.Time{}}
+	rc := &receiver{n: map[string]int{}, last: map[string]time.Time{}, seen: map[string]bool{}}
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		var ev struct {
 			Type string `json:"type"`
@@ -35,13 +41,24 @@ func newReceiver() *receiver {
 		if json.Unmarshal(body, &ev) == nil {
 			typ = strings.TrimPrefix(ev.Type, "dev.sparecap.")
 		}
+		id := req.URL.Path + " " + req.Header.Get("webhook-id")
 		rc.mu.Lock()
+		if rc.seen[id] {
+			rc.dups++
+		}
+		rc.seen[id] = true
 		rc.n[typ]++
 		rc.last[typ] = time.Now()
 		rc.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	return rc
+}
+
+func (rc *receiver) duplicates() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.dups
 }
 
 func (rc *receiver) counts() (map[string]int, map[string]time.Time, int) {
@@ -65,7 +82,7 @@ func webhookArgs() []string {
 }
 
 // registerWebhooks registers -webhooks endpoints in every project, all
-// pointing at the receiver, before the clusters are created: every
+// pointing at the receiver (each at a path of its own), before the clusters are created: every
 // lifecycle event of the run is then delivered that many times.
 func (r *run) registerWebhooks(ctx context.Context) error {
 	if *flagWebhooks <= 0 {
@@ -77,7 +94,7 @@ func (r *run) registerWebhooks(ctx context.Context) error {
 		for i := range *flagWebhooks {
 			rctx, cancel := context.WithTimeout(ctx, *flagRequestTimeout)
 			err := r.admin.do(rctx, "POST", "/v1/webhooks", token,
-				map[string]string{"name": fmt.Sprintf("bench-%d", i), "url": r.hooks.srv.URL + "/" + p}, nil)
+				map[string]string{"name": fmt.Sprintf("bench-%d", i), "url": fmt.Sprintf("%s/%s/%d", r.hooks.srv.URL, p, i)}, nil)
 			cancel()
 			if err != nil {
 				return fmt.Errorf("project %s: endpoint %d: %w", p, i, err)
@@ -110,6 +127,7 @@ func (r *run) webhookFigures(ctx context.Context) {
 	}
 	n, last, total := r.hooks.counts()
 	r.add("webhooks", "webhook-deliveries", "deliveries received, all types", float64(total), "deliveries")
+	r.add("webhooks", "webhook-duplicates", "deliveries received again (same endpoint and webhook-id)", float64(r.hooks.duplicates()), "deliveries")
 	for _, typ := range []string{"NodeAdded", "PreemptionNotified", "NodeRemoved", "TargetUnfulfilled"} {
 		r.add("webhooks", "webhook-"+typ, "deliveries received: "+typ, float64(n[typ]), "deliveries")
 	}
