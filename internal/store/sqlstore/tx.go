@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/bound"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
 )
 
 // tx implements store.Tx; its reads go through the transaction and so see
@@ -170,7 +172,7 @@ func (t *tx) newNodeArgs(n domain.Node) []any {
 	return []any{n.ID, n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
 		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
 		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
-		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError, n.CleanupPending, t.s.timeArg(n.ProvisioningAt), n.ID}
+		string(n.Outcome), t.s.timeArg(n.RemovedAt), text(n.LastError), n.CleanupPending, t.s.timeArg(n.ProvisioningAt), n.ID}
 }
 
 func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
@@ -182,7 +184,7 @@ func (t *tx) nodeSetArgs(n domain.Node) []any {
 	return []any{n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
 		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
 		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
-		string(n.Outcome), t.s.timeArg(n.RemovedAt), n.LastError, n.CleanupPending, t.s.timeArg(n.ProvisioningAt), n.ID}
+		string(n.Outcome), t.s.timeArg(n.RemovedAt), text(n.LastError), n.CleanupPending, t.s.timeArg(n.ProvisioningAt), n.ID}
 }
 
 // lockEvents takes the event lock, once per transaction.
@@ -197,7 +199,7 @@ func (t *tx) lockEvents(ctx context.Context) error {
 }
 
 func (t *tx) eventArgs(e domain.Event) []any {
-	return []any{e.ID, e.ClusterID, e.NodeID, e.NodeName, string(e.Reason), e.Message,
+	return []any{e.ID, e.ClusterID, e.NodeID, e.NodeName, string(e.Reason), text(e.Message),
 		t.s.timeArg(e.Timestamp), t.s.timeArg(e.Deadline)}
 }
 
@@ -270,3 +272,7 @@ func readBack(t time.Time) time.Time {
 	}
 	return t.Truncate(time.Microsecond).UTC()
 }
+
+// text is s as stored in a column an outsider fills: cut to
+// store.MaxText bytes.
+func text(s string) string { return bound.Text(s, store.MaxText) }

@@ -60,6 +60,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"KubeconfigDroppedWithCluster", testKubeconfigDroppedWithCluster},
 		{"Access", testAccess},
 		{"NodeLastError", testNodeLastError},
+		{"TextIsBounded", testTextIsBounded},
 		{"NodeCleanup", testNodeCleanup},
 		{"Lease", testLease},
 		{"LeaseRace", testLeaseRace},
