@@ -32,6 +32,9 @@ const (
 	maxWebhookClusters = 100
 	// maxDeliveriesListed bounds one page of deliveries.
 	maxDeliveriesListed = 1000
+	// MaxPendingTests is how many test deliveries an endpoint may have
+	// pending: each is retried for a day while the endpoint fails.
+	MaxPendingTests = 5
 )
 
 // WebhookOptions are the API's part of webhooks.
@@ -494,6 +497,15 @@ func (s *Server) testWebhook(w http.ResponseWriter, r *http.Request, p principal
 		}
 		if !e.Enabled {
 			return conflict("webhook endpoint %s is disabled: enable it first (a test goes the way deliveries go)", e.ID)
+		}
+		pending, err := tx.ListWebhookDeliveries(ctx, store.DeliveryFilter{EndpointID: e.ID, State: domain.DeliveryPending,
+			Type: webhook.TestType, Limit: MaxPendingTests})
+		if err != nil {
+			return err
+		}
+		if len(pending) >= MaxPendingTests {
+			return conflict("webhook endpoint %s has %d test deliveries pending, the most it may (each is retried while the endpoint fails, for up to a day); "+
+				"see why with GET /v1/webhooks/%s/deliveries?state=pending, and test again once one is delivered or failed", e.ID, len(pending), e.ID)
 		}
 		m, err := webhook.NewTestMessage(e, testMessageID(), now)
 		if err != nil {

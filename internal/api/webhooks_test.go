@@ -284,3 +284,41 @@ func TestWebhookEventTypesAreTheReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestPendingTestDeliveriesAreCapped: an endpoint holds at most
+// MaxPendingTests test deliveries pending (a dead endpoint keeps each for
+// a day): the next test is refused with a 409 that names the limit, and
+// stores nothing; once one ends, a test is taken again.
+func TestPendingTestDeliveriesAreCapped(t *testing.T) {
+	e, _, _ := newWebhookEnv(t)
+	var ep apiv1.WebhookEndpoint
+	e.do("p", "POST", "/v1/webhooks", `{"name":"dead","url":"https://hooks.example.com/dead"}`, 201, &ep)
+	path := "/v1/webhooks/" + ep.EndpointID + "/test"
+	var first apiv1.WebhookDelivery
+	for i := range MaxPendingTests {
+		var d apiv1.WebhookDelivery
+		e.do("p", "POST", path, "", 202, &d)
+		if i == 0 {
+			first = d
+		}
+	}
+	er := e.apiErr("p", "POST", path, "", 409)
+	if !strings.Contains(er.Message, fmt.Sprintf("%d test deliveries pending", MaxPendingTests)) {
+		t.Errorf("refusal: %+v; want it to name the limit", er)
+	}
+	ds, err := e.st.ListWebhookDeliveries(e.ctx, store.DeliveryFilter{EndpointID: ep.EndpointID})
+	if err != nil || len(ds) != MaxPendingTests {
+		t.Fatalf("%d deliveries stored (%v); want %d", len(ds), err, MaxPendingTests)
+	}
+	// One ends: room for one more.
+	for _, d := range ds {
+		if d.MessageID == first.WebhookID {
+			d.State, d.NextAt = domain.DeliveryDelivered, time.Time{}
+			if err := e.st.Update(e.ctx, func(tx store.Tx) error { return tx.UpdateWebhookDelivery(e.ctx, d) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e.do("p", "POST", path, "", 202, nil)
+	e.apiErr("p", "POST", path, "", 409)
+}

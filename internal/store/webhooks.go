@@ -79,8 +79,10 @@ type WebhookWriter interface {
 // DeliveryFilter selects an endpoint's deliveries.
 type DeliveryFilter struct {
 	EndpointID string
-	// State, when set, selects deliveries in that state only.
+	// State, when set, selects deliveries in that state only; Type
+	// those of that type (a CloudEvents type: dev.sparecap.Test).
 	State domain.DeliveryState
+	Type  string
 	// Limit caps the result; 0 means no limit.
 	Limit int
 }

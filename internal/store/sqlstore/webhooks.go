@@ -41,9 +41,17 @@ type webhookQueries struct {
 	pruneEnded, pruneBeyond, pruneMessages      string
 	expire                                      string
 	addMessages, addDeliveries                  [webhookSizes]string
-	listDeliveries, listDeliveriesInState       string
-	listDeliveriesLimit, listDeliveriesStateLim string
+	// listDeliveries are indexed by the filter's parts (listByState,
+	// listByType, listLimited).
+	listDeliveries [8]string
 }
+
+// The parts of a DeliveryFilter, as bits of an index of listDeliveries.
+const (
+	listByState = 1 << iota
+	listByType
+	listLimited
+)
 
 // dueQuery reads the due deliveries, at most perEndpoint (the second
 // argument) of each enabled endpoint, so a backlog at one endpoint
@@ -107,10 +115,20 @@ func buildWebhookQueries(d Dialect) webhookQueries {
 		expire: r(`UPDATE webhook_deliveries SET state = 'failed', next_at = NULL, last_at = ?,
 			last_error = CASE WHEN last_error = '' THEN ? ELSE ? || last_error END
 			WHERE state = 'pending' AND created_at < ?`),
-		listDeliveries:         r(list + order),
-		listDeliveriesInState:  r(list + ` AND state = ?` + order),
-		listDeliveriesLimit:    r(list + order + ` LIMIT ?`),
-		listDeliveriesStateLim: r(list + ` AND state = ?` + order + ` LIMIT ?`),
+	}
+	for i := range q.listDeliveries {
+		query := list
+		if i&listByState != 0 {
+			query += ` AND state = ?`
+		}
+		if i&listByType != 0 {
+			query += ` AND type = ?`
+		}
+		query += order
+		if i&listLimited != 0 {
+			query += ` LIMIT ?`
+		}
+		q.listDeliveries[i] = r(query)
 	}
 	for i := range webhookSizes {
 		rows := strings.TrimSuffix(strings.Repeat(webhookMessageRow+", ", 1<<i), ", ")
@@ -227,16 +245,17 @@ func (r reader) ListWebhookEndpoints(ctx context.Context, projectID string) ([]d
 }
 
 func (r reader) ListWebhookDeliveries(ctx context.Context, f store.DeliveryFilter) ([]domain.WebhookDelivery, error) {
-	q, args := r.s.wq.listDeliveries, []any{f.EndpointID}
-	switch {
-	case f.State != "" && f.Limit > 0:
-		q, args = r.s.wq.listDeliveriesStateLim, append(args, string(f.State), f.Limit)
-	case f.State != "":
-		q, args = r.s.wq.listDeliveriesInState, append(args, string(f.State))
-	case f.Limit > 0:
-		q, args = r.s.wq.listDeliveriesLimit, append(args, f.Limit)
+	which, args := 0, []any{f.EndpointID}
+	if f.State != "" {
+		which, args = which|listByState, append(args, string(f.State))
 	}
-	return list(ctx, r, scanWebhookDelivery, "deliveries of webhook endpoint "+f.EndpointID, q, args...)
+	if f.Type != "" {
+		which, args = which|listByType, append(args, f.Type)
+	}
+	if f.Limit > 0 {
+		which, args = which|listLimited, append(args, f.Limit)
+	}
+	return list(ctx, r, scanWebhookDelivery, "deliveries of webhook endpoint "+f.EndpointID, r.s.wq.listDeliveries[which], args...)
 }
 
 func (r reader) CountWebhookDeliveries(ctx context.Context, projectID string) (map[string]store.DeliveryCounts, error) {
@@ -330,12 +349,12 @@ func (t *tx) AddWebhookDeliveries(ctx context.Context, ds []domain.WebhookDelive
 // deliveryArgs are d's values in the order of webhookDeliveryCols.
 func (t *tx) deliveryArgs(d domain.WebhookDelivery) []any {
 	return []any{d.EndpointID, d.MessageID, d.Type, d.EventID, string(d.State), d.Attempts, t.s.timeArg(d.NextAt),
-		t.s.timeArg(d.LastAt), d.LastStatus, d.LastError, d.Latency.Microseconds(), t.s.timeArg(d.CreatedAt)}
+		t.s.timeArg(d.LastAt), d.LastStatus, text(d.LastError), d.Latency.Microseconds(), t.s.timeArg(d.CreatedAt)}
 }
 
 func (t *tx) UpdateWebhookDelivery(ctx context.Context, d domain.WebhookDelivery) error {
 	return t.update(ctx, "pending delivery of "+d.MessageID+" to webhook endpoint "+d.EndpointID, t.s.wq.updateDelivery,
-		string(d.State), d.Attempts, t.s.timeArg(d.NextAt), t.s.timeArg(d.LastAt), d.LastStatus, d.LastError,
+		string(d.State), d.Attempts, t.s.timeArg(d.NextAt), t.s.timeArg(d.LastAt), d.LastStatus, text(d.LastError),
 		d.Latency.Microseconds(), d.EndpointID, d.MessageID)
 }
 

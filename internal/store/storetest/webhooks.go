@@ -219,6 +219,21 @@ func testWebhookDeliveries(t *testing.T, s store.Store) {
 	if len(got) != 68 || got[57] != failing {
 		t.Fatalf("pending: %d, m11 %+v", len(got), got[57])
 	}
+	// By type: a test delivery to wh-b, beside an event's.
+	test := delivery("wh-b", "m13", at(13))
+	test.Type = "dev.sparecap.Test"
+	update(t, s, func(tx store.Tx) error { return tx.AddWebhookDeliveries(ctx, []domain.WebhookDelivery{test}) })
+	got, _ = s.ListWebhookDeliveries(ctx, store.DeliveryFilter{EndpointID: "wh-a", Type: test.Type})
+	wantEqual(t, "wh-a's of type Test", got, []domain.WebhookDelivery{})
+	for _, f := range []store.DeliveryFilter{{Type: test.Type}, {Type: test.Type, State: domain.DeliveryPending},
+		{Type: test.Type, Limit: 1}, {Type: test.Type, State: domain.DeliveryPending, Limit: 5}} {
+		f.EndpointID = "wh-b"
+		got, _ = s.ListWebhookDeliveries(ctx, f)
+		wantEqual(t, fmt.Sprintf("wh-b's with %+v", f), got, []domain.WebhookDelivery{test})
+	}
+	got, _ = s.ListWebhookDeliveries(ctx, store.DeliveryFilter{EndpointID: "wh-b", Type: test.Type, State: domain.DeliveryFailed})
+	wantEqual(t, "wh-b's failed tests", got, []domain.WebhookDelivery{})
+
 	// Once delivered, a late outcome (another attempt's) is refused.
 	late := done
 	late.State, late.LastStatus = domain.DeliveryFailed, 500
@@ -230,7 +245,7 @@ func testWebhookDeliveries(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	wantEqual(t, "p1's counts", counts, map[string]store.DeliveryCounts{
-		"wh-a": {Pending: 68, Delivered: 1, Failed: 1}, "wh-b": {Pending: 1}})
+		"wh-a": {Pending: 68, Delivered: 1, Failed: 1}, "wh-b": {Pending: 2}})
 	counts, _ = s.CountWebhookDeliveries(ctx, "")
 	if len(counts) != 3 || counts["wh-c"] != (store.DeliveryCounts{Pending: 1}) {
 		t.Fatalf("every project's counts: %+v", counts)
