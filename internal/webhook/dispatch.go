@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/bound"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
 )
@@ -106,6 +107,10 @@ func (s *Service) dispatch(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	if err := s.countBacklog(ctx, now); err != nil {
+		return false, err
+	}
+	var queued map[string]int
 	err = st.Update(ctx, func(tx store.Tx) error {
 		cur, err := tx.WebhookCursor(ctx)
 		if err != nil {
@@ -126,18 +131,7 @@ func (s *Service) dispatch(ctx context.Context) (more bool, err error) {
 		}
 		var ms []domain.WebhookMessage
 		var ds []domain.WebhookDelivery
-		added := map[int]bool{}
-		for _, p := range pairs {
-			if !enabled[p.ep.ID] {
-				continue
-			}
-			m := msgs[p.event]
-			if !added[p.event] {
-				ms, added[p.event] = append(ms, m), true
-			}
-			ds = append(ds, domain.WebhookDelivery{EndpointID: p.ep.ID, MessageID: m.ID, Type: m.Type, EventID: m.EventID,
-				State: domain.DeliveryPending, NextAt: now, CreatedAt: now})
-		}
+		ms, ds, queued = s.deliveries(pairs, msgs, enabled, now) // fn may run again: from the same counts
 		if err := tx.AddWebhookMessages(ctx, ms); err != nil {
 			return err
 		}
@@ -149,9 +143,42 @@ func (s *Service) dispatch(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	for ep, n := range queued {
+		s.backlog.add(ep, n)
+	}
 	s.cursor, s.stored, s.wroteAt = last, last, now
 	s.Kick()
 	return more, nil
+}
+
+// deliveries are the messages and deliveries of pairs to the enabled
+// endpoints, and how many deliveries each endpoint was queued. An
+// endpoint with Config.MaxPending deliveries pending gets the rest as
+// failed, not sent.
+func (s *Service) deliveries(pairs []pair, msgs map[int]domain.WebhookMessage, enabled map[string]bool, now time.Time) (
+	ms []domain.WebhookMessage, ds []domain.WebhookDelivery, queued map[string]int) {
+	backlog, queued := s.backlog.snapshot(), map[string]int{}
+	made := map[int]bool{}
+	for _, p := range pairs {
+		if !enabled[p.ep.ID] {
+			continue
+		}
+		m := msgs[p.event]
+		if !made[p.event] {
+			ms, made[p.event] = append(ms, m), true
+		}
+		d := domain.WebhookDelivery{EndpointID: p.ep.ID, MessageID: m.ID, Type: m.Type, EventID: m.EventID,
+			State: domain.DeliveryPending, NextAt: now, CreatedAt: now}
+		if n := backlog[p.ep.ID] + queued[p.ep.ID]; n >= s.cfg.MaxPending {
+			d.State, d.NextAt, d.LastAt = domain.DeliveryFailed, time.Time{}, now
+			d.LastError = fmt.Sprintf("not sent: the endpoint has %d deliveries pending, the most it may; "+
+				"the oldest are retried until they are delivered or their day is over", n)
+		} else {
+			queued[p.ep.ID]++
+		}
+		ds = append(ds, d)
+	}
+	return ms, ds, queued
 }
 
 // checkpoint writes the cursor if it moved and was last written more than
@@ -284,7 +311,7 @@ func (s *Service) listWork(ctx context.Context, c domain.Cluster, node string) *
 			return r.w
 		}
 		if ctx.Err() == nil {
-			return &Work{Unavailable: "the node's work could not be listed: " + r.err.Error()}
+			return &Work{Unavailable: "the node's work could not be listed: " + bound.Line(r.err.Error(), maxErrorText)}
 		}
 	case <-ctx.Done():
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/bound"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
 )
@@ -67,9 +68,12 @@ type EventData struct {
 // out. When the cluster did not list it in time the message goes without
 // it: Listed is false and Unavailable says why.
 type Work struct {
-	Listed      bool   `json:"listed"`
-	Pods        *[]Pod `json:"pods,omitempty"`
-	Jobs        *[]Job `json:"jobs,omitempty"`
+	Listed bool   `json:"listed"`
+	Pods   *[]Pod `json:"pods,omitempty"`
+	Jobs   *[]Job `json:"jobs,omitempty"`
+	// More is how many more pods or jobs were on the node than the
+	// message lists (it lists at most maxWork).
+	More        int    `json:"more,omitempty"`
 	Unavailable string `json:"unavailable,omitempty"`
 }
 
@@ -93,22 +97,40 @@ func drainNotice(e domain.Event) bool {
 	return (e.Reason == domain.ReasonPreemptionNotified || e.Reason == domain.ReasonScaledDown) && e.NodeName != ""
 }
 
+// A message lists at most maxWork pods or jobs, each name cut to
+// maxWorkName bytes (Kubernetes' own bound on a name): the tenant's
+// cluster says what runs on a node, and a message is stored once per
+// event and sent to every endpoint. A GPU node runs a handful.
+const (
+	maxWork     = 100
+	maxWorkName = 253
+)
+
 // workOf turns what the driver listed into a message's Work.
 func workOf(t domain.ClusterType, ws []driver.Work) *Work {
 	w := &Work{Listed: true}
+	name := func(s string) string { return bound.Text(s, maxWorkName) }
 	if t == domain.ClusterSlurm {
 		jobs := []Job{}
 		for _, x := range ws {
+			if len(jobs) == maxWork {
+				w.More++
+				continue
+			}
 			id, _, _ := strings.Cut(x.UID, ".") // the job ID, then its restart count
-			jobs = append(jobs, Job{JobID: id, Name: x.Name, Account: x.Namespace})
+			jobs = append(jobs, Job{JobID: name(id), Name: name(x.Name), Account: name(x.Namespace)})
 		}
 		w.Jobs = &jobs
 		return w
 	}
 	pods := []Pod{}
 	for _, x := range ws {
-		if !x.Support {
-			pods = append(pods, Pod{Namespace: x.Namespace, Name: x.Name, UID: x.UID})
+		switch {
+		case x.Support:
+		case len(pods) == maxWork:
+			w.More++
+		default:
+			pods = append(pods, Pod{Namespace: name(x.Namespace), Name: name(x.Name), UID: name(x.UID)})
 		}
 	}
 	w.Pods = &pods

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -44,9 +45,19 @@ var refusedRanges = []struct {
 	{netip.MustParsePrefix("169.254.0.0/16"), "a link-local address (cloud metadata services answer there)"},
 	{netip.MustParsePrefix("224.0.0.0/4"), "a multicast address"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved or broadcast address"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol address"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address"},
 	{netip.MustParsePrefix("::/128"), "an unspecified address"},
 	{netip.MustParsePrefix("::1/128"), "a loopback address"},
+	// The deprecated IPv4-compatible form ::a.b.c.d: some stacks still
+	// route it to a.b.c.d.
+	{netip.MustParsePrefix("::/96"), "an IPv4-compatible address"},
+	// Local-use NAT64 (RFC 8215) and 6to4 (RFC 3056) reach an IPv4
+	// address carried inside them, which may be an internal one.
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "a local-use NAT64 address"},
+	{netip.MustParsePrefix("2002::/16"), "a 6to4 address"},
 	{netip.MustParsePrefix("fc00::/7"), "a private (unique local) address"},
+	{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
 	{netip.MustParsePrefix("fe80::/10"), "a link-local address"},
 	{netip.MustParsePrefix("ff00::/8"), "a multicast address"},
 }
@@ -109,15 +120,21 @@ func (p Policy) Check(ip netip.Addr) error {
 	return nil
 }
 
+// refusedAtDial is what a delivery refused at dial time records. It
+// does not say which address the name resolved to, nor what kind it is:
+// the tenant reads it, and the server's network is not the tenant's to
+// map.
+const refusedAtDial = "refused by the server's address policy: the endpoint's host resolves to an address deliveries may not reach (an operator allows such addresses with --webhook-allow-cidr)"
+
 // Control checks the address a connection is about to dial (a
 // net.Dialer's Control): after name resolution, so DNS cannot steer a
 // delivery past the policy.
 func (p Policy) Control(_, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("%w: cannot read the address %q", ErrRefusedAddress, address)
+	if err != nil || p.Check(ap.Addr()) != nil {
+		return ErrRefusedAddress
 	}
-	return p.Check(ap.Addr())
+	return nil
 }
 
 // MaxURLLen bounds an endpoint's URL.
@@ -153,6 +170,10 @@ func (p Policy) CheckURL(raw string) (*url.URL, error) {
 		}
 	}
 	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	if ip, ok := legacyIPv4(host); ok {
+		return nil, fmt.Errorf("url host %s is an IPv4 address in a legacy numeric form: it means %s; write it as %s",
+			host, ip, ip)
+	}
 	if ip, err := netip.ParseAddr(host); err == nil {
 		if err := p.Check(ip); err != nil {
 			return nil, fmt.Errorf("url: %w", err)
@@ -164,4 +185,62 @@ func (p Policy) CheckURL(raw string) (*url.URL, error) {
 		}
 	}
 	return u, nil
+}
+
+// legacyIPv4 reads host as inet_aton(3) does, reporting whether it is an
+// IPv4 address written in a form other than the dotted quad: one to four
+// parts, each decimal, octal (a leading 0) or hexadecimal (0x), the last
+// filling the bytes left (167772161, 0x0a000001, 012.0.0.1, 10.1). Go's
+// resolver takes such a host for a name and looks it up, while curl, a
+// browser or a proxy would connect to the address it means: a URL that
+// names one address to a person and another to the server is refused.
+func legacyIPv4(host string) (netip.Addr, bool) {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return netip.Addr{}, false
+	}
+	parts := strings.Split(host, ".")
+	if len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	var vals []uint64
+	for _, p := range parts {
+		v, ok := inetPart(p)
+		if !ok {
+			return netip.Addr{}, false
+		}
+		vals = append(vals, v)
+	}
+	// Every part but the last is a byte; the last fills the rest.
+	var n uint64
+	for _, v := range vals[:len(vals)-1] {
+		if v > 0xff {
+			return netip.Addr{}, false
+		}
+		n = n<<8 | v
+	}
+	rest := uint(8 * (5 - len(vals)))
+	last := vals[len(vals)-1]
+	if last >= 1<<rest {
+		return netip.Addr{}, false
+	}
+	n = n<<rest | last
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), true
+}
+
+// inetPart reads one part of a legacy IPv4 form.
+func inetPart(p string) (uint64, bool) {
+	base := 10
+	switch {
+	case p == "":
+		return 0, false
+	case strings.HasPrefix(p, "0x"):
+		base, p = 16, p[2:]
+		if p == "" {
+			return 0, true // "0x" alone is 0 to inet_aton
+		}
+	case len(p) > 1 && p[0] == '0':
+		base, p = 8, p[1:]
+	}
+	v, err := strconv.ParseUint(p, base, 32)
+	return v, err == nil
 }

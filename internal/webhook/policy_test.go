@@ -15,7 +15,8 @@ import (
 func TestPolicyRefusesInternalAddresses(t *testing.T) {
 	refused := []string{"127.0.0.1", "127.9.9.9", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1",
 		"169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255", "::1", "::", "fd00::1",
-		"fe80::1", "fe80::1%eth0", "ff02::1", "::ffff:127.0.0.1", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe"}
+		"fe80::1", "fe80::1%eth0", "ff02::1", "::ffff:127.0.0.1", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe",
+		"::10.0.0.1", "::a00:1", "64:ff9b:1::a00:1", "2002:a00:1::1", "fec0::1", "198.18.0.1", "198.19.255.255", "192.0.0.8"}
 	allowed := []string{"8.8.8.8", "172.32.0.1", "100.128.0.1", "192.169.0.1", "2001:4860:4860::8888", "64:ff9b::808:808"}
 	var p Policy
 	for _, a := range refused {
@@ -83,7 +84,18 @@ func TestCheckURL(t *testing.T) {
 		"https://ex ample.com/":              "not a URL",
 		"https://example.com/" + long(2100):  "at most 2048",
 		"http://[fe80::1%25eth0]:80/":        "link-local",
-		"http://0x7f000001/":                 "", // a name here; refused when dialled if it resolves inside
+		"http://[::10.0.0.1]/":               "IPv4-compatible",
+		"http://[2002:a00:1::1]/":            "6to4",
+		"http://167772161/":                  "legacy numeric form",
+		"http://0x0a000001/":                 "legacy numeric form",
+		"http://0x7f000001/":                 "means 127.0.0.1",
+		"http://012.0.0.1/":                  "means 10.0.0.1",
+		"http://10.1/":                       "means 10.0.0.1",
+		"http://8.8.2056/":                   "means 8.8.8.8; write it as 8.8.8.8",
+		"http://0X08.8.8.8/":                 "means 8.8.8.8",
+		"http://1.2.3.4.5/":                  "", // not an address in any form: a name
+		"http://4294967296/":                 "", // too large for an address: a name
+		"http://123.example.com/":            "",
 		"https://metadata.google.internal/x": "",
 	} {
 		_, err := p.CheckURL(raw)

@@ -301,6 +301,9 @@ func (s *Service) record(ctx context.Context, batch []ended) {
 			s.cfg.Log.Info("webhook delivery failed: its retry window is over", "endpoint", d.EndpointID, "message", d.MessageID,
 				"attempts", d.Attempts, "last_error", d.LastError)
 		}
+		if d.State != domain.DeliveryPending {
+			s.backlog.add(d.EndpointID, -1)
+		}
 		ok := d.State == domain.DeliveryDelivered
 		s.done(k, e.failing, &ok)
 	}

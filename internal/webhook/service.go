@@ -27,6 +27,12 @@ const (
 	// DefaultKeep how many of an endpoint's ended deliveries at most.
 	DefaultRetention = 72 * time.Hour
 	DefaultKeep      = 1000
+	// DefaultMaxPending is how many deliveries an endpoint may have
+	// pending: hours of a busy fleet's events.
+	DefaultMaxPending = 10000
+	// countEvery is how often the dispatcher counts each endpoint's
+	// pending deliveries again (between counts it adds what it wrote).
+	countEvery = 10 * time.Second
 	// pruneEvery is how often ended deliveries are pruned and those past
 	// their window failed.
 	pruneEvery = 10 * time.Minute
@@ -71,6 +77,10 @@ type Config struct {
 	// Retention and Keep bound the ended deliveries kept.
 	Retention time.Duration
 	Keep      int
+	// MaxPending bounds the deliveries an endpoint has pending: the
+	// events beyond are recorded as failed at once (not sent), so an
+	// endpoint that stopped answering costs the store a bounded backlog.
+	MaxPending int
 }
 
 // Service dispatches lifecycle events to webhook endpoints and delivers
@@ -89,6 +99,9 @@ type Service struct {
 	loaded         bool
 	wroteAt        time.Time
 	clusters       map[string]clusterInfo
+	// backlog is each endpoint's pending deliveries (dispatcher and
+	// sender).
+	backlog backlogs
 
 	// The sender's state.
 	mu       sync.Mutex
@@ -131,18 +144,20 @@ func New(cfg Config) *Service {
 	cfg.Poll = cmp.Or(cfg.Poll, DefaultPoll)
 	cfg.Retention = cmp.Or(cfg.Retention, DefaultRetention)
 	cfg.Keep = cmp.Or(cfg.Keep, DefaultKeep)
+	cfg.MaxPending = cmp.Or(cfg.MaxPending, DefaultMaxPending)
 	dialer := &net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second, Control: cfg.Policy.Control}
 	transport := &http.Transport{
 		// No proxy from the environment: the address dialled must be the
 		// endpoint's, for the policy to mean anything.
-		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
-		TLSHandshakeTimeout:   cfg.Timeout,
-		ResponseHeaderTimeout: cfg.Timeout,
-		MaxIdleConns:          cfg.Workers,
-		MaxIdleConnsPerHost:   cfg.PerEndpoint,
-		IdleConnTimeout:       90 * time.Second,
+		Proxy:                  nil,
+		DialContext:            dialer.DialContext,
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    cfg.Timeout,
+		ResponseHeaderTimeout:  cfg.Timeout,
+		MaxResponseHeaderBytes: maxAnswerHeaders,
+		MaxIdleConns:           cfg.Workers,
+		MaxIdleConnsPerHost:    cfg.PerEndpoint,
+		IdleConnTimeout:        90 * time.Second,
 	}
 	return &Service{
 		cfg: cfg,
@@ -200,6 +215,8 @@ func (s *Service) pruneLoop(ctx context.Context) {
 // Keep of their endpoint.
 func (s *Service) prune(ctx context.Context) error {
 	now := s.cfg.Clock.Now()
+	// Expired deliveries leave their endpoints' backlogs.
+	defer s.backlog.forget()
 	return s.cfg.Store.Update(ctx, func(tx store.Tx) error {
 		if _, err := tx.ExpireWebhookDeliveries(ctx, now.Add(-RetryWindow), now); err != nil {
 			return err
