@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -136,6 +137,7 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.DurationVar(&o.Slurm.PollEvery, "slurm-poll", slurm.DefaultPollEvery, "how often each SLURM cluster's nodes and jobs are read (sinfo --json, squeue --json)")
 	f.DurationVar(&o.Slurm.Timeout, "slurm-timeout", slurm.DefaultTimeout, "timeout of each Slurm command")
 	f.DurationVar(&o.Slurm.ProbeEvery, "slurm-probe-every", 0, "how often sparecap connects to each SLURM node's slurmd to find one that stopped answering before slurmctld does (0: never; each probe logs a line in the slurmd's log)")
+	f.StringVar(&o.Slurm.AuthSocketDir, "slurm-auth-socket-dir", slurm.DefaultAuthSocketDir, "directory under which an attached slurm.conf's munge socket (AuthInfo=socket=...) must be; keep each tenant's munged socket here")
 	f.StringArrayVar(&nodeLabels, "node-label", nil, "KEY=VALUE label added to every node in attached clusters (repeatable)")
 	f.StringArrayVar(&nodeTaints, "node-taint", nil, "KEY[=VALUE]:EFFECT taint added to every node in attached clusters (repeatable)")
 	f.StringArrayVar(&preemptibleTaints, "preemptible-taint", nil, "KEY[=VALUE]:EFFECT taint added to preemptible nodes only, so pods must tolerate it to land there (repeatable)")
@@ -209,6 +211,9 @@ func kubeFlags(o *server.Options, labels, taints, preemptible []string) error {
 	}
 	if o.Slurm.PollEvery < 100*time.Millisecond || o.Slurm.Timeout < time.Second || o.Slurm.ProbeEvery < 0 {
 		return fmt.Errorf("--slurm-poll must be at least 100ms, --slurm-timeout at least 1s, --slurm-probe-every not negative")
+	}
+	if !filepath.IsAbs(o.Slurm.AuthSocketDir) {
+		return fmt.Errorf("--slurm-auth-socket-dir must be an absolute path; got %q", o.Slurm.AuthSocketDir)
 	}
 	if o.Kube.Timeout < time.Second {
 		return fmt.Errorf("--kube-timeout must be at least 1s; got %s", o.Kube.Timeout)

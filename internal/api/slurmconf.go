@@ -2,16 +2,21 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/slurm"
+	"github.com/sparecap/sparecap/internal/store"
 )
 
-// A SLURM cluster's slurm.conf is attached like a kubeconfig: checked (its
-// slurmctld must answer), sealed, stored in the cluster's one attachment
-// column, never returned.
+// A SLURM cluster's slurm.conf is attached like a kubeconfig: checked (see
+// slurm.Check: what it holds, and its slurmctld must answer), sealed,
+// stored in the cluster's one attachment column, never returned. One
+// Slurm is one cluster's: no two attached clusters share a ClusterName or
+// a slurmctld.
 
 // maxSlurmConf bounds an attached slurm.conf.
 const maxSlurmConf = 256 << 10
@@ -32,12 +37,17 @@ func (s *Server) attachSlurm(w http.ResponseWriter, r *http.Request, p principal
 		s.fail(w, r, err)
 		return
 	}
+	ident, err := slurm.ConfIdentity([]byte(req.SlurmConf))
+	if err != nil {
+		s.fail(w, r, invalid("slurm_conf", "the slurm.conf was not attached: %v", err))
+		return
+	}
 	sealed, err := s.Sealer.Seal([]byte(req.SlurmConf), c.ID)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("seal slurm.conf: %w", err))
 		return
 	}
-	if err := s.setKubeconfig(ctx, c.ID, sealed, domain.Access{}); err != nil {
+	if err := s.setSlurmConf(ctx, c.ID, ident, sealed); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -79,6 +89,63 @@ func (s *Server) checkSlurm(ctx context.Context, conf string) error {
 	}
 	if err := s.CheckSlurm(ctx, []byte(conf)); err != nil {
 		return invalid("slurm_conf", "the slurm.conf was not attached: %v", err)
+	}
+	return nil
+}
+
+// setSlurmConf stores the sealed slurm.conf of cluster id, in the same
+// transaction as the check that no other attached Slurm cluster is the
+// same Slurm (see slurm.Identity): updates are serializable, so two
+// attaches of one Slurm at once cannot both pass.
+func (s *Server) setSlurmConf(ctx context.Context, id string, ident slurm.Identity, sealed []byte) error {
+	now := s.clock.Now()
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		if err := s.slurmUnique(ctx, tx, id, ident); err != nil {
+			return err
+		}
+		return tx.SetKubeconfig(ctx, id, sealed, now)
+	})
+	if errors.Is(err, domain.ErrNotFound) {
+		return notFound("cluster %q not found", id)
+	}
+	if err != nil {
+		return err
+	}
+	if s.OnKubeconfig != nil {
+		s.OnKubeconfig(id)
+	}
+	return nil
+}
+
+// slurmUnique refuses, with a conflict naming it, another attached SLURM
+// cluster whose slurm.conf has ident's ClusterName or one of its
+// slurmctlds. The other clusters' files are opened to compare, and only
+// that.
+func (s *Server) slurmUnique(ctx context.Context, tx store.Tx, id string, ident slurm.Identity) error {
+	clusters, err := tx.ListClusters(ctx, "")
+	if err != nil {
+		return err
+	}
+	for _, c := range clusters {
+		if c.ID == id || c.Type != domain.ClusterSlurm || c.KubeAttachedAt.IsZero() {
+			continue
+		}
+		sealed, err := tx.GetKubeconfig(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		if sealed == nil {
+			continue
+		}
+		text, err := s.Sealer.Open(sealed, c.ID)
+		if err != nil {
+			return fmt.Errorf("open the slurm.conf of cluster %s to compare: %w", c.ID, err)
+		}
+		other, _ := slurm.ConfIdentity(text) // as much as it holds
+		if same := ident.Shares(other); same != "" {
+			return conflict("the slurm.conf was not attached: cluster %s (project %s) has the same %s, and one Slurm is one cluster's: "+
+				"each cluster's reclaims would drain the other's nodes; detach it there first", c.ID, c.ProjectID, same)
+		}
 	}
 	return nil
 }

@@ -239,7 +239,12 @@ func (b *boot) drivers() error {
 		}
 	}
 	s.Kube = kube.NewRouter(attachment(domain.ClusterKubernetes), s.Sim, kopts)
-	sopts := o.Slurm
+	dir, err := b.slurmDir()
+	if err != nil {
+		return err
+	}
+	b.o.Slurm.Dir = dir // the attach check's copies too
+	sopts := b.o.Slurm
 	sopts.Log, sopts.Clock = o.Log, clk
 	s.Slurm = slurm.NewRouter(attachment(domain.ClusterSlurm), s.Kube, sopts)
 	machines, closeMachines, err := machineProvider(o, s)
@@ -265,6 +270,30 @@ func (b *boot) drivers() error {
 	s.Webhooks = webhook.New(webhook.Config{Store: b.fenced, Driver: s.Slurm, Sealer: b.sealer,
 		Policy: webhook.Policy{Allow: o.WebhookAllow}, Changed: s.Controller.Changed, Log: o.Log})
 	return nil
+}
+
+// slurmDir clears and returns <data-dir>/slurm, owner only, where the
+// Slurm commands' copies of the attached slurm.confs live while their
+// drivers run (slurm.Options.Dir): a server killed leaves its copies
+// behind, and its next start removes them. The directory is locked for
+// this server first, so that a second one given the same data directory
+// by mistake cannot remove the copies of the first.
+func (b *boot) slurmDir() (string, error) {
+	unlock, err := lockFile(filepath.Join(b.o.DataDir, "slurm.lock"),
+		"another sparecap server is using this data directory: every server needs its own --data-dir")
+	if err != nil {
+		return "", err
+	}
+	prev := b.unlock
+	b.unlock = func() { unlock(); prev() }
+	dir := filepath.Join(b.o.DataDir, "slurm")
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("clear the slurm.conf copies in %s: %w", dir, err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", fmt.Errorf("the directory of the slurm.conf copies: %w", err)
+	}
+	return dir, nil
 }
 
 // handlers builds the API, the console and /metrics, behind the guard,

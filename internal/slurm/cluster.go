@@ -16,8 +16,12 @@
 // deadline. Those promises are written on the job itself (its
 // AdminComment), so a restarted sparecap keeps them.
 //
+// The commands never read the tenant's slurm.conf: they get a copy of the
+// settings they need (ParseConf), and an environment of their own.
+//
 // The mapping: a node is a dynamic node named as sparecap names it, with
-// the features "sparecap" and its class; a unit of work is a job with
+// the features "sparecap", its class and its cluster's (ClusterFeature:
+// the driver acts on no node without it); a unit of work is a job with
 // work on the node (a multi-node job is one unit, noticed once as a
 // whole); marks are a drain with a reason starting "sparecap:" and the
 // deadline in the node's Extra field (JSON); a notice is SIGTERM to the
@@ -28,7 +32,6 @@ package slurm
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -76,14 +79,22 @@ type Options struct {
 	ProbeEvery time.Duration
 	// ProbeFailures: see DefaultProbeFailures.
 	ProbeFailures int
-	// Bin is the directory of the Slurm commands (default: PATH).
+	// Bin is the directory of the Slurm commands (default: the server's
+	// PATH finds them).
 	Bin string
-	// Dir holds each cluster's slurm.conf, private to sparecap (default:
-	// a new directory under the system's temporary one).
-	Dir   string
-	Clock clock.Clock
-	Log   *slog.Logger
-	Hooks driver.Hooks
+	// Dir holds the commands' copy of each cluster's slurm.conf (see
+	// ParseConf), each in a directory of its own, owner only (default:
+	// the system's temporary directory; the server uses
+	// <data-dir>/slurm, which it clears when it starts).
+	Dir string
+	// AuthSocketDir is the directory under which a slurm.conf's munge
+	// socket must be (default DefaultAuthSocketDir): the operator keeps
+	// each tenant's munged there, and a file naming another socket would
+	// sign with another key.
+	AuthSocketDir string
+	Clock         clock.Clock
+	Log           *slog.Logger
+	Hooks         driver.Hooks
 }
 
 func (o *Options) defaults() {
@@ -92,6 +103,7 @@ func (o *Options) defaults() {
 	o.InFlight = cmp.Or(o.InFlight, DefaultInFlight)
 	o.Retries = cmp.Or(o.Retries, DefaultRetries)
 	o.ProbeFailures = cmp.Or(o.ProbeFailures, DefaultProbeFailures)
+	o.AuthSocketDir = cmp.Or(o.AuthSocketDir, DefaultAuthSocketDir)
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
@@ -108,8 +120,10 @@ type Cluster struct {
 	// dir holds this cluster's slurm.conf; removed by Close.
 	dir string
 	// killWait is the cluster's KillWait (SIGTERM to SIGKILL on a
-	// requeue), read at start.
-	killWait time.Duration
+	// requeue), and slurmdPort the port its slurmds listen on, read at
+	// start.
+	killWait   time.Duration
+	slurmdPort int
 
 	hooks atomic.Pointer[driver.Hooks]
 	stop  chan struct{}
@@ -117,41 +131,44 @@ type Cluster struct {
 
 	mu   sync.Mutex
 	snap *snapshot
+	// before: the nodes from before cluster features slurmctld had at the
+	// first poll (see own); nil until then. added: the nodes AddNode gave
+	// the cluster's feature.
+	before, added map[string]bool
 	// refreshing is closed when the refresh in progress ends.
 	refreshing chan struct{}
 	tend       tendState
 }
 
 // NewCluster starts the driver of the cluster whose slurm.conf is conf:
-// it checks that slurmctld answers, reads KillWait and starts the poll.
+// it checks the file (ParseConf), writes the commands' copy, checks that
+// slurmctld answers, reads its KillWait and SlurmdPort, and starts the
+// poll.
 func NewCluster(ctx context.Context, id string, conf []byte, opts Options) (*Cluster, error) {
+	c, err := newCluster(ctx, id, conf, opts)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", id, err)
+	}
+	return c, nil
+}
+
+func newCluster(ctx context.Context, id string, conf []byte, opts Options) (*Cluster, error) {
 	opts.defaults()
-	if err := CheckConf(conf); err != nil {
-		return nil, err
-	}
-	base := opts.Dir
-	if base == "" {
-		base = os.TempDir()
-	}
-	if err := os.MkdirAll(base, 0o700); err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp(base, "slurm-"+id+"-")
+	parsed, err := ParseConf(conf, opts.AuthSocketDir)
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, "slurm.conf")
-	if err := os.WriteFile(path, conf, 0o600); err != nil {
-		os.RemoveAll(dir)
+	dir, path, err := writeCopy(opts.Dir, id, parsed.Copy())
+	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{id: id, opts: opts, dir: dir, stop: make(chan struct{}), done: make(chan struct{}),
+	c := &Cluster{id: id, opts: opts, dir: dir, stop: make(chan struct{}), done: make(chan struct{}), added: map[string]bool{},
 		run: &runner{conf: path, timeout: opts.Timeout, retries: opts.Retries, slots: make(chan struct{}, opts.InFlight),
 			bin: opts.Bin, sleepFor: opts.Clock.After}}
 	c.tend.init()
 	h := opts.Hooks
 	c.hooks.Store(&h)
-	if c.killWait, err = c.readKillWait(ctx); err != nil {
+	if err := c.readConfig(ctx, parsed.SlurmdPort); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -159,39 +176,55 @@ func NewCluster(ctx context.Context, id string, conf []byte, opts Options) (*Clu
 	return c, nil
 }
 
-// CheckConf refuses what cannot be a slurm.conf for the client commands.
-func CheckConf(conf []byte) error {
-	s := string(conf)
-	if strings.TrimSpace(s) == "" {
-		return errors.New("the slurm.conf is empty")
+// writeCopy writes the commands' slurm.conf into a new directory of its
+// own under base, owner only.
+func writeCopy(base, id string, conf []byte) (dir, path string, err error) {
+	if base == "" {
+		base = os.TempDir()
 	}
-	for _, line := range strings.Split(s, "\n") {
-		k, _, _ := strings.Cut(strings.TrimSpace(line), "=")
-		if strings.EqualFold(k, "SlurmctldHost") || strings.EqualFold(k, "ControlMachine") {
-			return nil
-		}
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return "", "", fmt.Errorf("the directory of the slurm.conf copies: %w", err)
 	}
-	return errors.New("the slurm.conf names no SlurmctldHost: the client commands could not find slurmctld")
+	if dir, err = os.MkdirTemp(base, "slurm-"+id+"-"); err != nil {
+		return "", "", fmt.Errorf("the directory of the slurm.conf copies: %w", err)
+	}
+	path = filepath.Join(dir, "slurm.conf")
+	if err := os.WriteFile(path, conf, 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", "", fmt.Errorf("write the slurm.conf copy: %w", err)
+	}
+	return dir, path, nil
 }
 
-// readKillWait asks slurmctld for its configuration (and so checks that
-// it answers).
-func (c *Cluster) readKillWait(ctx context.Context) (time.Duration, error) {
+// defaultSlurmdPort is SlurmdPort's default.
+const defaultSlurmdPort = 6818
+
+// readConfig asks slurmctld for its configuration (and so checks that it
+// answers): its KillWait, and the SlurmdPort its slurmds listen on (the
+// file's, or Slurm's default, if it does not say).
+func (c *Cluster) readConfig(ctx context.Context, confPort int) error {
 	out, err := c.run.run(ctx, "scontrol", "show", "config")
 	if err != nil {
-		return 0, fmt.Errorf("cluster %s: slurmctld did not answer: %w", c.id, err)
+		return fmt.Errorf("slurmctld did not answer: %w", err)
 	}
+	c.killWait = 30 * time.Second // Slurm's default
+	c.slurmdPort = cmp.Or(confPort, defaultSlurmdPort)
 	for _, line := range strings.Split(string(out), "\n") {
 		k, v, ok := strings.Cut(line, "=")
-		if ok && strings.TrimSpace(k) == "KillWait" {
-			v = strings.Fields(v)[0]
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err == nil {
-				return time.Duration(n) * time.Second, nil
-			}
+		f := strings.Fields(v)
+		if !ok || len(f) == 0 {
+			continue
+		}
+		n, err := strconv.Atoi(f[0])
+		switch {
+		case err != nil:
+		case strings.TrimSpace(k) == "KillWait":
+			c.killWait = time.Duration(n) * time.Second
+		case strings.TrimSpace(k) == "SlurmdPort" && n > 0 && n < 65536:
+			c.slurmdPort = n
 		}
 	}
-	return 30 * time.Second, nil // Slurm's default
+	return nil
 }
 
 // Close stops the poll and removes the cluster's slurm.conf copy.

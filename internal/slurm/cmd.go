@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/sparecap/sparecap/internal/bound"
+	"github.com/sparecap/sparecap/internal/termsafe"
 )
 
 // ErrUnreachable wraps the error of a command that could not reach
@@ -58,32 +60,70 @@ func (r *runner) once(ctx context.Context, name string, args ...string) ([]byte,
 		path = r.bin + "/" + name
 	}
 	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Env = append(os.Environ(), "SLURM_CONF="+r.conf)
+	cmd.Env = commandEnv(r.conf)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if err == nil {
 		return stdout.Bytes(), nil
 	}
-	msg := strings.TrimSpace(stderr.String() + " " + stdout.String())
+	// The whole output is matched; one line of it is told (see oneLine).
+	out := stderr.String() + " " + stdout.String()
+	line := oneLine(stderr.String(), stdout.String())
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%s %s: no answer in %s: %w", name, strings.Join(args, " "), r.timeout, ErrUnreachable)
 	}
-	if unreachable(msg) {
-		return nil, fmt.Errorf("%s %s: %s: %w", name, strings.Join(args, " "), msg, ErrUnreachable)
+	if unreachable(out) {
+		return nil, fmt.Errorf("%s %s: %s: %w", name, strings.Join(args, " "), line, ErrUnreachable)
 	}
-	return stdout.Bytes(), &cmdError{cmd: name + " " + strings.Join(args, " "), msg: msg}
+	return stdout.Bytes(), &cmdError{cmd: name + " " + strings.Join(args, " "), msg: line, out: out}
+}
+
+// safePath is the commands' PATH: they run nothing of their own, and
+// nothing of the server's environment.
+const safePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// commandEnv is all a Slurm command gets of an environment: its
+// slurm.conf and a fixed PATH and locale. The server's environment holds
+// its secrets (SPARECAP_ADMIN_TOKEN, PGPASSWORD, ...) and may hold
+// SLURM_* or SQUEUE_* variables that would change what the commands do.
+func commandEnv(conf string) []string {
+	return []string{"PATH=" + safePath, "SLURM_CONF=" + conf, "LC_ALL=C"}
+}
+
+// maxLine bounds the line of a command's output an error tells.
+const maxLine = 300
+
+// oneLine is what an error tells of a failed command's output: its first
+// line on stderr (else on stdout), its control characters escaped, at
+// most maxLine bytes. The rest is never told: Slurm quotes the lines of a
+// file it cannot parse. munge's advice to restart munged with more
+// threads, which comes before what went wrong, is passed over.
+func oneLine(stderr, stdout string) string {
+	for _, text := range []string{stderr, stdout} {
+		for _, l := range strings.Split(text, "\n") {
+			l = strings.TrimSpace(l)
+			if l == "" || strings.Contains(l, "If munged is up, restart with --num-threads") {
+				continue
+			}
+			return bound.Text(termsafe.Escape(l), maxLine)
+		}
+	}
+	return "(no output)"
 }
 
 // cmdError is a command slurmctld answered with a refusal.
-type cmdError struct{ cmd, msg string }
+type cmdError struct {
+	cmd, msg string
+	out      string // the whole output, matched by says, never told
+}
 
 func (e *cmdError) Error() string { return e.cmd + ": " + e.msg }
 
-// says reports whether err is a refusal whose message contains s.
+// says reports whether err is a refusal whose output contains s.
 func says(err error, s string) bool {
 	var ce *cmdError
-	return errors.As(err, &ce) && strings.Contains(strings.ToLower(ce.msg), strings.ToLower(s))
+	return errors.As(err, &ce) && strings.Contains(strings.ToLower(ce.out), strings.ToLower(s))
 }
 
 // unreachable: the messages of a client that did not get an answer.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -259,7 +260,10 @@ func TestTwoClustersWithTheirOwnMungeKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrong := strings.ReplaceAll(string(conf), other.MungeSocket(), env.MungeSocket())
-	if err := slurm.Check(ctx, []byte(wrong), slurm.Options{Retries: 1, Timeout: 5 * time.Second}); err == nil {
+	// Both munge sockets under the socket root, as an operator's are: the
+	// other key refuses it.
+	root := filepath.Dir(env.Dir)
+	if err := slurm.Check(ctx, []byte(wrong), slurm.Options{Retries: 1, Timeout: 5 * time.Second, AuthSocketDir: root}); err == nil {
 		t.Error("a slurm.conf with the other cluster's munge key was accepted")
 	}
 }
@@ -269,7 +273,8 @@ func TestTwoClustersWithTheirOwnMungeKeys(t *testing.T) {
 // notice (a sparecap restart, a new leader) requeues it when it exits.
 func TestRestartKeepsTheRequeuePromise(t *testing.T) {
 	ctx := context.Background()
-	first, err := slurm.NewCluster(ctx, "c-restart", mustRead(t, env.Conf), slurm.Options{PollEvery: 200 * time.Millisecond, Log: testLog()})
+	opts := slurm.Options{PollEvery: 200 * time.Millisecond, Log: testLog(), AuthSocketDir: filepath.Dir(env.MungeSocket())}
+	first, err := slurm.NewCluster(ctx, "c-restart", mustRead(t, env.Conf), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +298,12 @@ func TestRestartKeepsTheRequeuePromise(t *testing.T) {
 	}
 	first.Close() // before the job has exited
 	waitTrail(t, tr, "exit", 1, 10*time.Second)
-	newCluster(t, env, slurm.Options{}) // the restarted sparecap's driver
+	// The restarted sparecap's driver of the same cluster.
+	again, err := slurm.NewCluster(ctx, "c-restart", mustRead(t, env.Conf), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(again.Close)
 	eventually(t, 10*time.Second, func() error {
 		if j := jobByID(t, env, id); j.Restarts != 1 {
 			return fmt.Errorf("job %s %s, %d restarts", id, j.State, j.Restarts)

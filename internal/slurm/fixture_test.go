@@ -64,7 +64,8 @@ func newFixture(t testing.TB, cfg fixtureConfig) *fixture {
 		t.Fatal(err)
 	}
 	router := slurm.NewRouter(func(context.Context, string) ([]byte, error) { return conf, nil }, fl,
-		slurm.Options{PollEvery: 250 * time.Millisecond, ProbeEvery: 250 * time.Millisecond, Log: testLog()})
+		slurm.Options{PollEvery: 250 * time.Millisecond, ProbeEvery: 250 * time.Millisecond, Log: testLog(),
+			AuthSocketDir: filepath.Dir(e.MungeSocket())})
 	ctrl := controller.New(st, router, &bootProvider{env: e}, clk, controller.Config{
 		DrainWindow: cfg.window, Cooldown: -1, Interval: 500 * time.Millisecond,
 	}, nil)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,6 +25,10 @@ import (
 var env *slurmenv.Env
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		os.Exit(m.Run()) // fuzzing reads slurm.confs: no Slurm needed
+	}
 	var err error
 	env, err = slurmenv.Start(slurmenv.Options{})
 	if err != nil {
@@ -49,6 +55,9 @@ func newCluster(t *testing.T, e *slurmenv.Env, opts slurm.Options) *slurm.Cluste
 	}
 	if opts.PollEvery == 0 {
 		opts.PollEvery = 200 * time.Millisecond
+	}
+	if opts.AuthSocketDir == "" {
+		opts.AuthSocketDir = filepath.Dir(e.MungeSocket())
 	}
 	id := fmt.Sprintf("c-slurm-%d", clusterSeq.Add(1))
 	c, err := slurm.NewCluster(context.Background(), id, conf, opts)

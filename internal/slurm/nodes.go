@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 const reasonPrefix = "sparecap:"
 
 // FeatureManaged is the feature every sparecap node carries, beside its
-// class (standard or preemptible).
+// class (standard or preemptible) and its cluster's (ClusterFeature).
 const FeatureManaged = "sparecap"
 
 // Keys of the JSON object sparecap keeps in a node's Extra field.
@@ -28,14 +27,16 @@ const (
 	extraNotice   = "sparecap.dev/notice"
 )
 
-// Features are the features a node of the class joins with.
+// Features are the features every node of the class has, whatever its
+// cluster (see NodeFeatures).
 func Features(class domain.ComputeClass) []string { return []string{FeatureManaged, string(class)} }
 
 // AddNode returns nil once the node's slurmd has registered with
 // slurmctld (the machine's boot starts `slurmd -Z` with NodeConf), is
-// responding and schedulable, and carries the features of its class; an
-// error wrapping driver.ErrNotReady before that. sparecap never creates
-// the node itself: its slurmd's registration does.
+// responding and schedulable, and carries the features of its cluster and
+// class; an error wrapping driver.ErrNotReady before that. sparecap never
+// creates the node itself: its slurmd's registration does. A node of
+// that name with another cluster's feature is never taken.
 func (c *Cluster) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 	if err := c.check(spec.ClusterID); err != nil {
 		return err
@@ -48,17 +49,15 @@ func (c *Cluster) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 	switch {
 	case n == nil:
 		return fmt.Errorf("node %s has not registered with slurmctld: %w", spec.NodeName, driver.ErrNotReady)
+	case c.ownership(n) == theirs:
+		return fmt.Errorf("node %s in slurmctld is another cluster's (features %s), not %s's: %w", spec.NodeName, n.Features, c.id, driver.ErrNotReady)
 	case !n.responding():
 		return fmt.Errorf("node %s is %s: %w", spec.NodeName, n.State, driver.ErrNotReady)
 	}
-	want := Features(spec.Class)
-	have := strings.Split(n.Features, ",")
-	if missing := slices.DeleteFunc(slices.Clone(want), func(f string) bool { return slices.Contains(have, f) }); len(missing) > 0 {
-		all := strings.Join(append(slices.DeleteFunc(have, func(f string) bool { return f == "" }), missing...), ",")
-		if err := c.updateNode(ctx, spec.NodeName, "AvailableFeatures="+all, "ActiveFeatures="+all); err != nil {
-			return err
-		}
+	if err := c.adopt(ctx, n, NodeFeatures(c.id, spec.Class)); err != nil {
+		return err
 	}
+	c.setAdded(spec.NodeName, true)
 	if n.drained() {
 		return fmt.Errorf("node %s is drained (%s): %w", spec.NodeName, n.Reason, driver.ErrNotReady)
 	}
@@ -66,9 +65,11 @@ func (c *Cluster) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 }
 
 // NodeConf is what the machine's `slurmd -Z --conf` says of the node: its
-// CPUs, memory, GPUs and features. The machine provider's hook gets it.
+// CPUs, memory, GPUs and features, its cluster's among them, so the node
+// is its cluster's from its registration. The machine provider's hook
+// gets it.
 func NodeConf(spec driver.NodeSpec, cpus, memoryMiB int) string {
-	s := fmt.Sprintf("Gres=gpu:%d Feature=%s", spec.GPUs, strings.Join(Features(spec.Class), ","))
+	s := fmt.Sprintf("Gres=gpu:%d Feature=%s", spec.GPUs, strings.Join(NodeFeatures(spec.ClusterID, spec.Class), ","))
 	if cpus > 0 {
 		s = fmt.Sprintf("CPUs=%d ", cpus) + s
 	}
@@ -108,7 +109,7 @@ func (c *Cluster) marks(ctx context.Context, nodeName string, m driver.Marks, ma
 	if err != nil {
 		return nil, err
 	}
-	n := s.nodes[nodeName]
+	n := c.own(ctx, s, nodeName)
 	if n == nil {
 		return nil, notFound("node " + nodeName)
 	}
@@ -147,7 +148,9 @@ func (c *Cluster) keptDrain(nodeName, reason string) {
 // Release removes the node from slurmctld. A node with jobs still on it
 // (past its deadline, or lost) is set DOWN first, which requeues them at
 // once; the delete is then tried again on the cleanup's next pass if
-// slurmctld still counts it busy. A missing node is not an error.
+// slurmctld still counts it busy. A missing node, or one that is not this
+// cluster's, is not an error: there is nothing of this cluster's to
+// remove.
 func (c *Cluster) Release(ctx context.Context, clusterID, nodeName string) error {
 	if err := c.check(clusterID); err != nil {
 		return err
@@ -156,7 +159,7 @@ func (c *Cluster) Release(ctx context.Context, clusterID, nodeName string) error
 	if err != nil {
 		return err
 	}
-	n := s.nodes[nodeName]
+	n := c.own(ctx, s, nodeName)
 	if n == nil {
 		return nil
 	}
@@ -169,6 +172,7 @@ func (c *Cluster) Release(ctx context.Context, clusterID, nodeName string) error
 	c.invalidate()
 	switch {
 	case err == nil, says(err, "invalid node name"), says(err, "not found"):
+		c.setAdded(nodeName, false)
 		return nil
 	case says(err, "busy"):
 		if n.State != "down" {
@@ -185,9 +189,9 @@ func (c *Cluster) down(ctx context.Context, nodeName, why string) error {
 }
 
 // Health reports what slurmctld and the node's slurmd say: gone when
-// slurmctld has no such node; not ready since the first sign its slurmd
-// stopped answering, or since slurmctld set it DOWN; lost once the driver
-// set it DOWN for that (see probe).
+// slurmctld has no such node of this cluster's; not ready since the first
+// sign its slurmd stopped answering, or since slurmctld set it DOWN; lost
+// once the driver set it DOWN for that (see probe).
 func (c *Cluster) Health(ctx context.Context, clusterID, nodeName string) (driver.NodeHealth, error) {
 	if err := c.check(clusterID); err != nil {
 		return driver.NodeHealth{}, err
@@ -196,7 +200,7 @@ func (c *Cluster) Health(ctx context.Context, clusterID, nodeName string) (drive
 	if err != nil {
 		return driver.NodeHealth{}, err
 	}
-	n := s.nodes[nodeName]
+	n := c.own(ctx, s, nodeName)
 	if n == nil {
 		return driver.NodeHealth{Gone: true}, nil
 	}

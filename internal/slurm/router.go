@@ -148,11 +148,13 @@ func (r *Router) Idle(clusterID, nodeName string) (idle, known bool) {
 var _ driver.ClusterDriver = (*Router)(nil)
 var _ driver.IdleReporter = (*Router)(nil)
 
-// Check asks the slurmctld a slurm.conf reaches for its configuration,
-// with the client commands of opts, and returns an error saying why when
-// it does not answer: what an attach checks before it stores the file.
+// Check checks a slurm.conf (ParseConf) and asks the slurmctld it reaches
+// for its configuration, with the commands of opts and the copy they get
+// (written under opts.Dir, removed before Check returns), and returns an
+// error saying why when it refuses the file or slurmctld does not answer:
+// what an attach checks before it stores the file.
 func Check(ctx context.Context, conf []byte, opts Options) error {
-	c, err := NewCluster(ctx, "check", conf, opts)
+	c, err := newCluster(ctx, "check", conf, opts)
 	if err != nil {
 		return err
 	}

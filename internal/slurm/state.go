@@ -189,6 +189,7 @@ func (c *Cluster) view(ctx context.Context, maxAge time.Duration) (*snapshot, er
 		prev := c.snap
 		if err == nil {
 			c.snap = s
+			c.noteFirst(s)
 		}
 		c.mu.Unlock()
 		close(done)
@@ -212,8 +213,8 @@ func (c *Cluster) invalidate() {
 }
 
 // changed tells the controller what changed between two polls: a
-// draining node whose last job ended (WorkGone), a managed node that went
-// or stopped responding (NodeChanged).
+// draining node of the cluster's whose last job ended (WorkGone), one that
+// went or stopped responding (NodeChanged).
 func (c *Cluster) changed(prev, next *snapshot) {
 	if prev == nil {
 		return
@@ -221,6 +222,9 @@ func (c *Cluster) changed(prev, next *snapshot) {
 	h := c.hook()
 	gone, nodes := false, false
 	for name, p := range prev.nodes {
+		if !c.managed(p) {
+			continue
+		}
 		n, ok := next.nodes[name]
 		if !ok || p.responding() != n.responding() {
 			nodes = true

@@ -100,7 +100,7 @@ func (c *Cluster) tendJobs(ctx context.Context, s *snapshot) {
 	now := c.opts.Clock.Now()
 	for _, j := range s.jobs {
 		m, ok := jobMark(j)
-		if !ok {
+		if !ok || !c.keeps(s, m) {
 			continue
 		}
 		switch {
@@ -112,6 +112,15 @@ func (c *Cluster) tendJobs(ctx context.Context, s *snapshot) {
 			}
 		}
 	}
+}
+
+// keeps: the promise of mark m is this cluster's to keep. A mark names
+// the node of the notice, not the cluster: one that names another
+// cluster's node is that cluster's. One whose node is gone is kept (a
+// restarted sparecap keeps its promises after the node went).
+func (c *Cluster) keeps(s *snapshot, m mark) bool {
+	n := s.nodes[m.Node]
+	return n == nil || c.ownership(n) != theirs
 }
 
 // requeueEnded requeues a noticed job that ended: Slurm counts a job that
@@ -171,7 +180,7 @@ func (c *Cluster) probe(ctx context.Context, s *snapshot) {
 	var downs []string
 	c.tend.mu.Lock()
 	for _, n := range s.nodes {
-		if !managedNode(n) || n.State == "future" || n.State == "down" {
+		if !c.managed(n) || n.State == "future" || n.State == "down" {
 			continue
 		}
 		p := c.tend.probe[n.Name]
@@ -228,10 +237,19 @@ func (c *Cluster) lose(ctx context.Context, name string) {
 	}
 }
 
-// dial connects to the slurmd of each sparecap node once every
+// dial connects to the slurmd of each of the cluster's nodes once every
 // Options.ProbeEvery (never when it is zero) and says which answered. A
 // probe costs a line in the slurmd's log ("Zero Bytes were transmitted"),
 // which is why it is off by default.
+//
+// It dials the address of a node with the cluster's feature only, and
+// only on the cluster's SlurmdPort, never on the port the node's record
+// reports: the records are the tenant's to write (scontrol create
+// NodeAddr=... Port=...), and the control plane must not connect wherever
+// they say, once a second, a port scan on the tenant's behalf. slurmctld
+// itself reaches a dynamic node on SlurmdPort whatever its record's Port
+// (NOTES.md section 5), so a node whose record says another port is dialed
+// there too.
 func (c *Cluster) dial(ctx context.Context, s *snapshot, now time.Time) map[string]bool {
 	c.tend.mu.Lock()
 	due := c.opts.ProbeEvery > 0 && !now.Before(c.tend.lastDial.Add(c.opts.ProbeEvery))
@@ -243,17 +261,18 @@ func (c *Cluster) dial(ctx context.Context, s *snapshot, now time.Time) map[stri
 	if !due {
 		return out
 	}
+	port := strconv.Itoa(c.slurmdPort)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, n := range s.nodes {
-		if !managedNode(n) || n.Address == "" || n.Port == 0 || n.State == "future" || n.State == "down" {
+		if !c.managed(n) || n.Address == "" || n.State == "future" || n.State == "down" {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			d := net.Dialer{Timeout: time.Second}
-			conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(n.Address, strconv.Itoa(n.Port)))
+			conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(n.Address, port))
 			if err == nil {
 				conn.Close()
 			}
@@ -264,14 +283,4 @@ func (c *Cluster) dial(ctx context.Context, s *snapshot, now time.Time) map[stri
 	}
 	wg.Wait()
 	return out
-}
-
-// managedNode: a node sparecap added (it has the feature "sparecap").
-func managedNode(n *nodeInfo) bool {
-	for _, f := range splitTop(n.Features) {
-		if f == FeatureManaged {
-			return true
-		}
-	}
-	return false
 }

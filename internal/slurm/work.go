@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +18,8 @@ const jobGrace = 24 * time.Hour
 
 // ListWork lists the jobs with work on the node: the ones running there
 // (a multi-node job once, on each of its nodes), and the noticed ones that
-// ended and that sparecap has yet to requeue.
+// ended and that sparecap has yet to requeue. A node that is not this
+// cluster's has none.
 func (c *Cluster) ListWork(ctx context.Context, clusterID, nodeName string) ([]driver.Work, error) {
 	if err := c.check(clusterID); err != nil {
 		return nil, err
@@ -25,6 +27,9 @@ func (c *Cluster) ListWork(ctx context.Context, clusterID, nodeName string) ([]d
 	s, err := c.view(ctx, c.opts.PollEvery)
 	if err != nil {
 		return nil, err
+	}
+	if c.own(ctx, s, nodeName) == nil {
+		return nil, nil
 	}
 	var out []driver.Work
 	for _, j := range s.work(nodeName) {
@@ -82,8 +87,8 @@ func (c *Cluster) Notify(ctx context.Context, clusterID, nodeName string, w driv
 		return err
 	}
 	j := s.job(jobID(w))
-	if j == nil || !j.active() || w.UID != uid(j) {
-		return nil // gone, or a later run of it
+	if j == nil || !j.active() || w.UID != uid(j) || !slices.Contains(j.on, nodeName) || c.own(ctx, s, nodeName) == nil {
+		return nil // gone, a later run of it, or not on this cluster's node
 	}
 	m, marked := jobMark(j)
 	now := c.opts.Clock.Now()
@@ -148,7 +153,8 @@ func (c *Cluster) writeMark(ctx context.Context, j *jobInfo, m mark) {
 
 // PostNotice posts n where the tenant reads it: on the node, in its Extra
 // field (JSON, beside the deadline); on a job, after its mark in its
-// AdminComment. Slurm has no events.
+// AdminComment. Slurm has no events. Nothing is posted for a node that is
+// not this cluster's.
 func (c *Cluster) PostNotice(ctx context.Context, clusterID, nodeName string, w *driver.Work, n driver.Notice) error {
 	if err := c.check(clusterID); err != nil {
 		return err
@@ -158,8 +164,8 @@ func (c *Cluster) PostNotice(ctx context.Context, clusterID, nodeName string, w 
 		return err
 	}
 	text := noticeText(n)
+	node := c.own(ctx, s, nodeName)
 	if w == nil {
-		node := s.nodes[nodeName]
 		if node == nil {
 			return notFound("node " + nodeName)
 		}
@@ -171,8 +177,8 @@ func (c *Cluster) PostNotice(ctx context.Context, clusterID, nodeName string, w 
 		return c.updateNode(ctx, nodeName, "extra="+x.String())
 	}
 	j := s.job(jobID(*w))
-	if j == nil {
-		return nil
+	if j == nil || (node == nil && s.nodes[nodeName] != nil) {
+		return nil // gone, or another cluster's node's
 	}
 	m, foreign, _ := parseMark(j.AdminComment)
 	if m.Notice == text {

@@ -246,7 +246,7 @@ func (p *Provider) Prepare(ctx context.Context, m domain.Machine, spec driver.No
 		Node:      node{Name: spec.NodeName, Class: string(spec.Class), GPUs: spec.GPUs, Labels: spec.Labels},
 	}
 	if spec.Platform == domain.ClusterSlurm {
-		req.Node.Slurm = &slurmNode{Features: strings.Join(slurm.Features(spec.Class), ","), SlurmdConf: slurm.NodeConf(spec, 0, 0)}
+		req.Node.Slurm = &slurmNode{Features: strings.Join(slurm.NodeFeatures(spec.ClusterID, spec.Class), ","), SlurmdConf: slurm.NodeConf(spec, 0, 0)}
 	}
 	return p.poll(ctx, m.ID, key{ActionProvision, spec.NodeName, spec.ClusterID}, req)
 }

@@ -686,7 +686,10 @@ func TestProvisionSlurmNode(t *testing.T) {
 		t.Errorf("platform %v", got["platform"])
 	}
 	node, _ := got["node"].(map[string]any)
-	want := map[string]any{"features": "sparecap,preemptible", "slurmd_conf": "Gres=gpu:8 Feature=sparecap,preemptible"}
+	// The node joins with its cluster's feature: no other cluster's driver
+	// ever takes it.
+	feat := "sparecap,preemptible,sparecap-" + spec.ClusterID
+	want := map[string]any{"features": feat, "slurmd_conf": "Gres=gpu:8 Feature=" + feat}
 	if !reflect.DeepEqual(node["slurm"], want) {
 		t.Errorf("node.slurm %v, want %v", node["slurm"], want)
 	}
