@@ -19,7 +19,8 @@ import (
 // MaxText bounds, in bytes, the text columns an outsider fills: a node's
 // last error and a webhook delivery's (a cluster's API, a tenant's
 // endpoint wrote them), an event's message (built from what a driver
-// observed). A backend stores longer text cut to it (bound.Text), so no
+// observed), the detail of a refused permission (the cluster's
+// answer). A backend stores longer text cut to it (bound.Text), so no
 // answer from outside grows a row by more.
 const MaxText = 2048
 

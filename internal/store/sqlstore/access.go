@@ -32,7 +32,7 @@ func encodeAccess(a domain.Access) (string, error) {
 	j := accessJSON{CheckedAt: readBack(a.CheckedAt)}
 	for _, m := range a.Missing {
 		j.Missing = append(j.Missing, missingJSON{Permission: m.Permission, Essential: m.Essential, Effect: m.Effect,
-			Since: readBack(m.Since), Detail: m.Detail})
+			Since: readBack(m.Since), Detail: text(m.Detail)}) // the cluster API wrote it
 	}
 	b, err := json.Marshal(j)
 	return string(b), err
