@@ -553,12 +553,18 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p principal, clu
 		s.fail(w, r, errors.New("streaming unsupported by this connection"))
 		return
 	}
-	if !s.streams.acquire(p.key, s.MaxStreams) {
+	// A project's streams are counted together, whatever token opened
+	// them: minting tokens does not buy more. Operators count by token.
+	holder, whose := p.key, "this token"
+	if !p.admin {
+		holder, whose = "project:"+p.project, "project "+p.project
+	}
+	if !s.streams.acquire(holder, s.MaxStreams) {
 		writeError(w, http.StatusTooManyRequests, apiv1.CodeRateLimited, "",
-			fmt.Sprintf("this token already has %d event streams open, the most it may; close one first", s.MaxStreams))
+			fmt.Sprintf("%s already has %d event streams open, the most it may (--max-streams-per-project); close one first", whose, s.MaxStreams))
 		return
 	}
-	defer s.streams.release(p.key)
+	defer s.streams.release(holder)
 	// A stream lives as long as its client: the server's read deadline
 	// (which bounds a request) is lifted, and each write gets a deadline
 	// of its own, so a client that stops reading is let go.
@@ -601,7 +607,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p principal, clu
 			keepAliveAt = realClock.Now().Add(s.KeepAlive)
 			// A stream outlives the check its request passed: a token
 			// revoked or expired since ends it here.
-			if t, err := s.store.TokenByHash(ctx, p.key); err == nil && tokenState(t, s.wall.Now()) != "" {
+			if t, err := s.store.TokenByHash(ctx, p.key); errors.Is(err, domain.ErrNotFound) || (err == nil && tokenState(t, s.wall.Now()) != "") {
 				return
 			}
 			writing()
@@ -642,7 +648,8 @@ func (s *Server) capacity(w http.ResponseWriter, r *http.Request, p principal) {
 // reads nothing for this long is disconnected.
 const streamWriteTimeout = 30 * time.Second
 
-// streamCounts counts open event streams by token.
+// streamCounts counts open event streams by holder: a project, or an
+// operator's token.
 type streamCounts struct {
 	mu sync.Mutex
 	n  map[string]int

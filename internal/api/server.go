@@ -56,7 +56,7 @@ type Server struct {
 	offers atomic.Pointer[offerings]
 	// lists indexes the in-memory copy for cluster lists.
 	lists atomic.Pointer[listIndex]
-	// streams counts the open event streams by token (see stream).
+	// streams counts the open event streams by project (see stream).
 	streams streamCounts
 	// Options are set after New, before the server handles requests
 	// (their fields are promoted: s.Sealer = …, or s.Options = …).
@@ -93,9 +93,14 @@ type Options struct {
 	// authentications of each client address, which once used up refuse
 	// that address every attempt (429) until they refill. Nil: no limit.
 	PerToken, AuthFailures *guard.Limiter
-	// MaxStreams caps the event streams (watch=true) open at once with one
-	// token; 0 is no cap.
+	// MaxStreams caps the event streams (watch=true) open at once by one
+	// project, whatever its tokens, or one operator token; 0 is no cap.
 	MaxStreams int
+	// MaxTokens caps a project's active tokens (0: no cap); TokenMints
+	// limits how fast a project mints tokens, creating or rotating them
+	// (nil: no limit; an operator's mints are not limited).
+	MaxTokens  int
+	TokenMints *guard.Limiter
 	// Webhooks checks endpoint URLs and wakes the sender.
 	Webhooks WebhookOptions
 }
@@ -450,7 +455,8 @@ func writeError(w http.ResponseWriter, status int, code, field, msg string) {
 	writeJSON(w, status, apiv1.Error{Error: apiv1.ErrorBody{Code: code, Message: msg, Field: field}})
 }
 
-// clientError is a 404 or 409 whose message is complete as it stands.
+// clientError is a 404, 409 or 429 whose message is complete as it
+// stands.
 type clientError struct {
 	status int
 	code   string
@@ -465,6 +471,12 @@ func notFound(format string, args ...any) error {
 
 func conflict(format string, args ...any) error {
 	return &clientError{http.StatusConflict, apiv1.CodeConflict, fmt.Sprintf(format, args...)}
+}
+
+// rateLimited is a 429 of a limit the handler checked (it sets
+// Retry-After itself).
+func rateLimited(format string, args ...any) error {
+	return &clientError{http.StatusTooManyRequests, apiv1.CodeRateLimited, fmt.Sprintf(format, args...)}
 }
 
 // fail maps an error to its response. Internal errors are logged once here

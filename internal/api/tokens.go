@@ -15,6 +15,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/guard"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -30,6 +31,12 @@ const MinOperatorTokenLen = 32
 
 // maxTokenLife bounds an expiry: longer than this is "never", said so.
 const maxTokenLife = 10 * 365 * 24 * time.Hour
+
+// keepInactive is how many of a project's revoked or expired tokens are
+// kept (listed, and named as revoked when one is used); older ones are
+// deleted as new tokens are minted, so minting and revoking in a loop
+// does not grow the store.
+const keepInactive = 100
 
 func newTokenID() string {
 	var b [8]byte
@@ -147,6 +154,9 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, p principal
 	ctx := r.Context()
 	now := s.wall.Now()
 	name, expires, err := decodeTokenRequest(r.Body, now)
+	if err == nil {
+		err = s.mintAllowed(w, p)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -157,7 +167,13 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, p principal
 		if err := s.checkScope(ctx, tx, scope); err != nil {
 			return err
 		}
-		return tx.CreateToken(ctx, tok)
+		if err := s.roomForToken(ctx, tx, scope, now); err != nil {
+			return err
+		}
+		if err := tx.CreateToken(ctx, tok); err != nil {
+			return err
+		}
+		return pruneInactive(ctx, tx, scope, now)
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -165,6 +181,67 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, p principal
 	}
 	s.log.Info("token created", "token", tok.ID, "name", tok.Name, "project", scope, "operator", scope == "", "by", p.tokenID)
 	writeJSON(w, http.StatusCreated, tokenView(tok, now, secret))
+}
+
+// mintAllowed takes one mint from a project's budget (TokenMints), or
+// says how long to wait. An operator's mints are not counted.
+func (s *Server) mintAllowed(w http.ResponseWriter, p principal) error {
+	if p.admin {
+		return nil
+	}
+	if ok, wait := s.TokenMints.Allow(p.project); !ok {
+		w.Header().Set("Retry-After", guard.RetryAfter(wait))
+		return rateLimited("project %s is minting tokens faster than it may (creating or rotating one); retry in %s s",
+			p.project, guard.RetryAfter(wait))
+	}
+	return nil
+}
+
+// roomForToken refuses a project's token past MaxTokens active ones: each
+// token carries its own share of the server (a request budget, event
+// streams), so their number is the project's share.
+func (s *Server) roomForToken(ctx context.Context, tx store.Tx, scope string, now time.Time) error {
+	if scope == "" || s.MaxTokens <= 0 {
+		return nil
+	}
+	ts, err := tx.ListTokens(ctx, scope)
+	if err != nil {
+		return err
+	}
+	active := 0
+	for _, t := range ts {
+		if t.State(now) == domain.TokenActive {
+			active++
+		}
+	}
+	if active >= s.MaxTokens {
+		return conflict("project %s has %d active tokens, the most it may; revoke one first (DELETE /v1/tokens/{id})", scope, active)
+	}
+	return nil
+}
+
+// pruneInactive deletes a project's revoked or expired tokens beyond the
+// newest keepInactive.
+func pruneInactive(ctx context.Context, tx store.Tx, scope string, now time.Time) error {
+	if scope == "" {
+		return nil // operator tokens are few, and kept
+	}
+	ts, err := tx.ListTokens(ctx, scope) // oldest first
+	if err != nil {
+		return err
+	}
+	var inactive []domain.Token
+	for _, t := range ts {
+		if t.State(now) != domain.TokenActive {
+			inactive = append(inactive, t)
+		}
+	}
+	for _, t := range inactive[:max(len(inactive)-keepInactive, 0)] {
+		if err := tx.DeleteToken(ctx, t.ID); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // tokenIn reads token id of scope in tx: 404 for one of another scope,
@@ -228,14 +305,18 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, p principal
 // lifetime, revoking the old one in the same transaction.
 func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request, p principal) {
 	ctx := r.Context()
-	if err := decodeEmpty(r.Body); err != nil {
+	err := decodeEmpty(r.Body)
+	if err == nil {
+		err = s.mintAllowed(w, p)
+	}
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	scope, id, now := scopeOf(r, p), r.PathValue("token"), s.wall.Now()
 	var old, tok domain.Token
 	var secret string
-	err := s.store.Update(ctx, func(tx store.Tx) error {
+	err = s.store.Update(ctx, func(tx store.Tx) error {
 		var err error
 		if old, err = tokenIn(ctx, tx, scope, id); err != nil {
 			return err
@@ -252,7 +333,10 @@ func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request, p principal
 			return err
 		}
 		old.RevokedAt = now
-		return tx.UpdateToken(ctx, old)
+		if err := tx.UpdateToken(ctx, old); err != nil {
+			return err
+		}
+		return pruneInactive(ctx, tx, scope, now)
 	})
 	if err != nil {
 		s.fail(w, r, err)

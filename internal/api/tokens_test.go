@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/guard"
 )
 
 // TestTokenLifecycle: a project names its tokens, lists them (never the
@@ -194,4 +195,77 @@ func TestRevokedTokenEndsItsStreams(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream of a revoked token is still open")
 	}
+}
+
+// TestTokensPerProjectAreCapped: a project holds at most MaxTokens
+// active tokens (each may hold its own share of the server: streams,
+// request budget); the next is a 409 naming the limit, and a revoked one
+// makes room. Revoked tokens are kept up to keepInactive, the oldest
+// deleted first, so minting and revoking in a loop does not grow the
+// store; an operator's tokens for the project count the same.
+func TestTokensPerProjectAreCapped(t *testing.T) {
+	e := newEnvOpts(t, Options{MaxTokens: 3})
+	var made []apiv1.Token
+	for range 2 { // the project's first token is one of the 3
+		var tok apiv1.Token
+		e.do("p", "POST", "/v1/tokens", `{"name":"ci"}`, 201, &tok)
+		made = append(made, tok)
+	}
+	if er := e.apiErr("p", "POST", "/v1/tokens", `{"name":"ci"}`, 409); !strings.Contains(er.Message, "3 active tokens") {
+		t.Errorf("past the cap: %+v", er)
+	}
+	e.apiErr("admin", "POST", "/v1/admin/projects/p/tokens", `{"name":"ops"}`, 409)
+	// Rotation keeps the count.
+	e.do("p", "POST", "/v1/tokens/"+made[0].TokenID+"/rotate", "", 201, nil)
+	e.do("p", "DELETE", "/v1/tokens/"+made[1].TokenID, "", 200, nil)
+	e.do("p", "POST", "/v1/tokens", `{"name":"ci"}`, 201, nil)
+	// Mint and revoke in a loop: what is stored stays bounded.
+	for range keepInactive + 20 {
+		var tok apiv1.Token
+		e.do("p", "POST", "/v1/tokens/"+e.firstActive("p", "ci").TokenID+"/rotate", "", 201, &tok)
+	}
+	stored, err := e.st.ListTokens(e.ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != 3+keepInactive {
+		t.Errorf("%d tokens stored; want 3 active and the newest %d revoked", len(stored), keepInactive)
+	}
+	// Another project is not held back.
+	e.do("q", "POST", "/v1/tokens", `{"name":"ci"}`, 201, nil)
+}
+
+// firstActive is project's first active token named name.
+func (e *env) firstActive(project, name string) apiv1.Token {
+	e.t.Helper()
+	var list apiv1.TokenList
+	e.do("admin", "GET", "/v1/admin/projects/"+project+"/tokens", "", 200, &list)
+	for _, t := range list.Tokens {
+		if t.Name == name && t.State == "active" {
+			return t
+		}
+	}
+	e.t.Fatalf("project %s has no active token %s", project, name)
+	return apiv1.Token{}
+}
+
+// TestTokenMintingIsRateLimited: a project mints (creates or rotates)
+// tokens at most as fast as its mint budget allows; past it, a 429 says
+// so with Retry-After, and nothing is stored. Another project and an
+// operator are not held back.
+func TestTokenMintingIsRateLimited(t *testing.T) {
+	e := newEnvOpts(t, Options{TokenMints: guard.NewLimiter(1.0/60, 2)})
+	e.do("p", "POST", "/v1/tokens", `{"name":"a"}`, 201, nil)
+	e.do("p", "POST", "/v1/tokens/"+e.firstActive("p", "a").TokenID+"/rotate", "", 201, nil)
+	before, _ := e.st.ListTokens(e.ctx, "p")
+	er := e.apiErr("p", "POST", "/v1/tokens", `{"name":"b"}`, 429)
+	if !strings.Contains(er.Message, "tokens") {
+		t.Errorf("refusal: %+v", er)
+	}
+	e.apiErr("p", "POST", "/v1/tokens/"+e.firstActive("p", "a").TokenID+"/rotate", "", 429)
+	if after, _ := e.st.ListTokens(e.ctx, "p"); len(after) != len(before) {
+		t.Errorf("a refused mint stored a token: %d then %d", len(before), len(after))
+	}
+	e.do("q", "POST", "/v1/tokens", `{"name":"b"}`, 201, nil)
+	e.do("admin", "POST", "/v1/admin/projects/p/tokens", `{"name":"ops"}`, 201, nil)
 }

@@ -200,6 +200,9 @@ type Tx interface {
 	CreateToken(ctx context.Context, t domain.Token) error
 	// UpdateToken writes a token's name, expiry and revocation.
 	UpdateToken(ctx context.Context, t domain.Token) error
+	// DeleteToken deletes a token (a revoked or expired one the API no
+	// longer keeps); domain.ErrNotFound if absent.
+	DeleteToken(ctx context.Context, id string) error
 	CreateReservation(ctx context.Context, r domain.Reservation) error
 	CreateMachine(ctx context.Context, m domain.Machine) error
 	CreateCluster(ctx context.Context, c domain.Cluster) error

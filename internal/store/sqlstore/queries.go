@@ -39,7 +39,7 @@ type queries struct {
 	getProject, listProjects, createProject      string
 	tokenByHash, createToken                     string
 	getToken, listTokensOf, listOperatorTokens   string
-	updateToken, touchToken                      string
+	updateToken, touchToken, deleteToken         string
 	listReservations, createReservation          string
 	getMachine, listMachines, createMachine      string
 	updateMachine                                string
@@ -69,6 +69,7 @@ func buildQueries(d Dialect) queries {
 		listOperatorTokens: r(`SELECT ` + tokenCols + ` FROM tokens WHERE project_id IS NULL` + oldestFirst),
 		updateToken:        r(`UPDATE tokens SET name = ?, expires_at = ?, revoked_at = ? WHERE id = ?`),
 		touchToken:         r(`UPDATE tokens SET last_used_at = ? WHERE hash = ? AND (last_used_at IS NULL OR last_used_at < ?)`),
+		deleteToken:        r(`DELETE FROM tokens WHERE id = ?`),
 
 		listReservations:  r(`SELECT ` + reservationCols + ` FROM reservations` + oldestFirst),
 		createReservation: r(`INSERT INTO reservations (` + reservationCols + `) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),

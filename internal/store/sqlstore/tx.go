@@ -82,6 +82,10 @@ func (t *tx) UpdateToken(ctx context.Context, tok domain.Token) error {
 	return t.update(ctx, "token "+tok.ID, t.s.q.updateToken, tok.Name, t.s.timeArg(tok.ExpiresAt), t.s.timeArg(tok.RevokedAt), tok.ID)
 }
 
+func (t *tx) DeleteToken(ctx context.Context, id string) error {
+	return t.update(ctx, "token "+id, t.s.q.deleteToken, id)
+}
+
 func (t *tx) CreateReservation(ctx context.Context, r domain.Reservation) error {
 	return t.create(ctx, "reservation "+r.ID, t.s.q.createReservation,
 		r.ID, r.ProjectID, r.Region, r.GPUType, t.s.timeArg(r.CreatedAt))

@@ -284,6 +284,17 @@ func testTokens(t *testing.T, s store.Store) {
 			t.Errorf("token %s last used %v, want %v", got.ID, got.LastUsedAt, want)
 		}
 	}
+
+	// A deleted token is gone by ID and by hash, and from its list.
+	update(t, s, func(tx store.Tx) error { return tx.DeleteToken(ctx, tok.ID) })
+	_, err = s.TokenByHash(ctx, tok.Hash)
+	wantErr(t, "a deleted token by hash", err, domain.ErrNotFound)
+	_, err = s.GetToken(ctx, tok.ID)
+	wantErr(t, "a deleted token by ID", err, domain.ErrNotFound)
+	list, _ = s.ListTokens(ctx, "p1")
+	wantEqual(t, "tokens after a delete", list, []domain.Token{second})
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.DeleteToken(ctx, tok.ID) })
+	wantErr(t, "delete a missing token", err, domain.ErrNotFound)
 }
 
 func testReservations(t *testing.T, s store.Store) {
