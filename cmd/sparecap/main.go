@@ -149,8 +149,14 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.DurationVar(&l.ReadTimeout, "read-timeout", server.DefaultReadTimeout, "how long reading one request may take, body included (event streams are not bound by it)")
 	f.DurationVar(&l.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "how long writing one response may take (event streams and long usage answers move it on as they write)")
 	f.DurationVar(&l.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "how long a kept-alive connection may wait for its next request")
-	f.IntVar(&l.MaxConnections, "max-connections", server.DefaultMaxConnections, "connections open at once; more wait to be accepted")
-	f.IntVar(&l.MaxStreamsPerToken, "max-streams-per-token", server.DefaultMaxStreamsPerToken, "event streams (watch=true) open at once with one token")
+	f.IntVar(&l.MaxConnections, "max-connections", server.DefaultMaxConnections, "connections served at once; past it (or past --max-connections-per-address) a connection gets /healthz and /readyz answered and anything else refused at once (503, or 429)")
+	f.IntVar(&l.MaxConnectionsPerAddress, "max-connections-per-address", 0, "connections one client address (an IPv6 client's /64) may hold at once; --trusted-proxies are not held to it (default: an eighth of --max-connections)")
+	f.IntVar(&l.MaxStreamsPerProject, "max-streams-per-project", server.DefaultMaxStreamsPerProject, "event streams (watch=true) a project may hold open at once, whatever its tokens (per token for operators)")
+	f.IntVar(&l.MaxStreamsPerProject, "max-streams-per-token", server.DefaultMaxStreamsPerProject, "")
+	_ = f.MarkDeprecated("max-streams-per-token", "streams are now counted per project: use --max-streams-per-project")
+	f.IntVar(&l.MaxTokensPerProject, "max-tokens-per-project", server.DefaultMaxTokensPerProject, "active tokens a project may hold; the next is refused (409) until one is revoked")
+	f.Float64Var(&l.TokenMintsPerMinute, "token-mints-per-minute", server.DefaultTokenMintsPerMinute, "tokens a project may mint (create or rotate) a minute, in bursts of as many; more get 429 with Retry-After (0: no limit; operators are not limited)")
+	f.IntVar(&o.WebhookMaxPending, "webhook-max-pending", webhook.DefaultMaxPending, "webhook deliveries an endpoint may have pending (an endpoint that stopped answering); events past it are recorded failed, not sent")
 	f.Float64Var(&l.TokenRate, "rate-limit-token", 100, "requests a second per token, in bursts of twice that (0: no limit); more get 429 with Retry-After")
 	f.Float64Var(&l.AddressRate, "rate-limit-address", 200, "requests a second per client address, in bursts of twice that (0: no limit); more get 429 with Retry-After")
 	f.IntVar(&l.AuthFailures, "auth-failures", 10, "failed authentications a minute per client address; once they are used up the address is refused (429) until they refill (0: no limit)")
@@ -175,8 +181,14 @@ func limitFlags(l server.Limits) error {
 	switch {
 	case l.MaxConnections < 1:
 		return fmt.Errorf("--max-connections must be at least 1; got %d", l.MaxConnections)
-	case l.MaxStreamsPerToken < 1:
-		return fmt.Errorf("--max-streams-per-token must be at least 1; got %d", l.MaxStreamsPerToken)
+	case l.MaxConnectionsPerAddress < 0:
+		return fmt.Errorf("--max-connections-per-address must not be negative (0: an eighth of --max-connections); got %d", l.MaxConnectionsPerAddress)
+	case l.MaxStreamsPerProject < 1:
+		return fmt.Errorf("--max-streams-per-project must be at least 1; got %d", l.MaxStreamsPerProject)
+	case l.MaxTokensPerProject < 1:
+		return fmt.Errorf("--max-tokens-per-project must be at least 1; got %d", l.MaxTokensPerProject)
+	case l.TokenMintsPerMinute < 0:
+		return fmt.Errorf("--token-mints-per-minute must not be negative (0 is no limit); got %g", l.TokenMintsPerMinute)
 	case l.TokenRate < 0 || l.AddressRate < 0 || l.AuthFailures < 0:
 		return fmt.Errorf("--rate-limit-token, --rate-limit-address and --auth-failures must not be negative (0 is no limit)")
 	}
@@ -208,6 +220,9 @@ func kubeFlags(o *server.Options, labels, taints, preemptible []string) error {
 	}
 	if o.Kube.QPS <= 0 || o.Kube.Burst < 1 {
 		return fmt.Errorf("--kube-qps and --kube-burst must be positive")
+	}
+	if o.WebhookMaxPending < 1 {
+		return fmt.Errorf("--webhook-max-pending must be at least 1; got %d", o.WebhookMaxPending)
 	}
 	if o.Slurm.PollEvery < 100*time.Millisecond || o.Slurm.Timeout < time.Second || o.Slurm.ProbeEvery < 0 {
 		return fmt.Errorf("--slurm-poll must be at least 100ms, --slurm-timeout at least 1s, --slurm-probe-every not negative")

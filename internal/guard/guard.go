@@ -160,7 +160,8 @@ func ParsePrefixes(list []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-func (a Addrs) trusted(ip netip.Addr) bool {
+// IsTrusted reports whether ip is a trusted proxy's.
+func (a Addrs) IsTrusted(ip netip.Addr) bool {
 	for _, p := range a.Trusted {
 		if p.Contains(ip.Unmap()) {
 			return true
@@ -179,7 +180,7 @@ func (a Addrs) Of(r *http.Request) string {
 		host = r.RemoteAddr
 	}
 	ip, err := netip.ParseAddr(host)
-	if err != nil || !a.trusted(ip) {
+	if err != nil || !a.IsTrusted(ip) {
 		return host
 	}
 	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
@@ -188,7 +189,7 @@ func (a Addrs) Of(r *http.Request) string {
 		if err != nil {
 			break
 		}
-		if !a.trusted(hop) {
+		if !a.IsTrusted(hop) {
 			return hop.Unmap().String()
 		}
 		ip = hop

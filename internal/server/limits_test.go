@@ -245,10 +245,10 @@ func TestLongTokensAreRefused(t *testing.T) {
 	}
 }
 
-// TestStreamsPerToken: a token may hold only so many event streams open;
-// closing one makes room.
-func TestStreamsPerToken(t *testing.T) {
-	srv, token, _ := limited(t, Limits{MaxStreamsPerToken: 2})
+// TestStreamsAreCapped: a project may hold only so many event streams
+// open; closing one makes room.
+func TestStreamsAreCapped(t *testing.T) {
+	srv, token, _ := limited(t, Limits{MaxStreamsPerProject: 2})
 	ctx := context.Background()
 	cl, err := client.New(srv.URL, token).CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "a", Region: "us-central-2", GPUType: "RTX_6000_PCI", NumGPUs: 8})
 	if err != nil {
@@ -285,38 +285,65 @@ func TestStreamsPerToken(t *testing.T) {
 	}
 }
 
-// TestConnectionCap: connections beyond the cap wait until one closes.
+// TestConnectionCap: a connection beyond the cap is answered at once
+// (503) and closed, and holds no place: once a served one closes, the
+// next is served.
 func TestConnectionCap(t *testing.T) {
-	srv, _, _ := limited(t, Limits{MaxConnections: 2})
-	// The set-up's kept-alive connection would hold a place.
-	http.DefaultClient.CloseIdleConnections()
-	health := func(c net.Conn, wait time.Duration) error {
-		fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-		c.SetReadDeadline(time.Now().Add(wait))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		return nil
-	}
-	a, b := dial(t, srv), dial(t, srv)
-	for _, c := range []net.Conn{a, b} {
-		if err := health(c, 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
+	srv, _, _ := limited(t, Limits{MaxConnections: 2, MaxConnectionsPerAddress: 3})
+	a, _ := servedPair(t, srv)
 	third := dial(t, srv)
-	if err := health(third, 500*time.Millisecond); err == nil {
-		t.Fatal("a third connection was served with a cap of 2")
+	resp, body, err := ask(third, "/v1/clusters")
+	if err != nil || resp.StatusCode != 503 || !strings.Contains(body, "--max-connections") {
+		t.Fatalf("a third connection with a cap of 2: %v %s %v", resp, body, err)
 	}
+	closedWithin(t, "the refused connection", third, 3*time.Second)
 	a.Close()
-	third.SetReadDeadline(time.Now().Add(5 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(third), nil)
-	if err != nil {
-		t.Fatalf("the waiting connection was not served once one closed: %v", err)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, _, err := ask(dial(t, srv), "/v1/clusters")
+		if err == nil && resp.StatusCode == 401 {
+			break // served: it asks for a token
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a connection after one closed: %v %v", resp, err)
+		}
 	}
-	resp.Body.Close()
+}
+
+// servedPair opens two connections from 127.0.0.1 the server serves.
+func servedPair(t *testing.T, srv *Server) (net.Conn, net.Conn) {
+	t.Helper()
+	cs := servedConns(t, srv, "127.0.0.1", 2)
+	return cs[0], cs[1]
+}
+
+// servedConns opens n connections from src that the server serves (it
+// answers 401 to a request without a token, not 503 or 429), once the
+// set-up's kept-alive connections are closed on both ends: until the
+// server has seen them close they hold places.
+func servedConns(t *testing.T, srv *Server, src string, n int) []net.Conn {
+	t.Helper()
+	http.DefaultClient.CloseIdleConnections()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var cs []net.Conn
+		var last error
+		for range n {
+			c := dialFrom(t, srv, src)
+			cs = append(cs, c)
+			if resp, _, err := ask(c, "/v1/clusters"); err != nil || resp.StatusCode != 401 {
+				last = fmt.Errorf("%v %v", resp, err)
+				break
+			}
+		}
+		if last == nil {
+			return cs
+		}
+		for _, c := range cs {
+			c.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections from %s are not served: %v", n, src, last)
+		}
+	}
 }
 
 // TestMetricsListener: --metrics-addr moves /metrics off the API's

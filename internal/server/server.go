@@ -119,6 +119,9 @@ type Options struct {
 	// reach although the policy refuses them (loopback, private, link-local
 	// …): --webhook-allow-cidr.
 	WebhookAllow []netip.Prefix
+	// WebhookMaxPending bounds the deliveries an endpoint may have
+	// pending (webhook.Config.MaxPending).
+	WebhookMaxPending int
 	// MetricsAddr, if set, is where /metrics is served, on a listener of
 	// its own and no longer on the API's. MetricsToken, if set, is the
 	// bearer token a scrape of /metrics must carry, wherever it is
@@ -136,11 +139,21 @@ type Limits struct {
 	// it on as they write); IdleTimeout how long a kept-alive connection
 	// may wait for its next request.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
-	// MaxConnections caps the connections open at once; more wait to be
-	// accepted.
-	MaxConnections int
-	// MaxStreamsPerToken caps the event streams open at once per token.
-	MaxStreamsPerToken int
+	// MaxConnections caps the connections served at once, and
+	// MaxConnectionsPerAddress those of one client address (default:
+	// an eighth of MaxConnections; reverse proxies and replicas in
+	// TrustedProxies are not held to it). Past either, a connection is
+	// answered at once: /healthz and /readyz served, anything else
+	// refused (guard.ConnLimits).
+	MaxConnections, MaxConnectionsPerAddress int
+	// MaxStreamsPerProject caps the event streams open at once per
+	// project, whatever its tokens (per token for operators).
+	MaxStreamsPerProject int
+	// MaxTokensPerProject caps a project's active tokens;
+	// TokenMintsPerMinute is how many a project may mint (create or
+	// rotate) a minute, in bursts of as many (0: no limit).
+	MaxTokensPerProject int
+	TokenMintsPerMinute float64
 	// TokenRate and AddressRate are requests a second per token and per
 	// client address (bursts of twice that); AuthFailures is failed
 	// authentications a minute per client address, after which the
@@ -155,11 +168,16 @@ type Limits struct {
 
 // The defaults of Limits.
 const (
-	DefaultReadTimeout        = 30 * time.Second
-	DefaultWriteTimeout       = 2 * time.Minute
-	DefaultIdleTimeout        = 2 * time.Minute
-	DefaultMaxConnections     = 1024
-	DefaultMaxStreamsPerToken = 16
+	DefaultReadTimeout          = 30 * time.Second
+	DefaultWriteTimeout         = 2 * time.Minute
+	DefaultIdleTimeout          = 2 * time.Minute
+	DefaultMaxConnections       = 1024
+	DefaultMaxStreamsPerProject = 16
+	DefaultMaxTokensPerProject  = 100
+	DefaultTokenMintsPerMinute  = 10
+	// overflowConnections are accepted past the limits to be answered at
+	// once (health probes, refusals) and closed.
+	overflowConnections = 64
 	// The request bodies the API and the console take.
 	maxAPIBody  = 1 << 20
 	maxFormBody = 64 << 10

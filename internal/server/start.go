@@ -51,6 +51,8 @@ type boot struct {
 	// served is the handler of the API and the console; metrics of
 	// /metrics.
 	served, metrics http.Handler
+	// conns shares the API listener's connections.
+	conns guard.ConnLimits
 	// settled: the first campaign for leadership is over.
 	settled atomic.Bool
 	// unlock releases the data directory's locks; closeMachines stops the
@@ -268,7 +270,7 @@ func (b *boot) drivers() error {
 	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
 	// Webhooks write only their own tables, fenced like the meter's.
 	s.Webhooks = webhook.New(webhook.Config{Store: b.fenced, Driver: s.Slurm, Sealer: b.sealer,
-		Policy: webhook.Policy{Allow: o.WebhookAllow}, Changed: s.Controller.Changed, Log: o.Log})
+		Policy: webhook.Policy{Allow: o.WebhookAllow}, MaxPending: o.WebhookMaxPending, Changed: s.Controller.Changed, Log: o.Log})
 	return nil
 }
 
@@ -332,7 +334,9 @@ func (b *boot) handlers() error {
 	a.Addrs = addrs
 	a.PerToken = guard.NewLimiter(lim.TokenRate, int(2*lim.TokenRate))
 	a.AuthFailures = guard.NewLimiter(float64(lim.AuthFailures)/60, lim.AuthFailures)
-	a.MaxStreams = cmp.Or(lim.MaxStreamsPerToken, DefaultMaxStreamsPerToken)
+	a.MaxStreams = cmp.Or(lim.MaxStreamsPerProject, DefaultMaxStreamsPerProject)
+	a.MaxTokens = cmp.Or(lim.MaxTokensPerProject, DefaultMaxTokensPerProject)
+	a.TokenMints = guard.NewLimiter(lim.TokenMintsPerMinute/60, int(lim.TokenMintsPerMinute))
 	var instrumented http.Handler = s.Metrics.Middleware(a)
 	if b.shared {
 		if instrumented, err = b.elect(instrumented); err != nil {
@@ -352,7 +356,8 @@ func (b *boot) handlers() error {
 	mux.Handle("/console/", con)
 	mux.Handle("GET /{$}", http.RedirectHandler("/console/", http.StatusFound))
 	mux.Handle("/", instrumented)
-	b.served = guard.Handler(mux, guard.Options{
+	health := func(r *http.Request) bool { return r.URL.Path == "/healthz" || r.URL.Path == "/readyz" }
+	guarded := guard.Handler(mux, guard.Options{
 		Addrs:   addrs,
 		MaxBody: maxAPIBody,
 		MaxBodyFor: func(r *http.Request) int64 {
@@ -362,9 +367,10 @@ func (b *boot) handlers() error {
 			return maxAPIBody
 		},
 		PerAddress: guard.NewLimiter(lim.AddressRate, int(2*lim.AddressRate)),
-		Exempt:     func(r *http.Request) bool { return r.URL.Path == "/healthz" || r.URL.Path == "/readyz" },
+		Exempt:     health,
 		Reject:     api.Reject,
 	})
+	b.served = guard.ConnHandler(guarded, health, api.Reject, b.conns)
 	return nil
 }
 
@@ -404,7 +410,15 @@ func (b *boot) listen() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
-	s.ln = netutil.LimitListener(ln, cmp.Or(o.Limits.MaxConnections, DefaultMaxConnections))
+	trusted, err := guard.ParsePrefixes(o.Limits.TrustedProxies)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("trusted proxies: %w", err)
+	}
+	most := cmp.Or(o.Limits.MaxConnections, DefaultMaxConnections)
+	b.conns = guard.ConnLimits{Max: most, PerAddress: cmp.Or(o.Limits.MaxConnectionsPerAddress, max(most/8, 1)),
+		Overflow: overflowConnections, Exempt: guard.Addrs{Trusted: trusted}.IsTrusted}
+	s.ln = guard.Listen(ln, b.conns)
 	s.URL = "http://" + s.ln.Addr().String()
 	return nil
 }
@@ -418,7 +432,7 @@ func (b *boot) httpServer() error {
 		}
 	}
 	lim := o.Limits
-	s.http = &http.Server{Handler: b.served, ReadHeaderTimeout: 10 * time.Second,
+	s.http = &http.Server{Handler: b.served, ConnContext: guard.ConnContext, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:    cmp.Or(lim.ReadTimeout, DefaultReadTimeout),
 		WriteTimeout:   cmp.Or(lim.WriteTimeout, DefaultWriteTimeout),
 		IdleTimeout:    cmp.Or(lim.IdleTimeout, DefaultIdleTimeout),
