@@ -91,6 +91,11 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				pr.Out.Header.Set("Authorization", auth)
 			}
 			pr.Out.Header.Set(ForwardedHeader, f.Elector.Holder())
+			// The chain a proxy in front of this server sent goes on,
+			// this server's peer appended: the leader, trusting the
+			// replicas (--trusted-proxies), counts the client's address
+			// for its limits, not this server's.
+			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
 			pr.SetXForwarded()
 		},
 		Transport: f.Transport,
@@ -103,7 +108,9 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			// The leader may have died mid-request: the change may or may
 			// not have been made. Say so rather than guess.
-			unavailable(w, "the leader did not answer ("+err.Error()+"); the change may or may not have been made: check, then retry")
+			// Its error names the leader's address: the log has it.
+			f.Elector.cfg.Log.Warn("the leader did not answer a forwarded request", "method", r.Method, "path", r.URL.Path, "err", err)
+			unavailable(w, "the leader did not answer; the change may or may not have been made: check, then retry")
 		},
 	}
 	p.ServeHTTP(w, r)

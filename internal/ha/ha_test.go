@@ -129,7 +129,8 @@ func TestForwarder(t *testing.T) {
 	var mu sync.Mutex
 	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		leaderGot = append(leaderGot, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization")+" "+r.Header.Get(ForwardedHeader))
+		leaderGot = append(leaderGot, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization")+" "+r.Header.Get(ForwardedHeader)+
+			" for "+r.Header.Get("X-Forwarded-For"))
 		mu.Unlock()
 		io.WriteString(w, "leader")
 	}))
@@ -164,7 +165,10 @@ func TestForwarder(t *testing.T) {
 	mu.Lock()
 	got := strings.Join(leaderGot, "\n")
 	mu.Unlock()
-	if got != "POST /v1/clusters Bearer tok f\nGET /v1/usage Bearer tok f" {
+	// The client's address goes with it, after those a proxy in front
+	// of the follower named: the leader's limits count the client, not
+	// the follower.
+	if got != "POST /v1/clusters Bearer tok f for 203.0.113.9, 192.0.2.1\nGET /v1/usage Bearer tok f for 203.0.113.9, 192.0.2.1" {
 		t.Fatalf("the leader got %q", got)
 	}
 	// A forwarded request is never forwarded again.
@@ -178,7 +182,8 @@ func TestForwarder(t *testing.T) {
 	// A dead leader: 503 that says the outcome is unknown; a leader read
 	// is served here.
 	leader.Close()
-	if code, body := do("DELETE"); code != http.StatusServiceUnavailable || !strings.Contains(body, "may or may not") {
+	if code, body := do("DELETE"); code != http.StatusServiceUnavailable || !strings.Contains(body, "may or may not") ||
+		strings.Contains(body, "127.0.0.1") {
 		t.Fatalf("a write to a dead leader: %d %s", code, body)
 	}
 	if code, body := doPath(fw, "GET", "/v1/usage"); code != 200 || body != "local" {
@@ -189,6 +194,7 @@ func TestForwarder(t *testing.T) {
 func doPath(fw *Forwarder, method, path string) (int, string) {
 	req := httptest.NewRequest(method, path, strings.NewReader("{}"))
 	req.Header.Set("Authorization", "Bearer tok")
+	req.Header.Set("X-Forwarded-For", "203.0.113.9")
 	rec := httptest.NewRecorder()
 	fw.ServeHTTP(rec, req)
 	return rec.Code, rec.Body.String()
