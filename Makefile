@@ -128,3 +128,5 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeTokenRequest -fuzztime 30s ./internal/api/
 	$(GO) test -run '^$$' -fuzz FuzzEscape -fuzztime 30s ./internal/termsafe/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./internal/fleet/
+	$(GO) test -run '^$$' -fuzz FuzzParseConf -fuzztime 30s ./internal/slurm/
+	$(GO) test -run '^$$' -fuzz FuzzCheckURL -fuzztime 30s ./internal/webhook/

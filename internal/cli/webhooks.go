@@ -12,6 +12,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/client"
+	"github.com/sparecap/sparecap/internal/termsafe"
 )
 
 func newWebhooksCmd(s *state) *cobra.Command {
@@ -253,7 +254,8 @@ it went (its HTTP status, or what failed).`,
 				return err
 			}
 			if wait && d.State != "delivered" {
-				return fmt.Errorf("the test delivery was not accepted: %s", orDash(d.LastError))
+				// The error quotes the endpoint's answer: it reaches a terminal.
+				return fmt.Errorf("the test delivery was not accepted: %s", termsafe.Escape(orDash(d.LastError)))
 			}
 			return nil
 		}),

@@ -113,3 +113,27 @@ func TestCheckURL(t *testing.T) {
 }
 
 func long(n int) string { return strings.Repeat("a", n) }
+
+// FuzzCheckURL: whatever a tenant registers, CheckURL never panics, and a
+// URL it accepts has a host that is neither a literal address the policy
+// refuses nor an IPv4 address in a legacy numeric form.
+func FuzzCheckURL(f *testing.F) {
+	for _, s := range []string{"https://hooks.example.com/x", "http://10.1/", "http://0x7f.1/", "http://[::10.0.0.1]/",
+		"http://167772161/", "http://8.8.8.8:80/", "http://[2002:a00:1::1]/", "http://012.0.0.1./"} {
+		f.Add(s)
+	}
+	var p Policy
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := p.CheckURL(raw)
+		if err != nil {
+			return
+		}
+		host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+		if ip, err := netip.ParseAddr(host); err == nil && p.Check(ip) != nil {
+			t.Fatalf("%q accepted with a refused address %s", raw, ip)
+		}
+		if ip, legacy := legacyIPv4(host); legacy {
+			t.Fatalf("%q accepted with a legacy form of %s", raw, ip)
+		}
+	})
+}
