@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -38,6 +39,7 @@ var (
 	flagClients  = flag.Int("clients", 8, "concurrent clients")
 	flagObjects  = flag.Int("objects", 50, "clusters (sparecap) and Nodes (Kubernetes) listed")
 	flagOut      = flag.String("out", "", "write the figures as JSON to this file")
+	flagBaseline = flag.String("baseline", "", "a sparecap binary (an earlier release) to drive in the same run, beside the one built from this tree")
 )
 
 // result is one endpoint driven for a while.
@@ -125,22 +127,24 @@ const benchFleet = `pools:
 prices: {H100_SXM: "2.99"}
 `
 
-// startSparecap runs the binary with n clusters of one project, each with
-// one standard and one preemptible node, ready; it returns the server, the
-// project's token and the clusters' IDs.
-func startSparecap(ctx context.Context, b *testing.B, n int) (*scalebench.Server, string, []string) {
-	wd, err := os.Getwd()
-	if err != nil {
-		b.Fatal(err)
-	}
-	root, err := scalebench.ModuleRoot(wd)
-	if err != nil {
-		b.Fatal(err)
-	}
+// startSparecap runs the binary bin (built from this tree when "") with
+// n clusters of one project, each with one standard and one preemptible
+// node, ready; it returns the server, the project's token and the
+// clusters' IDs.
+func startSparecap(ctx context.Context, b *testing.B, n int, bin string) (*scalebench.Server, string, []string) {
 	dir := b.TempDir()
-	bin, err := scalebench.BuildBinary(ctx, root, dir)
-	if err != nil {
-		b.Fatal(err)
+	if bin == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			b.Fatal(err)
+		}
+		root, err := scalebench.ModuleRoot(wd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if bin, err = scalebench.BuildBinary(ctx, root, dir); err != nil {
+			b.Fatal(err)
+		}
 	}
 	fleet := filepath.Join(dir, "fleet.yaml")
 	if err := os.WriteFile(fleet, []byte(benchFleet), 0o600); err != nil {
@@ -210,48 +214,66 @@ func startKube(ctx context.Context, b *testing.B, n int) (*kubeenv.Env, *http.Cl
 	return env, &http.Client{Transport: rt}, cfg.Host, names
 }
 
+// benchCase is one endpoint of one system, driven for a while.
+type benchCase struct {
+	system, endpoint string
+	hc               *http.Client
+	want             int
+	next             func(rnd *rand.Rand) *http.Request
+}
+
+// endpointKind orders the cases: reads of one, lists, writes.
+func endpointKind(endpoint string) string { return strings.Fields(endpoint)[0] }
+
+// sparecapCases are the endpoints of a sparecap server at url, labelled
+// system: its own clients, as kube-apiserver has its.
+func sparecapCases(system, url, token string, ids []string) []benchCase {
+	n := len(ids)
+	sc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *flagClients, MaxConnsPerHost: *flagClients}}
+	var toggle atomic.Int64
+	return []benchCase{
+		{system, "GET one (cluster)", sc, 200, func(rnd *rand.Rand) *http.Request {
+			return request("GET", url+"/v1/clusters/"+ids[rnd.IntN(n)], token, "", "")
+		}},
+		{system, fmt.Sprintf("LIST %d (clusters)", n), sc, 200, func(*rand.Rand) *http.Request {
+			return request("GET", url+"/v1/clusters", token, "", "")
+		}},
+		{system, "PATCH (preemptible target)", sc, 200, func(rnd *rand.Rand) *http.Request {
+			gpus := 8 * (1 + toggle.Add(1)%2)
+			return request("PATCH", url+"/v1/clusters/"+ids[rnd.IntN(n)], token, "application/json", fmt.Sprintf(`{"num_preemptible_gpus":%d}`, gpus))
+		}},
+	}
+}
+
 // BenchmarkAPIvsKube drives comparable endpoints of sparecap and
 // kube-apiserver with the same clients: one object by name, a list of
 // 50, and a small write (a cluster's preemptible target; a Node's label).
 func BenchmarkAPIvsKube(b *testing.B) {
 	ctx := b.Context()
 	n := *flagObjects
-	srv, token, ids := startSparecap(ctx, b, n)
+	var cases []benchCase
+	if *flagBaseline != "" {
+		srv, token, ids := startSparecap(ctx, b, n, *flagBaseline)
+		cases = append(cases, sparecapCases("sparecap (baseline)", srv.URL, token, ids)...)
+	}
+	srv, token, ids := startSparecap(ctx, b, n, "")
 	_, kc, kubeURL, names := startKube(ctx, b, n)
-	sc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *flagClients, MaxConnsPerHost: *flagClients}}
-
-	toggle := 0
-	var toggleMu sync.Mutex
-	cases := []struct {
-		system, endpoint string
-		hc               *http.Client
-		want             int
-		next             func(rnd *rand.Rand) *http.Request
-	}{
-		{"sparecap", "GET one (cluster)", sc, 200, func(rnd *rand.Rand) *http.Request {
-			return request("GET", srv.URL+"/v1/clusters/"+ids[rnd.IntN(n)], token, "", "")
-		}},
+	cases = append(cases, sparecapCases("sparecap", srv.URL, token, ids)...)
+	cases = append(cases, []benchCase{
 		{"kube-apiserver", "GET one (Node)", kc, 200, func(rnd *rand.Rand) *http.Request {
 			return request("GET", kubeURL+"/api/v1/nodes/"+names[rnd.IntN(n)], "", "", "")
 		}},
-		{"sparecap", fmt.Sprintf("LIST %d (clusters)", n), sc, 200, func(*rand.Rand) *http.Request {
-			return request("GET", srv.URL+"/v1/clusters", token, "", "")
-		}},
 		{"kube-apiserver", fmt.Sprintf("LIST %d (Nodes)", n), kc, 200, func(*rand.Rand) *http.Request {
 			return request("GET", kubeURL+"/api/v1/nodes", "", "", "")
-		}},
-		{"sparecap", "PATCH (preemptible target)", sc, 200, func(rnd *rand.Rand) *http.Request {
-			toggleMu.Lock()
-			toggle++
-			gpus := 8 * (1 + toggle%2)
-			toggleMu.Unlock()
-			return request("PATCH", srv.URL+"/v1/clusters/"+ids[rnd.IntN(n)], token, "application/json", fmt.Sprintf(`{"num_preemptible_gpus":%d}`, gpus))
 		}},
 		{"kube-apiserver", "PATCH (Node label)", kc, 200, func(rnd *rand.Rand) *http.Request {
 			body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{"bench": fmt.Sprint(rnd.IntN(1000))}}})
 			return request("PATCH", kubeURL+"/api/v1/nodes/"+names[rnd.IntN(n)], "", "application/merge-patch+json", string(body))
 		}},
-	}
+	}...)
+	// Each endpoint of every system in turn, so a noisy moment of the
+	// machine does not land on one system only.
+	slices.SortStableFunc(cases, func(a, b benchCase) int { return strings.Compare(endpointKind(a.endpoint), endpointKind(b.endpoint)) })
 	var results []result
 	for range b.N {
 		results = results[:0]
