@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -190,13 +191,19 @@ func (s *Server) sealKubeconfig(clusterID, text string) ([]byte, error) {
 // setKubeconfig stores sealed (nil detaches) with the access its check
 // found, and tells the driver layer.
 func (s *Server) setKubeconfig(ctx context.Context, id string, sealed []byte, a domain.Access) error {
-	now := s.clock.Now()
-	err := s.store.Update(ctx, func(tx store.Tx) error {
+	return s.attach(ctx, id, func(tx store.Tx, now time.Time) error {
 		if err := tx.SetKubeconfig(ctx, id, sealed, now); err != nil {
 			return err
 		}
 		return s.storeAccess(ctx, tx, id, a)
 	})
+}
+
+// attach runs write, which stores a cluster's sealed credentials, in one
+// transaction, then tells the driver layer the cluster's access changed.
+func (s *Server) attach(ctx context.Context, id string, write func(store.Tx, time.Time) error) error {
+	now := s.clock.Now()
+	err := s.store.Update(ctx, func(tx store.Tx) error { return write(tx, now) })
 	if errors.Is(err, domain.ErrNotFound) {
 		return notFound("cluster %q not found", id)
 	}

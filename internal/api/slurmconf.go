@@ -2,9 +2,9 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/domain"
@@ -98,23 +98,12 @@ func (s *Server) checkSlurm(ctx context.Context, conf string) error {
 // same Slurm (see slurm.Identity): updates are serializable, so two
 // attaches of one Slurm at once cannot both pass.
 func (s *Server) setSlurmConf(ctx context.Context, id string, ident slurm.Identity, sealed []byte) error {
-	now := s.clock.Now()
-	err := s.store.Update(ctx, func(tx store.Tx) error {
+	return s.attach(ctx, id, func(tx store.Tx, now time.Time) error {
 		if err := s.slurmUnique(ctx, tx, id, ident); err != nil {
 			return err
 		}
 		return tx.SetKubeconfig(ctx, id, sealed, now)
 	})
-	if errors.Is(err, domain.ErrNotFound) {
-		return notFound("cluster %q not found", id)
-	}
-	if err != nil {
-		return err
-	}
-	if s.OnKubeconfig != nil {
-		s.OnKubeconfig(id)
-	}
-	return nil
 }
 
 // slurmUnique refuses, with a conflict naming it, another attached SLURM

@@ -110,11 +110,11 @@ func (s *sharedListener) admit(c net.Conn) net.Conn {
 // key is the address a connection counts against, and whether it is
 // exempt from the per-address share.
 func (s *sharedListener) key(a net.Addr) (netip.Addr, bool) {
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
 		return netip.Addr{}, true // not TCP/IP (a test's pipe): nobody's share
 	}
-	ip := ap.Addr().Unmap()
+	ip := tcp.AddrPort().Addr().Unmap()
 	exempt := s.l.Exempt != nil && s.l.Exempt(ip)
 	if ip.Is6() {
 		ip = netip.PrefixFrom(ip, 64).Masked().Addr()
