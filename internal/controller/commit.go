@@ -172,7 +172,13 @@ func (t *commitTx) reclaim() error {
 		if !n.State.Live() {
 			continue
 		}
-		st := reclaim.Start(n, r.Cause, r.Deadline, t.now)
+		deadline := r.Deadline
+		if deadline.IsZero() {
+			// Planned as pending (no drain), started since: it gets the
+			// whole window like any node holding its machine.
+			deadline = t.now.Add(t.c.cfg.DrainWindow)
+		}
+		st := reclaim.Start(n, r.Cause, deadline, t.now)
 		if st.Event != nil {
 			t.addEvent(*st.Event)
 		}
