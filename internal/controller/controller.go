@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/allocator"
+	"github.com/sparecap/sparecap/internal/backoff"
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
@@ -172,7 +173,7 @@ type Controller struct {
 	steps     sync.WaitGroup // node steps running
 	runningMu sync.Mutex
 	running   map[string]bool // work keys whose run is going on (see claim)
-	backoff   backoff
+	backoff   *backoff.Keyed
 	// preparing is when this process's first Prepare of each node in
 	// provisioning was accepted: the registration window counts from it.
 	preparing preparing
@@ -231,7 +232,7 @@ func New(st store.Store, cd driver.ClusterDriver, mp driver.MachineProvider, clk
 		notices: make(chan struct{}, cfg.NoticeWorkers),
 		running: map[string]bool{},
 		mu:      newPlanLock(),
-		backoff: backoff{random: cfg.Random},
+		backoff: backoff.NewKeyed(stepBackoff, cfg.Random),
 	}
 	c.reclaim = reclaim.New(port{c}, cd, mp, clk, reclaim.Config{CleanupBudget: cfg.CleanupBudget, NodeLostAfter: cfg.NodeLostAfter}, log)
 	// The driver's watches wake the loop: work gone from a draining

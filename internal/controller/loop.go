@@ -156,13 +156,13 @@ func (c *Controller) startSteps(r *stepRun, now time.Time, w *wake) error {
 				continue
 			}
 		}
-		due := reclaim.When(n, c.registerBy(n), c.backoff.retry(n.ID))
+		due := reclaim.When(n, c.registerBy(n), c.backoff.Retry(n.ID))
 		w.earlier(due.Wake)
 		r.start(n.ID, n, due, now, w, c.step)
 	}
 	for _, n := range cleanups {
 		key := reclaim.CleanupKey(n.ID)
-		r.start(key, n, reclaim.WhenCleanup(c.backoff.retry(key)), now, w, c.reclaim.Cleanup)
+		r.start(key, n, reclaim.WhenCleanup(c.backoff.Retry(key)), now, w, c.reclaim.Cleanup)
 	}
 	c.preparing.prune(nodes, provisioning)
 	return nil
@@ -275,10 +275,10 @@ func (r *stepRun) finish(key string, n domain.Node, res stepResult) {
 		return
 	}
 	if res.err != nil {
-		c.backoff.fail(key, c.clock.Now(), res.err)
+		c.backoff.Fail(key, c.clock.Now(), res.err)
 		c.noteError(r.ctx, n, res.err)
 	} else {
-		c.backoff.ok(key)
+		c.backoff.OK(key)
 		c.clearError(r.ctx, n)
 	}
 	if r.wait {

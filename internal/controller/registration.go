@@ -18,7 +18,7 @@ import (
 // service, with the reason on the admin machine listing.
 func (c *Controller) registrationFailed(ctx context.Context, n domain.Node) error {
 	var ce *reclaim.ClusterError
-	blame := !errors.As(c.backoff.lastErr(n.ID), &ce)
+	blame := !errors.As(c.backoff.Err(n.ID), &ce)
 	n, err := c.transition(ctx, n.ID, domain.NodeProvisioning, func(txOf func() (store.Tx, error), n *domain.Node, now time.Time) ([]domain.Event, error) {
 		n.State, n.RemovedAt, n.CleanupPending = domain.NodeRemoving, now, true
 		msg := fmt.Sprintf("node %s did not register Ready within %s on machine %s; the machine goes back and the node is replaced",

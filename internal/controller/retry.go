@@ -3,78 +3,19 @@ package controller
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/backoff"
 	"github.com/sparecap/sparecap/internal/domain"
-	"github.com/sparecap/sparecap/internal/random"
 	"github.com/sparecap/sparecap/internal/reclaim"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
-// Retry delays after a failed node step: doubling from retryBase to
-// retryMax, each drawn at random between half and all of it, so the steps
+// stepBackoff is the retry schedule of a failed node step: doubling from
+// 250 ms to 5 s, each wait drawn between half and all of it, so the steps
 // of many nodes on one cluster whose API went away do not come back in
 // lockstep.
-const (
-	retryBase = 250 * time.Millisecond
-	retryMax  = 5 * time.Second
-)
-
-// backoff remembers failed node steps (in memory: after a restart every
-// node is tried at once).
-type backoff struct {
-	random *random.Source // the jitter
-	mu     sync.Mutex
-	nodes  map[string]retry
-}
-
-type retry struct {
-	fails    int
-	failedAt time.Time
-	at       time.Time
-	err      error
-}
-
-// retry is the backoff of key's last failed run (none: it may run now).
-func (b *backoff) retry(key string) reclaim.Retry {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r, ok := b.nodes[key]
-	if !ok {
-		return reclaim.Retry{}
-	}
-	return reclaim.Retry{FailedAt: r.failedAt, At: r.at}
-}
-
-// lastErr is the error of key's last failed run, nil if it has not failed
-// since it last succeeded.
-func (b *backoff) lastErr(key string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.nodes[key].err
-}
-
-func (b *backoff) fail(id string, now time.Time, err error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.nodes == nil {
-		b.nodes = map[string]retry{}
-	}
-	r := b.nodes[id]
-	r.fails++
-	d := retryBase << min(r.fails-1, 10)
-	d = min(d, retryMax)
-	d = d/2 + b.random.Duration(d/2)
-	r.failedAt, r.at, r.err = now, now.Add(d), err
-	b.nodes[id] = r
-}
-
-func (b *backoff) ok(id string) {
-	b.mu.Lock()
-	delete(b.nodes, id)
-	b.mu.Unlock()
-}
+var stepBackoff = backoff.Policy{First: 250 * time.Millisecond, Max: 5 * time.Second, Low: 50, High: 100}
 
 // claim marks node id as being stepped; false if a step already runs.
 func (c *Controller) claim(id string) bool {

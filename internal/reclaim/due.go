@@ -3,6 +3,7 @@ package reclaim
 import (
 	"time"
 
+	"github.com/sparecap/sparecap/internal/backoff"
 	"github.com/sparecap/sparecap/internal/domain"
 )
 
@@ -18,11 +19,8 @@ const (
 	Notices
 )
 
-// Retry is a failed run's backoff: it failed at FailedAt and may run
-// again from At (zero values: it has not failed).
-type Retry struct {
-	FailedAt, At time.Time
-}
+// Retry is a failed run's backoff (see backoff.Keyed).
+type Retry = backoff.Retry
 
 // Due is when a node's step is due and where it runs.
 type Due struct {

@@ -3,6 +3,7 @@ package webhook
 import (
 	"time"
 
+	"github.com/sparecap/sparecap/internal/backoff"
 	"github.com/sparecap/sparecap/internal/random"
 )
 
@@ -18,14 +19,12 @@ const (
 	RetryWindow = 24 * time.Hour
 )
 
+// retryBackoff is that schedule.
+var retryBackoff = backoff.Policy{First: FirstRetry, Max: MaxRetryGap, Low: 80, High: 120}
+
 // retryGap is the wait after the attempts-th failed attempt.
 func retryGap(attempts int, r *random.Source) time.Duration {
-	gap := FirstRetry
-	for i := 1; i < attempts && gap < MaxRetryGap; i++ {
-		gap *= 2
-	}
-	gap = min(gap, MaxRetryGap)
-	return gap*4/5 + r.Duration(gap*2/5)
+	return retryBackoff.Gap(attempts, r)
 }
 
 // MaxHold bounds how long an endpoint that keeps failing is left alone

@@ -5,13 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/backoff"
 	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/random"
 
 	"github.com/sparecap/sparecap/internal/store"
 )
@@ -86,7 +87,17 @@ type Store struct {
 	bq        byIDQueries
 	wq        webhookQueries
 	scans     chan struct{} // ScanUsage slots; nil: unbounded
+	// retryClock and retryRandom time and jitter the retries of Update:
+	// the wall clock (a conflict is the database's, in real time) and a
+	// source seeded from entropy.
+	retryClock  clock.Clock
+	retryRandom *random.Source
 }
+
+// updateBackoff spaces the attempts of a transaction that met a conflict:
+// from 1 ms doubling to 100 ms, each drawn between half and one and a half
+// of it, so contending writers do not collide again in step.
+var updateBackoff = backoff.Policy{First: time.Millisecond, Max: 100 * time.Millisecond, Low: 50, High: 150}
 
 var _ store.Store = (*Store)(nil)
 
@@ -97,7 +108,7 @@ func New(d Dialect, write, read *sql.DB) *Store {
 		read = write
 	}
 	s := &Store{d: d, w: write, r: read, l: write, q: buildQueries(d), hq: buildHistoryQueries(d), bq: buildByIDQueries(d),
-		wq: buildWebhookQueries(d)}
+		wq: buildWebhookQueries(d), retryClock: clock.Real{}, retryRandom: random.FromEntropy()}
 	if d.MaxScans > 0 {
 		s.scans = make(chan struct{}, d.MaxScans)
 	}
@@ -133,7 +144,6 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 }
 
 func (s *Store) updateOn(ctx context.Context, db *sql.DB, fn func(store.Tx) error) error {
-	backoff := time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := s.update(ctx, db, fn)
 		if err == nil || s.d.Retryable == nil || !s.d.Retryable(err) || errors.Is(err, store.ErrFenced) {
@@ -142,13 +152,10 @@ func (s *Store) updateOn(ctx context.Context, db *sql.DB, fn func(store.Tx) erro
 		if attempt == maxAttempts {
 			return fmt.Errorf("%s: update: gave up after %d attempts: %w", s.d.Name, attempt, err)
 		}
-		// Jitter keeps contending writers from colliding again in step.
-		sleep := backoff/2 + rand.N(backoff)
-		backoff = min(2*backoff, 100*time.Millisecond)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: update: %w (after %v)", s.d.Name, ctx.Err(), err)
-		case <-clock.Real{}.After(sleep):
+		case <-s.retryClock.After(updateBackoff.Gap(attempt, s.retryRandom)):
 		}
 	}
 }
