@@ -42,6 +42,20 @@ rotated. See docs/webhooks.md for the events and how to verify them.`,
 	cmd.PersistentFlags().StringVar(&project, "project-id", "", "manage this project's endpoints (operator token needed)")
 	scope := func() client.WebhookScope { return client.WebhookScope{ProjectID: project} }
 
+	cmd.AddCommand(
+		newWebhooksListCmd(s, scope),
+		newWebhooksGetCmd(s, scope),
+		newWebhooksCreateCmd(s, scope),
+		newWebhooksUpdateCmd(s, scope),
+		newWebhooksDeleteCmd(s, scope),
+		newWebhooksRotateCmd(s, scope),
+		newWebhooksTestCmd(s, scope),
+		newWebhooksDeliveriesCmd(s, scope),
+	)
+	return cmd
+}
+
+func newWebhooksListCmd(s *state, scope func() client.WebhookScope) *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List webhook endpoints (never their secrets)",
@@ -64,7 +78,10 @@ how its deliveries stand (pending, delivered, failed, among those kept).`,
 			})
 		}),
 	}
+	return list
+}
 
+func newWebhooksGetCmd(s *state, scope func() client.WebhookScope) *cobra.Command {
 	get := &cobra.Command{
 		Use:     "get <endpoint-id>",
 		Short:   "Show a webhook endpoint",
@@ -79,7 +96,10 @@ how its deliveries stand (pending, delivered, failed, among those kept).`,
 			return s.printEndpoint(cmd, e)
 		}),
 	}
+	return get
+}
 
+func newWebhooksCreateCmd(s *state, scope func() client.WebhookScope) *cobra.Command {
 	var req apiv1.CreateWebhookRequest
 	var disabled bool
 	create := &cobra.Command{
@@ -112,10 +132,11 @@ link-local) are refused unless the operator allows them.`,
 	create.Flags().StringArrayVar(&req.EventTypes, "event-type", nil, "an event to deliver, e.g. PreemptionNotified (repeatable; default: every event)")
 	create.Flags().StringArrayVar(&req.ClusterIDs, "cluster", nil, "a cluster whose events to deliver (repeatable; default: every cluster of the project)")
 	create.Flags().BoolVar(&disabled, "disabled", false, "create it disabled: nothing is delivered until it is enabled")
+	return create
+}
 
-	var name, url, enabled string
-	var types, clusters []string
-	var allTypes, allClusters bool
+func newWebhooksUpdateCmd(s *state, scope func() client.WebhookScope) *cobra.Command {
+	var ch webhookChange
 	update := &cobra.Command{
 		Use:   "update <endpoint-id>",
 		Short: "Change a webhook endpoint",
@@ -128,36 +149,9 @@ again, for at most a day).`,
   sparecap webhooks update wh-3f2a9c1d0b7e --endpoint-url https://new.example.com/hook --all-clusters`,
 		Args: cobra.ExactArgs(1),
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
-			var r apiv1.UpdateWebhookRequest
-			fl := cmd.Flags()
-			if fl.Changed("name") {
-				r.Name = &name
-			}
-			if fl.Changed("endpoint-url") {
-				r.URL = &url
-			}
-			switch {
-			case allTypes && len(types) > 0:
-				return errors.New("--event-type and --all-events: give one or the other")
-			case allTypes:
-				r.EventTypes = &[]string{}
-			case len(types) > 0:
-				r.EventTypes = &types
-			}
-			switch {
-			case allClusters && len(clusters) > 0:
-				return errors.New("--cluster and --all-clusters: give one or the other")
-			case allClusters:
-				r.ClusterIDs = &[]string{}
-			case len(clusters) > 0:
-				r.ClusterIDs = &clusters
-			}
-			if fl.Changed("enabled") {
-				b, err := strconv.ParseBool(enabled)
-				if err != nil {
-					return fmt.Errorf("--enabled %q: want true or false", enabled)
-				}
-				r.Enabled = &b
+			r, err := ch.request(cmd.Flags().Changed)
+			if err != nil {
+				return err
 			}
 			e, err := c.UpdateWebhook(cmd.Context(), scope(), args[0], r)
 			if err != nil {
@@ -166,14 +160,60 @@ again, for at most a day).`,
 			return s.printEndpoint(cmd, e)
 		}),
 	}
-	update.Flags().StringVar(&name, "name", "", "a new name")
-	update.Flags().StringVar(&url, "endpoint-url", "", "a new URL for deliveries")
-	update.Flags().StringArrayVar(&types, "event-type", nil, "the events to deliver (repeatable; replaces the list)")
-	update.Flags().BoolVar(&allTypes, "all-events", false, "deliver every event")
-	update.Flags().StringArrayVar(&clusters, "cluster", nil, "the clusters whose events to deliver (repeatable; replaces the list)")
-	update.Flags().BoolVar(&allClusters, "all-clusters", false, "deliver the events of every cluster of the project")
-	update.Flags().StringVar(&enabled, "enabled", "", "true or false")
+	update.Flags().StringVar(&ch.name, "name", "", "a new name")
+	update.Flags().StringVar(&ch.url, "endpoint-url", "", "a new URL for deliveries")
+	update.Flags().StringArrayVar(&ch.types, "event-type", nil, "the events to deliver (repeatable; replaces the list)")
+	update.Flags().BoolVar(&ch.allTypes, "all-events", false, "deliver every event")
+	update.Flags().StringArrayVar(&ch.clusters, "cluster", nil, "the clusters whose events to deliver (repeatable; replaces the list)")
+	update.Flags().BoolVar(&ch.allClusters, "all-clusters", false, "deliver the events of every cluster of the project")
+	update.Flags().StringVar(&ch.enabled, "enabled", "", "true or false")
+	return update
+}
 
+// webhookChange is the flags of webhooks update.
+type webhookChange struct {
+	name, url, enabled    string
+	types, clusters       []string
+	allTypes, allClusters bool
+}
+
+// request is the update the flags given (changed) ask for; only those
+// are sent.
+func (ch *webhookChange) request(changed func(flag string) bool) (apiv1.UpdateWebhookRequest, error) {
+	var r apiv1.UpdateWebhookRequest
+	if changed("name") {
+		r.Name = &ch.name
+	}
+	if changed("endpoint-url") {
+		r.URL = &ch.url
+	}
+	switch {
+	case ch.allTypes && len(ch.types) > 0:
+		return r, errors.New("--event-type and --all-events: give one or the other")
+	case ch.allTypes:
+		r.EventTypes = &[]string{}
+	case len(ch.types) > 0:
+		r.EventTypes = &ch.types
+	}
+	switch {
+	case ch.allClusters && len(ch.clusters) > 0:
+		return r, errors.New("--cluster and --all-clusters: give one or the other")
+	case ch.allClusters:
+		r.ClusterIDs = &[]string{}
+	case len(ch.clusters) > 0:
+		r.ClusterIDs = &ch.clusters
+	}
+	if changed("enabled") {
+		b, err := strconv.ParseBool(ch.enabled)
+		if err != nil {
+			return r, fmt.Errorf("--enabled %q: want true or false", ch.enabled)
+		}
+		r.Enabled = &b
+	}
+	return r, nil
+}
+
+func newWebhooksDeleteCmd(s *state, scope func() client.WebhookScope) *cobra.Command {
 	del := &cobra.Command{
 		Use:     "delete <endpoint-id>",
 		Short:   "Delete a webhook endpoint and its deliveries",
@@ -190,7 +230,10 @@ again, for at most a day).`,
 			})
 		}),
 	}
+	return del
+}
 
+func newWebhooksRotateCmd(s *state, scope func() client.WebhookScope) *cobra.Command {
 	var previous string
 	rotate := &cobra.Command{
 		Use:   "rotate <endpoint-id>",
@@ -211,7 +254,10 @@ can switch over without losing a delivery; 0s stops it at once (it leaked).`,
 		}),
 	}
 	rotate.Flags().StringVar(&previous, "previous-expires-in", "", "how long the previous secret keeps signing, 0s to 24h (default 24h)")
+	return rotate
+}
 
+func newWebhooksTestCmd(s *state, scope func() client.WebhookScope) *cobra.Command {
 	var wait bool
 	var timeout time.Duration
 	test := &cobra.Command{
@@ -228,26 +274,8 @@ it went (its HTTP status, or what failed).`,
 				return fmt.Errorf("test webhook endpoint %s: %w", args[0], err)
 			}
 			if wait {
-				err := s.poll(cmd, timeout, func(first bool) (bool, error) {
-					if first {
-						return false, nil
-					}
-					list, err := c.WebhookDeliveries(cmd.Context(), scope(), args[0], client.DeliveriesQuery{Limit: 1000})
-					if err != nil {
-						return false, err
-					}
-					for _, x := range list.Deliveries {
-						if x.WebhookID == d.WebhookID {
-							d = &x
-						}
-					}
-					return d.Attempts > 0, nil
-				})
-				if errors.Is(err, errTimeout) {
-					return fmt.Errorf("test delivery %s: no attempt within %s (is the server leading and the endpoint enabled?)", d.WebhookID, timeout)
-				}
-				if err != nil {
-					return fmt.Errorf("test webhook endpoint %s: %w", args[0], err)
+				if d, err = s.firstAttempt(cmd, c, scope(), args[0], d, timeout); err != nil {
+					return err
 				}
 			}
 			if err := s.printDeliveries(cmd, []apiv1.WebhookDelivery{*d}, d); err != nil {
@@ -262,7 +290,37 @@ it went (its HTTP status, or what failed).`,
 	}
 	test.Flags().BoolVar(&wait, "wait", false, "wait for the first attempt and fail unless it was delivered")
 	test.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long --wait waits")
+	return test
+}
 
+// firstAttempt waits until delivery d to endpoint id was attempted once,
+// and returns it as it is then.
+func (s *state) firstAttempt(cmd *cobra.Command, c *client.Client, scope client.WebhookScope, id string, d *apiv1.WebhookDelivery, timeout time.Duration) (*apiv1.WebhookDelivery, error) {
+	err := s.poll(cmd, timeout, func(first bool) (bool, error) {
+		if first {
+			return false, nil
+		}
+		list, err := c.WebhookDeliveries(cmd.Context(), scope, id, client.DeliveriesQuery{Limit: 1000})
+		if err != nil {
+			return false, err
+		}
+		for _, x := range list.Deliveries {
+			if x.WebhookID == d.WebhookID {
+				d = &x
+			}
+		}
+		return d.Attempts > 0, nil
+	})
+	if errors.Is(err, errTimeout) {
+		return nil, fmt.Errorf("test delivery %s: no attempt within %s (is the server leading and the endpoint enabled?)", d.WebhookID, timeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("test webhook endpoint %s: %w", id, err)
+	}
+	return d, nil
+}
+
+func newWebhooksDeliveriesCmd(s *state, scope func() client.WebhookScope) *cobra.Command {
 	var state string
 	var limit int
 	deliveries := &cobra.Command{
@@ -286,9 +344,7 @@ pending one is tried next. Ended deliveries are kept 72 hours, at most
 	}
 	deliveries.Flags().StringVar(&state, "state", "", "only deliveries in this state: pending, delivered or failed")
 	deliveries.Flags().IntVar(&limit, "limit", 0, "at most this many (default 100, at most 1000)")
-
-	cmd.AddCommand(list, get, create, update, del, rotate, test, deliveries)
-	return cmd
+	return deliveries
 }
 
 // orAll shows a filter list: "all" when empty.
