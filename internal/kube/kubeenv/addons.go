@@ -323,7 +323,12 @@ func (e *Env) startAddon(a *addon, first bool) (*proc, error) {
 		if err != nil {
 			return nil, err
 		}
-		err = p.waitReady(ReadyTimeout, func(ctx context.Context) error { return e.addonReady(ctx, a) })
+		err = p.waitReady(ReadyTimeout, func(ctx context.Context) error {
+			if err := e.addonReady(ctx, a); err != nil {
+				return err
+			}
+			return p.owns(a.ports)
+		})
 		if err == nil {
 			err = e.addonWebhooks(a, p, first)
 		}

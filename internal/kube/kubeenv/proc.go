@@ -203,3 +203,47 @@ func openLog(path string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// owns checks that the process itself listens on every one of ports: a
+// port picked by freePort may have been taken by another process before
+// the component bound it, and a component may report ready on one port
+// (health) before it binds another (metrics), then exit when that bind
+// fails. Linux only: it matches the listening sockets of /proc/net/tcp
+// and tcp6 with the process's open sockets.
+func (p *proc) owns(ports []int) error {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid))
+	if err != nil {
+		return fmt.Errorf("%s's sockets: %w", p.name, err)
+	}
+	mine := map[string]bool{}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", p.cmd.Process.Pid, fd.Name()))
+		if inode, ok := strings.CutPrefix(link, "socket:["); err == nil && ok {
+			mine[strings.TrimSuffix(inode, "]")] = true
+		}
+	}
+	bound := map[int]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(table)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" || !mine[f[9]] { // 0A: LISTEN
+				continue
+			}
+			_, hexPort, _ := strings.Cut(f[1], ":")
+			var port int
+			if _, err := fmt.Sscanf(hexPort, "%X", &port); err == nil {
+				bound[port] = true
+			}
+		}
+	}
+	for _, port := range ports {
+		if !bound[port] {
+			return fmt.Errorf("%s does not listen on port %d yet", p.name, port)
+		}
+	}
+	return nil
+}
