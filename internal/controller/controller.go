@@ -309,15 +309,11 @@ func (c *Controller) plan(s allocator.Snapshot, now time.Time) allocator.Plan {
 // driver knows of a node's work, read from its watches (never waited
 // for), asked once per node so the plan sees one answer.
 func (c *Controller) idle() func(*domain.Node) bool {
-	ir, ok := c.cluster.(driver.IdleReporter)
-	if !ok {
-		return nil
-	}
 	seen := map[string]bool{}
 	return func(n *domain.Node) bool {
 		idle, ok := seen[n.ID]
 		if !ok {
-			idle, _ = ir.Idle(n.ClusterID, n.Name)
+			idle, _ = c.cluster.Idle(n.ClusterID, n.Name)
 			seen[n.ID] = idle
 		}
 		return idle

@@ -121,27 +121,23 @@ type ClusterDriver interface {
 	// error means the driver cannot tell now (the watch has not synced,
 	// the API is unreachable), and nothing is decided from it.
 	Health(ctx context.Context, clusterID, nodeName string) (NodeHealth, error)
+	// Idle says, from what the driver already watches (no call out, no
+	// wait), whether the node runs none of its tenant's work; support
+	// work (DaemonSet pods) does not count. known is false when it cannot
+	// tell now, or cannot at all (NoIdle). The allocator gives up idle
+	// nodes before busy ones when it scales a cluster down or takes
+	// preemptible nodes back.
+	Idle(clusterID, nodeName string) (idle, known bool)
 	// SetHooks sets how the driver tells the controller what it sees,
 	// before the first call.
 	SetHooks(h Hooks)
 }
 
-// IdleReporter is a ClusterDriver that can tell, from what it already
-// watches (no call out, no wait), whether a node runs none of its
-// tenant's work; support work (DaemonSet pods) does not count. known is
-// false when it cannot tell now. The allocator gives up idle nodes before
-// busy ones when it scales a cluster down or takes preemptible nodes back.
-type IdleReporter interface {
-	Idle(clusterID, nodeName string) (idle, known bool)
-}
+// NoIdle is the Idle of a driver that cannot tell which nodes are idle.
+type NoIdle struct{}
 
-// IdleOf asks d whether the node is idle, if d can tell (IdleReporter).
-func IdleOf(d ClusterDriver, clusterID, nodeName string) (idle, known bool) {
-	if ir, ok := d.(IdleReporter); ok {
-		return ir.Idle(clusterID, nodeName)
-	}
-	return false, false
-}
+// Idle never knows.
+func (NoIdle) Idle(clusterID, nodeName string) (idle, known bool) { return false, false }
 
 // Hooks are how a driver tells the controller of changes it sees. Each may
 // be nil; none may block or call the driver.

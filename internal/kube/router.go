@@ -24,16 +24,20 @@ type Router struct {
 	driver.Routed // every call, on the driver picked by driver()
 	load          Loader
 	fallback      driver.ClusterDriver
-	opts          Options
+	clusters      driver.Clusters[*Cluster] // nil: not attached, use fallback
 
-	mu       sync.Mutex
-	clusters map[string]*Cluster // nil value: not attached, use fallback
+	mu   sync.Mutex
+	opts Options
 }
 
 // NewRouter returns a router.
 func NewRouter(load Loader, fallback driver.ClusterDriver, opts Options) *Router {
 	opts.defaults()
-	r := &Router{load: load, fallback: fallback, opts: opts, clusters: map[string]*Cluster{}}
+	r := &Router{load: load, fallback: fallback, opts: opts}
+	r.clusters.Build = r.build
+	r.clusters.Started = func(id string, c *Cluster) {
+		r.opts.Log.Info("started the Kubernetes driver of a cluster", "cluster", id, "server", c.host)
+	}
 	r.Routed.Pick = r.driver
 	return r
 }
@@ -53,96 +57,53 @@ func (r *Router) SetHooks(h driver.Hooks) {
 // needs them. A cluster whose driver cannot be built is logged and tried
 // again on first use.
 func (r *Router) Start(ctx context.Context, clusterIDs []string) {
-	for _, id := range clusterIDs {
-		go func() {
-			if _, err := r.Attached(ctx, id); err != nil && ctx.Err() == nil {
-				r.opts.Log.Warn("cannot start the Kubernetes driver of a cluster", "cluster", id, "err", err)
-			}
-		}()
-	}
+	r.clusters.Start(ctx, clusterIDs, func(id string, err error) {
+		r.opts.Log.Warn("cannot start the Kubernetes driver of a cluster", "cluster", id, "err", err)
+	})
 }
 
 // Reload forgets the cluster's driver, so the next call reads its
 // kubeconfig again (after an attach or detach).
 func (r *Router) Reload(clusterID string) {
-	r.mu.Lock()
-	c, ok := r.clusters[clusterID]
-	delete(r.clusters, clusterID)
-	r.mu.Unlock()
-	if ok && c != nil {
-		c.Close()
+	if r.clusters.Reload(clusterID) {
 		r.opts.Log.Info("stopped the Kubernetes driver of a cluster", "cluster", clusterID)
 	}
 }
 
 // Close stops the driver of every cluster (their watches); a later call
 // builds them again.
-func (r *Router) Close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for id, c := range r.clusters {
-		if c != nil {
-			c.Close()
-		}
-		delete(r.clusters, id)
-	}
-}
+func (r *Router) Close() { r.clusters.Close() }
 
 // attached lists the drivers built so far.
-func (r *Router) attached() []*Cluster {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []*Cluster
-	for _, c := range r.clusters {
-		if c != nil {
-			out = append(out, c)
-		}
-	}
-	return out
-}
+func (r *Router) attached() []*Cluster { return r.clusters.All() }
 
 // Attached returns the driver of an attached cluster, nil for one that
 // runs on the fallback.
 func (r *Router) Attached(ctx context.Context, clusterID string) (*Cluster, error) {
-	r.mu.Lock()
-	c, ok := r.clusters[clusterID]
-	r.mu.Unlock()
-	if ok {
-		return c, nil
-	}
+	return r.clusters.Attached(ctx, clusterID)
+}
+
+// build makes the driver of a cluster from its kubeconfig; nil for a
+// cluster without one.
+func (r *Router) build(ctx context.Context, clusterID string) (*Cluster, error) {
 	kc, err := r.load(ctx, clusterID)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig of cluster %s: %w", clusterID, err)
 	}
-	if kc != nil {
-		if err := CheckKubeconfig(kc, r.opts.AllowKubeconfigPlugins); err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", clusterID, err)
-		}
-		rc, err := RESTConfig(kc)
-		if err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", clusterID, err)
-		}
-		r.mu.Lock()
-		opts := r.opts
-		r.mu.Unlock()
-		if c, err = NewCluster(clusterID, rc, opts); err != nil {
-			return nil, err
-		}
+	if kc == nil {
+		return nil, nil
+	}
+	if err := CheckKubeconfig(kc, r.opts.AllowKubeconfigPlugins); err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", clusterID, err)
+	}
+	rc, err := RESTConfig(kc)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", clusterID, err)
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if have, ok := r.clusters[clusterID]; ok {
-		// Another call built it first: keep that one.
-		if c != nil {
-			c.Close()
-		}
-		return have, nil
-	}
-	r.clusters[clusterID] = c
-	if c != nil {
-		r.opts.Log.Info("started the Kubernetes driver of a cluster", "cluster", clusterID, "server", c.host)
-	}
-	return c, nil
+	opts := r.opts
+	r.mu.Unlock()
+	return NewCluster(clusterID, rc, opts)
 }
 
 func (r *Router) driver(ctx context.Context, clusterID string) (driver.ClusterDriver, error) {
@@ -160,20 +121,17 @@ func (r *Router) driver(ctx context.Context, clusterID string) (driver.ClusterDr
 // a kubeconfig, once the cluster has been used; it never starts a driver
 // (the controller asks while it plans).
 func (r *Router) Idle(clusterID, nodeName string) (idle, known bool) {
-	r.mu.Lock()
-	c, ok := r.clusters[clusterID]
-	r.mu.Unlock()
+	c, ok := r.clusters.Known(clusterID)
 	switch {
 	case !ok:
 		return false, false
 	case c == nil:
-		return driver.IdleOf(r.fallback, clusterID, nodeName)
+		return r.fallback.Idle(clusterID, nodeName)
 	}
 	return c.Idle(clusterID, nodeName)
 }
 
 var _ driver.ClusterDriver = (*Router)(nil)
-var _ driver.IdleReporter = (*Router)(nil)
 
 // Registrar is the "register" machine provider: there is no machine to
 // boot, and for an attached cluster it stands in for the kubelet joining

@@ -251,6 +251,10 @@ func (c *Cluster) check(clusterID string) error {
 
 func notFound(what string) error { return fmt.Errorf("%s: %w", what, domain.ErrNotFound) }
 
+// Idle: a Slurm cluster's nodes are not known idle (its jobs are read
+// by polling, which the controller does not wait for while it plans).
+func (c *Cluster) Idle(clusterID, nodeName string) (idle, known bool) { return false, false }
+
 var _ driver.ClusterDriver = (*Cluster)(nil)
 
 // ID is the cluster's ID.

@@ -20,16 +20,20 @@ type Router struct {
 	driver.Routed // every call, on the driver picked by driver()
 	load          Loader
 	next          driver.ClusterDriver
-	opts          Options
+	clusters      driver.Clusters[*Cluster] // nil: not Slurm, use next
 
-	mu       sync.Mutex
-	clusters map[string]*Cluster // nil value: not Slurm, use next
+	mu   sync.Mutex
+	opts Options
 }
 
 // NewRouter returns a router.
 func NewRouter(load Loader, next driver.ClusterDriver, opts Options) *Router {
 	opts.defaults()
-	r := &Router{load: load, next: next, opts: opts, clusters: map[string]*Cluster{}}
+	r := &Router{load: load, next: next, opts: opts}
+	r.clusters.Build = r.build
+	r.clusters.Started = func(id string, _ *Cluster) {
+		r.opts.Log.Info("started the Slurm driver of a cluster", "cluster", id)
+	}
 	r.Routed.Pick = r.driver
 	return r
 }
@@ -38,86 +42,49 @@ func NewRouter(load Loader, next driver.ClusterDriver, opts Options) *Router {
 func (r *Router) SetHooks(h driver.Hooks) {
 	r.mu.Lock()
 	r.opts.Hooks = h
-	for _, c := range r.clusters {
-		if c != nil {
-			c.SetHooks(h)
-		}
-	}
 	r.mu.Unlock()
+	r.clusters.Each(func(c *Cluster) { c.SetHooks(h) })
 	r.next.SetHooks(h)
 }
 
 // Start builds the drivers of the given clusters in the background, so
 // their first poll is done before a reclaim needs it.
 func (r *Router) Start(ctx context.Context, clusterIDs []string) {
-	for _, id := range clusterIDs {
-		go func() {
-			if _, err := r.Attached(ctx, id); err != nil && ctx.Err() == nil {
-				r.opts.Log.Warn("cannot start the Slurm driver of a cluster", "cluster", id, "err", err)
-			}
-		}()
-	}
+	r.clusters.Start(ctx, clusterIDs, func(id string, err error) {
+		r.opts.Log.Warn("cannot start the Slurm driver of a cluster", "cluster", id, "err", err)
+	})
 }
 
 // Reload forgets the cluster's driver (after an attach or detach).
 func (r *Router) Reload(clusterID string) {
-	r.mu.Lock()
-	c, ok := r.clusters[clusterID]
-	delete(r.clusters, clusterID)
-	r.mu.Unlock()
-	if ok && c != nil {
-		c.Close()
+	if r.clusters.Reload(clusterID) {
 		r.opts.Log.Info("stopped the Slurm driver of a cluster", "cluster", clusterID)
 	}
 }
 
 // Close stops every cluster's driver; a later call builds them again.
-func (r *Router) Close() {
-	r.mu.Lock()
-	cs := r.clusters
-	r.clusters = map[string]*Cluster{}
-	r.mu.Unlock()
-	for _, c := range cs {
-		if c != nil {
-			c.Close()
-		}
-	}
-}
+func (r *Router) Close() { r.clusters.Close() }
 
 // Attached returns the driver of a Slurm cluster with a slurm.conf, nil
 // for any other.
 func (r *Router) Attached(ctx context.Context, clusterID string) (*Cluster, error) {
-	r.mu.Lock()
-	c, ok := r.clusters[clusterID]
-	r.mu.Unlock()
-	if ok {
-		return c, nil
-	}
+	return r.clusters.Attached(ctx, clusterID)
+}
+
+// build makes the driver of a cluster from its slurm.conf; nil for a
+// cluster without one.
+func (r *Router) build(ctx context.Context, clusterID string) (*Cluster, error) {
 	conf, err := r.load(ctx, clusterID)
 	if err != nil {
 		return nil, fmt.Errorf("slurm.conf of cluster %s: %w", clusterID, err)
 	}
-	if conf != nil {
-		r.mu.Lock()
-		opts := r.opts
-		r.mu.Unlock()
-		if c, err = NewCluster(ctx, clusterID, conf, opts); err != nil {
-			return nil, err
-		}
+	if conf == nil {
+		return nil, nil
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if have, ok := r.clusters[clusterID]; ok {
-		if c != nil {
-			c.Close()
-		}
-		return have, nil
-	}
-	r.clusters[clusterID] = c
-	if c != nil {
-		r.opts.Log.Info("started the Slurm driver of a cluster", "cluster", clusterID)
-	}
-	return c, nil
+	opts := r.opts
+	r.mu.Unlock()
+	return NewCluster(ctx, clusterID, conf, opts)
 }
 
 func (r *Router) driver(ctx context.Context, clusterID string) (driver.ClusterDriver, error) {
@@ -131,22 +98,21 @@ func (r *Router) driver(ctx context.Context, clusterID string) (driver.ClusterDr
 	return c, nil
 }
 
-// Idle asks next for a cluster that is not a Slurm one, once the cluster
-// has been used; a Slurm cluster's nodes are not known idle (its jobs
-// are read by polling, which the controller does not wait for while it
-// plans).
+// Idle asks next for a cluster that is not a Slurm one, and a Slurm
+// cluster's driver for its own (see Cluster.Idle), once the cluster has
+// been used.
 func (r *Router) Idle(clusterID, nodeName string) (idle, known bool) {
-	r.mu.Lock()
-	c, ok := r.clusters[clusterID]
-	r.mu.Unlock()
-	if !ok || c != nil {
+	c, ok := r.clusters.Known(clusterID)
+	switch {
+	case !ok:
 		return false, false
+	case c == nil:
+		return r.next.Idle(clusterID, nodeName)
 	}
-	return driver.IdleOf(r.next, clusterID, nodeName)
+	return c.Idle(clusterID, nodeName)
 }
 
 var _ driver.ClusterDriver = (*Router)(nil)
-var _ driver.IdleReporter = (*Router)(nil)
 
 // Check checks a slurm.conf (ParseConf) and asks the slurmctld it reaches
 // for its configuration, with the commands of opts and the copy they get
