@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -207,8 +208,18 @@ func (ew *eventWriter) write(e apiv1.Event) error {
 	}
 	msg := termsafe.Escape(strings.ReplaceAll(e.Message, "\n", " "))
 	if e.Deadline != nil {
-		msg += " [deadline " + ew.s.deadline(e.Deadline) + "]"
+		// A server run with --speed runs ahead of the CLI's estimate of
+		// its clock between responses: an event is no older than now.
+		msg += " [deadline " + ew.s.deadlineFrom(e.Deadline, latest(ew.s.now(), e.Timestamp)) + "]"
 	}
 	_, err := fmt.Fprintf(ew.w, eventRowFormat, ew.s.localTime(e.Timestamp), termsafe.Escape(string(e.Reason)), termsafe.Escape(node), msg)
 	return err
+}
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -111,12 +111,15 @@ func shortDuration(d time.Duration) string {
 
 // deadline shows a drain deadline as RFC 3339 and, while it is ahead, how
 // far ahead.
-func (s *state) deadline(d *time.Time) string {
+func (s *state) deadline(d *time.Time) string { return s.deadlineFrom(d, s.now()) }
+
+// deadlineFrom is deadline counted down from now.
+func (s *state) deadlineFrom(d *time.Time, now time.Time) string {
 	if d == nil || d.IsZero() {
 		return "-"
 	}
 	out := d.UTC().Format(time.RFC3339)
-	if left := d.Sub(s.now()); left > 0 {
+	if left := d.Sub(now); left > 0 {
 		out += " (in " + left.Round(time.Second).String() + ")"
 	} else {
 		out += " (passed)"
