@@ -518,39 +518,16 @@ func TestEventsFollow(t *testing.T) {
 				<-r.Context().Done()
 			})
 
-			var out, errb syncBuffer
-			root := newRoot(testEnv(map[string]string{"SPARECAP_URL": f.srv.URL, "SPARECAP_CONFIG": t.TempDir() + "/x"}))
-			root.SetOut(&out)
-			root.SetErr(&errb)
-			root.SetArgs([]string{"events", "--cluster", "c1", "--follow", "-o", output})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- root.ExecuteContext(ctx) }()
-
-			deadline := time.After(10 * time.Second)
-			for !strings.Contains(out.String(), "NodeRemoved") {
-				select {
-				case err := <-done:
-					t.Fatalf("command ended early: %v\n%s", err, errb.String())
-				case <-deadline:
-					t.Fatalf("streamed events never printed:\n%s", out.String())
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("interrupted follow returned %v, want nil", err)
-			}
+			out := f.follow(t, "NodeRemoved", "events", "--cluster", "c1", "--follow", "-o", output)
 			if q := <-watchQuery; q != "cursor=7&watch=true" {
 				t.Errorf("watch query = %q, want to resume from the listed cursor", q)
 			}
-			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			lines := strings.Split(strings.TrimSpace(out), "\n")
 			switch output {
 			case "table":
 				if len(lines) != 4 || !strings.HasPrefix(lines[0], "TIME") ||
 					!strings.Contains(lines[1], "NodeAdded") || !strings.Contains(lines[2], "PreemptionNotified") || !strings.Contains(lines[3], "NodeRemoved") {
-					t.Errorf("table:\n%s", out.String())
+					t.Errorf("table:\n%s", out)
 				}
 			case "json":
 				var reasons []string

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -32,28 +31,8 @@ func TestFollowedDeadlineCountsFromTheEvent(t *testing.T) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
-	var out, errb syncBuffer
-	root := newRoot(testEnv(map[string]string{"SPARECAP_URL": f.srv.URL, "SPARECAP_CONFIG": t.TempDir() + "/x"}))
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	root.SetArgs([]string{"events", "--cluster", "c1", "--follow"})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-	until := time.After(10 * time.Second)
-	for !strings.Contains(out.String(), "PreemptionNotified") {
-		select {
-		case err := <-done:
-			t.Fatalf("command ended early: %v\n%s", err, errb.String())
-		case <-until:
-			t.Fatalf("the streamed event never printed:\n%s", out.String())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	cancel()
-	<-done
-	if !strings.Contains(out.String(), "[deadline 2025-03-04T10:06:00Z (in 5m0s)]") {
-		t.Errorf("countdown not from the event's time:\n%s", out.String())
+	out := f.follow(t, "PreemptionNotified", "events", "--cluster", "c1", "--follow")
+	if !strings.Contains(out, "[deadline 2025-03-04T10:06:00Z (in 5m0s)]") {
+		t.Errorf("countdown not from the event's time:\n%s", out)
 	}
 }

@@ -176,6 +176,37 @@ func (f *fakeAPI) run(args ...string) result {
 	return runCLI(context.Background(), e, append([]string{"--url", f.srv.URL, "--token", "tok-1"}, args...)...)
 }
 
+// follow runs a streaming command (events --follow) against the fake API
+// until its output holds until, interrupts it as Ctrl-C would, checks that
+// it ended without an error, and returns what it printed.
+func (f *fakeAPI) follow(t *testing.T, until string, args ...string) string {
+	t.Helper()
+	var out, errb syncBuffer
+	root := newRoot(testEnv(map[string]string{"SPARECAP_URL": f.srv.URL, "SPARECAP_CONFIG": t.TempDir() + "/x"}))
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs(args)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	give := time.After(10 * time.Second)
+	for !strings.Contains(out.String(), until) {
+		select {
+		case err := <-done:
+			t.Fatalf("command ended early: %v\n%s", err, errb.String())
+		case <-give:
+			t.Fatalf("%q never printed:\n%s", until, out.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("interrupted follow returned %v, want nil", err)
+	}
+	return out.String()
+}
+
 func runCLI(ctx context.Context, e env, args ...string) result {
 	var out, errb syncBuffer
 	root := newRoot(e)
