@@ -192,11 +192,12 @@ type Server struct {
 	Meter      *metering.Meter
 	Metrics    *metrics.Metrics
 	Sim        *sim.Fleet
-	// Kube routes each cluster's calls to its attached API server or to
-	// the simulation.
+	// Drivers routes each cluster's calls by its type to Kube or Slurm,
+	// and to the simulation when nothing is attached to the cluster.
+	Drivers *driver.Router
+	// Kube drives the Kubernetes clusters with a kubeconfig attached.
 	Kube *kube.Router
-	// Slurm routes the calls of SLURM clusters with a slurm.conf to their
-	// slurmctld, and every other call to Kube.
+	// Slurm drives the SLURM clusters with a slurm.conf attached.
 	Slurm *slurm.Router
 	Clock clock.Clock
 	// Speed of the clock relative to real time.

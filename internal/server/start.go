@@ -24,6 +24,7 @@ import (
 	"github.com/sparecap/sparecap/internal/console"
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/fleet"
 	"github.com/sparecap/sparecap/internal/guard"
 	"github.com/sparecap/sparecap/internal/ha"
@@ -248,18 +249,28 @@ func (b *boot) drivers() error {
 	b.o.Slurm.Dir = dir // the attach check's copies too
 	sopts := b.o.Slurm
 	sopts.Log, sopts.Clock = o.Log, clk
-	s.Slurm = slurm.NewRouter(attachment(domain.ClusterSlurm), s.Kube, sopts)
+	s.Slurm = slurm.NewRouter(attachment(domain.ClusterSlurm), s.Sim, sopts)
+	s.Drivers = driver.NewRouter(func(ctx context.Context, id string) (domain.ClusterType, error) {
+		c, err := st.GetCluster(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		if c.Type == domain.ClusterSlurm {
+			return domain.ClusterSlurm, nil
+		}
+		return domain.ClusterKubernetes, nil
+	}, map[domain.ClusterType]driver.Platform{domain.ClusterKubernetes: s.Kube, domain.ClusterSlurm: s.Slurm}, s.Sim)
 	machines, closeMachines, err := machineProvider(o, s)
 	if err != nil {
 		return err
 	}
 	b.closeMachines = closeMachines
-	s.Controller = controller.New(b.cached, s.Slurm, machines, clk, controller.Config{
+	s.Controller = controller.New(b.cached, s.Drivers, machines, clk, controller.Config{
 		DrainWindow: o.DrainWindow, Cooldown: o.Cooldown, Interval: interval, Workers: o.Workers, NoticeWorkers: o.NoticeWorkers,
 		NodeLostAfter: o.NodeLostAfter, RegisterTimeout: o.RegisterTimeout,
 		SweepEvery: atLeastReal(time.Minute, 10*time.Second, s.Speed),
 	}, o.Log)
-	s.Controller.OnClusterGone = func(id string) { s.Kube.Reload(id); s.Slurm.Reload(id) }
+	s.Controller.OnClusterGone = s.Drivers.Reload
 	s.Metrics = metrics.New(b.cached)
 	s.Controller.Observer = s.Metrics.Observe
 	// The meter writes only usage records, none of the snapshot's rows:
@@ -269,7 +280,7 @@ func (b *boot) drivers() error {
 	s.Meter.Refresh = atLeastReal(metering.DefaultRefresh, time.Minute, s.Speed)
 	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
 	// Webhooks write only their own tables, fenced like the meter's.
-	s.Webhooks = webhook.New(webhook.Config{Store: b.fenced, Driver: s.Slurm, Sealer: b.sealer,
+	s.Webhooks = webhook.New(webhook.Config{Store: b.fenced, Driver: s.Drivers, Sealer: b.sealer,
 		Policy: webhook.Policy{Allow: o.WebhookAllow}, MaxPending: o.WebhookMaxPending, Changed: s.Controller.Changed, Log: o.Log})
 	return nil
 }
@@ -319,8 +330,7 @@ func (b *boot) handlers() error {
 	}
 	a.Webhooks = api.WebhookOptions{Policy: webhook.Policy{Allow: o.WebhookAllow}, OnMessage: s.Webhooks.Kick}
 	a.OnKubeconfig = func(id string) {
-		s.Kube.Reload(id)
-		s.Slurm.Reload(id)
+		s.Drivers.Reload(id)
 		s.Controller.Kick()
 	}
 	sessions := console.NewSessions()

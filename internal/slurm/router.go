@@ -87,6 +87,26 @@ func (r *Router) build(ctx context.Context, clusterID string) (*Cluster, error) 
 	return NewCluster(ctx, clusterID, conf, opts)
 }
 
+// Driver is the cluster's driver as a platform of driver.Router sees it:
+// nil (not a nil *Cluster) for a cluster without a slurm.conf.
+func (r *Router) Driver(ctx context.Context, clusterID string) (driver.ClusterDriver, error) {
+	c, err := r.Attached(ctx, clusterID)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Known is the cluster's driver if it was looked up already (nil: no
+// slurm.conf), never building it.
+func (r *Router) Known(clusterID string) (driver.ClusterDriver, bool) {
+	c, ok := r.clusters.Known(clusterID)
+	if !ok || c == nil {
+		return nil, ok
+	}
+	return c, true
+}
+
 func (r *Router) driver(ctx context.Context, clusterID string) (driver.ClusterDriver, error) {
 	c, err := r.Attached(ctx, clusterID)
 	if err != nil {
@@ -113,6 +133,7 @@ func (r *Router) Idle(clusterID, nodeName string) (idle, known bool) {
 }
 
 var _ driver.ClusterDriver = (*Router)(nil)
+var _ driver.Platform = (*Router)(nil)
 
 // Check checks a slurm.conf (ParseConf) and asks the slurmctld it reaches
 // for its configuration, with the commands of opts and the copy they get

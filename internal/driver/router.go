@@ -1,0 +1,112 @@
+package driver
+
+import (
+	"context"
+	"sync"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// Platform is the drivers of one platform's clusters (Kubernetes, Slurm):
+// a cluster's driver is built from what is attached to it.
+type Platform interface {
+	// Driver returns the cluster's driver, built on first use; nil when
+	// nothing of this platform is attached to the cluster.
+	Driver(ctx context.Context, clusterID string) (ClusterDriver, error)
+	// Known returns the cluster's driver (nil: nothing attached) if it
+	// was looked up since its last Reload, never building one.
+	Known(clusterID string) (d ClusterDriver, ok bool)
+	// Reload forgets the cluster's driver (after an attach or detach).
+	Reload(clusterID string)
+	// SetHooks sets the hooks of every driver the platform builds.
+	SetHooks(h Hooks)
+}
+
+// Router is the ClusterDriver of the whole fleet: each call goes, by the
+// cluster's type, to its platform's driver of the cluster when something
+// is attached to it, and to the fallback (the simulated fleet) otherwise.
+type Router struct {
+	Routed    // every call, on the driver pick chooses
+	typeOf    func(ctx context.Context, clusterID string) (domain.ClusterType, error)
+	platforms map[domain.ClusterType]Platform
+	fallback  ClusterDriver
+	types     sync.Map // cluster ID → domain.ClusterType: it never changes
+}
+
+// NewRouter returns the router over platforms by cluster type; typeOf
+// tells a cluster's type, asked once per cluster.
+func NewRouter(typeOf func(ctx context.Context, clusterID string) (domain.ClusterType, error), platforms map[domain.ClusterType]Platform, fallback ClusterDriver) *Router {
+	r := &Router{typeOf: typeOf, platforms: platforms, fallback: fallback}
+	r.Routed.Pick = r.pick
+	return r
+}
+
+// platform is the platform of the cluster's type, nil for a type none
+// drives.
+func (r *Router) platform(ctx context.Context, clusterID string) (Platform, error) {
+	t, ok := r.types.Load(clusterID)
+	if !ok {
+		typ, err := r.typeOf(ctx, clusterID)
+		if err != nil {
+			return nil, err
+		}
+		r.types.Store(clusterID, typ)
+		t = typ
+	}
+	return r.platforms[t.(domain.ClusterType)], nil
+}
+
+func (r *Router) pick(ctx context.Context, clusterID string) (ClusterDriver, error) {
+	p, err := r.platform(ctx, clusterID)
+	if err != nil || p == nil {
+		return r.fallback, err
+	}
+	d, err := p.Driver(ctx, clusterID)
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return r.fallback, nil
+	}
+	return d, nil
+}
+
+// Idle asks the cluster's driver, or the fallback for a cluster with
+// nothing attached, once the cluster has been used; it never builds a
+// driver (the controller asks while it plans).
+func (r *Router) Idle(clusterID, nodeName string) (idle, known bool) {
+	t, ok := r.types.Load(clusterID)
+	if !ok {
+		return false, false
+	}
+	p := r.platforms[t.(domain.ClusterType)]
+	if p == nil {
+		return r.fallback.Idle(clusterID, nodeName)
+	}
+	d, ok := p.Known(clusterID)
+	switch {
+	case !ok:
+		return false, false
+	case d == nil:
+		return r.fallback.Idle(clusterID, nodeName)
+	}
+	return d.Idle(clusterID, nodeName)
+}
+
+// SetHooks sets the hooks of every platform's drivers and the fallback's.
+func (r *Router) SetHooks(h Hooks) {
+	for _, p := range r.platforms {
+		p.SetHooks(h)
+	}
+	r.fallback.SetHooks(h)
+}
+
+// Reload forgets the cluster's driver, whatever its platform, so the next
+// call reads its attachment again.
+func (r *Router) Reload(clusterID string) {
+	for _, p := range r.platforms {
+		p.Reload(clusterID)
+	}
+}
+
+var _ ClusterDriver = (*Router)(nil)

@@ -1,0 +1,117 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// named is a ClusterDriver that says who it is through Health and Idle.
+type named struct {
+	name string
+	idle bool
+}
+
+func (n *named) AddNode(context.Context, NodeSpec) error                   { return nil }
+func (n *named) MarkDraining(context.Context, string, string, Marks) error { return nil }
+func (n *named) ListWork(context.Context, string, string) ([]Work, error)  { return nil, nil }
+func (n *named) Notify(context.Context, string, string, Work, time.Time) error {
+	return nil
+}
+func (n *named) PostNotice(context.Context, string, string, *Work, Notice) error { return nil }
+func (n *named) Release(context.Context, string, string) error                   { return nil }
+func (n *named) Health(context.Context, string, string) (NodeHealth, error) {
+	return NodeHealth{Lost: n.name}, nil
+}
+func (n *named) Idle(string, string) (bool, bool) { return n.idle, true }
+func (n *named) SetHooks(Hooks)                   {}
+
+// platform drives the clusters in attached; the others have nothing
+// attached.
+type platform struct {
+	attached map[string]*named
+	known    map[string]bool
+	reloads  []string
+	hooked   bool
+}
+
+func (p *platform) Driver(_ context.Context, id string) (ClusterDriver, error) {
+	p.known[id] = true
+	if d := p.attached[id]; d != nil {
+		return d, nil
+	}
+	return nil, nil
+}
+
+func (p *platform) Known(id string) (ClusterDriver, bool) {
+	if !p.known[id] {
+		return nil, false
+	}
+	if d := p.attached[id]; d != nil {
+		return d, true
+	}
+	return nil, true
+}
+
+func (p *platform) Reload(id string) { p.reloads = append(p.reloads, id); delete(p.known, id) }
+func (p *platform) SetHooks(Hooks)   { p.hooked = true }
+
+// TestRouter: a call goes by the cluster's type to its platform's driver
+// of the cluster, or to the fallback when nothing is attached or no
+// platform drives the type; the type is asked once per cluster; Idle
+// never builds a driver; Reload and SetHooks reach every platform.
+func TestRouter(t *testing.T) {
+	kd, sd := &named{name: "kube-a", idle: true}, &named{name: "slurm-b"}
+	kube := &platform{attached: map[string]*named{"a": kd}, known: map[string]bool{}}
+	slurm := &platform{attached: map[string]*named{"b": sd}, known: map[string]bool{}}
+	sim := &named{name: "sim", idle: true}
+	types := map[string]domain.ClusterType{"a": domain.ClusterKubernetes, "b": domain.ClusterSlurm,
+		"c": domain.ClusterKubernetes, "d": domain.ClusterSlurm, "e": "OTHER"}
+	asked := map[string]int{}
+	r := NewRouter(func(_ context.Context, id string) (domain.ClusterType, error) {
+		asked[id]++
+		typ, ok := types[id]
+		if !ok {
+			return "", errors.New("no such cluster")
+		}
+		return typ, nil
+	}, map[domain.ClusterType]Platform{domain.ClusterKubernetes: kube, domain.ClusterSlurm: slurm}, sim)
+
+	ctx := context.Background()
+	if idle, known := r.Idle("a", "n"); idle || known {
+		t.Fatal("Idle of a cluster not used yet is known")
+	}
+	for id, want := range map[string]string{"a": "kube-a", "b": "slurm-b", "c": "sim", "d": "sim", "e": "sim"} {
+		for range 2 {
+			h, err := r.Health(ctx, id, "n")
+			if err != nil || h.Lost != want {
+				t.Fatalf("cluster %s went to %q (%v), want %s", id, h.Lost, err, want)
+			}
+		}
+		if asked[id] != 1 {
+			t.Errorf("cluster %s's type asked %d times, want once", id, asked[id])
+		}
+	}
+	if _, err := r.Health(ctx, "z", "n"); err == nil {
+		t.Error("a cluster whose type cannot be told went somewhere")
+	}
+	for id, want := range map[string][2]bool{"a": {true, true}, "b": {false, true}, "c": {true, true}, "e": {true, true}} {
+		if idle, known := r.Idle(id, "n"); idle != want[0] || known != want[1] {
+			t.Errorf("Idle of %s: %v %v, want %v", id, idle, known, want)
+		}
+	}
+	r.Reload("a")
+	if len(kube.reloads) != 1 || len(slurm.reloads) != 1 {
+		t.Errorf("Reload reached %v and %v", kube.reloads, slurm.reloads)
+	}
+	if _, known := r.Idle("a", "n"); known {
+		t.Error("Idle after a Reload built the driver again")
+	}
+	r.SetHooks(Hooks{})
+	if !kube.hooked || !slurm.hooked {
+		t.Error("SetHooks did not reach every platform")
+	}
+}
