@@ -102,8 +102,10 @@ func (r *Router) SetHooks(h Hooks) {
 }
 
 // Reload forgets the cluster's driver, whatever its platform, so the next
-// call reads its attachment again.
+// call reads its attachment again (and its type: a deleted cluster leaves
+// nothing behind).
 func (r *Router) Reload(clusterID string) {
+	r.types.Delete(clusterID)
 	for _, p := range r.platforms {
 		p.Reload(clusterID)
 	}

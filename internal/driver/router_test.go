@@ -110,6 +110,9 @@ func TestRouter(t *testing.T) {
 	if _, known := r.Idle("a", "n"); known {
 		t.Error("Idle after a Reload built the driver again")
 	}
+	if h, _ := r.Health(ctx, "a", "n"); h.Lost != "kube-a" || asked["a"] != 2 {
+		t.Errorf("after a Reload: went to %q, type asked %d times (want again)", h.Lost, asked["a"])
+	}
 	r.SetHooks(Hooks{})
 	if !kube.hooked || !slurm.hooked {
 		t.Error("SetHooks did not reach every platform")
