@@ -450,11 +450,25 @@ spec:
 	}
 	t.Logf("requeued, quota reserved again, check %v, %s after Retry", checkState(t, wl, check), time.Since(start).Round(10*time.Millisecond))
 
-	// Ready again: admitted again, the pod runs again.
-	applyCheck(t, e, wl, controller, check, "Ready", "capacity lent again", `,"podSetUpdates":[{"name":"main",`+
-		`"nodeSelector":{"`+lentLabelKey+`":"lent"},`+
-		`"tolerations":[{"key":"`+lentTaintKey+`","operator":"Exists","effect":"NoSchedule"}]}]`)
-	waitCondition(t, e, workloads, ns, wl.GetName(), "Admitted", "True", "", 20*time.Second)
+	// Ready again: admitted again, the pod runs again. Kueue may still
+	// reset the check to Pending as it finishes the requeue (it did, after
+	// the wait above saw Pending), so Ready is applied again whenever the
+	// check is not Ready, as a check controller reconciles.
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		w, err := e.Dynamic().Resource(workloads).Namespace(ns).Get(ctx, wl.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if checkState(t, w, check)["state"] != "Ready" {
+			applyCheck(t, e, w, controller, check, "Ready", "capacity lent again", `,"podSetUpdates":[{"name":"main",`+
+				`"nodeSelector":{"`+lentLabelKey+`":"lent"},`+
+				`"tolerations":[{"key":"`+lentTaintKey+`","operator":"Exists","effect":"NoSchedule"}]}]`)
+		}
+		if s, _ := condition(w, "Admitted"); s != "True" {
+			return fmt.Errorf("Admitted %q, check %v", s, checkState(t, w, check))
+		}
+		return nil
+	})
 	if p := kubeenv.WaitRunning(t, e.Client(), ns, "job=lent", 1, map[types.UID]bool{pod.UID: true}, 30*time.Second)[0]; p.Spec.NodeName != "gpu-lent-1" {
 		t.Fatalf("pod readmitted on %q", p.Spec.NodeName)
 	}
