@@ -58,17 +58,10 @@ func (r *Router) platform(ctx context.Context, clusterID string) (Platform, erro
 
 func (r *Router) pick(ctx context.Context, clusterID string) (ClusterDriver, error) {
 	p, err := r.platform(ctx, clusterID)
-	if err != nil || p == nil {
-		return r.fallback, err
-	}
-	d, err := p.Driver(ctx, clusterID)
 	if err != nil {
 		return nil, err
 	}
-	if d == nil {
-		return r.fallback, nil
-	}
-	return d, nil
+	return Pick(ctx, p, r.fallback, clusterID)
 }
 
 // Idle asks the cluster's driver, or the fallback for a cluster with
@@ -79,16 +72,38 @@ func (r *Router) Idle(clusterID, nodeName string) (idle, known bool) {
 	if !ok {
 		return false, false
 	}
-	p := r.platforms[t.(domain.ClusterType)]
+	return IdleOn(r.platforms[t.(domain.ClusterType)], r.fallback, clusterID, nodeName)
+}
+
+// Pick is the driver of a cluster of platform p: p's driver of it, or
+// fallback when nothing of p is attached to it (or p is nil).
+func Pick(ctx context.Context, p Platform, fallback ClusterDriver, clusterID string) (ClusterDriver, error) {
 	if p == nil {
-		return r.fallback.Idle(clusterID, nodeName)
+		return fallback, nil
+	}
+	d, err := p.Driver(ctx, clusterID)
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return fallback, nil
+	}
+	return d, nil
+}
+
+// IdleOn asks, without building a driver, whether a node of a cluster of
+// platform p is idle: p's driver of the cluster once it was looked up, or
+// fallback when nothing of p is attached to it (or p is nil).
+func IdleOn(p Platform, fallback ClusterDriver, clusterID, nodeName string) (idle, known bool) {
+	if p == nil {
+		return fallback.Idle(clusterID, nodeName)
 	}
 	d, ok := p.Known(clusterID)
 	switch {
 	case !ok:
 		return false, false
 	case d == nil:
-		return r.fallback.Idle(clusterID, nodeName)
+		return fallback.Idle(clusterID, nodeName)
 	}
 	return d.Idle(clusterID, nodeName)
 }

@@ -127,28 +127,14 @@ func (r *Router) Known(clusterID string) (driver.ClusterDriver, bool) {
 }
 
 func (r *Router) driver(ctx context.Context, clusterID string) (driver.ClusterDriver, error) {
-	c, err := r.Attached(ctx, clusterID)
-	if err != nil {
-		return nil, err
-	}
-	if c == nil {
-		return r.fallback, nil
-	}
-	return c, nil
+	return driver.Pick(ctx, r, r.fallback, clusterID)
 }
 
 // Idle asks the cluster's driver, or the fallback for a cluster without
 // a kubeconfig, once the cluster has been used; it never starts a driver
 // (the controller asks while it plans).
 func (r *Router) Idle(clusterID, nodeName string) (idle, known bool) {
-	c, ok := r.clusters.Known(clusterID)
-	switch {
-	case !ok:
-		return false, false
-	case c == nil:
-		return r.fallback.Idle(clusterID, nodeName)
-	}
-	return c.Idle(clusterID, nodeName)
+	return driver.IdleOn(r, r.fallback, clusterID, nodeName)
 }
 
 var _ driver.ClusterDriver = (*Router)(nil)

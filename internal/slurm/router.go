@@ -108,28 +108,14 @@ func (r *Router) Known(clusterID string) (driver.ClusterDriver, bool) {
 }
 
 func (r *Router) driver(ctx context.Context, clusterID string) (driver.ClusterDriver, error) {
-	c, err := r.Attached(ctx, clusterID)
-	if err != nil {
-		return nil, err
-	}
-	if c == nil {
-		return r.next, nil
-	}
-	return c, nil
+	return driver.Pick(ctx, r, r.next, clusterID)
 }
 
 // Idle asks next for a cluster that is not a Slurm one, and a Slurm
 // cluster's driver for its own (see Cluster.Idle), once the cluster has
 // been used.
 func (r *Router) Idle(clusterID, nodeName string) (idle, known bool) {
-	c, ok := r.clusters.Known(clusterID)
-	switch {
-	case !ok:
-		return false, false
-	case c == nil:
-		return r.next.Idle(clusterID, nodeName)
-	}
-	return c.Idle(clusterID, nodeName)
+	return driver.IdleOn(r, r.next, clusterID, nodeName)
 }
 
 var _ driver.ClusterDriver = (*Router)(nil)
