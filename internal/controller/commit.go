@@ -71,6 +71,9 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 	if len(ct.events) > 0 {
 		c.notify()
 	}
+	for _, n := range ct.nodes {
+		c.enqueue(n, now)
+	}
 	return nil
 }
 
@@ -91,6 +94,9 @@ type commitTx struct {
 	// per reclaim); obs are reported once the transaction committed.
 	events []domain.Event
 	obs    []Observation
+	// nodes are the nodes it wrote (reclaimed, then created), for the
+	// step runner once it committed.
+	nodes []domain.Node
 }
 
 func (t *commitTx) run(tx store.Tx) error {
@@ -190,6 +196,7 @@ func (t *commitTx) reclaim() error {
 	if err := t.tx.UpdateNodes(t.ctx, reclaimed); err != nil {
 		return fmt.Errorf("reclaim %d nodes: %w", len(reclaimed), err)
 	}
+	t.nodes = append(t.nodes[:0], reclaimed...)
 	return nil
 }
 
@@ -270,6 +277,7 @@ func (t *commitTx) write(created []domain.Node) error {
 	if err := tx.CreateNodes(ctx, created); err != nil {
 		return fmt.Errorf("provision %d nodes: %w", len(created), err)
 	}
+	t.nodes = append(t.nodes, created...)
 	changed := make([]domain.Cluster, 0, len(t.clusters))
 	for _, cl := range t.clusters {
 		changed = append(changed, *cl)

@@ -390,7 +390,7 @@ func TestStaleStepNeverWipesAnotherNodesMachine(t *testing.T) {
 	if _, err := h.c.reclaim.Remove(h.ctx, stale); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.c.step(h.ctx, stale); err != nil {
+	if _, err := h.c.step(h.ctx, stale.ID); err != nil {
 		t.Fatal(err)
 	}
 	if w.wipes != 0 {
@@ -642,7 +642,7 @@ func TestPreparingForgetsNodesThatLeft(t *testing.T) {
 	h.create("a", 8, 0)
 	n := h.onlyNode("a", domain.Standard)
 	h.reconcile()
-	if h.c.preparing.since(n.ID).IsZero() {
+	if h.c.provision.FirstPrepare(n.ID).IsZero() {
 		t.Fatal("the first Prepare was not recorded")
 	}
 	if _, err := h.c.DeleteCluster(h.ctx, "a"); err != nil {
@@ -652,7 +652,7 @@ func TestPreparingForgetsNodesThatLeft(t *testing.T) {
 	if got := h.node(n.ID); got.State.Live() {
 		t.Fatalf("node of a deleted cluster: %s", got.State)
 	}
-	if at := h.c.preparing.since(n.ID); !at.IsZero() {
+	if at := h.c.provision.FirstPrepare(n.ID); !at.IsZero() {
 		t.Fatalf("the record of its first Prepare (%s) is left", at)
 	}
 }

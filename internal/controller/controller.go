@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/allocator"
-	"github.com/sparecap/sparecap/internal/backoff"
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
+	"github.com/sparecap/sparecap/internal/provision"
 	"github.com/sparecap/sparecap/internal/random"
 	"github.com/sparecap/sparecap/internal/reclaim"
+	"github.com/sparecap/sparecap/internal/steprun"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -165,18 +166,14 @@ type Controller struct {
 	moved     atomic.Int64 // node transitions so far
 	inFlight  atomic.Pointer[inFlightNodes]
 
-	workers chan struct{} // a token per node step running
-	// notices are the tokens of steps that deliver a drain's notice: a
-	// pool of their own, so a burst's notices never wait behind
-	// provisioning steps or drains already notified.
-	notices   chan struct{}
-	steps     sync.WaitGroup // node steps running
-	runningMu sync.Mutex
-	running   map[string]bool // work keys whose run is going on (see claim)
-	backoff   *backoff.Keyed
-	// preparing is when this process's first Prepare of each node in
-	// provisioning was accepted: the registration window counts from it.
-	preparing preparing
+	// runner runs the node steps (provisioning's and reclaim's) and the
+	// cleanups, each when it is due; lastResync is when it was last handed
+	// every node in flight (see pass).
+	runner     *steprun.Runner
+	lastResync time.Time
+	// provision moves pending and provisioning nodes on (see package
+	// provision), through the controller's port.
+	provision *provision.Provisioner
 	// lastSweep is when ready nodes were last checked for loss;
 	// sweepNow asks the next pass to check them at once.
 	lastSweep time.Time
@@ -228,17 +225,18 @@ func New(st store.Store, cd driver.ClusterDriver, mp driver.MachineProvider, clk
 		NewID:   cfg.Random.ID,
 		kick:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
-		workers: make(chan struct{}, cfg.Workers),
-		notices: make(chan struct{}, cfg.NoticeWorkers),
-		running: map[string]bool{},
 		mu:      newPlanLock(),
-		backoff: backoff.NewKeyed(stepBackoff, cfg.Random),
 	}
-	c.reclaim = reclaim.New(port{c}, cd, mp, clk, reclaim.Config{CleanupBudget: cfg.CleanupBudget, NodeLostAfter: cfg.NodeLostAfter}, log)
-	// The driver's watches wake the loop: work gone from a draining
-	// node, a Node deleted or changing readiness; and it reports what it
-	// learns of a cluster's permissions.
-	cd.SetHooks(driver.Hooks{WorkGone: c.Kick, NodeChanged: c.SweepSoon, Access: c.RecordAccess, Note: c.RecordNote})
+	c.runner = steprun.New(steprun.Config{Clock: clk, Random: cfg.Random, Backoff: stepBackoff,
+		Pools: []int{reclaim.Workers: cfg.Workers, reclaim.Notices: cfg.NoticeWorkers}}, c.step)
+	c.reclaim = reclaim.New(port{c}, cd, mp, clk, reclaim.Config{CleanupBudget: cfg.CleanupBudget, NodeLostAfter: cfg.NodeLostAfter, Poll: cfg.Interval}, log)
+	c.provision = provision.New(port{c}, cd, mp, c.reclaim, clk, provision.Config{RegisterTimeout: cfg.RegisterTimeout,
+		MaxFailures: MaxFailures, Poll: cfg.Interval, LastErr: c.runner.Err}, log)
+	// The driver's watches wake the steps and the loop: work gone from a
+	// draining node pokes the drains, a Node deleted or changing readiness
+	// asks for a sweep; and it reports what it learns of a cluster's
+	// permissions.
+	cd.SetHooks(driver.Hooks{WorkGone: func() { c.runner.Poke(reclaim.TagDrain) }, NodeChanged: c.SweepSoon, Access: c.RecordAccess, Note: c.RecordNote})
 	return c
 }
 

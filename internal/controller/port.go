@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/provision"
 	"github.com/sparecap/sparecap/internal/reclaim"
 	"github.com/sparecap/sparecap/internal/store"
 )
@@ -16,7 +17,10 @@ import (
 // claims and its loop.
 type port struct{ c *Controller }
 
-var _ reclaim.Port = port{}
+var (
+	_ reclaim.Port   = port{}
+	_ provision.Port = port{}
+)
 
 func (p port) Node(ctx context.Context, id string) (domain.Node, error) {
 	return p.c.store.GetNode(ctx, id)
@@ -56,13 +60,72 @@ func (p port) Transition(ctx context.Context, id string, from domain.NodeState, 
 	})
 }
 
+func (p port) ClusterType(ctx context.Context, id string) (domain.ClusterType, error) {
+	cl, err := p.c.store.GetCluster(ctx, id)
+	return cl.Type, err
+}
+
+// Start starts pending node id once its machine serves no other node.
+// The removal that frees a machine normally does this in the same
+// transaction (HandOver); this covers a node planned onto a machine just
+// as it was vacated.
+func (p port) Start(ctx context.Context, id string) (domain.Node, error) {
+	return p.c.transition(ctx, id, domain.NodePending, func(txOf func() (store.Tx, error), n *domain.Node, now time.Time) ([]domain.Event, error) {
+		tx, err := txOf()
+		if err != nil {
+			return nil, err
+		}
+		active, err := tx.ListNodes(ctx, store.NodeFilter{MachineID: n.MachineID, States: domain.ActiveStates})
+		if err != nil {
+			return nil, err
+		}
+		if len(active) > 0 {
+			return nil, errStale
+		}
+		n.State, n.ProvisioningAt = domain.NodeProvisioning, now
+		return nil, nil
+	})
+}
+
+// TransitionWithMachine is Transition whose change may read the node's
+// machine in the transaction; a machine it read is written back.
+func (p port) TransitionWithMachine(ctx context.Context, id string, from domain.NodeState, change provision.Change) (domain.Node, error) {
+	return p.c.transition(ctx, id, from, func(txOf func() (store.Tx, error), n *domain.Node, now time.Time) ([]domain.Event, error) {
+		var (
+			tx store.Tx
+			m  *domain.Machine
+		)
+		machine := func() (*domain.Machine, error) {
+			if m != nil {
+				return m, nil
+			}
+			t, err := txOf()
+			if err != nil {
+				return nil, err
+			}
+			got, err := t.GetMachine(ctx, n.MachineID)
+			if err != nil {
+				return nil, err
+			}
+			tx, m = t, &got
+			return m, nil
+		}
+		evs, err := change(n, machine, now)
+		if err != nil || m == nil {
+			return evs, err
+		}
+		return evs, tx.UpdateMachine(ctx, *m)
+	})
+}
+
 // HandOver writes n removed and, in the same transaction, starts the node
 // pending on its machine, or the machine's cooldown after a standard node
 // nobody waits for.
 func (p port) HandOver(ctx context.Context, n domain.Node) error {
 	c := p.c
+	var started []domain.Node
 	_, err := c.transition(ctx, n.ID, domain.NodeRemoving, func(txOf func() (store.Tx, error), n *domain.Node, now time.Time) ([]domain.Event, error) {
-		n.State = domain.NodeRemoved
+		n.State, started = domain.NodeRemoved, started[:0]
 		tx, err := txOf()
 		if err != nil {
 			return nil, err
@@ -81,6 +144,7 @@ func (p port) HandOver(ctx context.Context, n domain.Node) error {
 			if err := tx.UpdateNode(ctx, w); err != nil {
 				return nil, err
 			}
+			started = append(started, w)
 		}
 		if len(waiting) == 0 && n.Class == domain.Standard && c.cfg.Cooldown > 0 {
 			m, err := tx.GetMachine(ctx, n.MachineID)
@@ -94,6 +158,12 @@ func (p port) HandOver(ctx context.Context, n domain.Node) error {
 		}
 		return nil, nil
 	})
+	if err == nil {
+		now := c.clock.Now()
+		for _, w := range started {
+			c.enqueue(w, now)
+		}
+	}
 	return err
 }
 
@@ -126,9 +196,9 @@ func (p port) Owns(ctx context.Context, n domain.Node) error {
 	return nil
 }
 
-func (p port) Claim(key string) bool { return p.c.claim(key) }
+func (p port) Claim(key string) bool { return p.c.runner.Claim(key) }
 
-func (p port) Release(key string) { p.c.release(key) }
+func (p port) Release(key string) { p.c.runner.Release(key) }
 
 func (p port) Observe(obs ...reclaim.Observation) { p.c.observeLocked(obs...) }
 

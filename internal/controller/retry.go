@@ -17,23 +17,6 @@ import (
 // lockstep.
 var stepBackoff = backoff.Policy{First: 250 * time.Millisecond, Max: 5 * time.Second, Low: 50, High: 100}
 
-// claim marks node id as being stepped; false if a step already runs.
-func (c *Controller) claim(id string) bool {
-	c.runningMu.Lock()
-	defer c.runningMu.Unlock()
-	if c.running[id] {
-		return false
-	}
-	c.running[id] = true
-	return true
-}
-
-func (c *Controller) release(id string) {
-	c.runningMu.Lock()
-	delete(c.running, id)
-	c.runningMu.Unlock()
-}
-
 // noteError keeps a failed step's error on the node (Node.LastError) and,
 // for machine provider failures, records a lifecycle event, so operators
 // and tenants see why a node is stuck. Nothing is written while the error

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/reclaim"
+	"github.com/sparecap/sparecap/internal/steprun"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -13,7 +15,8 @@ import (
 const anyState domain.NodeState = ""
 
 // errStale: the node moved on since it was read; the step is dropped.
-var errStale = errors.New("node state changed")
+// One error for the controller, reclaim and provisioning alike.
+var errStale = domain.ErrStale
 
 // transition applies change to the node if it is still in state from
 // (anyState: whatever its state), in one transaction under the plan lock,
@@ -33,7 +36,8 @@ var errStale = errors.New("node state changed")
 // see batchWrites): a change that reads or writes anything but its own
 // node sees the same transaction as if each write had been made at once.
 func (c *Controller) transition(ctx context.Context, id string, from domain.NodeState, change changeFunc) (domain.Node, error) {
-	t := &pendingTransition{id: id, from: from, change: change, done: make(chan struct{})}
+	t := &pendingTransition{id: id, from: from, change: change, done: make(chan struct{}),
+		self: steprun.KeyOf(ctx) == id}
 	c.tq.push(t)
 	if c.lockUnless(ctx, t.done) {
 		c.flushTransitions(ctx)
@@ -60,6 +64,9 @@ type pendingTransition struct {
 	// dropped: it failed before writing anything (its node moved on or
 	// is gone), so the rest of its batch may commit.
 	dropped bool
+	// self: the node's own step made it, and schedules the node by its
+	// answer; any other transition hands the node to the runner.
+	self bool
 }
 
 // flushTransitions commits the queued transitions; c.mu is held.
@@ -68,12 +75,17 @@ func (c *Controller) flushTransitions(ctx context.Context) {
 	if len(batch) == 0 {
 		return
 	}
+	now := c.clock.Now()
 	defer func() {
 		// Observers hear of the transitions in commit order, under the
-		// lock, as of every other commit.
+		// lock, as of every other commit; the runner hears of the nodes
+		// before their callers do.
 		for _, t := range batch {
 			if t.err == nil {
 				c.moved.Add(1)
+				if !t.self || t.n.CleanupPending {
+					c.enqueueAfter(t)
+				}
 				c.observe(t.obs)
 				if len(t.obs) > 0 {
 					c.notify()
@@ -82,7 +94,6 @@ func (c *Controller) flushTransitions(ctx context.Context) {
 			close(t.done)
 		}
 	}()
-	now := c.clock.Now()
 	err := c.store.Update(ctx, func(tx store.Tx) error {
 		tx, err := prefetch(ctx, tx, batch, func(t *pendingTransition) string { return t.id })
 		if err != nil {
@@ -108,6 +119,17 @@ func (c *Controller) flushTransitions(ctx context.Context) {
 	for _, t := range batch {
 		t.err = c.store.Update(ctx, func(tx store.Tx) error { return c.applyTransition(ctx, tx, t, now, nil) })
 	}
+}
+
+// enqueueAfter hands the node of committed transition t to the runner:
+// its cleanup if one is pending, and, unless its own step made it, its
+// next step.
+func (c *Controller) enqueueAfter(t *pendingTransition) {
+	if !t.self {
+		c.enqueue(t.n, c.clock.Now())
+		return
+	}
+	c.runner.Add(reclaim.CleanupKey(t.n.ID), steprun.Due{})
 }
 
 // batchWrites are the writes of a batch of transitions held back to be

@@ -503,6 +503,9 @@ type Event struct {
 var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("conflict")
+	// ErrStale: a node moved on since it was read; the step that read it
+	// is dropped.
+	ErrStale = errors.New("node state changed")
 )
 
 // UsageRecord is the meter's ledger entry for one node: its billable time

@@ -86,11 +86,11 @@ func endEvents(n domain.Node, outcome domain.DrainOutcome, forced int) []driver.
 // Cleanup retries the cleanup of a removed node whose cluster did not
 // answer in time, with backoff (the controller's), until it answers. A
 // cluster deleted meanwhile has nothing left to clean (its credentials are
-// gone with it). It runs under CleanupKey, apart from the node's steps.
+// gone with it). It runs under CleanupKey, apart from the node's steps;
+// n is the node as stored, read just before.
 func (m *Machine) Cleanup(ctx context.Context, n domain.Node) error {
-	n, err := m.port.Node(ctx, n.ID)
-	if err != nil || !n.CleanupPending {
-		return err
+	if !n.CleanupPending {
+		return nil
 	}
 	gone, err := m.port.ClusterGone(ctx, n.ClusterID)
 	if err != nil {

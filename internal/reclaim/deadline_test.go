@@ -32,8 +32,8 @@ func TestTheNodeGoesAsSoonAsItsWorkEnded(t *testing.T) {
 	if !slices.Equal(s.observed(), []ObservationKind{KindNoticeDelivered, KindDrainFinished}) {
 		t.Errorf("observed %v", s.observed())
 	}
-	if due.Wake != (time.Time{}) {
-		t.Errorf("a removed node is due at %s", due.Wake)
+	if !due.At.IsZero() {
+		t.Errorf("a removed node is due at %s", due.At)
 	}
 	if _, ok := s.sim.Node(cluster, n.Name); ok {
 		t.Error("the node is still in its cluster")

@@ -43,13 +43,15 @@
 //
 // # While the node drains (drain.go)
 //
-// Each pass (every second, and whenever the driver says work ended) keeps
+// Each step (every Config.Poll, and whenever the driver says work ended)
+// keeps
 // the notice true on a cluster that moves under it: the marks are applied
 // again if someone removed them; work that arrived after T+0 gets its own
 // notice with grace to the deadline; work already stopping whose kill
 // time is after the deadline is notified again with less. A drain's calls
 // are cut off at the deadline. A failed step is retried with jittered
-// backoff, and a retry never waits past the deadline (When).
+// backoff, and a retry never waits past the deadline (Machine.Due sets
+// the deadline as the step's By; package steprun keeps it).
 //
 // # Early release and the deadline (deadline.go, remove.go)
 //
@@ -108,7 +110,9 @@
 // controller drives it through Port: compare-and-set transitions of one
 // node under the plan lock (group-committed), the hand-over of a machine,
 // the ownership check, claims that keep one run per node, observations
-// and a kick of the loop. When says when a node's step is next due and in
-// which worker pool: the drains whose notice is not out have a pool of
-// their own (Notices), so a burst's notices never wait behind other work.
+// and a kick of the loop. Each step answers when the node is next due and
+// in which worker pool (Machine.Due), and the controller's step runner
+// (package steprun) schedules it by that answer: the drains whose notice
+// is not out have a pool of their own (Notices), so a burst's notices
+// never wait behind other work.
 package reclaim

@@ -29,7 +29,7 @@ func TestEveryPodGetsItsNoticeAtTZeroWithGraceBoundedByTheDeadline(t *testing.T)
 		t.Errorf("observed %v", s.observed())
 	}
 	// Notified: the next steps run in the workers' pool, due by the deadline.
-	if due.Pool != Workers || !due.Wake.Equal(n.Deadline) {
+	if due.Pool != Workers || !due.By.Equal(n.Deadline) || due.At.After(n.Deadline) {
 		t.Errorf("due %+v", due)
 	}
 	v, _ := s.sim.Node(cluster, n.Name)

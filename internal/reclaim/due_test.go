@@ -8,44 +8,29 @@ import (
 )
 
 func TestADrainWhoseNoticeIsNotOutRunsInTheNoticesPoolUntilItsDeadline(t *testing.T) {
+	m := New(nil, nil, nil, nil, Config{Poll: time.Second}, nil)
 	n := domain.Node{State: domain.NodeDraining, Deadline: t0.Add(window)}
-	if d := When(n, time.Time{}, Retry{}); d.Pool != Notices || !d.Wake.Equal(n.Deadline) || !d.NotBefore.IsZero() {
+	if d := m.Due(n, t0); d.Pool != Notices || !d.By.Equal(n.Deadline) || !d.At.Equal(t0.Add(time.Second)) || d.Tag != TagDrain {
 		t.Fatalf("%+v", d)
 	}
 	n.Notified = true
-	if d := When(n, time.Time{}, Retry{}); d.Pool != Workers || !d.Wake.Equal(n.Deadline) {
+	if d := m.Due(n, t0); d.Pool != Workers || !d.By.Equal(n.Deadline) {
 		t.Fatalf("notified: %+v", d)
 	}
-}
-
-func TestARetryOfADrainNeverWaitsPastItsDeadline(t *testing.T) {
-	n := domain.Node{State: domain.NodeDraining, Deadline: t0.Add(window)}
-	r := Retry{FailedAt: t0.Add(window - time.Second), At: t0.Add(window + 4*time.Second)}
-	if d := When(n, time.Time{}, r); !d.NotBefore.Equal(n.Deadline) {
-		t.Fatalf("a retry planned past the deadline: not before %s, want the deadline", d.NotBefore)
-	}
-	r = Retry{FailedAt: t0, At: t0.Add(time.Second)}
-	if d := When(n, time.Time{}, r); !d.NotBefore.Equal(r.At) {
-		t.Fatalf("a retry before the deadline: not before %s, want %s", d.NotBefore, r.At)
-	}
-	// One that failed after the deadline waits its backoff.
-	r = Retry{FailedAt: t0.Add(window + time.Second), At: t0.Add(window + 3*time.Second)}
-	if d := When(n, time.Time{}, r); !d.NotBefore.Equal(r.At) {
-		t.Fatalf("a retry after the deadline: not before %s", d.NotBefore)
+	// The poll never passes the deadline.
+	if d := m.Due(n, n.Deadline.Add(-time.Millisecond)); !d.At.Equal(n.Deadline) {
+		t.Fatalf("a second before the deadline: due %s, want the deadline", d.At)
 	}
 }
 
-func TestAProvisioningNodeIsDueByItsRegistrationTimeoutAndCleanupByItsBackoff(t *testing.T) {
-	reg := t0.Add(15 * time.Minute)
-	if d := When(domain.Node{State: domain.NodeProvisioning}, reg, Retry{}); !d.Wake.Equal(reg) || d.Pool != Workers {
-		t.Fatalf("%+v", d)
+func TestARemovalPollsItsWipeAndOtherStatesAreNotReclaims(t *testing.T) {
+	m := New(nil, nil, nil, nil, Config{Poll: time.Second}, nil)
+	if d := m.Due(domain.Node{State: domain.NodeRemoving}, t0); !d.At.Equal(t0.Add(time.Second)) || !d.By.IsZero() || d.Pool != Workers {
+		t.Fatalf("removing: %+v", d)
 	}
-	for _, s := range []domain.NodeState{domain.NodePending, domain.NodeRemoving} {
-		if d := When(domain.Node{State: s}, reg, Retry{}); !d.Wake.IsZero() {
+	for _, s := range []domain.NodeState{domain.NodePending, domain.NodeProvisioning, domain.NodeReady, domain.NodeRemoved} {
+		if d := m.Due(domain.Node{State: s}, t0); !d.At.IsZero() {
 			t.Fatalf("%s: %+v", s, d)
 		}
-	}
-	if d := WhenCleanup(Retry{At: t0}); !d.NotBefore.Equal(t0) || !d.Wake.IsZero() {
-		t.Fatalf("cleanup: %+v", d)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
+	"github.com/sparecap/sparecap/internal/steprun"
 )
 
 // Config of a Machine. Zero values take the defaults.
@@ -22,6 +23,9 @@ type Config struct {
 	// is lost (default 5 minutes). A node the cluster no longer has is
 	// lost at once.
 	NodeLostAfter time.Duration
+	// Poll is how often a drain looks at its work again, and a removal at
+	// its wipe, when nothing pokes them (default 1 s).
+	Poll time.Duration
 }
 
 func (c *Config) defaults() {
@@ -30,6 +34,9 @@ func (c *Config) defaults() {
 	}
 	if c.NodeLostAfter <= 0 {
 		c.NodeLostAfter = 5 * time.Minute
+	}
+	if c.Poll <= 0 {
+		c.Poll = time.Second
 	}
 }
 
@@ -57,26 +64,24 @@ func New(port Port, cluster driver.ClusterDriver, machines driver.MachineProvide
 // Config returns the effective configuration.
 func (m *Machine) Config() Config { return m.cfg }
 
-// Step moves node n, draining or removing, one step on and returns when it
-// is next due. n may be a stale copy (listed before an earlier step of the
-// same node finished): the step starts from the stored node.
-func (m *Machine) Step(ctx context.Context, n domain.Node) (Due, error) {
-	n, err := m.port.Node(ctx, n.ID)
-	if err != nil {
-		return Due{}, fmt.Errorf("node %s: %w", n.ID, err)
-	}
+// Step moves node n, draining or removing, one step on and returns when
+// it is next due (Due). n is the node as stored, read by the caller just
+// before: a node is read once per step.
+func (m *Machine) Step(ctx context.Context, n domain.Node) (steprun.Due, error) {
+	var err error
 	switch n.State {
 	case domain.NodeDraining:
 		n, err = m.drainStep(ctx, n)
 	case domain.NodeRemoving:
 		n, err = m.Remove(ctx, n)
 	default:
-		return Due{}, nil // moved on: nothing of reclaim's to do
+		return steprun.Due{}, nil // moved on: nothing of reclaim's to do
 	}
+	due := m.Due(n, m.clock.Now())
 	if err != nil {
-		return Due{}, fmt.Errorf("%s node %s of cluster %s: %w", n.State, n.Name, n.ClusterID, err)
+		return due, fmt.Errorf("%s node %s of cluster %s: %w", n.State, n.Name, n.ClusterID, err)
 	}
-	return When(n, time.Time{}, Retry{}), nil
+	return due, nil
 }
 
 // until returns ctx cancelled once the machine's clock reaches t (at once

@@ -3,6 +3,7 @@ package reclaim
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
@@ -57,7 +58,7 @@ type Change func(n *domain.Node, now time.Time) ([]domain.Event, error)
 const AnyState domain.NodeState = ""
 
 // ErrStale: the node moved on since it was read; the step is dropped.
-var ErrStale = errors.New("node state changed")
+var ErrStale = domain.ErrStale
 
 // IgnoreStale is err, unless it says the node moved on (nothing to do).
 func IgnoreStale(err error) error {
@@ -69,7 +70,12 @@ func IgnoreStale(err error) error {
 
 // CleanupKey is the work key of node id's cleanup: it runs apart from the
 // node's own steps (see Cleanup).
-func CleanupKey(id string) string { return "cleanup/" + id }
+func CleanupKey(id string) string { return cleanupPrefix + id }
+
+const cleanupPrefix = "cleanup/"
+
+// CleanupOf is the node whose cleanup key is key, if key is one.
+func CleanupOf(key string) (id string, ok bool) { return strings.CutPrefix(key, cleanupPrefix) }
 
 // ProviderError is a failure of the machine provider (an operator's hook,
 // say): it is recorded as a lifecycle event of Reason as well as on the

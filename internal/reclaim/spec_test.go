@@ -12,6 +12,7 @@ import (
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/sim"
+	"github.com/sparecap/sparecap/internal/steprun"
 )
 
 // The spec of the reclaim machine: its contract (doc.go) as tests, one
@@ -295,7 +296,7 @@ func (s *spec) reclaim(n domain.Node, cause domain.DrainCause) domain.Node {
 }
 
 // step runs the machine's step on node id and returns the node after it.
-func (s *spec) step(id string) (domain.Node, Due, error) {
+func (s *spec) step(id string) (domain.Node, steprun.Due, error) {
 	s.t.Helper()
 	n, _ := s.port.Node(s.ctx, id)
 	due, err := s.m.Step(s.ctx, n)
@@ -304,7 +305,7 @@ func (s *spec) step(id string) (domain.Node, Due, error) {
 }
 
 // mustStep is step failing the test on an error.
-func (s *spec) mustStep(id string) (domain.Node, Due) {
+func (s *spec) mustStep(id string) (domain.Node, steprun.Due) {
 	s.t.Helper()
 	n, due, err := s.step(id)
 	if err != nil {

@@ -1,0 +1,152 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
+)
+
+// These tests drive the controller the way the server does, with Run:
+// node steps are the step runner's, scheduled by each step's answer and
+// by the commits that change nodes, never by a walk of every node.
+
+// run starts h.c's loop until the test ends.
+func (h *harness) run() {
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan struct{})
+	c := h.c
+	go func() { c.Run(ctx); close(done) }()
+	h.t.Cleanup(func() { cancel(); <-done })
+}
+
+// until steps the clock 100 ms at a time until ok, and returns the clock
+// time it took; it fails the test after 10 s of wall time.
+func (h *harness) until(what string, ok func() bool) time.Duration {
+	h.t.Helper()
+	start := h.clk.Now()
+	for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(end) {
+			h.t.Fatalf("10s (wall), %s of clock time on, still waiting for %s", h.clk.Now().Sub(start), what)
+		}
+		h.clk.Step(100 * time.Millisecond)
+	}
+	return h.clk.Now().Sub(start)
+}
+
+func TestRunTakesANodeFromPlanToRemovalOnItsOwnSchedule(t *testing.T) {
+	h := newHarness(t, quickPods, 1)
+	h.run()
+	h.create("a", 8, 0)
+	n := h.onlyNode("a", domain.Standard)
+	// The machine takes 20 s to prepare; the node is asked every second.
+	if took := h.until("the node to be ready", func() bool { return h.node(n.ID).State == domain.NodeReady }); took > 25*time.Second {
+		t.Errorf("ready %s after the create, want about 20 s", took)
+	}
+	if _, err := h.c.DeleteCluster(h.ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	// Its pods exit 30 s after their notice; the wipe takes 5 s.
+	if took := h.until("the node to be removed", func() bool { return h.node(n.ID).State == domain.NodeRemoved }); took > 41*time.Second {
+		t.Errorf("removed %s after the delete, want about 35 s", took)
+	}
+	if got := h.node(n.ID); got.Outcome != domain.OutcomeEarly {
+		t.Errorf("outcome %s", got.Outcome)
+	}
+}
+
+// A new leader's controller has nothing queued: it hands every node in
+// flight to its runner once, at the start of its term.
+func TestANewTermStepsEveryNodeInFlight(t *testing.T) {
+	h := newHarness(t, quickPods, 1)
+	h.create("a", 8, 0)
+	n := h.onlyNode("a", domain.Standard)
+	if n.State != domain.NodeProvisioning {
+		t.Fatalf("state %s", n.State)
+	}
+	h.c = New(h.st, h.sim, h.sim, h.clk, h.cfg, nil) // the next leader
+	h.run()
+	h.until("the node to be ready under the new leader", func() bool { return h.node(n.ID).State == domain.NodeReady })
+}
+
+// countingAPI counts the calls listing a node's work, and keeps the hooks
+// the controller set.
+type countingAPI struct {
+	*tenantAPI
+	lists atomic.Int64
+	mu    sync.Mutex
+	hooks driver.Hooks
+}
+
+func (a *countingAPI) ListWork(ctx context.Context, c, n string) ([]driver.Work, error) {
+	a.lists.Add(1)
+	return a.tenantAPI.ListWork(ctx, c, n)
+}
+
+func (a *countingAPI) SetHooks(hk driver.Hooks) {
+	a.mu.Lock()
+	a.hooks = hk
+	a.mu.Unlock()
+	a.tenantAPI.SetHooks(hk)
+}
+
+func withCounting(h *harness) *countingAPI {
+	api := &countingAPI{tenantAPI: &tenantAPI{Fleet: h.sim}}
+	h.lenient = true
+	h.c = New(h.st, api, h.sim, h.clk, h.cfg, nil)
+	return api
+}
+
+// A drain waiting for its work looks at it once a poll, however often
+// the loop runs: the loop's passes do not step nodes.
+func TestADrainPollsOnItsOwnScheduleNotOnEveryPass(t *testing.T) {
+	h := newHarness(t, stubbornPods, 2)
+	pre := fillPreemptible(h)
+	api := withCounting(h)
+	h.run()
+	reclaimFor(h)
+	h.until("the notice", func() bool { return h.node(pre.ID).Notified })
+	from := api.lists.Load()
+	for range 300 { // 30 s of clock time, the loop kicked at every tick
+		h.clk.Step(100 * time.Millisecond)
+		h.c.Kick()
+		time.Sleep(time.Millisecond)
+	}
+	if got := api.lists.Load() - from; got < 10 || got > 40 {
+		t.Errorf("the drain listed its work %d times in 30 s of polls at 1 s, with the loop kicked 300 times", got)
+	}
+}
+
+// Work gone from a draining node (the driver's WorkGone) pokes the
+// drains: the node goes without waiting for its next poll.
+func TestWorkGonePokesTheDrains(t *testing.T) {
+	h := newHarness(t, quickPods, 2)
+	pre := fillPreemptible(h)
+	h.cfg.Interval = time.Hour // no poll comes before the deadline
+	api := withCounting(h)
+	h.run()
+	reclaimFor(h)
+	h.until("the notice", func() bool { return h.node(pre.ID).Notified })
+	deadline := h.node(pre.ID).Deadline
+	h.until("the drain to wait for its deadline", func() bool {
+		at, ok := h.c.runner.Next(pre.ID)
+		return ok && at.Equal(deadline)
+	})
+	h.clk.Step(31 * time.Second) // the pods exit 30 s after their notice
+	time.Sleep(50 * time.Millisecond)
+	if got := h.node(pre.ID); got.State != domain.NodeDraining {
+		t.Fatalf("%s before the poke: a poll came", got.State)
+	}
+	api.mu.Lock()
+	gone := api.hooks.WorkGone
+	api.mu.Unlock()
+	gone()
+	h.until("the early end", func() bool { return h.node(pre.ID).State != domain.NodeDraining })
+	if got := h.node(pre.ID); got.Outcome != domain.OutcomeEarly {
+		t.Errorf("outcome %s", got.Outcome)
+	}
+}
