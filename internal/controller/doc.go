@@ -5,9 +5,13 @@
 //
 // Its files are its jobs:
 //
-//   - loop.go: the Run loop and its passes: plan, start every node's step
-//     when it is due (reclaim.When), sweep for lost nodes, finish deleted
-//     clusters, prune old events;
+//   - loop.go: the Run loop and its passes: plan, sweep for lost nodes,
+//     finish deleted clusters, prune old events; Reconcile, one pass that
+//     also runs every step due (tests and tools);
+//   - step.go: the step runner's step (package steprun owns when each
+//     node's step runs): the node read once, then provisioning's or
+//     reclaim's step by its state; what is due, and the nodes a commit
+//     hands the runner;
 //   - requests.go: the cluster requests (create, update, weight, delete),
 //     planned and committed at once; creates that arrive together share
 //     one plan and one commit;
@@ -16,14 +20,13 @@
 //     states and events in one transaction;
 //   - transition.go: compare-and-set node transitions under the plan lock,
 //     group-committed (many nodes' steps share one transaction);
-//   - provision.go and registration.go: pending and provisioning nodes,
-//     and the registration timeout;
-//   - port.go: the controller as the reclaim machine's Port. Draining and
-//     removing nodes, cleanup and lost nodes are package reclaim's, whose
-//     doc states the reclaim contract;
+//   - port.go: the controller as the port of the step machines: pending
+//     and provisioning nodes are package provision's, draining and
+//     removing nodes, cleanup and lost nodes package reclaim's; each doc
+//     states its contract;
 //   - access.go: what drivers learn of clusters' permissions, recorded
 //     once per cluster;
-//   - retry.go: a failed step's backoff and its error on the node.
+//   - retry.go: a failed step's backoff policy and its error on the node.
 //
 // # Concurrency
 //
