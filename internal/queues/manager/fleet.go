@@ -75,13 +75,16 @@ func (f *StoreFleet) View(ctx context.Context, clusterID string) (queues.View, e
 	return v, nil
 }
 
-// Clusters lists the clusters not deleted.
+// Clusters lists the clusters not deleted, straight from the snapshot:
+// the manager asks at every commit with events, and indexing the fleet's
+// nodes and machines for it cost a third of a 1M-GPU server's CPU while
+// its nodes came up.
 func (f *StoreFleet) Clusters(ctx context.Context) ([]domain.Cluster, error) {
-	ix, err := f.index(ctx)
+	snap, err := f.Store.Snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return ix.snap.Clusters, nil
+	return snap.Clusters, nil
 }
 
 // SetRequested implements queues.Fleet.
