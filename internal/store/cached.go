@@ -45,6 +45,7 @@ type Cached struct {
 	nmu      sync.RWMutex
 	nodes    map[string]*domain.Node
 	machines map[string]*domain.Machine
+	clusters map[string]*domain.Cluster
 }
 
 // NewCached wraps st; the cache starts disabled.
@@ -100,8 +101,12 @@ func (c *Cached) Snapshot(ctx context.Context) (Snapshot, error) {
 	for i := range s.Machines {
 		machines[s.Machines[i].ID] = &s.Machines[i]
 	}
+	clusters := make(map[string]*domain.Cluster, len(s.Clusters))
+	for i := range s.Clusters {
+		clusters[s.Clusters[i].ID] = &s.Clusters[i]
+	}
 	c.nmu.Lock()
-	c.nodes, c.machines = byID, machines
+	c.nodes, c.machines, c.clusters = byID, machines, clusters
 	c.nmu.Unlock()
 	c.cur.Store(&s)
 	return shared(s), nil
@@ -137,6 +142,21 @@ func (c *Cached) GetMachine(ctx context.Context, id string) (domain.Machine, err
 		}
 	}
 	return c.Store.GetMachine(ctx, id)
+}
+
+// GetCluster reads a cluster from the copy while it is loaded, as GetNode
+// reads a node (a provisioning step asks for its cluster's type on every
+// poll); one the copy lacks (fully deleted) is read from the backend.
+func (c *Cached) GetCluster(ctx context.Context, id string) (domain.Cluster, error) {
+	if c.enabled.Load() && c.cur.Load() != nil {
+		c.nmu.RLock()
+		cl, ok := c.clusters[id]
+		c.nmu.RUnlock()
+		if ok {
+			return *cl, nil
+		}
+	}
+	return c.Store.GetCluster(ctx, id)
 }
 
 // Loaded returns the copy if the cache is enabled and loaded, without
@@ -213,6 +233,12 @@ func (c *Cached) Update(ctx context.Context, fn func(Tx) error) error {
 		}
 		for _, m := range wrote.machines {
 			c.machines[m.ID] = &m
+		}
+		for _, id := range wrote.goneClusters {
+			delete(c.clusters, id)
+		}
+		for _, cl := range wrote.clusters {
+			c.clusters[cl.ID] = &cl
 		}
 		c.nmu.Unlock()
 		c.cur.Store(&next)

@@ -106,6 +106,22 @@ func testCached(t *testing.T, s store.Store) {
 			}
 			wantEqual(t, fmt.Sprintf("step %d (%s): machine %s", step, what, id), gm, wm)
 		}
+		// And GetCluster, for every cluster the snapshot lists.
+		for _, cl := range want.Clusters {
+			asked := backend.clusters.Load()
+			gc, err := c.GetCluster(ctx, cl.ID)
+			if err != nil {
+				t.Fatalf("step %d (%s): get cluster %s: %v", step, what, cl.ID, err)
+			}
+			if backend.clusters.Load() != asked {
+				t.Fatalf("step %d (%s): cluster %s was read from the backend, not from the copy", step, what, cl.ID)
+			}
+			wc, err := s.GetCluster(ctx, cl.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEqual(t, fmt.Sprintf("step %d (%s): cluster %s", step, what, cl.ID), gc, wc)
+		}
 	}
 	boom := errors.New("rolled back on purpose")
 	check(0, "empty")
@@ -267,11 +283,16 @@ func testCached(t *testing.T, s store.Store) {
 	}
 }
 
-// countingGets counts the GetNode and GetMachine calls that reach the
-// backend.
+// countingGets counts the GetNode, GetMachine and GetCluster calls that
+// reach the backend.
 type countingGets struct {
 	store.Store
-	nodes, machines atomic.Int64
+	nodes, machines, clusters atomic.Int64
+}
+
+func (c *countingGets) GetCluster(ctx context.Context, id string) (domain.Cluster, error) {
+	c.clusters.Add(1)
+	return c.Store.GetCluster(ctx, id)
 }
 
 func (c *countingGets) GetMachine(ctx context.Context, id string) (domain.Machine, error) {
