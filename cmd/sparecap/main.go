@@ -19,6 +19,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/cli"
 	"github.com/sparecap/sparecap/internal/client"
+	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/demo"
 	"github.com/sparecap/sparecap/internal/guard"
 	"github.com/sparecap/sparecap/internal/ha"
@@ -29,7 +30,10 @@ import (
 )
 
 func main() {
-	root := cli.NewRoot(serverCmd(), demoCmd(), runCmd(), trainerCmd())
+	// The process's one real clock: the commands pass it down to whatever
+	// they run (the CLI's commands take theirs from cli's environment).
+	wall := clock.Real{}
+	root := cli.NewRoot(serverCmd(wall), demoCmd(wall), runCmd(wall), trainerCmd(wall))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {
@@ -37,8 +41,8 @@ func main() {
 	}
 }
 
-func serverCmd() *cobra.Command {
-	var o server.Options
+func serverCmd(wall clock.Clock) *cobra.Command {
+	o := server.Options{Clock: wall}
 	var nodeLabels, nodeTaints, preemptibleTaints, hookEnv, webhookAllow []string
 	var logLevel string
 	cmd := &cobra.Command{
@@ -309,8 +313,8 @@ func dataDir(o server.Options) string {
 	return server.DefaultDataDir()
 }
 
-func demoCmd() *cobra.Command {
-	var o demo.Options
+func demoCmd(wall clock.Clock) *cobra.Command {
+	o := demo.Options{Clock: wall}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Play a narrated scenario on an embedded server: fill, reclaim, replenish",

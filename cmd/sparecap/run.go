@@ -8,12 +8,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/runwrap"
 	"github.com/sparecap/sparecap/pkg/preempt"
 )
 
-func runCmd() *cobra.Command {
-	var cfg runwrap.Config
+func runCmd(wall clock.Clock) *cobra.Command {
+	cfg := runwrap.Config{Clock: wall}
 	var deadline, signal, region, gpuType string
 	var costSecs float64
 	cmd := &cobra.Command{

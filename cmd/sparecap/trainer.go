@@ -7,11 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/trainer"
 )
 
-func trainerCmd() *cobra.Command {
-	var cfg trainer.Config
+func trainerCmd(wall clock.Clock) *cobra.Command {
+	cfg := trainer.Config{Clock: wall}
 	cmd := &cobra.Command{
 		Use:   "trainer",
 		Short: "A small real training job that survives preemption (the demo's job; an example of the Go SDK)",

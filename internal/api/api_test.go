@@ -80,7 +80,7 @@ prices: {RTX_6000_PCI: "0.89", L40S: "1.09"}
 	if _, err := BootstrapOperator(ctx, st, adminToken, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	s := New(st, ctrl, clk, nil)
+	s := New(st, ctrl, clk, clock.Real{}, nil)
 	e.api, e.wall = s, clock.NewFake(time.Now())
 	s.wall = e.wall
 	s.Meter = metering.New(st, clk, nil)

@@ -570,14 +570,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p principal, clu
 	// of its own, so a client that stops reading is let go.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
-	writing := func() { _ = rc.SetWriteDeadline(realClock.Now().Add(streamWriteTimeout)) }
+	writing := func() { _ = rc.SetWriteDeadline(s.realClock.Now().Add(streamWriteTimeout)) }
 	writing()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
-	keepAliveAt := realClock.Now().Add(s.KeepAlive)
+	keepAliveAt := s.realClock.Now().Add(s.KeepAlive)
 	for {
 		changed := s.ctrl.Changed()
 		evs, err := s.store.ListEvents(ctx, store.EventFilter{ClusterID: clusterID, AfterSeq: cursor, Limit: 500})
@@ -603,8 +603,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p principal, clu
 		case <-ctx.Done():
 			return
 		case <-changed:
-		case <-realClock.After(keepAliveAt.Sub(realClock.Now())):
-			keepAliveAt = realClock.Now().Add(s.KeepAlive)
+		case <-s.realClock.After(keepAliveAt.Sub(s.realClock.Now())):
+			keepAliveAt = s.realClock.Now().Add(s.KeepAlive)
 			// A stream outlives the check its request passed: a token
 			// revoked or expired since ends it here.
 			if t, err := s.store.TokenByHash(ctx, p.key); errors.Is(err, domain.ErrNotFound) || (err == nil && tokenState(t, s.wall.Now()) != "") {

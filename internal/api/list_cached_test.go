@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
 )
@@ -32,7 +33,7 @@ func TestListsFromMemoryMatchTheStore(t *testing.T) {
 	if _, ok := cached.Loaded(); !ok {
 		t.Fatal("the copy is not loaded")
 	}
-	mem := New(cached, e.ctrl, e.clk, nil)
+	mem := New(cached, e.ctrl, e.clk, clock.Real{}, nil)
 	memSrv := httptest.NewServer(mem)
 	defer memSrv.Close()
 	compare := func() {
@@ -93,7 +94,7 @@ func TestOfferingsFollowTheMachines(t *testing.T) {
 	e := newEnv(t)
 	cached := store.NewCached(e.st)
 	cached.Enable()
-	s := New(cached, e.ctrl, e.clk, nil)
+	s := New(cached, e.ctrl, e.clk, clock.Real{}, nil)
 	var invalid *badRequest
 	if err := s.checkOffering(e.ctx, "mars-1", "L40S"); !errors.As(err, &invalid) || invalid.field != "region" {
 		t.Fatalf("mars-1 before it has machines: %v", err)

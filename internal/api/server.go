@@ -39,7 +39,12 @@ type Server struct {
 	// wall is the clock of tokens (expiry, last use): people's time, not
 	// the simulation's, which may run faster (--speed).
 	wall clock.Clock
-	mux  *http.ServeMux
+	// realClock times what is wall time whatever the server's clocks are:
+	// socket deadlines, keep-alives, request durations, the flush of token
+	// uses. New makes it wall; it is apart so a test can set token time
+	// by hand while streams keep real time.
+	realClock clock.Clock
+	mux       *http.ServeMux
 	// KeepAlive is the interval of SSE keep-alive comments.
 	KeepAlive time.Duration
 	// Meter, if set, cuts usage records before usage is read, so a bill
@@ -105,11 +110,6 @@ type Options struct {
 	Webhooks WebhookOptions
 }
 
-// realClock times what is wall time whatever the server's clocks are:
-// socket deadlines, keep-alives, request durations, the flush of token
-// uses.
-var realClock clock.Clock = clock.Real{}
-
 // MaxTokenLen is the longest bearer token the API looks at: tokens it
 // issues are 64 characters, and a longer one is refused before it is
 // hashed or looked up.
@@ -131,12 +131,14 @@ type Sessions interface {
 }
 
 // New returns the API server. Tokens, operators' included, are the
-// store's (see BootstrapOperator).
-func New(st store.Store, ctrl *controller.Controller, clk clock.Clock, log *slog.Logger) *Server {
+// store's (see BootstrapOperator). clk is the server's clock, which may
+// run faster than real time (--speed); wall is real time, for what is
+// people's or the network's (tokens, sockets).
+func New(st store.Store, ctrl *controller.Controller, clk, wall clock.Clock, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{store: st, ctrl: ctrl, clock: clk, wall: clock.Real{}, log: log, mux: http.NewServeMux(), KeepAlive: 15 * time.Second}
+	s := &Server{store: st, ctrl: ctrl, clock: clk, wall: wall, realClock: wall, log: log, mux: http.NewServeMux(), KeepAlive: 15 * time.Second}
 	s.routes()
 	return s
 }
@@ -216,7 +218,7 @@ func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
 
 // ServeHTTP logs each request (never its Authorization header).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := realClock.Now()
+	start := s.realClock.Now()
 	// The server's clock may run faster than real time (--speed): clients
 	// measure ages and countdowns against this, not their own clock.
 	w.Header().Set(TimeHeader, s.clock.Now().UTC().Format(time.RFC3339Nano))
@@ -226,7 +228,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.mux.ServeHTTP(rec, r)
 	}
-	s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", realClock.Now().Sub(start))
+	s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", s.realClock.Now().Sub(start))
 }
 
 type statusRecorder struct {

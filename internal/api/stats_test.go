@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/sim"
 )
@@ -181,7 +182,7 @@ func TestPreemptionStatsDeadline(t *testing.T) {
 	// Same store and clock, a simulated fleet whose pods never exit. No
 	// cluster exists yet, so nothing lives in the first simulator.
 	e.ctrl = controller.New(e.st, fl, fl, e.clk, controller.Config{Cooldown: -1}, nil)
-	srv := httptest.NewServer(New(e.st, e.ctrl, e.clk, nil))
+	srv := httptest.NewServer(New(e.st, e.ctrl, e.clk, clock.Real{}, nil))
 	t.Cleanup(srv.Close)
 	e.srv = srv
 

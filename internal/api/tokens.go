@@ -440,7 +440,7 @@ func (s *Server) RunTokenUses(ctx context.Context, interval time.Duration) {
 			}
 			cancel()
 			return
-		case <-realClock.After(interval):
+		case <-s.realClock.After(interval):
 			if err := s.FlushTokenUses(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("record token uses", "err", err)
 			}

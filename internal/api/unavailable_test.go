@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
 )
@@ -38,7 +39,7 @@ func TestDatabaseOutOfReachIsNotUnauthenticated(t *testing.T) {
 		{&net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}, 503, "unreachable"},
 		{errors.New("disk I/O error"), 500, "internal error"},
 	} {
-		srv := httptest.NewServer(New(downStore{e.st, tc.err}, e.ctrl, e.clk, nil))
+		srv := httptest.NewServer(New(downStore{e.st, tc.err}, e.ctrl, e.clk, clock.Real{}, nil))
 		req, _ := http.NewRequest("GET", srv.URL+"/v1/clusters", nil)
 		req.Header.Set("Authorization", "Bearer "+e.tokens["p"])
 		resp, err := http.DefaultClient.Do(req)

@@ -199,6 +199,6 @@ func usageFixture(b testing.TB, n int) (*Server, time.Time) {
 	if _, err := BootstrapOperator(context.Background(), st, adminToken, time.Now()); err != nil {
 		b.Fatal(err)
 	}
-	s := New(st, nil, clock.NewFake(from.AddDate(0, 2, 0)), nil)
+	s := New(st, nil, clock.NewFake(from.AddDate(0, 2, 0)), clock.Real{}, nil)
 	return s, from
 }

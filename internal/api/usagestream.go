@@ -10,6 +10,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/billing"
+	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -24,7 +25,7 @@ import (
 // so that the client sees a broken transfer, never a complete-looking
 // document with lines missing.
 func (s *Server) streamUsage(w http.ResponseWriter, r *http.Request, f store.UsageFilter, b *billing.Book, from, to time.Time, csvOut bool) {
-	out := &usageStream{w: w, csv: csvOut, from: from, to: to,
+	out := &usageStream{w: w, wall: s.realClock, csv: csvOut, from: from, to: to,
 		head: apiv1.Usage{Currency: Currency, From: from, To: to, GroupBy: "node", Rounding: rounding}}
 	p := newPricer(b, from, to, nil)
 	p.emit = out.line
@@ -50,6 +51,7 @@ func (s *Server) streamUsage(w http.ResponseWriter, r *http.Request, f store.Usa
 // usageStream writes a usage document line by line.
 type usageStream struct {
 	w        http.ResponseWriter
+	wall     clock.Clock // times the write deadlines
 	csv      bool
 	from, to time.Time
 	head     apiv1.Usage // everything but the lines
@@ -91,7 +93,7 @@ func jsonParts(u apiv1.Usage, compact bool) (prefix, suffix []byte) {
 func (u *usageStream) start() {
 	u.started = true
 	u.rc = http.NewResponseController(u.w)
-	u.rc.SetWriteDeadline(realClock.Now().Add(streamWriteTimeout))
+	u.rc.SetWriteDeadline(u.wall.Now().Add(streamWriteTimeout))
 	if u.csv {
 		u.cw = startUsageCSV(u.w, usageCSVName(u.from, u.to))
 		return
@@ -115,7 +117,7 @@ func (u *usageStream) line(l apiv1.UsageLine) error {
 	}
 	u.n++
 	if u.n%1024 == 0 {
-		u.rc.SetWriteDeadline(realClock.Now().Add(streamWriteTimeout))
+		u.rc.SetWriteDeadline(u.wall.Now().Add(streamWriteTimeout))
 	}
 	if u.csv {
 		if err := writeCSVLine(u.cw, l); err != nil {

@@ -177,7 +177,7 @@ func (s *state) client(cmd *cobra.Command) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := client.New(url, token, client.WithUserAgent("sparecap-cli"))
+	c := client.New(url, token, client.WithUserAgent("sparecap-cli"), client.WithClock(s.clock))
 	s.last = c
 	return c, nil
 }

@@ -12,17 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/sparecap/sparecap/internal/clock"
-
 	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/termsafe"
 )
-
-// wall is the real clock: what this file times is wall time.
-var wall clock.Clock = clock.Real{}
 
 // maxErrorBody bounds how much of an error response is read: enough for any
 // apiv1.Error, little enough that a misbehaving proxy cannot exhaust memory.
@@ -34,6 +29,8 @@ type Client struct {
 	token     string
 	http      *http.Client
 	userAgent string
+	// wall times what passed since the last response: wall time.
+	wall clock.Clock
 
 	mu         sync.Mutex
 	serverTime time.Time // from the last response's Sparecap-Time header
@@ -50,7 +47,7 @@ func (c *Client) ServerTime() (t time.Time, ok bool) {
 	if c.serverTime.IsZero() {
 		return time.Time{}, false
 	}
-	return c.serverTime.Add(wall.Now().Sub(c.receivedAt)), true
+	return c.serverTime.Add(c.wall.Now().Sub(c.receivedAt)), true
 }
 
 // Option configures a Client.
@@ -68,6 +65,12 @@ func WithUserAgent(ua string) Option {
 	return func(c *Client) { c.userAgent = ua }
 }
 
+// WithClock makes ServerTime add the time since the last response on clk
+// (a wall clock) instead of clock.Real.
+func WithClock(clk clock.Clock) Option {
+	return func(c *Client) { c.wall = clk }
+}
+
 // New returns a client of the API at baseURL (for example
 // "http://127.0.0.1:8407"; a path prefix is kept) that authenticates with
 // token. An empty token sends no Authorization header.
@@ -77,6 +80,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 		token:     token,
 		http:      http.DefaultClient,
 		userAgent: "sparecap-go-client",
+		wall:      clock.Real{},
 	}
 	for _, o := range opts {
 		o(c)
@@ -179,7 +183,7 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	}
 	if t, err := time.Parse(time.RFC3339Nano, resp.Header.Get("Sparecap-Time")); err == nil {
 		c.mu.Lock()
-		c.serverTime, c.receivedAt = t, wall.Now()
+		c.serverTime, c.receivedAt = t, c.wall.Now()
 		c.mu.Unlock()
 	}
 	if resp.StatusCode/100 != 2 {

@@ -32,7 +32,10 @@ func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
 // timeline, so the persisted anchor stays valid: Now computes with whole
 // seconds as well, so an old anchor gives the same answer.
 type Scaled struct {
-	Speed     float64
+	Speed float64
+	// base is the clock it runs faster than; nil is the wall clock, read
+	// directly so that elapsed time is monotonic.
+	base      Clock
 	mu        sync.Mutex
 	origin    time.Time
 	realStart time.Time
@@ -65,6 +68,19 @@ func NewAnchored(a Anchor) *Scaled {
 	return &Scaled{Speed: max(a.Speed, 1), origin: a.Virtual.UTC(), realStart: a.Real}
 }
 
+// NewAnchoredOn is NewAnchored running faster than base instead of the
+// wall clock (the anchor's Real is base's time), so that whoever injects
+// one clock also drives the sped-up one.
+func NewAnchoredOn(a Anchor, base Clock) *Scaled {
+	s := NewAnchored(a)
+	if _, real := base.(Real); !real {
+		// The real clock is read directly: monotonic elapsed time, and a
+		// timer without a goroutine per After.
+		s.base = base
+	}
+	return s
+}
+
 // Anchor returns the clock's anchor (its latest: see Scaled).
 func (s *Scaled) Anchor() Anchor {
 	s.mu.Lock()
@@ -72,8 +88,16 @@ func (s *Scaled) Anchor() Anchor {
 	return Anchor{Speed: s.Speed, Virtual: s.origin, Real: s.realStart}
 }
 
+// baseNow reads the clock s runs faster than.
+func (s *Scaled) baseNow() time.Time {
+	if s.base == nil {
+		return time.Now()
+	}
+	return s.base.Now()
+}
+
 func (s *Scaled) Now() time.Time {
-	real := time.Now()
+	real := s.baseNow()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := scale(s.origin, real.Sub(s.realStart), s.Speed)
@@ -95,7 +119,16 @@ func scale(origin time.Time, elapsed time.Duration, speed float64) time.Time {
 
 func (s *Scaled) After(d time.Duration) <-chan time.Time {
 	ch := make(chan time.Time, 1)
-	time.AfterFunc(time.Duration(float64(d)/max(s.Speed, 1)), func() { ch <- s.Now() })
+	wait := time.Duration(float64(d) / max(s.Speed, 1))
+	if s.base == nil {
+		time.AfterFunc(wait, func() { ch <- s.Now() })
+		return ch
+	}
+	fired := s.base.After(wait) // now, not in the goroutine: d counts from the call
+	go func() {
+		<-fired
+		ch <- s.Now()
+	}()
 	return ch
 }
 

@@ -80,3 +80,31 @@ func TestScaleKeepsSubSecondPrecision(t *testing.T) {
 		t.Fatalf("scale: %v, want %v", got, want)
 	}
 }
+
+// TestAnchoredOnBase: a scaled clock over an injected base runs Speed
+// times faster than that base, and its After fires on the base's time.
+func TestAnchoredOnBase(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	base := NewFake(t0)
+	c := NewAnchoredOn(Anchor{Speed: 60, Virtual: t0, Real: t0}, base)
+	base.Step(time.Second)
+	if got, want := c.Now(), t0.Add(time.Minute); !got.Equal(want) {
+		t.Fatalf("after 1s of base time at 60x: %v, want %v", got, want)
+	}
+	after := c.After(2 * time.Minute)
+	base.Step(time.Second)
+	select {
+	case <-after:
+		t.Fatal("fired after 1 of 2 base seconds")
+	case <-time.After(20 * time.Millisecond):
+	}
+	base.Step(time.Second)
+	select {
+	case got := <-after:
+		if want := t0.Add(3 * time.Minute); !got.Equal(want) {
+			t.Fatalf("fired at %v, want %v", got, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("did not fire after 2 base seconds")
+	}
+}

@@ -163,7 +163,9 @@ func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (c *Console) client(token string) *client.Client {
-	return client.New("http://sparecap.console", token, client.WithHTTPClient(&http.Client{Transport: inProcess{c.api}}), client.WithUserAgent("sparecap-console"))
+	// The sessions' clock is the server's wall clock.
+	return client.New("http://sparecap.console", token, client.WithHTTPClient(&http.Client{Transport: inProcess{c.api}}),
+		client.WithUserAgent("sparecap-console"), client.WithClock(c.sessions.clock))
 }
 
 // view is what every page template gets.

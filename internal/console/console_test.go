@@ -57,11 +57,11 @@ func newEnv(t *testing.T) *env {
 	if _, err := api.BootstrapOperator(ctx, st, adm, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	a := api.New(st, ctrl, clk, nil)
+	a := api.New(st, ctrl, clk, clock.Real{}, nil)
 	if a.Sealer, err = secret.NewSealer(make([]byte, 32)); err != nil {
 		t.Fatal(err)
 	}
-	sessions := console.NewSessions()
+	sessions := console.NewSessions(clock.Real{})
 	a.Sessions = sessions
 	mux := http.NewServeMux()
 	mux.Handle("/console/", console.New(a, sessions, clk, nil))

@@ -30,10 +30,10 @@ type Sessions struct {
 	m     map[string]*session
 }
 
-// NewSessions returns an empty session store on the wall clock (session
-// expiry is about people, not simulated time).
-func NewSessions() *Sessions {
-	return &Sessions{clock: clock.Real{}, m: map[string]*session{}}
+// NewSessions returns an empty session store on wall, a wall clock
+// (session expiry is about people, not simulated time).
+func NewSessions(wall clock.Clock) *Sessions {
+	return &Sessions{clock: wall, m: map[string]*session{}}
 }
 
 func randomHex(n int) string {

@@ -23,9 +23,6 @@ import (
 	"github.com/sparecap/sparecap/internal/sim"
 )
 
-// wall is the real clock: what this file times is wall time.
-var wall clock.Clock = clock.Real{}
-
 // Options of a demo run.
 type Options struct {
 	// Speed of the simulated clock (default 60: the 5-minute drain window
@@ -34,6 +31,10 @@ type Options struct {
 	// DataDir keeps the demo's state; empty uses a temporary directory that
 	// is removed afterwards.
 	DataDir string
+	// Clock is the wall clock the demo, its embedded server and its job
+	// run on (default clock.Real{}); the server's clock runs Speed times
+	// faster.
+	Clock clock.Clock
 }
 
 // The demo fleet: one region and GPU type the scenario plays in, and a
@@ -54,6 +55,9 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 	if o.Speed <= 0 {
 		o.Speed = 60
 	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
 	dir := o.DataDir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "sparecap-demo-")
@@ -71,20 +75,22 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 		return err
 	}
 	srv, err := server.Start(ctx, server.Options{
-		Addr: "127.0.0.1:0", DataDir: dir, FleetFile: fleetPath, Speed: o.Speed,
+		Addr: "127.0.0.1:0", DataDir: dir, FleetFile: fleetPath, Speed: o.Speed, Clock: o.Clock,
 		Cooldown: 30 * time.Second, SimSeed: 3,
 	})
 	if err != nil {
 		return fmt.Errorf("start embedded server: %w", err)
 	}
 	defer srv.Close()
-	d := &demo{out: out, srv: srv, dir: dir, start: srv.Clock.Now(), admin: client.New(srv.URL, srv.AdminToken)}
+	d := &demo{out: out, srv: srv, wall: o.Clock, dir: dir, start: srv.Clock.Now(), admin: client.New(srv.URL, srv.AdminToken, client.WithClock(o.Clock))}
 	return d.play(ctx)
 }
 
 type demo struct {
-	out   io.Writer
-	srv   *server.Server
+	out io.Writer
+	srv *server.Server
+	// wall paces the demo's own polls and pauses: wall time.
+	wall  clock.Clock
 	dir   string
 	start time.Time
 	admin *client.Client
@@ -170,7 +176,7 @@ func (d *demo) play(ctx context.Context) error {
 	if err := d.waitFor(ctx, research, c.ClusterID, func(c *apiv1.Cluster) bool { return c.AllocatedPreemptibleGPUs == 16 }); err != nil {
 		return err
 	}
-	<-wall.After(200 * time.Millisecond) // let the last events print
+	<-d.wall.After(200 * time.Millisecond) // let the last events print
 	c, _ = research.GetCluster(ctx, c.ClusterID)
 	d.say("training: allocated %d of %d preemptible GPUs again; nodes: %s", c.AllocatedPreemptibleGPUs, c.DesiredPreemptibleGPUs, nodeList(c))
 	d.say("training runs until its job completes...")
@@ -243,7 +249,7 @@ func (d *demo) project(ctx context.Context, id string) (*client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create project %s: %w", id, err)
 	}
-	return client.New(d.srv.URL, p.Token), nil
+	return client.New(d.srv.URL, p.Token, client.WithClock(d.wall)), nil
 }
 
 func (d *demo) waitFor(ctx context.Context, c *client.Client, id string, ok func(*apiv1.Cluster) bool) error {
@@ -255,7 +261,7 @@ func (d *demo) waitFor(ctx context.Context, c *client.Client, id string, ok func
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("demo timed out waiting for cluster %s: %w", id, ctx.Err())
-		case <-wall.After(50 * time.Millisecond):
+		case <-d.wall.After(50 * time.Millisecond):
 		}
 	}
 }
@@ -301,7 +307,7 @@ func (d *demo) watchPods(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-wall.After(20 * time.Millisecond):
+		case <-d.wall.After(20 * time.Millisecond):
 		}
 	}
 }

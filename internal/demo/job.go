@@ -29,7 +29,7 @@ func (d *demo) trainingJob(ctx context.Context, dir, clusterID string) (*simjob.
 	d.say("job trainer: %d steps of %s, a checkpoint every %s and on the notice; it runs as a real process under `sparecap run`",
 		jobSteps, jobStepTime, jobInterval)
 	return simjob.Start(ctx, simjob.Config{
-		Sim: d.srv.Sim, Clock: d.srv.Clock, Speed: d.srv.Speed, ClusterID: clusterID, Class: domain.Preemptible,
+		Sim: d.srv.Sim, Clock: d.srv.Clock, Wall: d.wall, Speed: d.srv.Speed, ClusterID: clusterID, Class: domain.Preemptible,
 		Name: "trainer", Grace: 10 * time.Minute, Binary: exe,
 		// Not beside the simulated trainer that ignores SIGTERM, when
 		// there is a choice: then the node goes as soon as the job exits.

@@ -13,9 +13,6 @@ import (
 	"github.com/sparecap/sparecap/internal/clock"
 )
 
-// realClock times sockets' deadlines: wall time.
-var realClock clock.Clock = clock.Real{}
-
 // ConnLimits share a listener's connections among clients: none may hold
 // more than its share, and health probes are answered when every share
 // is taken.
@@ -34,6 +31,9 @@ type ConnLimits struct {
 	// or a 503 (the server is full). Beyond Overflow a connection is
 	// closed as soon as it is accepted.
 	Overflow int
+	// Clock times the refused connections' deadlines: socket deadlines
+	// are wall time (default clock.Real{}).
+	Clock clock.Clock
 }
 
 // overflowDeadline bounds how long a refused connection may take to send
@@ -44,6 +44,9 @@ const overflowDeadline = 2 * time.Second
 // it with ConnContext as the http.Server's ConnContext and ConnHandler
 // around the handler, so refused connections are answered.
 func Listen(ln net.Listener, l ConnLimits) net.Listener {
+	if l.Clock == nil {
+		l.Clock = clock.Real{}
+	}
 	return &sharedListener{Listener: ln, l: l, per: map[netip.Addr]int{}}
 }
 
@@ -102,7 +105,7 @@ func (s *sharedListener) admit(c net.Conn) net.Conn {
 		return nil
 	}
 	s.overflow++
-	rc := &sharedConn{Conn: c, refused: why, hard: realClock.Now().Add(overflowDeadline), release: func() { s.release(key, true) }}
+	rc := &sharedConn{Conn: c, refused: why, hard: s.l.Clock.Now().Add(overflowDeadline), release: func() { s.release(key, true) }}
 	_ = c.SetDeadline(rc.hard)
 	return rc
 }

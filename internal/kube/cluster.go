@@ -75,6 +75,10 @@ type Options struct {
 	PreemptibleTaints []Taint
 	// Clock is what deadlines are measured on (default: the real clock).
 	Clock clock.Clock
+	// Wall is what the cluster reads as a kubelet's time: the register
+	// provider's heartbeats, whatever speed Clock runs at (default: the
+	// real clock).
+	Wall clock.Clock
 	// Hooks tell the controller what the watches see (see
 	// driver.Hooks): the last workload pod on a draining node gone (it is
 	// released at once), a managed Node deleted or changing readiness (a
@@ -115,6 +119,9 @@ func (o *Options) defaults() {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
+	}
+	if o.Wall == nil {
+		o.Wall = clock.Real{}
 	}
 	if o.Instance == "" {
 		o.Instance, _ = os.Hostname()

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sparecap/sparecap/internal/clock"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -38,34 +36,36 @@ func Capacity(gpus int) corev1.ResourceList {
 
 // RegisterNode does what a kubelet joining a cluster does to its Node
 // object: creates it if missing (with labels; an existing node's labels are
-// left alone) and reports it Ready.
-func RegisterNode(ctx context.Context, c kubernetes.Interface, name string, labels map[string]string) error {
-	return registerNode(ctx, c, name, labels, nil)
+// left alone) and reports it Ready, with a heartbeat at now (the
+// kubelet's wall time).
+func RegisterNode(ctx context.Context, c kubernetes.Interface, name string, labels map[string]string, now time.Time) error {
+	return registerNode(ctx, c, name, labels, nil, now)
 }
 
-func registerNode(ctx context.Context, c kubernetes.Interface, name string, labels map[string]string, capacity corev1.ResourceList) error {
+func registerNode(ctx context.Context, c kubernetes.Interface, name string, labels map[string]string, capacity corev1.ResourceList, now time.Time) error {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("register node %s: %w", name, err)
 	}
-	return setStatus(ctx, c, name, corev1.ConditionTrue, capacity)
+	return setStatus(ctx, c, name, corev1.ConditionTrue, capacity, now)
 }
 
 // SetReady sets the node's Ready condition (replacing the one it has) and
-// refreshes its heartbeat, as a kubelet posting its status does.
-func SetReady(ctx context.Context, c kubernetes.Interface, name string, status corev1.ConditionStatus) error {
-	return setStatus(ctx, c, name, status, nil)
+// refreshes its heartbeat to now, as a kubelet posting its status does.
+func SetReady(ctx context.Context, c kubernetes.Interface, name string, status corev1.ConditionStatus, now time.Time) error {
+	return setStatus(ctx, c, name, status, nil, now)
 }
 
-// setStatus posts the node's status: its Ready condition with a fresh
-// heartbeat and, if given, its capacity (allocatable the same).
-func setStatus(ctx context.Context, c kubernetes.Interface, name string, status corev1.ConditionStatus, capacity corev1.ResourceList) error {
+// setStatus posts the node's status: its Ready condition with a heartbeat
+// at now (wall time, as a kubelet reports it) and, if given, its capacity
+// (allocatable the same).
+func setStatus(ctx context.Context, c kubernetes.Interface, name string, status corev1.ConditionStatus, capacity corev1.ResourceList, at time.Time) error {
+	now := metav1.NewTime(at)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		now := metav1.NewTime(clock.Real{}.Now()) // as a kubelet reports it
 		cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: status, LastHeartbeatTime: now, LastTransitionTime: now,
 			Reason: "KubeletReady", Message: "kubelet is posting ready status"}
 		if status != corev1.ConditionTrue {
@@ -111,7 +111,7 @@ func (c *Cluster) heartbeat(ctx context.Context) error {
 		// The capacity set at registration stays; the Ready condition's
 		// heartbeat is refreshed.
 		cctx, cancel := c.call(ctx)
-		err := setStatus(cctx, c.client, n.Name, corev1.ConditionTrue, nil)
+		err := setStatus(cctx, c.client, n.Name, corev1.ConditionTrue, nil, c.opts.Wall.Now())
 		cancel()
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sparecap/sparecap/internal/clock"
-
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
 )
@@ -171,7 +169,7 @@ func (g *Registrar) Prepare(ctx context.Context, m domain.Machine, spec driver.N
 	ctx, cancel := c.call(ctx)
 	defer cancel()
 	gpus := cmp.Or(m.GPUs, spec.GPUs, domain.DefaultGPUsPerMachine)
-	if err := registerNode(ctx, c.client, spec.NodeName, map[string]string{LabelRegistered: "true"}, Capacity(gpus)); err != nil {
+	if err := registerNode(ctx, c.client, spec.NodeName, map[string]string{LabelRegistered: "true"}, Capacity(gpus), g.router.opts.Wall.Now()); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -181,9 +179,9 @@ func (g *Registrar) Prepare(ctx context.Context, m domain.Machine, spec driver.N
 // attached cluster, every HeartbeatEvery, until ctx ends: their status
 // stays current as a kubelet's would.
 func (g *Registrar) Run(ctx context.Context) {
-	// Real time: heartbeats are for the cluster's node lifecycle
+	// Wall time: heartbeats are for the cluster's node lifecycle
 	// controller, whatever speed sparecap's clock runs at.
-	wall := clock.Real{}
+	wall := g.router.opts.Wall
 	for {
 		select {
 		case <-ctx.Done():

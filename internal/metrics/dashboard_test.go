@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/store/sqlite"
 )
 
@@ -57,7 +58,7 @@ func registeredNames(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	m := New(st)
+	m := New(st, clock.Real{})
 	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
 	names := map[string]bool{}
 	for _, c := range m.own {

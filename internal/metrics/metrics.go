@@ -33,9 +33,6 @@ import (
 	"github.com/sparecap/sparecap/internal/store"
 )
 
-// wall is the real clock: what this file times is wall time.
-var wall clock.Clock = clock.Real{}
-
 // Namespace prefixes every sparecap metric.
 const Namespace = "sparecap"
 
@@ -67,13 +64,17 @@ type Metrics struct {
 	noticeLatency    prometheus.Histogram
 	billed           *prometheus.CounterVec
 	requests         *prometheus.HistogramVec
+	// wall times the requests: their latency is wall time, whatever
+	// speed the controller's clock runs at.
+	wall clock.Clock
 }
 
 // New returns the metrics of a sparecap process reading state from st, on
 // a registry of their own that also holds the Go runtime and process
-// collectors. With a nil st the state metrics are left out.
-func New(st store.Store) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+// collectors, timing requests on wall. With a nil st the state metrics
+// are left out.
+func New(st store.Store, wall clock.Clock) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), wall: wall}
 	m.reclaimsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "reclaims_started_total",
 		Help: "Drains started (T+0 committed: the node is draining with a deadline), by cause: preempted, fair_share, out_of_service (reclaims) or scaled_down, cluster_deleted (tenant-initiated).",
@@ -181,7 +182,7 @@ func (m *Metrics) AddBilledGPUSeconds(class string, v float64) {
 // read after next returns) and status code.
 func (m *Metrics) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := wall.Now()
+		start := m.wall.Now()
 		// A shallow copy with no pattern: an outer mux may have set one
 		// already, and only the pattern next's own mux sets is the route.
 		r = r.WithContext(r.Context())
@@ -192,7 +193,7 @@ func (m *Metrics) Middleware(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		m.requests.WithLabelValues(methodLabel(r.Method), routeLabel(r.Pattern), strconv.Itoa(status)).Observe(wall.Now().Sub(start).Seconds())
+		m.requests.WithLabelValues(methodLabel(r.Method), routeLabel(r.Pattern), strconv.Itoa(status)).Observe(m.wall.Now().Sub(start).Seconds())
 	})
 }
 

@@ -82,7 +82,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	w.c = controller.New(st, w.sim, w.sim, w.clk, controller.Config{Cooldown: -1}, nil)
-	w.m = New(st)
+	w.m = New(st, clock.Real{})
 	w.c.Observer = controller.Observers(func(o controller.Observation) { w.obs = append(w.obs, o) }, nil, w.m.Observe)
 	return w
 }
@@ -328,7 +328,7 @@ func TestReclaimMetrics(t *testing.T) {
 	// State metrics come from the store alone: a fresh Metrics on the same
 	// store (a restarted process) reports the same state, with its
 	// counters back at zero.
-	fams = scrape(t, New(w.st).Handler())
+	fams = scrape(t, New(w.st, clock.Real{}).Handler())
 	expect(t, fams, "sparecap_cluster_allocated_preemptible_gpus", a, 8)
 	expectNodes(t, fams, map[string]float64{"standard/ready": 3, "preemptible/ready": 1})
 	expect(t, fams, "sparecap_reclaims_started_total", map[string]string{"cause": "preempted"}, 0)
@@ -356,7 +356,7 @@ func bucket(h *dto.Histogram, le float64) uint64 {
 }
 
 func TestMiddleware(t *testing.T) {
-	m := New(nil)
+	m := New(nil, clock.Real{})
 	api := http.NewServeMux()
 	api.HandleFunc("GET /v1/clusters/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if r.PathValue("id") == "missing" {
@@ -434,7 +434,7 @@ func TestMiddleware(t *testing.T) {
 }
 
 func TestBilledGPUSeconds(t *testing.T) {
-	m := New(nil)
+	m := New(nil, clock.Real{})
 	m.AddBilledGPUSeconds("preemptible", 3600)
 	m.AddBilledGPUSeconds("preemptible", 1.5)
 	m.AddBilledGPUSeconds("standard", 80)
@@ -455,7 +455,7 @@ func TestStoreDown(t *testing.T) {
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.DiscardHandler)) // the handler logs the failed read
 	defer slog.SetDefault(prev)
-	m := New(st)
+	m := New(st, clock.Real{})
 	m.AddBilledGPUSeconds("standard", 8)
 	fams := scrape(t, m.Handler())
 	expect(t, fams, "sparecap_store_up", nil, 0)

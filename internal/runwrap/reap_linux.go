@@ -3,6 +3,8 @@ package runwrap
 import (
 	"syscall"
 	"time"
+
+	"github.com/sparecap/sparecap/internal/clock"
 )
 
 // setSubreaper makes this process the reaper of its orphaned descendants
@@ -18,7 +20,7 @@ func setSubreaper() error {
 // reapGroup waits, for up to wait, for the processes of group pgid that
 // are this process's children (the job's orphans came to it), so none is
 // left a zombie.
-func reapGroup(pgid int, wait time.Duration) {
+func reapGroup(wall clock.Clock, pgid int, wait time.Duration) {
 	deadline := wall.Now().Add(wait)
 	for {
 		var ws syscall.WaitStatus

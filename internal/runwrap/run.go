@@ -10,12 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/pkg/preempt"
 )
-
-// wall is the clock of a run: a job's deadline is wall time.
-var wall clock.Clock = clock.Real{}
 
 // run is one supervised job, through its phases: started, waiting for
 // the notice, asked for a checkpoint, told to terminate.
@@ -60,7 +56,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer func() {
 		// Whatever is left of the job's group goes, and is reaped.
 		syscall.Kill(-r.pgid, syscall.SIGKILL)
-		reapGroup(r.pgid, time.Second)
+		reapGroup(r.cfg.Clock, r.pgid, time.Second)
 	}()
 	if code, ended := r.awaitNotice(ctx, r.notices(ctx)); ended {
 		r.res.Code = code
@@ -134,7 +130,7 @@ func (r *run) start(env []string) error {
 		signal.Stop(r.sigs)
 		return fmt.Errorf("start %s: %w", cfg.Command[0], err)
 	}
-	r.cmd, r.pgid, r.started = cmd, cmd.Process.Pid, wall.Now()
+	r.cmd, r.pgid, r.started = cmd, cmd.Process.Pid, r.cfg.Clock.Now()
 	r.exited = make(chan int, 1)
 	go func() {
 		cmd.Wait()
@@ -191,7 +187,7 @@ func (r *run) awaitNotice(ctx context.Context, notices <-chan preempt.Notice) (c
 // graceNotice is a notice with the grace from now, unless the files know
 // a deadline by now: that beats the grace.
 func (r *run) graceNotice(source string) preempt.Notice {
-	n := preempt.Notice{Deadline: wall.Now().Add(r.cfg.Grace), Source: source}
+	n := preempt.Notice{Deadline: r.cfg.Clock.Now().Add(r.cfg.Grace), Source: source}
 	if t, ok := readDeadline(r.cfg); ok {
 		n.Deadline = t
 	}
@@ -204,7 +200,7 @@ func (r *run) noticeCame() {
 	r.res.Notice = &r.notice
 	r.logf("notice (%s): deadline %s; asking for a checkpoint (%s)", r.notice.Source, r.notice.Deadline.UTC().Format(time.RFC3339), signalName(r.cfg.CheckpointSignal))
 	r.writeDeadline(r.notice.Deadline)
-	r.noticed = wall.Now()
+	r.noticed = r.cfg.Clock.Now()
 	r.before = -1
 	if r.store != nil {
 		if ck, err := r.store.Latest(); err == nil {
@@ -222,7 +218,7 @@ func (r *run) checkpointed() bool {
 	ck, err := r.store.Latest()
 	if err == nil && (ck.Step > r.before || ck.Time.After(r.noticed)) {
 		r.res.Checkpoint = &ck
-		r.logf("checkpoint %d committed %s after the notice", ck.Step, wall.Now().Sub(r.noticed).Round(time.Millisecond))
+		r.logf("checkpoint %d committed %s after the notice", ck.Step, r.cfg.Clock.Now().Sub(r.noticed).Round(time.Millisecond))
 	}
 	return r.res.Checkpoint != nil
 }
@@ -242,12 +238,12 @@ func (r *run) ended(code int) Result {
 // up its handlers (a notice known at start), nor after the time for
 // SIGTERM. ended: the job ended before.
 func (r *run) askCheckpoint() (code int, ended bool) {
-	wait := min(r.started.Add(r.cfg.Startup).Sub(wall.Now()), r.notice.Deadline.Add(-r.cfg.Margin).Sub(wall.Now()))
+	wait := min(r.started.Add(r.cfg.Startup).Sub(r.cfg.Clock.Now()), r.notice.Deadline.Add(-r.cfg.Margin).Sub(r.cfg.Clock.Now()))
 	if wait > 0 {
 		select {
 		case code := <-r.exited:
 			return code, true
-		case <-wall.After(wait):
+		case <-r.cfg.Clock.After(wait):
 		}
 	}
 	syscall.Kill(r.cmd.Process.Pid, r.cfg.CheckpointSignal)
@@ -257,7 +253,7 @@ func (r *run) askCheckpoint() (code int, ended bool) {
 // awaitCheckpoint waits until a new checkpoint is committed, the job
 // ends (ended), or the deadline less the margin comes.
 func (r *run) awaitCheckpoint() (code int, ended bool) {
-	termAt := wall.After(max(r.notice.Deadline.Add(-r.cfg.Margin).Sub(wall.Now()), 0))
+	termAt := r.cfg.Clock.After(max(r.notice.Deadline.Add(-r.cfg.Margin).Sub(r.cfg.Clock.Now()), 0))
 	for {
 		select {
 		case code := <-r.exited:
@@ -266,7 +262,7 @@ func (r *run) awaitCheckpoint() (code int, ended bool) {
 			if s != syscall.SIGTERM {
 				syscall.Kill(-r.pgid, s.(syscall.Signal))
 			}
-		case <-wall.After(r.cfg.Poll):
+		case <-r.cfg.Clock.After(r.cfg.Poll):
 			if r.checkpointed() {
 				return 0, false
 			}
@@ -281,12 +277,12 @@ func (r *run) awaitCheckpoint() (code int, ended bool) {
 func (r *run) terminate() Result {
 	r.logf("sending SIGTERM; SIGKILL at the deadline")
 	syscall.Kill(-r.pgid, syscall.SIGTERM)
-	kill := wall.After(max(r.notice.Deadline.Sub(wall.Now()), 0))
+	kill := r.cfg.Clock.After(max(r.notice.Deadline.Sub(r.cfg.Clock.Now()), 0))
 	for {
 		select {
 		case code := <-r.exited:
 			return r.ended(code)
-		case <-wall.After(r.cfg.Poll):
+		case <-r.cfg.Clock.After(r.cfg.Poll):
 			r.checkpointed()
 		case <-r.sigs:
 		case <-kill:

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/pkg/preempt"
 )
 
@@ -66,6 +67,9 @@ type Config struct {
 	// Env is the job's environment before the wrapper's variables
 	// (default the wrapper's).
 	Env []string
+	// Clock times the run: a job's deadline is wall time (default
+	// clock.Real{}).
+	Clock clock.Clock
 }
 
 func (c *Config) defaults() {
@@ -95,6 +99,9 @@ func (c *Config) defaults() {
 	}
 	if c.Env == nil {
 		c.Env = os.Environ()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
 	}
 }
 

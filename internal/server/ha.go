@@ -66,8 +66,8 @@ const followPoll = 250 * time.Millisecond
 
 // followEvents wakes this server's event streams when the leader commits
 // events, while this server follows, so an SSE client connected to any
-// server sees every event.
-func followEvents(ctx context.Context, st store.Store, el *ha.Elector, ctrl *controller.Controller) {
+// server sees every event. It polls on wall, a wall clock.
+func followEvents(ctx context.Context, wall clock.Clock, st store.Store, el *ha.Elector, ctrl *controller.Controller) {
 	var last int64
 	caughtUp := false
 	for {
@@ -85,7 +85,7 @@ func followEvents(ctx context.Context, st store.Store, el *ha.Elector, ctrl *con
 		select {
 		case <-ctx.Done():
 			return
-		case <-clock.Real{}.After(followPoll):
+		case <-wall.After(followPoll):
 		}
 	}
 }

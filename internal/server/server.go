@@ -35,6 +35,7 @@ import (
 	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/internal/store/postgres"
 	"github.com/sparecap/sparecap/internal/store/sqlite"
+	"github.com/sparecap/sparecap/internal/store/sqlstore"
 	"github.com/sparecap/sparecap/internal/webhook"
 )
 
@@ -62,6 +63,11 @@ type Options struct {
 	ConfigPath string
 	// Speed runs the clock this many times faster than real time.
 	Speed float64
+	// Clock is the real clock, the one the whole server runs on (default
+	// clock.Real{}): what is wall time whatever Speed (tokens, sockets,
+	// webhooks, the election, the queue integrations) reads it, and
+	// Server.Clock is it, or runs Speed times faster than it.
+	Clock clock.Clock
 	// DrainWindow, Cooldown: see controller.Config.
 	DrainWindow time.Duration
 	Cooldown    time.Duration
@@ -250,7 +256,7 @@ func machineProvider(o Options, s *Server) (driver.MachineProvider, func(), erro
 			return nil, nil, errors.New("the exec machine provider needs a provision hook (--provision-hook)")
 		}
 		p, err := exechook.New(exechook.Config{Program: o.ProvisionHook, Args: o.ProvisionHookArgs,
-			Timeout: o.ProvisionHookTimeout, Env: o.ProvisionHookEnv, Log: o.Log})
+			Timeout: o.ProvisionHookTimeout, Env: o.ProvisionHookEnv, Log: o.Log, Clock: o.Clock})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -294,7 +300,7 @@ func openStore(ctx context.Context, o Options) (st store.Store, unlock func(), e
 	db := o.DB
 	switch {
 	case isPostgres(db):
-		st, err := postgres.Open(ctx, db)
+		st, err := postgres.OpenWith(ctx, db, sqlstore.Options{Clock: o.Clock})
 		if err != nil {
 			return nil, nil, fmt.Errorf("open PostgreSQL: %w", err)
 		}
@@ -310,7 +316,7 @@ func openStore(ctx context.Context, o Options) (st store.Store, unlock func(), e
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err = sqlite.Open(ctx, db)
+	st, err = sqlite.OpenWith(ctx, db, sqlstore.Options{Clock: o.Clock})
 	if err != nil {
 		unlock()
 		return nil, nil, fmt.Errorf("open SQLite %s: %w", db, err)
@@ -325,18 +331,19 @@ func openStore(ctx context.Context, o Options) (st store.Store, unlock func(), e
 	return st, unlock, nil
 }
 
-// loadClock returns the process clock. A sped-up clock is anchored in a
-// file so a restart continues the same timeline: deadlines stored before a
-// crash still fall at the same moment of simulated time.
-func loadClock(path string, speed float64) (clock.Clock, error) {
+// loadClock returns the process clock: wall, or a clock running speed
+// times faster than it. A sped-up clock is anchored in a file so a restart
+// continues the same timeline: deadlines stored before a crash still fall
+// at the same moment of simulated time.
+func loadClock(path string, speed float64, wall clock.Clock) (clock.Clock, error) {
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if speed <= 1 {
-			return clock.Real{}, nil
+			return wall, nil
 		}
-		now := clock.Real{}.Now()
-		c := clock.NewAnchored(clock.Anchor{Speed: speed, Virtual: now.UTC(), Real: now})
+		now := wall.Now()
+		c := clock.NewAnchoredOn(clock.Anchor{Speed: speed, Virtual: now.UTC(), Real: now}, wall)
 		return c, writeAtomic(path, c.Anchor())
 	case err != nil:
 		return nil, fmt.Errorf("read clock anchor: %w", err)
@@ -345,13 +352,13 @@ func loadClock(path string, speed float64) (clock.Clock, error) {
 	if err := json.Unmarshal(data, &a); err != nil {
 		return nil, fmt.Errorf("clock anchor %s: %w", path, err)
 	}
-	c := clock.NewAnchored(a)
+	c := clock.NewAnchoredOn(a, wall)
 	if max(speed, 1) == c.Speed {
 		return c, nil
 	}
 	// A new speed: re-anchor at the current simulated time.
-	now := clock.Real{}.Now()
-	c = clock.NewAnchored(clock.Anchor{Speed: max(speed, 1), Virtual: c.Now(), Real: now})
+	now := wall.Now()
+	c = clock.NewAnchoredOn(clock.Anchor{Speed: max(speed, 1), Virtual: c.Now(), Real: now}, wall)
 	return c, writeAtomic(path, c.Anchor())
 }
 

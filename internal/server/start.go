@@ -96,6 +96,11 @@ func withDefaults(o Options) Options {
 	if o.PreemptibleDiscount == "" {
 		o.PreemptibleDiscount = "50"
 	}
+	if o.Clock == nil {
+		// The one real clock of the server; everything it builds gets it
+		// (or the clock Speed derives from it).
+		o.Clock = clock.Real{}
+	}
 	return o
 }
 
@@ -133,7 +138,7 @@ func (b *boot) state(ctx context.Context) error {
 			return err
 		}
 	}
-	clk, err := loadClock(filepath.Join(o.DataDir, "clock.json"), o.Speed)
+	clk, err := loadClock(filepath.Join(o.DataDir, "clock.json"), o.Speed, o.Clock)
 	if err != nil {
 		return err
 	}
@@ -216,7 +221,7 @@ func (b *boot) drivers() error {
 		interval = time.Duration(float64(100*time.Millisecond) * o.Speed)
 	}
 	kopts := o.Kube
-	kopts.Log, kopts.Clock = o.Log, clk
+	kopts.Log, kopts.Clock, kopts.Wall = o.Log, clk, o.Clock
 	kopts.AllowKubeconfigPlugins = o.AllowKubeconfigPlugins
 	kopts.RegisterNodes = o.MachineProvider == "register"
 	// client-go logs through klog (a watch that lost its API server, say):
@@ -271,7 +276,7 @@ func (b *boot) drivers() error {
 		SweepEvery: atLeastReal(time.Minute, 10*time.Second, s.Speed),
 	}, o.Log)
 	s.Controller.OnClusterGone = s.Drivers.Reload
-	s.Metrics = metrics.New(b.cached)
+	s.Metrics = metrics.New(b.cached, o.Clock)
 	s.Controller.Observer = s.Metrics.Observe
 	// The meter writes only usage records, none of the snapshot's rows:
 	// its long transactions need not wait for the copy's writers.
@@ -280,7 +285,7 @@ func (b *boot) drivers() error {
 	s.Meter.Refresh = atLeastReal(metering.DefaultRefresh, time.Minute, s.Speed)
 	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
 	// Webhooks write only their own tables, fenced like the meter's.
-	s.Webhooks = webhook.New(webhook.Config{Store: b.fenced, Driver: s.Drivers, Sealer: b.sealer,
+	s.Webhooks = webhook.New(webhook.Config{Store: b.fenced, Driver: s.Drivers, Sealer: b.sealer, Clock: o.Clock, Timer: o.Clock,
 		Policy: webhook.Policy{Allow: o.WebhookAllow}, MaxPending: o.WebhookMaxPending, Changed: s.Controller.Changed, Log: o.Log})
 	return nil
 }
@@ -314,7 +319,7 @@ func (b *boot) slurmDir() (string, error) {
 // leader.
 func (b *boot) handlers() error {
 	o, s := b.o, b.s
-	a := api.New(b.cached, s.Controller, s.Clock, o.Log)
+	a := api.New(b.cached, s.Controller, s.Clock, o.Clock, o.Log)
 	b.api = a
 	a.Meter = leaderMeter{s}
 	a.Sealer = b.sealer
@@ -325,7 +330,7 @@ func (b *boot) handlers() error {
 	}
 	a.CheckSlurm = func(ctx context.Context, conf []byte) error {
 		opts := o.Slurm
-		opts.Log = o.Log
+		opts.Log, opts.Clock = o.Log, o.Clock
 		return slurm.Check(ctx, conf, opts)
 	}
 	a.Webhooks = api.WebhookOptions{Policy: webhook.Policy{Allow: o.WebhookAllow}, OnMessage: s.Webhooks.Kick}
@@ -333,7 +338,7 @@ func (b *boot) handlers() error {
 		s.Drivers.Reload(id)
 		s.Controller.Kick()
 	}
-	sessions := console.NewSessions()
+	sessions := console.NewSessions(o.Clock)
 	a.Sessions = sessions
 	lim := o.Limits
 	trusted, err := guard.ParsePrefixes(lim.TrustedProxies)
@@ -399,7 +404,7 @@ func (b *boot) elect(next http.Handler) (http.Handler, error) {
 	}
 	prev := b.unlock
 	b.unlock = func() { unlockDir(); prev() }
-	s.Elector = ha.NewElector(s.Store, ha.Config{Holder: holder, Address: cmp.Or(o.AdvertiseURL, s.URL), TTL: o.LeaseTTL, Log: o.Log})
+	s.Elector = ha.NewElector(s.Store, ha.Config{Holder: holder, Address: cmp.Or(o.AdvertiseURL, s.URL), TTL: o.LeaseTTL, Clock: o.Clock, Log: o.Log})
 	b.api.Role = func() string {
 		if !b.settled.Load() {
 			return ""
@@ -427,7 +432,7 @@ func (b *boot) listen() error {
 	}
 	most := cmp.Or(o.Limits.MaxConnections, DefaultMaxConnections)
 	b.conns = guard.ConnLimits{Max: most, PerAddress: cmp.Or(o.Limits.MaxConnectionsPerAddress, max(most/8, 1)),
-		Overflow: overflowConnections, Exempt: guard.Addrs{Trusted: trusted}.IsTrusted}
+		Overflow: overflowConnections, Exempt: guard.Addrs{Trusted: trusted}.IsTrusted, Clock: o.Clock}
 	s.ln = guard.Listen(ln, b.conns)
 	s.URL = "http://" + s.ln.Addr().String()
 	return nil
@@ -546,7 +551,7 @@ func (b *boot) queues() *manager.Manager {
 	return &manager.Manager{
 		Fleet:   &manager.StoreFleet{Store: b.cached, Controller: s.Controller},
 		Drivers: s.Kube,
-		Options: manager.Options{Tolerations: kube.Tolerations(o.Kube.PreemptibleTaints), Clock: clock.Real{},
+		Options: manager.Options{Tolerations: kube.Tolerations(o.Kube.PreemptibleTaints), Clock: o.Clock,
 			Log: o.Log, Refused: s.Controller.RecordAccess, Note: s.Controller.RecordNote},
 	}
 }
@@ -565,7 +570,7 @@ func (b *boot) serve(ctx context.Context) {
 		go func() { b.api.RunTokenUses(runCtx, 10*time.Second); close(usesDone) }()
 		if s.Elector != nil {
 			go func() { s.Elector.Run(runCtx, b.term); close(termsDone) }()
-			go followEvents(runCtx, s.Store, s.Elector, s.Controller)
+			go followEvents(runCtx, b.o.Clock, s.Store, s.Elector, s.Controller)
 		} else {
 			go func() { b.term(runCtx, 0); close(termsDone) }()
 		}
@@ -613,11 +618,11 @@ func (b *boot) shutdown() {
 // the term to fence this server's writes with its epoch, so the first
 // requests are answered as leader or follower, not in between.
 func (b *boot) settle() {
-	s := b.s
+	s, wall := b.s, b.o.Clock
 	if s.Elector == nil {
 		return
 	}
-	wait := clock.Real{}.After(5 * time.Second)
+	wait := wall.After(5 * time.Second)
 	for {
 		select {
 		case <-wait:
@@ -628,7 +633,7 @@ func (b *boot) settle() {
 				b.settled.Store(true)
 				return
 			}
-			<-clock.Real{}.After(5 * time.Millisecond)
+			<-wall.After(5 * time.Millisecond)
 		}
 	}
 }

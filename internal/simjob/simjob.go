@@ -38,14 +38,14 @@ import (
 	"github.com/sparecap/sparecap/pkg/preempt"
 )
 
-// wall is the real clock: a job runs in wall time.
-var wall clock.Clock = clock.Real{}
-
 // Config of a job.
 type Config struct {
 	Sim   *sim.Fleet
 	Clock clock.Clock // the simulation's clock
 	Speed float64     // simulated seconds per real second (>= 1)
+	// Wall is the clock the job's processes run on: real time, which
+	// the deadlines they are given are in (default clock.Real{}).
+	Wall clock.Clock
 	// ClusterID and Class: where the job's pods may go.
 	ClusterID string
 	Class     domain.ComputeClass
@@ -150,6 +150,9 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 		return nil, errors.New("simjob: Sim, Clock, ClusterID, Name, Binary, Job and Dir are required")
 	}
 	cfg.Speed = max(cfg.Speed, 1)
+	if cfg.Wall == nil {
+		cfg.Wall = clock.Real{}
+	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 10 * time.Millisecond
 	}
@@ -194,7 +197,7 @@ func (j *Job) event(e Event) {
 }
 
 func (j *Job) run(ctx context.Context) error {
-	tick := every(ctx, j.cfg.Poll)
+	tick := every(ctx, j.cfg.Wall, j.cfg.Poll)
 	for n := 1; ; n++ {
 		pod := fmt.Sprintf("%s-%d", j.cfg.Name, n)
 		node, err := j.place(ctx, pod, tick)
@@ -218,8 +221,8 @@ func (j *Job) run(ctx context.Context) error {
 
 // place puts the pod on a schedulable node once there is one. A node
 // that goes between the choice and the placement is passed over.
-// every ticks every d until ctx ends, on the wall clock.
-func every(ctx context.Context, d time.Duration) <-chan time.Time {
+// every ticks every d of wall time until ctx ends.
+func every(ctx context.Context, wall clock.Clock, d time.Duration) <-chan time.Time {
 	ch := make(chan time.Time)
 	go func() {
 		for {
@@ -325,7 +328,7 @@ func (j *Job) attempt(ctx context.Context, pod, node string, tick <-chan time.Ti
 		_ = cfg.Sim.PodExited(cfg.ClusterID, node, "", pod)
 		return a, fmt.Errorf("simjob: start %s: %w", pod, err)
 	}
-	a.Started = wall.Now()
+	a.Started = cfg.Wall.Now()
 	j.event(Event{Kind: PodStarted, Pod: pod, Node: node, At: a.Started, Attempt: a})
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
@@ -363,7 +366,7 @@ wait:
 			kill()
 		case v.State == sim.PodTerminating && !signalled:
 			signalled = true
-			a.Noticed = wall.Now()
+			a.Noticed = cfg.Wall.Now()
 			if ck, err := store.Latest(); err == nil {
 				a.SavedAtNotice = ck.Step
 			}
@@ -379,7 +382,7 @@ wait:
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	a.Ended = wall.Now()
+	a.Ended = cfg.Wall.Now()
 	a.Code = cmd.ProcessState.ExitCode()
 	if err := cfg.Sim.PodExited(cfg.ClusterID, node, "", pod); err != nil {
 		return a, err

@@ -24,9 +24,6 @@ import (
 	"github.com/sparecap/sparecap/pkg/preempt"
 )
 
-// wall is the real clock: a job runs in wall time.
-var wall clock.Clock = clock.Real{}
-
 // Config of a training run.
 type Config struct {
 	// Steps is the length of the job; StepTime the work of one step.
@@ -48,6 +45,9 @@ type Config struct {
 	Progress string
 	// Log gets a line per resume, checkpoint and notice.
 	Log io.Writer
+	// Clock times the steps and the interval: a job runs in wall time
+	// (default clock.Real{}).
+	Clock clock.Clock
 }
 
 // Result of a run.
@@ -66,6 +66,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res := Result{Saved: -1}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
 	}
 	if cfg.CheckpointDir == "" {
 		cfg.CheckpointDir = os.Getenv(preempt.EnvCheckpointDir)
@@ -113,6 +116,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	defer progress.Close()
+	wall := cfg.Clock
 	lastSave := wall.Now()
 	for step < cfg.Steps {
 		select {

@@ -57,7 +57,7 @@ func (s *Service) dispatchLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-changed:
-		case <-realClock.After(s.cfg.Poll):
+		case <-s.cfg.Timer.After(s.cfg.Poll):
 		}
 	}
 }

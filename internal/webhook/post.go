@@ -68,9 +68,9 @@ func (s *Service) post(ctx context.Context, target string, m domain.WebhookMessa
 	h.Set(webhooks.HeaderID, m.ID)
 	h.Set(webhooks.HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
 	h.Set(webhooks.HeaderSignature, strings.Join(sigs, " "))
-	start := realClock.Now()
+	start := s.cfg.Timer.Now()
 	resp, err := s.client.Do(req)
-	latency := realClock.Now().Sub(start)
+	latency := s.cfg.Timer.Now().Sub(start)
 	if err != nil {
 		return result{err: attemptError(err, ctx, s.cfg.Timeout), latency: latency}
 	}

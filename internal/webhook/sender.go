@@ -40,7 +40,7 @@ func (s *Service) sendLoop(ctx context.Context) {
 			return
 		case <-s.kick:
 		case <-s.freed:
-		case <-realClock.After(s.cfg.Poll):
+		case <-s.cfg.Timer.After(s.cfg.Poll):
 		}
 	}
 }

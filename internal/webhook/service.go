@@ -57,6 +57,10 @@ type Config struct {
 	// receivers check a delivery's timestamp against their own clock
 	// (default clock.Real, whatever speed the server's clock runs at).
 	Clock clock.Clock
+	// Timer paces the loops' polls and times an attempt's latency: wall
+	// time too (default clock.Real), apart from Clock so that a test can
+	// set the attempts' times by hand while the loops keep polling.
+	Timer clock.Clock
 	// Random jitters the retries.
 	Random *random.Source
 	// Changed, if set, returns a channel closed at the next commit that
@@ -131,6 +135,9 @@ func New(cfg Config) *Service {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
+	if cfg.Timer == nil {
+		cfg.Timer = clock.Real{}
+	}
 	if cfg.Random == nil {
 		cfg.Random = random.FromEntropy()
 	}
@@ -180,10 +187,6 @@ func (s *Service) Kick() {
 	}
 }
 
-// realClock times the loops' polls: wall time, whatever clock the
-// attempts are timed by.
-var realClock clock.Clock = clock.Real{}
-
 // Run dispatches and delivers until ctx ends; attempts in flight then are
 // abandoned without a record, so the next leader makes them again (a
 // receiver may get a delivery twice: it de-duplicates by its ID).
@@ -205,7 +208,7 @@ func (s *Service) pruneLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-realClock.After(pruneEvery):
+		case <-s.cfg.Timer.After(pruneEvery):
 		}
 	}
 }

@@ -15,21 +15,22 @@ import (
 
 // RegisterNode does what a kubelet joining the cluster does: it creates the
 // Node (unless it exists; labels are then left alone) and reports it Ready.
-// It is kube.RegisterNode, which the register provider uses too.
+// It is kube.RegisterNode, which the register provider uses too. Its
+// heartbeats carry this host's time, as a kubelet's do.
 func RegisterNode(ctx context.Context, c kubernetes.Interface, name string, labels map[string]string) error {
-	return kube.RegisterNode(ctx, c, name, labels)
+	return kube.RegisterNode(ctx, c, name, labels, time.Now())
 }
 
 // MarkReady sets the node's Ready condition to True, refreshing its
 // heartbeat.
 func MarkReady(ctx context.Context, c kubernetes.Interface, name string) error {
-	return kube.SetReady(ctx, c, name, corev1.ConditionTrue)
+	return kube.SetReady(ctx, c, name, corev1.ConditionTrue, time.Now())
 }
 
 // MarkNotReady sets the node's Ready condition to False, as the node
 // lifecycle controller would for a kubelet that stopped reporting.
 func MarkNotReady(ctx context.Context, c kubernetes.Interface, name string) error {
-	return kube.SetReady(ctx, c, name, corev1.ConditionFalse)
+	return kube.SetReady(ctx, c, name, corev1.ConditionFalse, time.Now())
 }
 
 // PodOption changes a pod CreatePods is about to create.

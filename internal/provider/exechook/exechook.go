@@ -121,9 +121,6 @@ import (
 	"github.com/sparecap/sparecap/internal/driver"
 )
 
-// wall is the real clock: what this file times is wall time.
-var wall clock.Clock = clock.Real{}
-
 var _ driver.MachineProvider = (*Provider)(nil)
 
 const (
@@ -158,6 +155,8 @@ type Config struct {
 	// Env holds extra KEY=value entries for the hook's environment, which
 	// otherwise holds only the few variables the package comment lists.
 	Env []string
+	// Clock times the hook runs logged: wall time (default clock.Real{}).
+	Clock clock.Clock
 }
 
 // inherited names the variables of the server's environment a hook gets,
@@ -175,6 +174,7 @@ type Provider struct {
 	timeout time.Duration
 	log     *slog.Logger
 	env     []string
+	clock   clock.Clock
 
 	// ctx is the hooks' context: a caller's ctx ends with its poll, so
 	// hooks live until Close instead.
@@ -223,6 +223,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Provider{
 		program: path,
@@ -230,6 +233,7 @@ func New(cfg Config) (*Provider, error) {
 		timeout: cfg.Timeout,
 		log:     cfg.Log,
 		env:     append([]string(nil), cfg.Env...),
+		clock:   cfg.Clock,
 		ctx:     ctx,
 		cancel:  cancel,
 		jobs:    map[string]*job{},
@@ -337,10 +341,10 @@ func (p *Provider) run(req request) error {
 
 	log := p.log.With("action", req.Action, "machine", req.Machine.ID, "cluster", req.ClusterID, "node", req.Node.Name)
 	log.Debug("exec hook starting", "program", p.program)
-	start := wall.Now()
+	start := p.clock.Now()
 	err = p.result(ctx, req.Action, cmd.Run(), stdout, stderr, log)
 	if err != nil {
-		log.Warn("exec hook failed", "duration", wall.Now().Sub(start), "err", err)
+		log.Warn("exec hook failed", "duration", p.clock.Now().Sub(start), "err", err)
 	}
 	return err
 }

@@ -53,6 +53,11 @@ func pgCode(err error) string {
 // search_path in it to use a schema other than public) and migrates that
 // schema to the current version.
 func Open(ctx context.Context, dsn string) (store.Store, error) {
+	return OpenWith(ctx, dsn, sqlstore.Options{})
+}
+
+// OpenWith is Open with the store's options (its clock).
+func OpenWith(ctx context.Context, dsn string, o sqlstore.Options) (store.Store, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
@@ -113,7 +118,7 @@ func Open(ctx context.Context, dsn string) (store.Store, error) {
 	// 2 idle by default). A request beyond the cap waits for a connection.
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	st := sqlstore.New(d, db, db)
+	st := sqlstore.New(d, db, db, o)
 	// The leader renews its lease on connections of its own, never
 	// waiting behind its own load for one.
 	leases := stdlib.OpenDB(*cfg)

@@ -64,11 +64,16 @@ var dialect = sqlstore.Dialect{
 // migrates it to the current schema. The path ":memory:" gives a private
 // in-memory database, for tests and dry runs.
 func Open(ctx context.Context, path string) (store.Store, error) {
+	return OpenWith(ctx, path, sqlstore.Options{})
+}
+
+// OpenWith is Open with the store's options (its clock).
+func OpenWith(ctx context.Context, path string, o sqlstore.Options) (store.Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("open sqlite %q: path must be a plain file name", path)
 	}
 	if path == ":memory:" {
-		return openMemory(ctx)
+		return openMemory(ctx, o)
 	}
 	if err := ownerOnly(path); err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -95,12 +100,12 @@ func Open(ctx context.Context, path string) (store.Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	return sqlstore.New(dialect, w, r), nil
+	return sqlstore.New(dialect, w, r, o), nil
 }
 
 // openMemory opens an in-memory database. It lives as long as its one
 // connection, so the pool must never close it and readers share it.
-func openMemory(ctx context.Context) (store.Store, error) {
+func openMemory(ctx context.Context, o sqlstore.Options) (store.Store, error) {
 	db, err := openPool(ctx, ":memory:", 1, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite :memory:: %w", err)
@@ -111,7 +116,7 @@ func openMemory(ctx context.Context) (store.Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite :memory:: %w", err)
 	}
-	return sqlstore.New(dialect, db, db), nil
+	return sqlstore.New(dialect, db, db, o), nil
 }
 
 // openPool opens a pool of at most n connections, each set up with the

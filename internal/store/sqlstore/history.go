@@ -131,7 +131,7 @@ func LiveQueries(d Dialect) map[string]struct {
 	Query string
 	Args  []any
 } {
-	r := reader{s: New(d, nil, nil)}
+	r := reader{s: New(d, nil, nil, Options{})}
 	out := map[string]struct {
 		Query string
 		Args  []any

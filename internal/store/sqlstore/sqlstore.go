@@ -66,6 +66,14 @@ type Dialect struct {
 	MaxScans int
 }
 
+// Options are the caller's choices of a Store (New, and the backends'
+// OpenWith). Zero values take the defaults.
+type Options struct {
+	// Clock times the retries of an Update that met a conflict: wall
+	// time, as the conflict is the database's (default clock.Real{}).
+	Clock clock.Clock
+}
+
 // maxAttempts bounds how often Update runs fn when the backend keeps
 // reporting serialization failures; contention that high is a bug to
 // surface, not to hide.
@@ -88,8 +96,7 @@ type Store struct {
 	wq        webhookQueries
 	scans     chan struct{} // ScanUsage slots; nil: unbounded
 	// retryClock and retryRandom time and jitter the retries of Update:
-	// the wall clock (a conflict is the database's, in real time) and a
-	// source seeded from entropy.
+	// Options.Clock and a source seeded from entropy.
 	retryClock  clock.Clock
 	retryRandom *random.Source
 }
@@ -103,12 +110,15 @@ var _ store.Store = (*Store)(nil)
 
 // New returns a Store over write and read, which may be the same pool. The
 // schema must already be migrated. Close closes both pools.
-func New(d Dialect, write, read *sql.DB) *Store {
+func New(d Dialect, write, read *sql.DB, o Options) *Store {
 	if read == nil {
 		read = write
 	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
 	s := &Store{d: d, w: write, r: read, l: write, q: buildQueries(d), hq: buildHistoryQueries(d), bq: buildByIDQueries(d),
-		wq: buildWebhookQueries(d), retryClock: clock.Real{}, retryRandom: random.FromEntropy()}
+		wq: buildWebhookQueries(d), retryClock: o.Clock, retryRandom: random.FromEntropy()}
 	if d.MaxScans > 0 {
 		s.scans = make(chan struct{}, d.MaxScans)
 	}
