@@ -115,10 +115,12 @@ type planner struct {
 	resProject map[string]string
 
 	// Per machine.
-	mPart []int32
-	occ   []int32 // active node, or -1
-	claim []int32 // pending node, or -1
-	pools map[poolKey]*poolRange
+	mPart  []int32
+	oos    []bool  // out of service (the machine layout's)
+	oosIdx []int32 // the machines out of service
+	occ    []int32 // active node, or -1
+	claim  []int32 // pending node, or -1
+	pools  map[poolKey]*poolRange
 
 	// Per cluster.
 	cPart    []int32
@@ -235,12 +237,13 @@ func (p *planner) index(pl *Planner) {
 	}
 
 	p.partMachines, p.partClusters, p.partGPM = cl.partMachines, cl.partClusters, cl.partGPM
+	p.oos, p.oosIdx = ml.oos, ml.oosIdx
 
 	// New nodes go mostly to free or draining machines, at most one each:
 	// sizing Provisions for those spares the slice its growth copies.
 	open := 16
 	for mi := range p.claim {
-		if p.claim[mi] < 0 && !s.Machines[mi].OutOfService && (p.occ[mi] < 0 || !p.facts[p.occ[mi]].is(fLive)) {
+		if p.claim[mi] < 0 && !p.oos[mi] && (p.occ[mi] < 0 || !p.facts[p.occ[mi]].is(fLive)) {
 			open++
 		}
 	}
@@ -333,12 +336,12 @@ func (p *planner) classOf(ni int32) domain.ComputeClass {
 
 // free: not out of service, no active node, nobody waiting for it.
 func (p *planner) free(mi int32) bool {
-	return p.occ[mi] < 0 && p.claim[mi] < 0 && !p.s.Machines[mi].OutOfService
+	return p.occ[mi] < 0 && p.claim[mi] < 0 && !p.oos[mi]
 }
 
 // leaving: its active node is on the way out and nobody is waiting for it.
 func (p *planner) leaving(mi int32) bool {
-	if p.claim[mi] >= 0 || p.s.Machines[mi].OutOfService {
+	if p.claim[mi] >= 0 || p.oos[mi] {
 		return false
 	}
 	o := p.occ[mi]
@@ -367,10 +370,7 @@ func (p *planner) deleted() {
 }
 
 func (p *planner) outOfService() {
-	for mi := range p.s.Machines {
-		if !p.s.Machines[mi].OutOfService {
-			continue
-		}
+	for _, mi := range p.oosIdx {
 		if o := p.occ[mi]; p.liveNode(o) {
 			p.reclaim(o, domain.CauseOutOfService)
 		}

@@ -90,6 +90,11 @@ type machineLayout struct {
 	partMachines [][]int32
 	partGPM      []int
 	pools        []poolSpan
+	// oos says which machines are out of service, oosIdx lists them: the
+	// plan's passes ask for every machine, and reading the flag from each
+	// machine's record costs a cache miss per machine at 1M GPUs.
+	oos    []bool
+	oosIdx []int32
 }
 
 type poolSpan struct {
@@ -98,10 +103,14 @@ type poolSpan struct {
 }
 
 func newMachineLayout(ms []domain.Machine) *machineLayout {
-	l := &machineLayout{of: ms, mPart: make([]int32, len(ms))}
+	l := &machineLayout{of: ms, mPart: make([]int32, len(ms)), oos: make([]bool, len(ms))}
 	pk := partitioner{parts: make(map[partKey]int32, 16), lastID: -1}
 	for i := range ms {
 		l.mPart[i] = pk.of(ms[i].Region, ms[i].GPUType)
+		if ms[i].OutOfService {
+			l.oos[i] = true
+			l.oosIdx = append(l.oosIdx, int32(i))
+		}
 	}
 	l.parts = pk.parts
 	l.idx = newIDIndex(len(ms), func(i int) string { return ms[i].ID })

@@ -37,7 +37,7 @@ func (p *planner) preemptible(part int32) {
 func (p *planner) preemptibleSupply(part int32) (supply, cooling int) {
 	s := p.s
 	for _, mi := range p.partMachines[part] {
-		if s.Machines[mi].OutOfService {
+		if p.oos[mi] {
 			continue
 		}
 		o, cl := p.occ[mi], p.claim[mi]

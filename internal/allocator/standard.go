@@ -57,7 +57,7 @@ func (p *planner) findStandard(part, ci int32) {
 			return
 		}
 		if cl := p.claim[mi]; int(cl) < len(p.s.Nodes) && p.liveNode(cl) && p.eligible(ci, mi) &&
-			!p.s.Machines[mi].OutOfService && p.classOf(cl) == domain.Preemptible {
+			!p.oos[mi] && p.classOf(cl) == domain.Preemptible {
 			p.reclaim(cl, domain.CausePreempted)
 			p.provision(ci, mi, domain.Standard, true)
 		}
