@@ -160,6 +160,9 @@ type Controller struct {
 	// notes are what drivers asked to record as events (RecordNote).
 	notes     batchQueue[driver.NodeNote]
 	kick      chan struct{}
+	// moves wakes the loop to replan after node steps moved nodes, at most
+	// every replanGap (see Run).
+	moves     chan struct{}
 	changedMu sync.Mutex
 	changed   chan struct{}
 	lastPrune time.Time
@@ -224,6 +227,7 @@ func New(st store.Store, cd driver.ClusterDriver, mp driver.MachineProvider, clk
 		store: st, cluster: cd, machines: mp, clock: clk, cfg: cfg, log: log,
 		NewID:   cfg.Random.ID,
 		kick:    make(chan struct{}, 1),
+		moves:   make(chan struct{}, 1),
 		changed: make(chan struct{}),
 		mu:      newPlanLock(),
 	}
@@ -274,6 +278,16 @@ func (c *Controller) SweepSoon() {
 func (c *Controller) Kick() {
 	select {
 	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// movedNodes asks the loop to replan soon: a node step moved a node (it became
+// ready or left, or freed a machine), which changes its cluster's state
+// and may free capacity.
+func (c *Controller) movedNodes() {
+	select {
+	case c.moves <- struct{}{}:
 	default:
 	}
 }

@@ -25,6 +25,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	wg.Go(func() { c.runner.Run(ctx) })
 	defer wg.Wait()
 	for {
+		start := c.clock.Now()
 		next, err := c.pass(ctx, false)
 		if err != nil && ctx.Err() == nil {
 			c.log.Error("reconcile", "err", err)
@@ -34,10 +35,27 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-c.kick:
+		case <-c.moves:
+			// Steps that moved nodes come by the thousand while a fleet
+			// comes up: replanning after each batch kept the plan lock
+			// from their transitions, so the loop replans for them at most
+			// every replanGap.
+			if gap := start.Add(c.replanGap()).Sub(c.clock.Now()); gap > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-c.kick:
+				case <-c.clock.After(gap):
+				}
+			}
 		case <-c.clock.After(wait):
 		}
 	}
 }
+
+// replanGap is the least time between two passes the loop makes for node
+// steps that moved nodes: half the interval.
+func (c *Controller) replanGap() time.Duration { return c.cfg.Interval / 2 }
 
 // nextWait is how long the loop sleeps: until next, at most interval.
 // Overdue work does not shorten the sleep: steps are the runner's, and
@@ -98,9 +116,10 @@ func (c *Controller) pass(ctx context.Context, steps bool) (time.Time, error) {
 	if err := c.finishDeletions(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	// Nodes that became ready or left change cluster states and may free
-	// capacity: plan again rather than wait for the next pass.
-	if c.moved.Load() != moved {
+	// Nodes that became ready or left in this pass's steps change cluster
+	// states and may free capacity: plan again rather than wait for the
+	// next pass. (Run's steps are the runner's: their moves wake the loop.)
+	if steps && c.moved.Load() != moved {
 		pl, err := c.replan(ctx)
 		if err != nil {
 			errs = append(errs, err)

@@ -202,4 +202,4 @@ func (p port) Release(key string) { p.c.runner.Release(key) }
 
 func (p port) Observe(obs ...reclaim.Observation) { p.c.observeLocked(obs...) }
 
-func (p port) Kick() { p.c.Kick() }
+func (p port) Kick() { p.c.movedNodes() }

@@ -58,7 +58,7 @@ func (c *Controller) stepped(ctx context.Context, n domain.Node, err error, move
 		c.clearError(ctx, n)
 	}
 	if err != nil || moved {
-		c.Kick()
+		c.movedNodes()
 	}
 }
 
