@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"github.com/sparecap/sparecap/internal/allocator"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -149,4 +150,36 @@ func TestWorkGonePokesTheDrains(t *testing.T) {
 	if got := h.node(pre.ID); got.Outcome != domain.OutcomeEarly {
 		t.Errorf("outcome %s", got.Outcome)
 	}
+}
+
+// Node steps that move nodes wake the loop to replan, at most every half
+// interval however many move: while a fleet comes up, a replan after each
+// batch of transitions held the plan lock they commit under.
+func TestStepMovesReplanAtMostEveryHalfInterval(t *testing.T) {
+	h := newHarness(t, quickPods, 1)
+	var plans atomic.Int64
+	h.c.checkPlan = func(got, fresh allocator.Plan) { plans.Add(1) }
+	h.c.checkSettled = func(settled, fresh allocator.Plan, s allocator.Snapshot, now time.Time) { plans.Add(1) }
+	h.run()
+	settle := func() int64 {
+		for last := int64(-1); ; time.Sleep(20 * time.Millisecond) {
+			if n := plans.Load(); n == last {
+				return n
+			} else {
+				last = n
+			}
+		}
+	}
+	before := settle()
+	for range 100 {
+		h.c.movedNodes()
+		time.Sleep(time.Millisecond)
+	}
+	mid := settle()
+	if got := mid - before; got > 2 {
+		t.Fatalf("%d plans for 100 step moves within half an interval, want at most 2", got)
+	}
+	h.clk.Step(h.c.cfg.Interval / 2)
+	h.c.movedNodes()
+	h.until("a replan once half an interval passed", func() bool { return plans.Load() > mid })
 }
