@@ -122,12 +122,7 @@ func (p *Provisioner) Due(n domain.Node, now time.Time) steprun.Due {
 	if n.State != domain.NodeProvisioning {
 		return steprun.Due{}
 	}
-	by := p.RegisterBy(n)
-	d := steprun.Due{At: now.Add(p.cfg.Poll), By: by, Pool: reclaim.Workers}
-	if by.Before(d.At) {
-		d.At = by
-	}
-	return d
+	return steprun.Poll(now, p.cfg.Poll, p.RegisterBy(n), reclaim.Workers)
 }
 
 // start starts a pending node whose machine has been vacated.

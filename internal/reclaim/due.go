@@ -29,16 +29,14 @@ const TagDrain = "drain"
 func (m *Machine) Due(n domain.Node, now time.Time) steprun.Due {
 	switch n.State {
 	case domain.NodeDraining:
-		d := steprun.Due{At: now.Add(m.cfg.Poll), By: n.Deadline, Pool: Workers, Tag: TagDrain}
-		if n.Deadline.Before(d.At) {
-			d.At = n.Deadline
-		}
+		d := steprun.Poll(now, m.cfg.Poll, n.Deadline, Workers)
+		d.Tag = TagDrain
 		if !n.Notified {
 			d.Pool = Notices
 		}
 		return d
 	case domain.NodeRemoving:
-		return steprun.Due{At: now.Add(m.cfg.Poll), Pool: Workers}
+		return steprun.Poll(now, m.cfg.Poll, time.Time{}, Workers)
 	}
 	return steprun.Due{}
 }

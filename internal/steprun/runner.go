@@ -279,3 +279,13 @@ func (r *Runner) Next(key string) (time.Time, bool) {
 	}
 	return it.due.At, true
 }
+
+// Poll is the Due of a step that looks again every `every` from now, in
+// pool, and must run by by (zero: nothing bounds it): never later than by.
+func Poll(now time.Time, every time.Duration, by time.Time, pool Pool) Due {
+	d := Due{At: now.Add(every), By: by, Pool: pool}
+	if !by.IsZero() && by.Before(d.At) {
+		d.At = by
+	}
+	return d
+}
