@@ -158,8 +158,8 @@ type Controller struct {
 	// the next pass to record (see RecordAccess).
 	access batchQueue[driver.AccessReport]
 	// notes are what drivers asked to record as events (RecordNote).
-	notes     batchQueue[driver.NodeNote]
-	kick      chan struct{}
+	notes batchQueue[driver.NodeNote]
+	kick  chan struct{}
 	// moves wakes the loop to replan after node steps moved nodes, at most
 	// every replanGap (see Run).
 	moves     chan struct{}
