@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"golang.org/x/net/netutil"
-	"k8s.io/klog/v2"
 
 	"github.com/sparecap/sparecap/internal/api"
 	"github.com/sparecap/sparecap/internal/clock"
@@ -226,7 +225,7 @@ func (b *boot) drivers() error {
 	kopts.RegisterNodes = o.MachineProvider == "register"
 	// client-go logs through klog (a watch that lost its API server, say):
 	// send that to the server's log rather than bare to stderr.
-	klog.SetSlogLogger(o.Log.With("component", "client-go"))
+	logClientGo(o.Log.With("component", "client-go"))
 	st, sealer := s.Store, b.sealer
 	// One column holds a cluster's attachment: a kubeconfig, or a SLURM
 	// cluster's slurm.conf. Each router loads its own platform's.
