@@ -3,27 +3,23 @@ package server
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 
 	"k8s.io/klog/v2"
 )
 
 // client-go logs through klog, one logger per process: it is set once,
-// to a handler that writes to the log of the server started last. Setting
-// klog's logger at every Start raced with the watches of a server already
-// running in the same process (tests run several).
-var (
-	klogOnce   sync.Once
-	klogTarget atomic.Pointer[slog.Logger]
-)
+// before any watch can read it, to a handler that writes to the log of
+// the server started last (slog's default until one starts). Setting
+// klog's logger at each Start raced with the watches already running in
+// the same process (tests run several servers and clusters).
+var klogTarget atomic.Pointer[slog.Logger]
+
+func init() { klog.SetSlogLogger(slog.New(latestHandler{})) }
 
 // logClientGo sends client-go's log lines (a watch that lost its API
 // server, say) to l.
-func logClientGo(l *slog.Logger) {
-	klogTarget.Store(l)
-	klogOnce.Do(func() { klog.SetSlogLogger(slog.New(latestHandler{})) })
-}
+func logClientGo(l *slog.Logger) { klogTarget.Store(l) }
 
 // latestHandler hands each record to klogTarget's handler as it is then,
 // with the attributes and groups added on the way.
@@ -32,7 +28,11 @@ type latestHandler struct {
 }
 
 func (h latestHandler) target() slog.Handler {
-	t := klogTarget.Load().Handler()
+	l := klogTarget.Load()
+	if l == nil {
+		l = slog.Default()
+	}
+	t := l.Handler()
 	if h.with != nil {
 		t = h.with(t)
 	}
