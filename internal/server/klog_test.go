@@ -4,34 +4,16 @@ import (
 	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"k8s.io/klog/v2"
 )
 
-// syncBuffer is a bytes.Buffer safe for the log's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // client-go's log lines go to the log of the server started last, its
 // attributes kept, and setting it again races with nothing (run -race).
 func TestClientGoLogsGoToTheLatestServer(t *testing.T) {
-	var first, second syncBuffer
+	// Only the watch goroutine writes until it is done, then only this one.
+	var first, second bytes.Buffer
 	logClientGo(slog.New(slog.NewTextHandler(&first, nil)).With("component", "client-go"))
 	done := make(chan struct{})
 	go func() { // a watch of the first server, logging meanwhile
