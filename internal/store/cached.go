@@ -119,27 +119,33 @@ func (c *Cached) Snapshot(ctx context.Context) (Snapshot, error) {
 // as a read just before that commit would: whoever acts on the node
 // checks its state again in its transaction.
 func (c *Cached) GetNode(ctx context.Context, id string) (domain.Node, error) {
-	if c.enabled.Load() && c.cur.Load() != nil {
-		c.nmu.RLock()
-		n, ok := c.nodes[id]
-		c.nmu.RUnlock()
-		if ok {
-			return *n, nil
-		}
+	if n, ok := fromCopy(c, func() map[string]*domain.Node { return c.nodes }, id); ok {
+		return n, nil
 	}
 	return c.Store.GetNode(ctx, id)
+}
+
+// fromCopy reads row id from one of the copy's maps (byID, read under
+// nmu) while the copy is loaded.
+func fromCopy[T any](c *Cached, byID func() map[string]*T, id string) (T, bool) {
+	var zero T
+	if !c.enabled.Load() || c.cur.Load() == nil {
+		return zero, false
+	}
+	c.nmu.RLock()
+	row, ok := byID()[id]
+	c.nmu.RUnlock()
+	if !ok {
+		return zero, false
+	}
+	return *row, true
 }
 
 // GetMachine reads a machine from the copy while it is loaded, as GetNode
 // reads a node (a provisioning step asks for its machine on every poll).
 func (c *Cached) GetMachine(ctx context.Context, id string) (domain.Machine, error) {
-	if c.enabled.Load() && c.cur.Load() != nil {
-		c.nmu.RLock()
-		m, ok := c.machines[id]
-		c.nmu.RUnlock()
-		if ok {
-			return *m, nil
-		}
+	if m, ok := fromCopy(c, func() map[string]*domain.Machine { return c.machines }, id); ok {
+		return m, nil
 	}
 	return c.Store.GetMachine(ctx, id)
 }
@@ -148,13 +154,8 @@ func (c *Cached) GetMachine(ctx context.Context, id string) (domain.Machine, err
 // reads a node (a provisioning step asks for its cluster's type on every
 // poll); one the copy lacks (fully deleted) is read from the backend.
 func (c *Cached) GetCluster(ctx context.Context, id string) (domain.Cluster, error) {
-	if c.enabled.Load() && c.cur.Load() != nil {
-		c.nmu.RLock()
-		cl, ok := c.clusters[id]
-		c.nmu.RUnlock()
-		if ok {
-			return *cl, nil
-		}
+	if cl, ok := fromCopy(c, func() map[string]*domain.Cluster { return c.clusters }, id); ok {
+		return cl, nil
 	}
 	return c.Store.GetCluster(ctx, id)
 }
