@@ -183,3 +183,33 @@ func TestStepMovesReplanAtMostEveryHalfInterval(t *testing.T) {
 	h.c.movedNodes()
 	h.until("a replan once half an interval passed", func() bool { return plans.Load() > mid })
 }
+
+// Under Run, with the tenant's API down from the notice on: the failed
+// notice backs off, yet the runner runs the deadline step at the deadline
+// (its By), the machine goes back then, and the cleanup left pending is
+// retried on the runner's schedule until the API answers again.
+func TestRunMeetsTheDeadlineWhileTheAPIIsDown(t *testing.T) {
+	h := newHarness(t, stubbornPods, 2)
+	pre := fillPreemptible(h)
+	var isDown atomic.Bool
+	isDown.Store(true)
+	withAPI(h, &tenantAPI{refuse: func(string) bool { return isDown.Load() }})
+	h.run()
+	tNotice := h.clk.Now()
+	reclaimFor(h)
+	deadline := tNotice.Add(5 * time.Minute)
+	h.until("the deadline step", func() bool { return h.node(pre.ID).State != domain.NodeDraining })
+	n := h.node(pre.ID)
+	if !n.RemovedAt.Equal(deadline) || !n.CleanupPending || n.Notified {
+		t.Fatalf("at the deadline (%s): %+v", deadline, n)
+	}
+	if h.clk.Now().Sub(deadline) > time.Second {
+		t.Errorf("the deadline step ran %s late", h.clk.Now().Sub(deadline))
+	}
+	h.until("the machine's hand-over", func() bool { return h.node(pre.ID).State == domain.NodeRemoved })
+	isDown.Store(false)
+	h.until("the cleanup once the API answers", func() bool { return !h.node(pre.ID).CleanupPending })
+	if _, ok := h.sim.Node("a", pre.Name); ok {
+		t.Fatal("the Node object is left after the cleanup")
+	}
+}
