@@ -43,8 +43,8 @@ func (c *Controller) replan(ctx context.Context) (allocator.Plan, error) {
 // plan depends on time only through cooldowns (NextWake) and through
 // what it changes (deadlines, unmet_since), and this one changed
 // nothing. The leader's in-memory snapshot keeps its slices while nothing
-// is written (store.Cached copies a table on every change), so a settled
-// loop plans once, not every pass.
+// is written (store.Cached rebuilds a table when read after a change), so
+// a settled loop plans once, not every pass.
 type settledPlan struct {
 	snap allocator.Snapshot
 	plan allocator.Plan

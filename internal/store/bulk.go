@@ -37,7 +37,7 @@ func (t *recordingTx) CreateNodes(ctx context.Context, ns []domain.Node) error {
 			ids = append(ids, n.ID)
 		}
 	}
-	t.w.nodeIDs = append(t.w.nodeIDs, ids...)
+	t.w.noteNodes(ids...)
 	return err
 }
 
@@ -57,7 +57,7 @@ func Each[T any](ctx context.Context, rows []T, one func(context.Context, T) err
 func (t *recordingTx) UpdateNodes(ctx context.Context, ns []domain.Node) error {
 	err := t.Tx.UpdateNodes(ctx, ns)
 	for _, n := range ns {
-		t.w.nodeIDs = append(t.w.nodeIDs, n.ID)
+		t.w.noteNodes(n.ID)
 	}
 	return err
 }

@@ -19,8 +19,12 @@ import (
 // reservations, clusters and nodes it wrote, reads them back inside its
 // own transaction (so the copy holds exactly what the backend stores, its
 // time precision included) and, once the transaction has committed,
-// applies them to the copy. Updates run one at a time, so the copy changes
-// in commit order; a snapshot never waits for an Update.
+// applies them to the copy (its by-ID maps at once, its slices when next
+// read: see overlay). Updates run one at a time, so the copy changes in
+// commit order; a snapshot never waits for an Update. Inside an Update,
+// a node the transaction has not written yet is read from the copy, which
+// holds what the backend holds (every write goes through here, one
+// Update at a time), without a query.
 //
 // The copy is right only while every write of those tables goes through
 // this Cached: on one SQLite file the server is the only writer; on a
@@ -36,8 +40,15 @@ type Cached struct {
 	wmu     sync.Mutex // one Update at a time: the copy changes in commit order
 	enabled atomic.Bool
 	cur     atomic.Pointer[Snapshot] // nil: not loaded
-	idx     *index                   // where cur's rows are (under wmu)
 	loads   atomic.Int64
+
+	// amu guards what committed Updates wrote that cur's slices do not
+	// hold yet (pend), and the rebuilding of cur from it; dirty says
+	// pend holds something, so a reader of a settled copy takes no lock.
+	amu   sync.Mutex
+	pend  overlay
+	idx   *index // where cur's rows are
+	dirty atomic.Bool
 
 	// nodes and machines are cur's by ID, for GetNode and GetMachine:
 	// changed by the Update that changes cur, just before it (nmu is never
@@ -55,7 +66,7 @@ func NewCached(st Store) *Cached { return &Cached{Store: st} }
 func (c *Cached) Enable() {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.cur.Store(nil)
+	c.drop()
 	c.enabled.Store(true)
 }
 
@@ -64,7 +75,42 @@ func (c *Cached) Disable() {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.enabled.Store(false)
+	c.drop()
+}
+
+// drop forgets the copy, and what was written since it was last rebuilt.
+func (c *Cached) drop() {
+	c.amu.Lock()
+	defer c.amu.Unlock()
 	c.cur.Store(nil)
+	c.pend, c.idx = overlay{}, nil
+	c.dirty.Store(false)
+}
+
+// current returns the copy with every committed Update in it, rebuilding
+// its slices first if Updates wrote since they were last built; false if
+// the copy is not loaded.
+func (c *Cached) current() (Snapshot, bool) {
+	if !c.dirty.Load() {
+		if s := c.cur.Load(); s != nil {
+			return *s, true
+		}
+		return Snapshot{}, false
+	}
+	c.amu.Lock()
+	defer c.amu.Unlock()
+	cur := c.cur.Load()
+	if cur == nil {
+		return Snapshot{}, false
+	}
+	if c.dirty.Load() {
+		next := c.pend.written().apply(*cur, c.idx)
+		c.cur.Store(&next)
+		c.pend = overlay{}
+		c.dirty.Store(false)
+		cur = &next
+	}
+	return *cur, true
 }
 
 // Loads is how many times the copy was loaded from the backend.
@@ -76,23 +122,23 @@ func (c *Cached) Snapshot(ctx context.Context) (Snapshot, error) {
 	if !c.enabled.Load() {
 		return c.Store.Snapshot(ctx)
 	}
-	if s := c.cur.Load(); s != nil {
-		return shared(*s), nil
+	if s, ok := c.current(); ok {
+		return shared(s), nil
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if !c.enabled.Load() {
 		return c.Store.Snapshot(ctx)
 	}
-	if s := c.cur.Load(); s != nil {
-		return shared(*s), nil
+	if s, ok := c.current(); ok {
+		return shared(s), nil
 	}
 	s, err := c.Store.Snapshot(ctx)
 	if err != nil {
 		return s, err
 	}
 	c.loads.Add(1)
-	c.idx = newIndex(s)
+	idx := newIndex(s)
 	byID := make(map[string]*domain.Node, len(s.Nodes))
 	for _, n := range s.Nodes {
 		byID[n.ID] = n
@@ -108,7 +154,10 @@ func (c *Cached) Snapshot(ctx context.Context) (Snapshot, error) {
 	c.nmu.Lock()
 	c.nodes, c.machines, c.clusters = byID, machines, clusters
 	c.nmu.Unlock()
+	c.amu.Lock()
+	c.pend, c.idx = overlay{}, idx
 	c.cur.Store(&s)
+	c.amu.Unlock()
 	return shared(s), nil
 }
 
@@ -167,11 +216,11 @@ func (c *Cached) Loaded() (Snapshot, bool) {
 	if !c.enabled.Load() {
 		return Snapshot{}, false
 	}
-	s := c.cur.Load()
-	if s == nil {
+	s, ok := c.current()
+	if !ok {
 		return Snapshot{}, false
 	}
-	return shared(*s), true
+	return shared(s), true
 }
 
 // LoadedSnapshot returns st's in-memory copy if st is a Cached whose copy
@@ -210,7 +259,7 @@ func (c *Cached) Update(ctx context.Context, fn func(Tx) error) error {
 	ran := false
 	err := c.Store.Update(ctx, func(tx Tx) error {
 		wrote, ran = written{}, false
-		rec := &recordingTx{Tx: tx, w: &wrote}
+		rec := &recordingTx{Tx: tx, w: &wrote, c: c}
 		if err := fn(rec); err != nil {
 			return err
 		}
@@ -224,7 +273,6 @@ func (c *Cached) Update(ctx context.Context, fn func(Tx) error) error {
 	switch {
 	case cur == nil:
 	case err == nil:
-		next := wrote.apply(*cur, c.idx)
 		c.nmu.Lock()
 		for _, id := range wrote.goneNodes {
 			delete(c.nodes, id)
@@ -242,11 +290,14 @@ func (c *Cached) Update(ctx context.Context, fn func(Tx) error) error {
 			c.clusters[cl.ID] = &cl
 		}
 		c.nmu.Unlock()
-		c.cur.Store(&next)
+		c.amu.Lock()
+		c.pend.add(&wrote)
+		c.dirty.Store(!c.pend.empty())
+		c.amu.Unlock()
 	case ran && !errors.Is(err, ErrFenced) && !errors.Is(err, context.Canceled):
 		// fn and the read-back succeeded but the commit did not say so: it
 		// may have committed. Load again rather than guess.
-		c.cur.Store(nil)
+		c.drop()
 	}
 	return err
 }
@@ -256,6 +307,8 @@ func (c *Cached) Update(ctx context.Context, fn func(Tx) error) error {
 type written struct {
 	nodeIDs, clusterIDs, machineIDs []string
 	reservations                    bool
+	// wroteNode is nodeIDs as a set, for the transaction's node reads.
+	wroteNode map[string]bool
 
 	nodes        []*domain.Node
 	goneNodes    []string // removed: no longer in the snapshot
@@ -321,6 +374,18 @@ func (w *written) readBack(ctx context.Context, tx Tx) error {
 		w.allRes = rs
 	}
 	return nil
+}
+
+// noteNodes records that the transaction wrote (or may have written)
+// nodes ids.
+func (w *written) noteNodes(ids ...string) {
+	if w.wroteNode == nil {
+		w.wroteNode = make(map[string]bool, len(ids))
+	}
+	for _, id := range ids {
+		w.nodeIDs = append(w.nodeIDs, id)
+		w.wroteNode[id] = true
+	}
 }
 
 func dedupe(ids []string) []string {
@@ -423,10 +488,55 @@ func upsert[T any](rows, ups []T, gone []string, created map[string]time.Time, k
 	return out
 }
 
-// recordingTx notes the IDs of the snapshot rows a transaction writes.
+// recordingTx notes the IDs of the snapshot rows a transaction writes,
+// and reads the nodes it has not written from the copy (c).
 type recordingTx struct {
 	Tx
 	w *written
+	c *Cached
+}
+
+// copied reads node id from the copy if the transaction has not written
+// it and the copy has it (not removed, and loaded).
+func (t *recordingTx) copied(id string) (domain.Node, bool) {
+	if t.w.wroteNode[id] {
+		return domain.Node{}, false
+	}
+	return fromCopy(t.c, func() map[string]*domain.Node { return t.c.nodes }, id)
+}
+
+func (t *recordingTx) GetNode(ctx context.Context, id string) (domain.Node, error) {
+	if n, ok := t.copied(id); ok {
+		return n, nil
+	}
+	return t.Tx.GetNode(ctx, id)
+}
+
+// NodesByID reads what it can from the copy and the rest (removed nodes,
+// nodes this transaction wrote) from the backend, in one query.
+func (t *recordingTx) NodesByID(ctx context.Context, ids []string) ([]domain.Node, error) {
+	out := make([]domain.Node, 0, len(ids))
+	seen := make(map[string]bool, len(ids))
+	var rest []string
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if n, ok := t.copied(id); ok {
+			out = append(out, n)
+		} else {
+			rest = append(rest, id)
+		}
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	ns, err := t.Tx.NodesByID(ctx, rest)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, ns...), nil
 }
 
 func (t *recordingTx) CreateReservation(ctx context.Context, r domain.Reservation) error {
@@ -489,7 +599,7 @@ func (t *recordingTx) CreateNode(ctx context.Context, n domain.Node) error {
 	if err := t.Tx.CreateNode(ctx, n); err != nil {
 		return err
 	}
-	t.w.nodeIDs = append(t.w.nodeIDs, n.ID)
+	t.w.noteNodes(n.ID)
 	return nil
 }
 
@@ -497,6 +607,6 @@ func (t *recordingTx) UpdateNode(ctx context.Context, n domain.Node) error {
 	if err := t.Tx.UpdateNode(ctx, n); err != nil {
 		return err
 	}
-	t.w.nodeIDs = append(t.w.nodeIDs, n.ID)
+	t.w.noteNodes(n.ID)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -48,6 +49,7 @@ func testCached(t *testing.T, s store.Store) {
 		created  []string              // every node ID committed, removed ones too
 		seq      int
 	)
+	const steps = 400
 	// Times often tie, so the order by ID is exercised too; some are zero.
 	when := func() time.Time {
 		if rng.IntN(10) == 0 {
@@ -58,21 +60,25 @@ func testCached(t *testing.T, s store.Store) {
 	id := func(prefix string) string { seq++; return fmt.Sprintf("%s%03d-%04d", prefix, rng.IntN(1000), seq) }
 	check := func(step int, what string) {
 		t.Helper()
-		got, err := c.Snapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
 		want, err := s.Snapshot(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantEqual(t, fmt.Sprintf("step %d (%s): machines", step, what), len(got.Machines), len(want.Machines))
-		for i := range want.Machines {
-			wantEqual(t, fmt.Sprintf("step %d (%s): machine %d", step, what, i), got.Machines[i], want.Machines[i])
+		// The copy's tables are rebuilt when read: reading them after
+		// one, two or three Updates merges that many Updates' writes.
+		if step%3 == 0 || step == steps {
+			got, err := c.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEqual(t, fmt.Sprintf("step %d (%s): machines", step, what), len(got.Machines), len(want.Machines))
+			for i := range want.Machines {
+				wantEqual(t, fmt.Sprintf("step %d (%s): machine %d", step, what, i), got.Machines[i], want.Machines[i])
+			}
+			wantEqual(t, fmt.Sprintf("step %d (%s): reservations", step, what), got.Reservations, want.Reservations)
+			wantEqual(t, fmt.Sprintf("step %d (%s): clusters", step, what), got.Clusters, want.Clusters)
+			wantEqual(t, fmt.Sprintf("step %d (%s): nodes", step, what), got.Nodes, want.Nodes)
 		}
-		wantEqual(t, fmt.Sprintf("step %d (%s): reservations", step, what), got.Reservations, want.Reservations)
-		wantEqual(t, fmt.Sprintf("step %d (%s): clusters", step, what), got.Clusters, want.Clusters)
-		wantEqual(t, fmt.Sprintf("step %d (%s): nodes", step, what), got.Nodes, want.Nodes)
 		// GetNode answers live nodes from memory, removed ones from the
 		// backend: both as the backend has them.
 		for _, id := range created {
@@ -125,16 +131,29 @@ func testCached(t *testing.T, s store.Store) {
 	}
 	boom := errors.New("rolled back on purpose")
 	check(0, "empty")
-	for step := 1; step <= 400; step++ {
+	for step := 1; step <= steps; step++ {
 		var what string
 		rollback := rng.IntN(8) == 0
 		// The bookkeeping of this step, kept only if it commits.
 		var after []func()
 		before := slices.Clone(clusters)
+		// Some nodes as committed, to check the transaction's reads of
+		// them (served from the copy unless it wrote them).
+		sample := sampleNodes(rng, created)
+		committed := map[string]domain.Node{}
+		for _, nid := range sample {
+			n, err := s.GetNode(ctx, nid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			committed[nid] = n
+		}
 		err := c.Update(ctx, func(tx store.Tx) error {
 			after = after[:0]
 			clusters = slices.Clone(before) // fn may run more than once
 			touched := map[string]bool{}    // nodes this transaction changed
+			wrote := map[string]domain.NodeState{}
+			defer func() { txReadsMatch(t, ctx, tx, step, committed, wrote) }()
 			for range 1 + rng.IntN(3) {
 				switch op := rng.IntN(9); {
 				case op == 0 || len(machines) < 3:
@@ -203,6 +222,7 @@ func testCached(t *testing.T, s store.Store) {
 						}
 						ns = append(ns, node(id("n-"), clusters[rng.IntN(len(clusters))], m, domain.NodeProvisioning, when()))
 						busy[m] = true // within this transaction too
+						wrote[ns[len(ns)-1].ID] = domain.NodeProvisioning
 					}
 					if len(ns) > 1 || rng.IntN(2) == 0 {
 						what = "create nodes" // in bulk (store.BulkWriter)
@@ -252,6 +272,7 @@ func testCached(t *testing.T, s store.Store) {
 					if err := tx.UpdateNode(ctx, n); err != nil {
 						return err
 					}
+					wrote[n.ID] = n.State
 				}
 			}
 			if rollback {
@@ -280,6 +301,50 @@ func testCached(t *testing.T, s store.Store) {
 	}
 	if n := c.Loads(); n != 1 {
 		t.Errorf("the copy was loaded %d times, want once", n)
+	}
+}
+
+// sampleNodes picks up to 4 of ids.
+func sampleNodes(rng *rand.Rand, ids []string) []string {
+	var out []string
+	for range min(4, len(ids)) {
+		out = append(out, ids[rng.IntN(len(ids))])
+	}
+	return out
+}
+
+// txReadsMatch: inside a Cached Update, a node the transaction did not
+// write reads as committed, whether served from the copy or from the
+// backend (a removed node), one by one or in bulk; a node it wrote reads
+// as written.
+func txReadsMatch(t *testing.T, ctx context.Context, tx store.Tx, step int, committed map[string]domain.Node, wrote map[string]domain.NodeState) {
+	t.Helper()
+	ids := slices.Collect(maps.Keys(committed))
+	for id := range wrote {
+		ids = append(ids, id)
+	}
+	bulk, err := tx.NodesByID(ctx, append(ids, ids...)) // each named twice: read once
+	if err != nil {
+		t.Fatalf("step %d: nodes by ID in the transaction: %v", step, err)
+	}
+	byID := map[string]domain.Node{}
+	for _, n := range bulk {
+		if _, dup := byID[n.ID]; dup {
+			t.Fatalf("step %d: nodes by ID in the transaction returned %s twice", step, n.ID)
+		}
+		byID[n.ID] = n
+	}
+	for _, id := range ids {
+		one, err := tx.GetNode(ctx, id)
+		if err != nil {
+			t.Fatalf("step %d: get node %s in the transaction: %v", step, id, err)
+		}
+		wantEqual(t, fmt.Sprintf("step %d: node %s in bulk and one by one", step, id), byID[id], one)
+		if st, ok := wrote[id]; ok {
+			wantEqual(t, fmt.Sprintf("step %d: state of node %s, written in the transaction", step, id), one.State, st)
+		} else {
+			wantEqual(t, fmt.Sprintf("step %d: node %s, not written in the transaction", step, id), one, committed[id])
+		}
 	}
 }
 
