@@ -30,6 +30,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			c.log.Error("reconcile", "err", err)
 		}
+		took := c.clock.Now().Sub(start)
 		wait := nextWait(next, c.clock.Now(), c.cfg.Interval)
 		select {
 		case <-ctx.Done():
@@ -40,7 +41,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			// comes up: replanning after each batch kept the plan lock
 			// from their transitions, so the loop replans for them at most
 			// every replanGap.
-			if gap := start.Add(c.replanGap()).Sub(c.clock.Now()); gap > 0 {
+			if gap := start.Add(replanGap(c.cfg.Interval, took)).Sub(c.clock.Now()); gap > 0 {
 				select {
 				case <-ctx.Done():
 					return nil
@@ -53,9 +54,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
-// replanGap is the least time between two passes the loop makes for node
-// steps that moved nodes: half the interval.
-func (c *Controller) replanGap() time.Duration { return c.cfg.Interval / 2 }
+// replanGap is the least time between the starts of two passes the loop
+// makes for node steps that moved nodes: half the interval, or four times
+// what the last pass took if that is longer, so that such passes hold the
+// plan lock a fifth of the time at most. (A million GPUs coming up: a pass
+// plans and commits in 40-60 ms, and the steps' transitions wait for the
+// same lock.) Kicks (a request, a cooldown's end) do not wait.
+func replanGap(interval, took time.Duration) time.Duration {
+	return max(interval/2, 4*took)
+}
 
 // nextWait is how long the loop sleeps: until next, at most interval.
 // Overdue work does not shorten the sleep: steps are the runner's, and

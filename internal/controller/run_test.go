@@ -161,15 +161,7 @@ func TestStepMovesReplanAtMostEveryHalfInterval(t *testing.T) {
 	h.c.checkPlan = func(got, fresh allocator.Plan) { plans.Add(1) }
 	h.c.checkSettled = func(settled, fresh allocator.Plan, s allocator.Snapshot, now time.Time) { plans.Add(1) }
 	h.run()
-	settle := func() int64 {
-		for last := int64(-1); ; time.Sleep(20 * time.Millisecond) {
-			if n := plans.Load(); n == last {
-				return n
-			} else {
-				last = n
-			}
-		}
-	}
+	settle := func() int64 { return settled(&plans) }
 	before := settle()
 	for range 100 {
 		h.c.movedNodes()
@@ -182,6 +174,57 @@ func TestStepMovesReplanAtMostEveryHalfInterval(t *testing.T) {
 	h.clk.Step(h.c.cfg.Interval / 2)
 	h.c.movedNodes()
 	h.until("a replan once half an interval passed", func() bool { return plans.Load() > mid })
+}
+
+// settled waits until n stops changing for 20 ms (wall) and returns it.
+func settled(n *atomic.Int64) int64 {
+	for last := int64(-1); ; time.Sleep(20 * time.Millisecond) {
+		if got := n.Load(); got == last {
+			return got
+		} else {
+			last = got
+		}
+	}
+}
+
+// A pass that takes long (at a million GPUs a plan and its commit take
+// 40-60 ms) spaces the passes made for step moves out to four times its
+// length, not half an interval, so they hold the plan lock a fifth of the
+// time at most.
+func TestSlowPassesSpaceOutTheReplansForMoves(t *testing.T) {
+	h := newHarness(t, quickPods, 1)
+	var plans atomic.Int64
+	var slow atomic.Bool
+	took := 2 * h.c.cfg.Interval
+	counted := func() {
+		plans.Add(1)
+		if slow.CompareAndSwap(true, false) {
+			h.clk.Step(took) // this pass takes that long
+		}
+	}
+	h.c.checkPlan = func(got, fresh allocator.Plan) { counted() }
+	h.c.checkSettled = func(settled, fresh allocator.Plan, s allocator.Snapshot, now time.Time) { counted() }
+	h.run()
+	before := settled(&plans)
+	slow.Store(true)
+	h.c.Kick()
+	h.until("the slow pass", func() bool { return !slow.Load() })
+	if got := replanGap(h.c.cfg.Interval, took); got != 4*took {
+		t.Fatalf("gap after a pass of %s: %s, want %s", took, got, 4*took)
+	}
+	mid := settled(&plans)
+	if mid <= before {
+		t.Fatal("no pass was counted")
+	}
+	h.c.movedNodes()
+	h.clk.Step(h.c.cfg.Interval) // past half an interval, within four slow passes
+	if got := settled(&plans); got != mid {
+		t.Fatalf("%d passes for a step move an interval after a pass of %s, want none until %s after its start", got-mid, took, 4*took)
+	}
+	h.until("the pass for the move", func() bool { return plans.Load() > mid })
+	if since := h.clk.Now().Sub(t0); since < 4*took {
+		t.Errorf("the pass for the move came %s after the start, before 4 x %s", since, took)
+	}
 }
 
 // Under Run, with the tenant's API down from the notice on: the failed
