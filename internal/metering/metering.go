@@ -98,19 +98,22 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 		}
 		m.loaded = true
 	}
-	nodes, err := m.store.ListNodes(ctx, store.NodeFilter{Unmetered: true})
+	var snap store.Snapshot
+	if m.Reads != nil {
+		var err error
+		if snap, err = m.Reads.Snapshot(ctx); err != nil {
+			return fmt.Errorf("meter: read nodes, clusters and machines: %w", err)
+		}
+	}
+	nodes, err := m.workList(ctx, snap)
 	if err != nil {
-		return fmt.Errorf("meter: list nodes: %w", err)
+		return err
 	}
 	if len(nodes) == 0 {
 		return nil
 	}
 	lk := &m.lookup
-	if m.Reads != nil {
-		s, err := m.Reads.Snapshot(ctx)
-		if err != nil {
-			return fmt.Errorf("meter: read clusters and machines: %w", err)
-		}
+	if s := snap; m.Reads != nil {
 		if lk.cByID == nil || !store.Same(lk.clusters, s.Clusters) || !store.Same(lk.machines, s.Machines) {
 			lk.clusters, lk.machines = s.Clusters, s.Machines
 			lk.cByID = make(map[string]*domain.Cluster, len(s.Clusters))
@@ -147,7 +150,7 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 			}
 			machines[n.MachineID] = mc
 		}
-		r, ok := billing.Record(n, c, mc, now)
+		r, ok := billing.Record(*n, c, mc, now)
 		if !ok {
 			continue
 		}
@@ -186,6 +189,46 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 		}
 	}
 	return nil
+}
+
+// workList is every node that became ready and has no final record yet.
+// Without Reads the store lists them. With Reads, its snapshot (the
+// leader's copy, in memory) gives the ready ones, none of which has a final
+// record (billing.Stop), and the store only those no longer ready, which
+// are few: a pass then reads no more of the database than what stopped.
+// A node listed by both, having stopped between the two reads, is taken
+// as the store has it.
+func (m *Meter) workList(ctx context.Context, snap store.Snapshot) ([]*domain.Node, error) {
+	if m.Reads == nil {
+		ns, err := m.store.ListNodes(ctx, store.NodeFilter{Unmetered: true})
+		if err != nil {
+			return nil, fmt.Errorf("meter: list nodes: %w", err)
+		}
+		return pointers(ns), nil
+	}
+	stopped, err := m.store.ListNodes(ctx, store.NodeFilter{UnmeteredStopped: true})
+	if err != nil {
+		return nil, fmt.Errorf("meter: list stopped nodes: %w", err)
+	}
+	seen := make(map[string]bool, len(stopped))
+	for _, n := range stopped {
+		seen[n.ID] = true
+	}
+	out := make([]*domain.Node, 0, len(snap.Nodes)+len(stopped))
+	for _, n := range snap.Nodes {
+		if n.State == domain.NodeReady && !n.ReadyAt.IsZero() && !seen[n.ID] {
+			out = append(out, n)
+		}
+	}
+	return append(out, pointers(stopped)...), nil
+}
+
+func pointers(ns []domain.Node) []*domain.Node {
+	out := make([]*domain.Node, len(ns))
+	for i := range ns {
+		out[i] = &ns[i]
+	}
+	return out
 }
 
 // Run cuts records every interval of clock time (at least every minute,

@@ -384,3 +384,46 @@ func TestLookupFollowsTheSnapshot(t *testing.T) {
 func sameMap[K comparable, V any](a, b map[K]V) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
+
+// listSpy records the filters of ListNodes.
+type listSpy struct {
+	store.Store
+	filters []store.NodeFilter
+}
+
+func (s *listSpy) ListNodes(ctx context.Context, f store.NodeFilter) ([]domain.Node, error) {
+	s.filters = append(s.filters, f)
+	return s.Store.ListNodes(ctx, f)
+}
+
+// TestPassReadsReadyNodesFromTheCopy: with the leader's copy as Reads, a
+// cut reads the ready nodes from it and asks the store only for the
+// unmetered nodes no longer ready, so a settled fleet's pass reads
+// nothing of the nodes table that grows with the fleet; records are as
+// the store's full work list would give them.
+func TestPassReadsReadyNodesFromTheCopy(t *testing.T) {
+	ctx := context.Background()
+	w, clk := oneNode(t)
+	cached := store.NewCached(w.st)
+	cached.Enable()
+	spy := &listSpy{Store: w.st}
+	w.meter.store, w.meter.Reads = spy, cached
+	w.ctrl.Reconcile(ctx)
+	clk.Step(30 * time.Second)
+	w.ctrl.Reconcile(ctx)
+	if err := w.meter.Cut(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := w.st.ListUsage(ctx, store.UsageFilter{ProjectID: "a"})
+	if err != nil || len(recs) != 1 || recs[0].Final || !recs[0].End.Equal(clk.Now().Truncate(time.Second)) {
+		t.Fatalf("the ready node's record: %v %+v", err, recs)
+	}
+	for _, f := range spy.filters {
+		if !reflect.DeepEqual(f, store.NodeFilter{UnmeteredStopped: true}) {
+			t.Fatalf("the cut listed nodes with %+v, want only the stopped unmetered ones", f)
+		}
+	}
+	if len(spy.filters) != 1 {
+		t.Fatalf("%d node lists in one cut, want 1", len(spy.filters))
+	}
+}

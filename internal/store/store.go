@@ -275,6 +275,11 @@ type NodeFilter struct {
 	// Unmetered selects, removed or not, the nodes that became ready and
 	// have no final usage record yet: the meter's work list.
 	Unmetered bool
+	// UnmeteredStopped selects the Unmetered nodes that are no longer
+	// ready (draining, removing, removed): the meter's work list on the
+	// leader, which reads the ready ones (none of which has a final
+	// record) from its in-memory copy.
+	UnmeteredStopped bool
 	// CleanupPending selects only nodes whose objects in the tenant's
 	// cluster are still to be deleted (with IncludeRemoved, removed ones
 	// too: the cleanup work list).

@@ -33,11 +33,12 @@ func TestLivePlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"snapshot nodes":     "nodes_live",
-		"meter work list":    "nodes_unmetered",
-		"open usage":         "usage_open",
-		"archive candidates": "nodes_removed",
-		"due deliveries":     "webhook_deliveries_pending",
+		"snapshot nodes":          "nodes_live",
+		"meter work list":         "nodes_unmetered",
+		"meter stopped work list": "nodes_unmetered_stopped",
+		"open usage":              "usage_open",
+		"archive candidates":      "nodes_removed",
+		"due deliveries":          "webhook_deliveries_pending",
 	}
 	d := sqlstore.Dialect{Name: "postgres", NumberedPlaceholders: true, Lateral: true}
 	for name, q := range sqlstore.LiveQueries(d) {

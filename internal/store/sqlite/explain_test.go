@@ -24,11 +24,12 @@ func TestLivePlans(t *testing.T) {
 	}
 	defer db.Close()
 	want := map[string]string{
-		"snapshot nodes":     "nodes_live",
-		"meter work list":    "nodes_unmetered",
-		"open usage":         "usage_open",
-		"archive candidates": "nodes_removed",
-		"due deliveries":     "webhook_deliveries_pending",
+		"snapshot nodes":          "nodes_live",
+		"meter work list":         "nodes_unmetered",
+		"meter stopped work list": "nodes_unmetered_stopped",
+		"open usage":              "usage_open",
+		"archive candidates":      "nodes_removed",
+		"due deliveries":          "webhook_deliveries_pending",
 	}
 	for name, q := range sqlstore.LiveQueries(dialect) {
 		rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q.Query, q.Args...)

@@ -29,6 +29,9 @@ const (
 	// unmetered is the predicate of nodes_unmetered: the meter's work
 	// list, ready nodes without a final usage record.
 	unmetered = `ready_at IS NOT NULL AND metered = FALSE`
+	// unmeteredStopped is the predicate of the partial index
+	// nodes_unmetered_stopped (migration 00013), written as it is.
+	unmeteredStopped = `ready_at IS NOT NULL AND metered = FALSE AND state <> 'ready'`
 	// archivable selects, among removed nodes (nodes_removed), those done
 	// with: removed before the parameter, nothing left to meter, no
 	// cleanup pending. The first ? is the cutoff, the second the limit.
@@ -102,6 +105,8 @@ func (r reader) nodesQuery(f store.NodeFilter) (string, []any) {
 			args = append(args, string(st))
 		}
 		history = slices.Contains(f.States, domain.NodeRemoved)
+	case f.UnmeteredStopped:
+		where = append(where, unmeteredStopped)
 	case f.Unmetered:
 		where = append(where, unmetered)
 	case !f.IncludeRemoved:
@@ -146,6 +151,8 @@ func LiveQueries(d Dialect) map[string]struct {
 	add("snapshot nodes", q, args...)
 	q, args = r.nodesQuery(store.NodeFilter{Unmetered: true})
 	add("meter work list", q, args...)
+	q, args = r.nodesQuery(store.NodeFilter{UnmeteredStopped: true})
+	add("meter stopped work list", q, args...)
 	q, args = r.usageQuery(store.UsageFilter{Open: true})
 	add("open usage", q, args...)
 	add("archive candidates", rebind(d, archivable), r.s.timeArg(time.Unix(1e9, 0)), 1000)

@@ -1469,20 +1469,25 @@ func testUnmeteredNodes(t *testing.T, s store.Store) {
 		if err := tx.CreateMachine(ctx, machine("m3", at(0))); err != nil {
 			return err
 		}
+		if err := tx.CreateMachine(ctx, machine("m4", at(0))); err != nil {
+			return err
+		}
 		never := node("never-ready", "c1", "m1", domain.NodeProvisioning, at(1))
 		running := node("running", "c1", "m2", domain.NodeReady, at(2))
 		running.ReadyAt = at(3)
 		gone := node("gone", "c1", "m3", domain.NodeRemoved, at(4))
 		gone.ReadyAt, gone.RemovedAt = at(5), at(9)
-		for _, n := range []domain.Node{never, running, gone} {
+		draining := node("draining", "c1", "m4", domain.NodeDraining, at(6))
+		draining.ReadyAt, draining.DrainStartedAt = at(7), at(8)
+		for _, n := range []domain.Node{never, running, gone, draining} {
 			if err := tx.CreateNode(ctx, n); err != nil {
 				return err
 			}
 		}
 		return tx.PutUsage(ctx, usageRecord("gone", "c1", "p1", at(5), at(8), false))
 	})
-	ids := func() []string {
-		ns, err := s.ListNodes(ctx, store.NodeFilter{Unmetered: true})
+	list := func(f store.NodeFilter) []string {
+		ns, err := s.ListNodes(ctx, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1492,12 +1497,20 @@ func testUnmeteredNodes(t *testing.T, s store.Store) {
 		}
 		return out
 	}
-	if got := ids(); !reflect.DeepEqual(got, []string{"running", "gone"}) {
+	ids := func() []string { return list(store.NodeFilter{Unmetered: true}) }
+	stopped := func() []string { return list(store.NodeFilter{UnmeteredStopped: true}) }
+	if got := ids(); !reflect.DeepEqual(got, []string{"running", "gone", "draining"}) {
 		t.Fatalf("unmetered %v, want the ready ones, removed included", got)
 	}
+	if got := stopped(); !reflect.DeepEqual(got, []string{"gone", "draining"}) {
+		t.Fatalf("unmetered and stopped %v, want the removed and the draining one", got)
+	}
 	update(t, s, func(tx store.Tx) error { return tx.PutUsage(ctx, usageRecord("gone", "c1", "p1", at(5), at(9), true)) })
-	if got := ids(); !reflect.DeepEqual(got, []string{"running"}) {
+	if got := ids(); !reflect.DeepEqual(got, []string{"running", "draining"}) {
 		t.Fatalf("unmetered %v after the final record", got)
+	}
+	if got := stopped(); !reflect.DeepEqual(got, []string{"draining"}) {
+		t.Fatalf("unmetered and stopped %v after the final record", got)
 	}
 }
 
