@@ -61,6 +61,7 @@ with this server's URL and that token, so the CLI works at once.`,
   sparecap server --db postgres://user@127.0.0.1:5432/sparecap --fleet fleet.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			server.SetProcs(os.Getenv("GOMAXPROCS"))
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level: %w", err)
@@ -336,6 +337,7 @@ It takes well under a minute and leaves nothing behind.`,
 			if o.Speed < 1 {
 				return fmt.Errorf("--speed must be at least 1; got %g", o.Speed)
 			}
+			server.SetProcs(os.Getenv("GOMAXPROCS"))
 			return demo.Run(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
