@@ -113,7 +113,8 @@ func newMachineLayout(ms []domain.Machine) *machineLayout {
 		}
 	}
 	l.parts = pk.parts
-	l.idx = newIDIndex(len(ms), func(i int) string { return ms[i].ID })
+	// The ID index is built beside the pools: they share nothing.
+	defer beside(len(ms), func() { l.idx = newIDIndex(len(ms), func(i int) string { return ms[i].ID }) })()
 
 	np := len(l.parts)
 	l.partMachines, l.partGPM = group(l.mPart, np), make([]int, np)
@@ -267,6 +268,19 @@ func newNodeJoin(nodes []*domain.Node, m *machineLayout, c *clusterLayout, prev 
 		if prev.c != c {
 			cmap = remap(prev.c.of, c)
 		}
+	}
+	if old == nil {
+		// Nothing to reuse (a leader's first plan): every node is looked
+		// up, each independently of the others.
+		parallel(nn, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				n := nodes[i]
+				j.nMachine[i] = m.idx.find(n.MachineID)
+				j.nCluster[i] = c.idx.find(n.ClusterID)
+				j.facts[i] = factOf(n)
+			}
+		})
+		return j
 	}
 	k := 0
 	for i, n := range nodes {

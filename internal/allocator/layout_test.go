@@ -57,3 +57,27 @@ func TestPlannerFollowsEveryTable(t *testing.T) {
 		t.Fatalf("only %d plans compared", w.memo.plans)
 	}
 }
+
+// TestParallelJoin: a fleet large enough for a leader's first plan to
+// build its indexes on several goroutines (at least two ranges of
+// parallelMin nodes) gets the join a lookup of each node gives, and a
+// machine index that finds every machine.
+func TestParallelJoin(t *testing.T) {
+	s := benchWorld(3, true).s
+	if len(s.Nodes) < 2*parallelMin || len(s.Machines) < parallelMin {
+		t.Fatalf("%d nodes and %d machines: too few to build in parallel", len(s.Nodes), len(s.Machines))
+	}
+	ml := newMachineLayout(s.Machines)
+	for i := range s.Machines {
+		if got := ml.idx.find(s.Machines[i].ID); got != int32(i) {
+			t.Fatalf("machine %s at %d, found at %d", s.Machines[i].ID, i, got)
+		}
+	}
+	cl := newClusterLayout(s.Clusters, ml)
+	j := newNodeJoin(s.Nodes, ml, cl, nil)
+	for i, n := range s.Nodes {
+		if j.nMachine[i] != ml.idx.find(n.MachineID) || j.nCluster[i] != cl.idx.find(n.ClusterID) || j.facts[i] != factOf(n) {
+			t.Fatalf("node %d (%s): joined to machine %d, cluster %d", i, n.ID, j.nMachine[i], j.nCluster[i])
+		}
+	}
+}
