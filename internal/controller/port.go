@@ -40,15 +40,15 @@ func (p port) ClusterGone(ctx context.Context, id string) (bool, error) {
 
 // ReadyNodes are the ready nodes of the snapshot, which the leader holds
 // in memory: a sweep costs no read of every node from the database.
-func (p port) ReadyNodes(ctx context.Context) ([]domain.Node, error) {
+func (p port) ReadyNodes(ctx context.Context) ([]*domain.Node, error) {
 	s, err := p.c.snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []domain.Node
+	var out []*domain.Node
 	for _, n := range s.Nodes {
 		if n.State == domain.NodeReady {
-			out = append(out, *n)
+			out = append(out, n)
 		}
 	}
 	return out, nil

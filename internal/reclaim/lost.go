@@ -46,7 +46,7 @@ func (m *Machine) Sweep(ctx context.Context) (time.Time, error) {
 		default:
 			continue
 		}
-		if err := m.Lose(ctx, n, why); err != nil {
+		if err := m.Lose(ctx, *n, why); err != nil {
 			errs = append(errs, err)
 		}
 	}

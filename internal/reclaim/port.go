@@ -22,8 +22,9 @@ type Port interface {
 	// nothing is left to clean up in it, its credentials are gone too.
 	ClusterGone(ctx context.Context, id string) (bool, error)
 	// ReadyNodes lists the nodes that are ready (for the lost-node
-	// sweep), from the leader's memory.
-	ReadyNodes(ctx context.Context) ([]domain.Node, error)
+	// sweep), from the leader's memory: shared, not to be modified (a
+	// copy of each would cost a million GPUs' sweep 40 MB).
+	ReadyNodes(ctx context.Context) ([]*domain.Node, error)
 	// Transition applies change to node id if it is still in state from
 	// (AnyState: whatever its state), compare-and-set, in one transaction
 	// under the plan lock, with the events change returns; it returns the

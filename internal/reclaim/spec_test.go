@@ -75,16 +75,16 @@ func (p *fakePort) ClusterGone(_ context.Context, id string) (bool, error) {
 	return p.gone[id], nil
 }
 
-func (p *fakePort) ReadyNodes(context.Context) ([]domain.Node, error) {
+func (p *fakePort) ReadyNodes(context.Context) ([]*domain.Node, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []domain.Node
+	var out []*domain.Node
 	for _, n := range p.nodes {
 		if n.State == domain.NodeReady {
-			out = append(out, n)
+			out = append(out, &n)
 		}
 	}
-	slices.SortFunc(out, func(a, b domain.Node) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortFunc(out, func(a, b *domain.Node) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out, nil
 }
 
