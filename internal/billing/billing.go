@@ -57,8 +57,8 @@ func Stop(n domain.Node) (stop time.Time, known, billable bool) {
 
 // Record builds the usage record of a node as of now: from ready to its
 // stop point, or to now (to the second) while it runs.
-func Record(n domain.Node, c domain.Cluster, m domain.Machine, now time.Time) (domain.UsageRecord, bool) {
-	stop, known, billable := Stop(n)
+func Record(n *domain.Node, c *domain.Cluster, m *domain.Machine, now time.Time) (domain.UsageRecord, bool) {
+	stop, known, billable := Stop(*n)
 	if !billable {
 		return domain.UsageRecord{}, false
 	}

@@ -15,6 +15,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"log/slog"
 	"sync"
 	"time"
@@ -128,33 +130,38 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 	}
 	// Rows the snapshot lacks (a deleted cluster; every row without Reads,
 	// whose lookup stays nil) are read once per cut.
-	clusters, machines := map[string]domain.Cluster{}, map[string]domain.Machine{}
+	clusters, machines := map[string]*domain.Cluster{}, map[string]*domain.Machine{}
 	refresh := cmp.Or(m.Refresh, DefaultRefresh)
-	var recs, writes []domain.UsageRecord
+	var writes []domain.UsageRecord
+	recs := make([]billed, 0, len(nodes))
 	for _, n := range nodes {
-		var c domain.Cluster
-		if p, ok := lk.cByID[n.ClusterID]; ok {
-			c = *p
-		} else if c, ok = clusters[n.ClusterID]; !ok {
-			if c, err = m.store.GetClusterRecord(ctx, n.ClusterID); err != nil {
-				return fmt.Errorf("meter: cluster of node %s: %w", n.ID, err)
+		c, ok := lk.cByID[n.ClusterID]
+		if !ok {
+			if c, ok = clusters[n.ClusterID]; !ok {
+				cl, err := m.store.GetClusterRecord(ctx, n.ClusterID)
+				if err != nil {
+					return fmt.Errorf("meter: cluster of node %s: %w", n.ID, err)
+				}
+				c = &cl
+				clusters[n.ClusterID] = c
 			}
-			clusters[n.ClusterID] = c
 		}
-		var mc domain.Machine
-		if p, ok := lk.mByID[n.MachineID]; ok {
-			mc = *p
-		} else if mc, ok = machines[n.MachineID]; !ok {
-			if mc, err = m.store.GetMachine(ctx, n.MachineID); err != nil {
-				return fmt.Errorf("meter: machine of node %s: %w", n.ID, err)
+		mc, ok := lk.mByID[n.MachineID]
+		if !ok {
+			if mc, ok = machines[n.MachineID]; !ok {
+				ma, err := m.store.GetMachine(ctx, n.MachineID)
+				if err != nil {
+					return fmt.Errorf("meter: machine of node %s: %w", n.ID, err)
+				}
+				mc = &ma
+				machines[n.MachineID] = mc
 			}
-			machines[n.MachineID] = mc
 		}
-		r, ok := billing.Record(*n, c, mc, now)
+		r, ok := billing.Record(n, c, mc, now)
 		if !ok {
 			continue
 		}
-		recs = append(recs, r)
+		recs = append(recs, billed{node: r.NodeID, class: r.Class, gpus: r.GPUs, start: r.Start, end: r.End, final: r.Final})
 		if stored, ok := m.stored[r.NodeID]; all || r.Final || !ok || r.End.Sub(stored) >= refresh {
 			writes = append(writes, r)
 		}
@@ -174,21 +181,38 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 	}
 	// What was billed is reported as it is metered, written or not: a
 	// crash loses no second of it, as the next cut recomputes the record.
+	// It is told once per class, summed.
+	gpuSeconds := map[domain.ComputeClass]int64{}
 	for _, r := range recs {
-		prev, ok := m.last[r.NodeID]
+		prev, ok := m.last[r.node]
 		if !ok {
-			prev = r.Start // never metered before: all of it is new
+			prev = r.start // never metered before: all of it is new
 		}
-		if m.OnBilled != nil && r.End.After(prev) {
-			m.OnBilled(string(r.Class), float64(r.End.Unix()-prev.Unix())*float64(r.GPUs))
+		if r.end.After(prev) {
+			gpuSeconds[r.class] += (r.end.Unix() - prev.Unix()) * int64(r.gpus)
 		}
-		if r.Final {
-			delete(m.last, r.NodeID)
+		if r.final {
+			delete(m.last, r.node)
 		} else {
-			m.last[r.NodeID] = r.End
+			m.last[r.node] = r.end
+		}
+	}
+	if m.OnBilled != nil {
+		for _, class := range slices.Sorted(maps.Keys(gpuSeconds)) {
+			m.OnBilled(string(class), float64(gpuSeconds[class]))
 		}
 	}
 	return nil
+}
+
+// billed is what a cut reports of a record (Meter.OnBilled): a running
+// fleet's pass keeps one per node, so it keeps only this of each.
+type billed struct {
+	node       string
+	class      domain.ComputeClass
+	gpus       int
+	start, end time.Time
+	final      bool
 }
 
 // workList is every node that became ready and has no final record yet.
