@@ -15,9 +15,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
-	"log/slog"
 	"sync"
 	"time"
 
