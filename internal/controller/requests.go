@@ -28,7 +28,9 @@ func (c *Controller) CreateCluster(ctx context.Context, cl domain.Cluster, also 
 	if r.err != nil {
 		return domain.Cluster{}, r.err
 	}
-	c.Kick()
+	// No Kick: the batch committed a plan of the whole fleet, and its
+	// nodes are the step runner's already; a pass now would only plan
+	// the same again under the lock the next creates wait for.
 	return c.store.GetCluster(ctx, r.cl.ID)
 }
 
