@@ -55,6 +55,8 @@ var dialect = sqlstore.Dialect{
 	// Update transactions take the write lock at BEGIN (_txlock
 	// immediate), so the epoch read needs no lock of its own.
 	NowMicros: `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`,
+	// One statement replaces an event (events.seq is AUTOINCREMENT).
+	InsertOrReplace: true,
 	// A usage download holds a read connection while the client reads;
 	// one is always left for the Snapshot and the other short reads.
 	MaxScans: readers - 1,

@@ -37,7 +37,7 @@ type byIDQueries struct {
 	usage                       [usageSizes]string
 	createNodes, createClusters [nodeSizes]string
 	// addEvents is empty where the dialect cannot replace an event in
-	// one statement (see Dialect.UpsertDefault).
+	// one statement (see replaceEvents).
 	addEvents [eventSizes]string
 	// updateNodes and updateClusters are empty without Dialect.BulkUpdate.
 	updateNodes, updateClusters [updateSizes]string
@@ -62,11 +62,8 @@ func buildByIDQueries(d Dialect) byIDQueries {
 		rows = strings.TrimSuffix(strings.Repeat(clusterRow+", ", 1<<i), ", ")
 		q.createClusters[i] = rebind(d, `INSERT INTO clusters (`+clusterWriteCols+`) VALUES `+rows+` ON CONFLICT DO NOTHING RETURNING id`)
 	}
-	if d.UpsertDefault {
-		for i := range eventSizes {
-			rows := strings.TrimSuffix(strings.Repeat(eventRow+", ", 1<<i), ", ")
-			q.addEvents[i] = rebind(d, `INSERT INTO events (`+eventInsertCols+`) VALUES `+rows+eventUpsert)
-		}
+	for i := range eventSizes {
+		q.addEvents[i] = replaceEvents(d, 1<<i)
 	}
 	if d.BulkUpdate {
 		for i := range updateSizes {

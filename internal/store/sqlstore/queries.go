@@ -110,7 +110,7 @@ func buildQueries(d Dialect) queries {
 		// zero time.Time is.
 		pruneEvents: r(`DELETE FROM events WHERE ts IS NULL OR ts < ?`),
 		// replaceEvent is deleteEventKey and insertEvent in one statement
-		// where the dialect allows (see Dialect.UpsertDefault).
+		// where the dialect allows (see replaceEvents).
 		replaceEvent: replaceEvent(d),
 		eventLock:    d.EventLock,
 
@@ -123,12 +123,25 @@ func buildQueries(d Dialect) queries {
 }
 
 func replaceEvent(d Dialect) string {
-	if !d.UpsertDefault {
-		return ""
+	if q := replaceEvents(d, 1); q != "" {
+		return q + ` RETURNING seq`
 	}
-	// The replaced event takes a new Seq, as a delete and an insert give
-	// it: readers after its old Seq see it again.
-	return rebind(d, `INSERT INTO events (`+eventInsertCols+`) VALUES `+eventRow+eventUpsert+` RETURNING seq`)
+	return ""
+}
+
+// replaceEvents inserts rows events, each replacing the event of its key,
+// in one statement (see Dialect.UpsertDefault and InsertOrReplace); ""
+// where the dialect cannot. The replaced event takes a new Seq, as a
+// delete and an insert give it: readers after its old Seq see it again.
+func replaceEvents(d Dialect, rows int) string {
+	values := strings.TrimSuffix(strings.Repeat(eventRow+", ", rows), ", ")
+	switch {
+	case d.UpsertDefault:
+		return rebind(d, `INSERT INTO events (`+eventInsertCols+`) VALUES `+values+eventUpsert)
+	case d.InsertOrReplace:
+		return rebind(d, `INSERT OR REPLACE INTO events (`+eventInsertCols+`) VALUES `+values)
+	}
+	return ""
 }
 
 // eventRow is one row of an event insert; eventUpsert the clause that

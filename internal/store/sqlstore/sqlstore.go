@@ -49,6 +49,11 @@ type Dialect struct {
 	// value in ON CONFLICT DO UPDATE (PostgreSQL), so AddEvent replaces an
 	// event in one statement, one round trip.
 	UpsertDefault bool
+	// InsertOrReplace: INSERT OR REPLACE deletes the row a new one
+	// conflicts with on a unique key and inserts the new one with a new
+	// AUTOINCREMENT key (SQLite), so AddEvent and AddEvents replace events
+	// in one statement, as UpsertDefault does.
+	InsertOrReplace bool
 	// BulkUpdate: UpdateNodes and UpdateClusters write up to 32 rows per
 	// statement, an UPDATE from a VALUES list whose parameters carry
 	// PostgreSQL type names. Without, they write one row per statement.
