@@ -38,9 +38,10 @@ func TestLivePlans(t *testing.T) {
 		"meter stopped work list": "nodes_unmetered_stopped",
 		"open usage":              "usage_open",
 		"archive candidates":      "nodes_removed",
+		"bulk node update":        "nodes_pkey",
 		"due deliveries":          "webhook_deliveries_pending",
 	}
-	d := sqlstore.Dialect{Name: "postgres", NumberedPlaceholders: true, Lateral: true}
+	d := sqlstore.Dialect{Name: "postgres", NumberedPlaceholders: true, Lateral: true, BulkUpdate: true}
 	for name, q := range sqlstore.LiveQueries(d) {
 		rows, err := conn.QueryContext(t.Context(), "EXPLAIN "+q.Query, q.Args...)
 		if err != nil {

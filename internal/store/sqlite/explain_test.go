@@ -29,6 +29,7 @@ func TestLivePlans(t *testing.T) {
 		"meter stopped work list": "nodes_unmetered_stopped",
 		"open usage":              "usage_open",
 		"archive candidates":      "nodes_removed",
+		"bulk node update":        "sqlite_autoindex_nodes_1",
 		"due deliveries":          "webhook_deliveries_pending",
 	}
 	for name, q := range sqlstore.LiveQueries(dialect) {

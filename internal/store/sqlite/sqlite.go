@@ -57,6 +57,10 @@ var dialect = sqlstore.Dialect{
 	NowMicros: `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`,
 	// One statement replaces an event (events.seq is AUTOINCREMENT).
 	InsertOrReplace: true,
+	// UPDATE … FROM (VALUES …): the CASTs to PostgreSQL's type names
+	// keep each value's storage class (timestamptz and boolean have
+	// NUMERIC affinity, which leaves integers as they are).
+	BulkUpdate: true,
 	// A usage download holds a read connection while the client reads;
 	// one is always left for the Snapshot and the other short reads.
 	MaxScans: readers - 1,

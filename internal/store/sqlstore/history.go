@@ -157,6 +157,16 @@ func LiveQueries(d Dialect) map[string]struct {
 	add("open usage", q, args...)
 	add("archive candidates", rebind(d, archivable), r.s.timeArg(time.Unix(1e9, 0)), 1000)
 	add("due deliveries", r.s.wq.due, r.s.timeArg(time.Unix(1e9, 0)), 4, 512)
+	if q := r.s.bq.updateNodes[updateSizes-1]; q != "" {
+		// A bulk update finds each row by its key, whatever the table's size.
+		var tx tx
+		tx.s = r.s
+		var args []any
+		for i := range 1 << (updateSizes - 1) {
+			args = append(args, tx.nodeSetArgs(domain.Node{ID: fmt.Sprintf("n%d", i)})...)
+		}
+		add("bulk node update", q, args...)
+	}
 	return out
 }
 
