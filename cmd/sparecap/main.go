@@ -146,7 +146,7 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.StringArrayVar(&nodeLabels, "node-label", nil, "KEY=VALUE label added to every node in attached clusters (repeatable)")
 	f.StringArrayVar(&nodeTaints, "node-taint", nil, "KEY[=VALUE]:EFFECT taint added to every node in attached clusters (repeatable)")
 	f.StringArrayVar(&preemptibleTaints, "preemptible-taint", nil, "KEY[=VALUE]:EFFECT taint added to preemptible nodes only, so pods must tolerate it to land there (repeatable)")
-	f.IntVar(&o.Workers, "workers", 64, "node steps (provisioning, drains) run at once")
+	f.IntVar(&o.Workers, "workers", 256, "node steps (provisioning, drains) run at once")
 	f.IntVar(&o.NoticeWorkers, "notice-workers", 1024, "steps delivering drain notices run at once, apart from the other steps")
 	f.DurationVar(&o.NodeLostAfter, "node-lost-after", 5*time.Minute, "a ready node whose Node object stays NotReady this long is lost: billing stops, its machine is taken back and the node replaced (a Node deleted by someone else is lost at once)")
 	f.DurationVar(&o.RegisterTimeout, "register-timeout", 15*time.Minute, "a node not registered Ready this long after its machine was first asked to prepare goes back and is replaced; its machine goes out of service after 3 such failures in a row")
