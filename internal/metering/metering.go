@@ -6,9 +6,11 @@
 // second: the next Cut writes the same record again, only longer.
 //
 // The background loop (Run) writes a running node's record only when what
-// is stored lags by Refresh or more, so its cost per pass follows what
-// changed (nodes that became ready or stopped), not the fleet; Cut, which
-// usage queries call, brings every record up to the second.
+// is stored lags by Refresh or more, and on the leader reads the ready
+// nodes from its in-memory copy (Reads), so its cost per pass follows what
+// changed (nodes that became ready or stopped), not the fleet's rows in
+// the database; Cut, which usage queries call, brings every record up to
+// the second.
 package metering
 
 import (
