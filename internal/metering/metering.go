@@ -137,27 +137,13 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 	var writes []domain.UsageRecord
 	recs := make([]billed, 0, len(nodes))
 	for _, n := range nodes {
-		c, ok := lk.cByID[n.ClusterID]
-		if !ok {
-			if c, ok = clusters[n.ClusterID]; !ok {
-				cl, err := m.store.GetClusterRecord(ctx, n.ClusterID)
-				if err != nil {
-					return fmt.Errorf("meter: cluster of node %s: %w", n.ID, err)
-				}
-				c = &cl
-				clusters[n.ClusterID] = c
-			}
+		c, err := row(ctx, lk.cByID, clusters, n.ClusterID, m.store.GetClusterRecord)
+		if err != nil {
+			return fmt.Errorf("meter: cluster of node %s: %w", n.ID, err)
 		}
-		mc, ok := lk.mByID[n.MachineID]
-		if !ok {
-			if mc, ok = machines[n.MachineID]; !ok {
-				ma, err := m.store.GetMachine(ctx, n.MachineID)
-				if err != nil {
-					return fmt.Errorf("meter: machine of node %s: %w", n.ID, err)
-				}
-				mc = &ma
-				machines[n.MachineID] = mc
-			}
+		mc, err := row(ctx, lk.mByID, machines, n.MachineID, m.store.GetMachine)
+		if err != nil {
+			return fmt.Errorf("meter: machine of node %s: %w", n.ID, err)
 		}
 		r, ok := billing.Record(n, c, mc, now)
 		if !ok {
@@ -205,6 +191,23 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 		}
 	}
 	return nil
+}
+
+// row is row id from the snapshot's lookup, else from those read in this
+// cut, else read from the store (once per cut).
+func row[T any](ctx context.Context, lookup, read map[string]*T, id string, get func(context.Context, string) (T, error)) (*T, error) {
+	if r, ok := lookup[id]; ok {
+		return r, nil
+	}
+	if r, ok := read[id]; ok {
+		return r, nil
+	}
+	r, err := get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	read[id] = &r
+	return &r, nil
 }
 
 // billed is what a cut reports of a record (Meter.OnBilled): a running
