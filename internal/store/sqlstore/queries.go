@@ -49,8 +49,7 @@ type queries struct {
 	getKubeconfig, setKubeconfig, dropKubeconfig string
 	setAccess                                    string
 	listNodes, createNode, updateNode            string
-	listEvents, deleteEventKey, insertEvent      string
-	replaceEvent                                 string
+	listEvents, replaceEvent                     string
 	pruneEvents, eventLock                       string
 	listUsage, putUsage, listPrices, createPrice string
 }
@@ -102,15 +101,12 @@ func buildQueries(d Dialect) queries {
 		updateNode: r(updateSet(`nodes`, nodeSet)),
 
 		// listEvents is completed like listNodes.
-		listEvents:     `SELECT ` + eventCols + ` FROM events WHERE seq > ?`,
-		deleteEventKey: r(`DELETE FROM events WHERE cluster_id = ? AND node_id = ? AND reason = ?`),
-		insertEvent: r(`INSERT INTO events (id, cluster_id, node_id, node_name, reason, message, ts, deadline)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`),
+		listEvents: `SELECT ` + eventCols + ` FROM events WHERE seq > ?`,
 		// Events without a timestamp count as older than any time, as the
 		// zero time.Time is.
 		pruneEvents: r(`DELETE FROM events WHERE ts IS NULL OR ts < ?`),
-		// replaceEvent is deleteEventKey and insertEvent in one statement
-		// where the dialect allows (see replaceEvents).
+		// replaceEvent inserts an event, replacing the one of its key, in
+		// one statement (see replaceEvents).
 		replaceEvent: replaceEvent(d),
 		eventLock:    d.EventLock,
 

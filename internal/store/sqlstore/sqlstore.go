@@ -47,7 +47,8 @@ type Dialect struct {
 	FenceLock string
 	// UpsertDefault: the database sets an identity column to its next
 	// value in ON CONFLICT DO UPDATE (PostgreSQL), so AddEvent replaces an
-	// event in one statement, one round trip.
+	// event in one statement, one round trip. A dialect that stores
+	// events sets this or InsertOrReplace.
 	UpsertDefault bool
 	// InsertOrReplace: INSERT OR REPLACE deletes the row a new one
 	// conflicts with on a unique key and inserts the new one with a new

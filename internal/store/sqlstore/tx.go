@@ -211,17 +211,10 @@ func (t *tx) AddEvent(ctx context.Context, e domain.Event) (domain.Event, error)
 	if err := t.lockEvents(ctx); err != nil {
 		return e, err
 	}
-	args := t.eventArgs(e)
-	var err error
-	if t.s.q.replaceEvent != "" {
-		err = t.q.QueryRowContext(ctx, t.s.q.replaceEvent, args...).Scan(&e.Seq)
-	} else {
-		if _, err := t.q.ExecContext(ctx, t.s.q.deleteEventKey, e.ClusterID, e.NodeID, string(e.Reason)); err != nil {
-			return e, fmt.Errorf("%s: add event: replace: %w", t.s.d.Name, err)
-		}
-		err = t.q.QueryRowContext(ctx, t.s.q.insertEvent, args...).Scan(&e.Seq)
+	if t.s.q.replaceEvent == "" {
+		return e, fmt.Errorf("%s: add event: the dialect sets neither UpsertDefault nor InsertOrReplace", t.s.d.Name)
 	}
-	if err != nil {
+	if err := t.q.QueryRowContext(ctx, t.s.q.replaceEvent, t.eventArgs(e)...).Scan(&e.Seq); err != nil {
 		return e, t.writeErr("add event", err)
 	}
 	// Hand back what a later read returns.
