@@ -117,16 +117,16 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 		return nil
 	}
 	lk := &m.lookup
-	if s := snap; m.Reads != nil {
-		if lk.cByID == nil || !store.Same(lk.clusters, s.Clusters) || !store.Same(lk.machines, s.Machines) {
-			lk.clusters, lk.machines = s.Clusters, s.Machines
-			lk.cByID = make(map[string]*domain.Cluster, len(s.Clusters))
-			for i := range s.Clusters {
-				lk.cByID[s.Clusters[i].ID] = &s.Clusters[i]
+	if m.Reads != nil {
+		if lk.cByID == nil || !store.Same(lk.clusters, snap.Clusters) || !store.Same(lk.machines, snap.Machines) {
+			lk.clusters, lk.machines = snap.Clusters, snap.Machines
+			lk.cByID = make(map[string]*domain.Cluster, len(snap.Clusters))
+			for i := range snap.Clusters {
+				lk.cByID[snap.Clusters[i].ID] = &snap.Clusters[i]
 			}
-			lk.mByID = make(map[string]*domain.Machine, len(s.Machines))
-			for i := range s.Machines {
-				lk.mByID[s.Machines[i].ID] = &s.Machines[i]
+			lk.mByID = make(map[string]*domain.Machine, len(snap.Machines))
+			for i := range snap.Machines {
+				lk.mByID[snap.Machines[i].ID] = &snap.Machines[i]
 			}
 		}
 	}
