@@ -451,10 +451,12 @@ spec:
 	t.Logf("requeued, quota reserved again, check %v, %s after Retry", checkState(t, wl, check), time.Since(start).Round(10*time.Millisecond))
 
 	// Ready again: admitted again, the pod runs again. Kueue may still
-	// reset the check to Pending as it finishes the requeue (it did, after
-	// the wait above saw Pending), so Ready is applied again whenever the
-	// check is not Ready, as a check controller reconciles.
-	kubeenv.Eventually(t, 20*time.Second, func() error {
+	// reset the check to Pending, or clear an Admitted it had not cleared
+	// yet, as it finishes the requeue (both seen after the wait above), so
+	// the loop reconciles as a check controller does: Ready is applied
+	// whenever the check is not Ready, until a new pod runs.
+	var rerun *corev1.Pod
+	kubeenv.Eventually(t, 45*time.Second, func() error {
 		w, err := e.Dynamic().Resource(workloads).Namespace(ns).Get(ctx, wl.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -464,13 +466,21 @@ spec:
 				`"nodeSelector":{"`+lentLabelKey+`":"lent"},`+
 				`"tolerations":[{"key":"`+lentTaintKey+`","operator":"Exists","effect":"NoSchedule"}]}]`)
 		}
-		if s, _ := condition(w, "Admitted"); s != "True" {
-			return fmt.Errorf("Admitted %q, check %v", s, checkState(t, w, check))
+		pods, err := e.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job=lent"})
+		if err != nil {
+			return err
 		}
-		return nil
+		for i, p := range pods.Items {
+			if p.UID != pod.UID && p.Status.Phase == corev1.PodRunning && kubeenv.PodReady(&p) && p.DeletionTimestamp == nil {
+				rerun = &pods.Items[i]
+				return nil
+			}
+		}
+		admitted, _ := condition(w, "Admitted")
+		return fmt.Errorf("no new pod running; Admitted %q, check %v; events: %s", admitted, checkState(t, w, check), kubeenv.Events(ctx, e.Client(), ns))
 	})
-	if p := kubeenv.WaitRunning(t, e.Client(), ns, "job=lent", 1, map[types.UID]bool{pod.UID: true}, 30*time.Second)[0]; p.Spec.NodeName != "gpu-lent-1" {
-		t.Fatalf("pod readmitted on %q", p.Spec.NodeName)
+	if rerun.Spec.NodeName != "gpu-lent-1" {
+		t.Fatalf("pod readmitted on %q", rerun.Spec.NodeName)
 	}
 }
 
