@@ -157,3 +157,7 @@ func ParsePercent(s string) (uint64, error) {
 	}
 	return bp, nil
 }
+
+// AtFullRate is what gpuSeconds cost at rateMicros per GPU-hour, with no
+// discount: what a simulation's useful work would have cost on demand.
+func AtFullRate(rateMicros, gpuSeconds uint64) Money { return amount(rateMicros, FullBP, gpuSeconds) }

@@ -1,0 +1,139 @@
+package simulate
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+)
+
+// Comparison is a scenario's runs: its policy, and its second one if it
+// has one, on the same demand.
+type Comparison struct {
+	Seed    uint64    `json:"seed"`
+	Horizon Duration  `json:"horizon"`
+	Events  int       `json:"demand_events"`
+	Runs    []*Result `json:"runs"`
+}
+
+// Compare runs evs under the scenario's policy and, if set, its Compare
+// policy.
+func Compare(ctx context.Context, s Scenario, evs []Event, progress func(Progress)) (*Comparison, error) {
+	c := &Comparison{Seed: s.Seed, Horizon: s.Horizon, Events: len(evs)}
+	pols := []Policy{s.Policy}
+	if s.Compare != nil {
+		pols = append(pols, *s.Compare)
+	}
+	for _, p := range pols {
+		r, err := Run(ctx, s, evs, p, progress)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", p.Name, err)
+		}
+		c.Runs = append(c.Runs, r)
+	}
+	return c, nil
+}
+
+// WriteJSON writes the comparison as indented JSON.
+func (c *Comparison) WriteJSON(w io.Writer) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(c)
+}
+
+// WriteTable writes the summary a person reads: the operator's figures
+// with a column per policy, then each tenant's.
+func (c *Comparison) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "Seed %d, horizon %s, %d demand events.\n\n", c.Seed, c.Horizon.D, c.Events)
+	head := "OPERATOR"
+	for _, r := range c.Runs {
+		head += "\t" + r.Policy.Name
+	}
+	fmt.Fprintln(tw, head)
+	for _, m := range operatorMetrics {
+		line := m.name
+		for _, r := range c.Runs {
+			line += "\t" + m.value(&r.Operator)
+		}
+		fmt.Fprintln(tw, line)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "TENANT\tPOLICY\tTARGET\tDELIVERED GPU-H\tRECLAIMS\tLOST GPU-H\tUSEFUL GPU-H\tCOST\tON-DEMAND COST\tSAVED")
+	for i := range c.Runs[0].Tenants {
+		for _, r := range c.Runs {
+			if i >= len(r.Tenants) {
+				continue
+			}
+			t := r.Tenants[i]
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s%%\n", t.Cluster, r.Policy.Name, t.TargetGPUs, num(t.DeliveredGPUh), t.Reclaims,
+				num(t.LostGPUh), num(t.UsefulGPUh), t.Cost, t.OnDemandCost, num(t.SavingsPercent))
+		}
+	}
+	return tw.Flush()
+}
+
+// operatorMetrics are the rows of the operator's table and CSV.
+var operatorMetrics = []struct {
+	name  string
+	value func(*Operator) string
+}{
+	{"Fleet GPU-hours", func(o *Operator) string { return num(o.FleetGPUh) }},
+	{"Standard GPU-hours", func(o *Operator) string { return num(o.StandardGPUh) }},
+	{"Preemptible GPU-hours", func(o *Operator) string { return num(o.PreemptibleGPUh) }},
+	{"  lent from idle on-demand", func(o *Operator) string { return num(o.LentFromIdleGPUh) }},
+	{"  lent from idle reservations", func(o *Operator) string { return num(o.LentFromReserveGPUh) }},
+	{"In transit GPU-hours", func(o *Operator) string { return num(o.TransitGPUh) }},
+	{"Idle GPU-hours", func(o *Operator) string { return num(o.IdleGPUh) }},
+	{"Standard revenue", func(o *Operator) string { return o.StandardRevenue }},
+	{"Preemptible revenue", func(o *Operator) string { return o.PreemptibleRevenue }},
+	{"Reclaims", func(o *Operator) string { return strconv.Itoa(o.Reclaims) }},
+	{"On-demand requests", func(o *Operator) string { return strconv.Itoa(o.OnDemandRequests) }},
+	{"  refused (no capacity)", func(o *Operator) string { return strconv.Itoa(o.Refused) }},
+	{"  waited for a drain", func(o *Operator) string { return strconv.Itoa(o.WaitedForDrain) }},
+	{"  wait p50", func(o *Operator) string { return o.WaitP50.D.String() }},
+	{"  wait max", func(o *Operator) string { return o.WaitMax.D.String() }},
+}
+
+// WriteCSV writes every figure as a row of policy,scope,name,metric,value
+// (scope operator, tenant, pool or series), for a spreadsheet's pivot.
+func (c *Comparison) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"policy", "scope", "name", "metric", "value"})
+	for _, r := range c.Runs {
+		p := r.Policy.Name
+		for _, m := range operatorMetrics {
+			cw.Write([]string{p, "operator", "", m.name, m.value(&r.Operator)})
+		}
+		for _, t := range r.Tenants {
+			for _, kv := range [][2]string{{"target_gpus", strconv.Itoa(t.TargetGPUs)}, {"delivered_gpu_hours", num(t.DeliveredGPUh)},
+				{"reclaims", strconv.Itoa(t.Reclaims)}, {"lost_gpu_hours", num(t.LostGPUh)}, {"restart_gpu_hours", num(t.RestartGPUh)},
+				{"checkpoint_gpu_hours", num(t.CheckpointGPUh)}, {"useful_gpu_hours", num(t.UsefulGPUh)}, {"cost", t.Cost},
+				{"on_demand_cost_of_useful_work", t.OnDemandCost}, {"savings_percent", num(t.SavingsPercent)}} {
+				cw.Write([]string{p, "tenant", t.Cluster, kv[0], kv[1]})
+			}
+		}
+		for _, pr := range r.Pools {
+			name := pr.Region + "/" + pr.GPUType
+			if pr.Reserved {
+				name += "/reserved"
+			}
+			cw.Write([]string{p, "pool", name, "reclaims", strconv.Itoa(pr.Reclaims)})
+		}
+		for _, x := range r.Series {
+			at := strconv.FormatInt(int64(x.At.D.Seconds()), 10)
+			for _, kv := range [][2]string{{"standard_gpus", strconv.Itoa(x.Standard)}, {"preemptible_gpus", strconv.Itoa(x.Preemptible)},
+				{"transit_gpus", strconv.Itoa(x.Transit)}, {"idle_gpus", strconv.Itoa(x.Idle)}} {
+				cw.Write([]string{p, "series", at, kv[0], kv[1]})
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// num prints a figure with at most three decimals.
+func num(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

@@ -1,0 +1,230 @@
+package simulate
+
+import (
+	"bufio"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/fleet"
+)
+
+// Event is one change of demand: cluster Cluster (a name unique in the
+// run) of class Class asks for GPUs GPUs from At on; the first event of a
+// cluster creates it, 0 GPUs deletes it.
+type Event struct {
+	At              time.Duration
+	Cluster         string
+	Region, GPUType string
+	Class           domain.ComputeClass
+	GPUs            int
+}
+
+// Generate draws the scenario's demand from its seed: Tenants.Count
+// preemptible clusters in every region and GPU type of the fleet from the
+// start, and in every on-demand pool standard clusters arriving as a
+// Poisson process, each living an exponential time.
+func Generate(s Scenario) []Event {
+	r := rand.New(rand.NewPCG(s.Seed, s.Seed^0x5eed))
+	var evs []Event
+	for _, k := range offers(s.Fleet) {
+		for i := range s.Tenants.Count {
+			evs = append(evs, Event{Cluster: fmt.Sprintf("tenant-%d-%s-%s", i+1, k.region, k.gpu), Region: k.region, GPUType: k.gpu,
+				Class: domain.Preemptible, GPUs: s.Tenants.TargetGPUs})
+		}
+	}
+	od := s.OnDemand
+	if od.ArrivalsPerHour > 0 {
+		for _, k := range offers(s.Fleet) {
+			if !k.onDemand {
+				continue
+			}
+			n := 0
+			for at := expo(r, time.Hour, od.ArrivalsPerHour); at < s.Horizon.D && len(evs) < MaxEvents-1; at += expo(r, time.Hour, od.ArrivalsPerHour) {
+				n++
+				name := fmt.Sprintf("od-%s-%s-%d", k.region, k.gpu, n)
+				gpus := od.GPUs[r.IntN(len(od.GPUs))]
+				evs = append(evs, Event{At: at, Cluster: name, Region: k.region, GPUType: k.gpu, Class: domain.Standard, GPUs: gpus})
+				if end := at + expo(r, od.MeanLifetime.D, 1); end < s.Horizon.D {
+					evs = append(evs, Event{At: end, Cluster: name, Region: k.region, GPUType: k.gpu, Class: domain.Standard})
+				}
+			}
+		}
+	}
+	sortEvents(evs)
+	return evs
+}
+
+// expo draws an exponential time with rate per `unit`, whole seconds.
+func expo(r *rand.Rand, unit time.Duration, rate float64) time.Duration {
+	d := time.Duration(r.ExpFloat64() / rate * float64(unit))
+	return max(d.Round(time.Second), time.Second)
+}
+
+// sortEvents orders events by time, keeping the order of equal times.
+func sortEvents(evs []Event) {
+	slices.SortStableFunc(evs, func(a, b Event) int {
+		switch {
+		case a.At < b.At:
+			return -1
+		case a.At > b.At:
+			return 1
+		}
+		return 0
+	})
+}
+
+// offer is a region and GPU type of the fleet.
+type offer struct {
+	region, gpu string
+	onDemand    bool // it has an on-demand pool
+}
+
+// offers lists the fleet's regions and GPU types in file order.
+func offers(f fleet.File) []offer {
+	var out []offer
+	idx := map[[2]string]int{}
+	for _, p := range f.Pools {
+		k := [2]string{p.Region, p.GPUType}
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, offer{region: p.Region, gpu: p.GPUType})
+		}
+		if p.ReservedFor == "" {
+			out[i].onDemand = true
+		}
+	}
+	return out
+}
+
+// TraceHeader is the first line of a trace in sparecap's format.
+const TraceHeader = "at,cluster,region,gpu_type,class,gpus"
+
+// maxTraceLine bounds a trace's line.
+const maxTraceLine = 1024
+
+// ReadTrace reads a trace in sparecap's format: a CSV file whose header is
+// TraceHeader and whose rows say that from `at` (seconds since the start,
+// or a duration such as "90m") the cluster asks for `gpus` GPUs of its
+// class (standard or preemptible); a cluster's first row creates it in
+// its region and GPU type, a row with 0 GPUs deletes it. Rows must come in
+// time order. Every field is checked; an error names the line.
+func ReadTrace(rd io.Reader) ([]Event, error) {
+	br := bufio.NewReaderSize(rd, 64<<10)
+	cr := csv.NewReader(&lineBound{r: br})
+	cr.FieldsPerRecord = 6
+	cr.ReuseRecord = true
+	head, err := cr.Read()
+	if err != nil {
+		return nil, fmt.Errorf("trace: read the header: %w", err)
+	}
+	if strings.Join(head, ",") != TraceHeader {
+		return nil, fmt.Errorf("trace: the header must be %q", TraceHeader)
+	}
+	var evs []Event
+	seen := map[string]Event{}
+	for line := 2; ; line++ {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("trace: %w", err)
+		}
+		if len(evs) >= MaxEvents {
+			return nil, fmt.Errorf("trace: more than %d rows", MaxEvents)
+		}
+		e, err := traceRow(rec)
+		if err != nil {
+			return nil, fmt.Errorf("trace line %d: %w", line, err)
+		}
+		if n := len(evs); n > 0 && e.At < evs[n-1].At {
+			return nil, fmt.Errorf("trace line %d: at %s comes before the line above (%s): rows must be in time order", line, e.At, evs[n-1].At)
+		}
+		if prev, ok := seen[e.Cluster]; ok && (prev.Region != e.Region || prev.GPUType != e.GPUType || prev.Class != e.Class) {
+			return nil, fmt.Errorf("trace line %d: cluster %s was %s %s %s before", line, e.Cluster, prev.Region, prev.GPUType, prev.Class)
+		}
+		seen[e.Cluster] = e
+		evs = append(evs, e)
+	}
+	return evs, nil
+}
+
+// traceRow parses one row.
+func traceRow(rec []string) (Event, error) {
+	at, err := traceTime(rec[0])
+	if err != nil {
+		return Event{}, err
+	}
+	e := Event{At: at, Cluster: rec[1], Region: rec[2], GPUType: rec[3], Class: domain.ComputeClass(rec[4])}
+	for _, f := range []struct{ name, v string }{{"cluster", e.Cluster}, {"region", e.Region}, {"gpu_type", e.GPUType}} {
+		if !domain.ValidName(f.v) {
+			return Event{}, fmt.Errorf("%s %q is not a valid name (letters, digits, '-' and '_', at most 63)", f.name, trim(f.v))
+		}
+	}
+	if e.Class != domain.Standard && e.Class != domain.Preemptible {
+		return Event{}, fmt.Errorf("class %q is neither %s nor %s", trim(rec[4]), domain.Standard, domain.Preemptible)
+	}
+	g, err := strconv.Atoi(rec[5])
+	if err != nil {
+		return Event{}, fmt.Errorf("gpus %q is not a whole number", trim(rec[5]))
+	}
+	if err := checkGPUs("gpus", g, true); err != nil {
+		return Event{}, err
+	}
+	e.GPUs = g
+	return e, nil
+}
+
+// traceTime reads seconds since the start or a duration.
+func traceTime(s string) (time.Duration, error) {
+	var d time.Duration
+	if f, err := strconv.ParseFloat(s, 64); err == nil && !strings.ContainsAny(s, "eEnN") {
+		if f < 0 || f > MaxHorizon.Seconds() {
+			return 0, fmt.Errorf("at %q is outside 0 to %s", trim(s), MaxHorizon)
+		}
+		d = time.Duration(math.Round(f * float64(time.Second)))
+	} else if d, err = time.ParseDuration(s); err != nil || d < 0 || d > MaxHorizon {
+		return 0, fmt.Errorf("at %q is neither seconds nor a duration from 0 to %s", trim(s), MaxHorizon)
+	}
+	return d, nil
+}
+
+// trim bounds a field echoed in an error.
+func trim(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "..."
+	}
+	return strconv.Quote(s)[1 : len(strconv.Quote(s))-1]
+}
+
+// lineBound fails a read whose line runs past maxTraceLine bytes, so a
+// trace without line breaks is not read whole into one field.
+type lineBound struct {
+	r   *bufio.Reader
+	run int
+}
+
+func (l *lineBound) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	for _, b := range p[:n] {
+		if b == '\n' {
+			l.run = 0
+			continue
+		}
+		if l.run++; l.run > maxTraceLine {
+			return 0, fmt.Errorf("a line is longer than %d bytes", maxTraceLine)
+		}
+	}
+	return n, err
+}

@@ -1,0 +1,240 @@
+package simulate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/controller"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/fleet"
+	"github.com/sparecap/sparecap/internal/metering"
+	"github.com/sparecap/sparecap/internal/random"
+	"github.com/sparecap/sparecap/internal/sim"
+	"github.com/sparecap/sparecap/internal/store"
+	"github.com/sparecap/sparecap/internal/store/sqlite"
+)
+
+// Epoch is the virtual time a simulation starts at: fixed, so that a
+// seed gives the same answer to the byte.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// project is the project every simulated cluster belongs to.
+const project = "sim"
+
+// maxSameInstant bounds the ticks at one virtual instant: a control
+// plane that keeps finding work due now never lets time move.
+const maxSameInstant = 10_000
+
+// Progress is how far a run is.
+type Progress struct {
+	Policy      string
+	Done, Total time.Duration
+	Ticks       int
+}
+
+// world is one run's control plane and fleet.
+type world struct {
+	sc    Scenario
+	pol   Policy
+	clk   *clock.Fake
+	db    store.Store
+	st    *store.Cached
+	fl    *sim.Fleet
+	ctrl  *controller.Controller
+	meter *metering.Meter
+	// ids maps a demand's cluster names to the clusters made for them.
+	ids map[string]string
+	// asked is when each standard cluster asked for its GPUs last.
+	asked   map[string]time.Time
+	refused int
+	errs    int
+	ticks   int
+}
+
+// Run runs the demand evs under policy pol and returns what happened.
+// progress, if set, is called now and then.
+func Run(ctx context.Context, sc Scenario, evs []Event, pol Policy, progress func(Progress)) (*Result, error) {
+	w, err := newWorld(ctx, sc, pol)
+	if err != nil {
+		return nil, err
+	}
+	defer w.db.Close()
+	if err := w.loop(ctx, evs, progress); err != nil {
+		return nil, err
+	}
+	return w.result(ctx)
+}
+
+func newWorld(ctx context.Context, sc Scenario, pol Policy) (*world, error) {
+	clk := clock.NewFake(Epoch)
+	db, err := sqlite.Open(ctx, ":memory:")
+	if err != nil {
+		return nil, err
+	}
+	w := &world{sc: sc, pol: pol, clk: clk, db: db, st: store.NewCached(db), ids: map[string]string{}, asked: map[string]time.Time{}}
+	w.st.Enable()
+	if err := w.register(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	w.fl, err = sim.New(sim.Config{Clock: clk, Seed: int64(sc.Seed), Pods: []sim.PodTemplate{{
+		Name: "job", TerminationGracePeriod: pol.DrainWindow.D, ExitAfter: sc.Jobs.ExitAfterNotice.D,
+	}}})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	cooldown := 30 * time.Second
+	if pol.Cooldown != nil {
+		cooldown = pol.Cooldown.D
+	}
+	if cooldown == 0 {
+		cooldown = -1 // the controller reads 0 as its default
+	}
+	w.ctrl = controller.New(w.st, w.fl, w.fl, clk, controller.Config{
+		DrainWindow: pol.DrainWindow.D, Cooldown: cooldown, Interval: pol.Poll.D,
+		Workers: 1, NoticeWorkers: 1, Random: random.New(sc.Seed),
+		// Nothing goes behind the simulated control plane's back: the
+		// backstop sweeps would only cost time.
+		SweepEvery: 24 * time.Hour,
+	}, nil)
+	w.meter = metering.New(w.st, clk, nil)
+	w.meter.Reads = w.st
+	return w, nil
+}
+
+// register adds the fleet, the project and the prices.
+func (w *world) register(ctx context.Context) error {
+	if _, err := fleet.Register(ctx, w.st, w.sc.Fleet, Epoch); err != nil {
+		return fmt.Errorf("register the fleet: %w", err)
+	}
+	if err := fleet.RegisterPrices(ctx, w.st, w.sc.Fleet, "50", Epoch); err != nil {
+		return fmt.Errorf("register the prices: %w", err)
+	}
+	return w.st.Update(ctx, func(tx store.Tx) error {
+		err := tx.CreateProject(ctx, domain.Project{ID: project, CreatedAt: Epoch})
+		if errors.Is(err, domain.ErrConflict) {
+			return nil
+		}
+		return err
+	})
+}
+
+// loop jumps the clock from one due time to the next (a demand event, or
+// whatever the control plane said is due) until the horizon.
+func (w *world) loop(ctx context.Context, evs []Event, progress func(Progress)) error {
+	end := Epoch.Add(w.sc.Horizon.D)
+	var next time.Time
+	same, i := 0, 0
+	lastReport := Epoch
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t := next
+		if i < len(evs) {
+			if at := Epoch.Add(evs[i].At); t.IsZero() || at.Before(t) {
+				t = at
+			}
+		}
+		if t.IsZero() || t.After(end) {
+			break
+		}
+		if t.After(w.clk.Now()) {
+			same = 0
+			w.clk.Set(t)
+		} else if same++; same > maxSameInstant {
+			return fmt.Errorf("the control plane kept finding work due at %s (T+%s)", t.Format(time.RFC3339), t.Sub(Epoch))
+		}
+		for ; i < len(evs) && !Epoch.Add(evs[i].At).After(t); i++ {
+			if err := w.apply(ctx, evs[i]); err != nil {
+				return err
+			}
+		}
+		var err error
+		next, err = w.ctrl.Tick(ctx)
+		if err != nil {
+			w.errs++
+		}
+		w.ticks++
+		if progress != nil && t.Sub(lastReport) >= w.sc.Horizon.D/100 {
+			lastReport = t
+			progress(Progress{Policy: w.pol.Name, Done: t.Sub(Epoch), Total: w.sc.Horizon.D, Ticks: w.ticks})
+		}
+	}
+	w.clk.Set(end)
+	if err := w.meter.Cut(ctx); err != nil {
+		return fmt.Errorf("meter the usage: %w", err)
+	}
+	if progress != nil {
+		progress(Progress{Policy: w.pol.Name, Done: w.sc.Horizon.D, Total: w.sc.Horizon.D, Ticks: w.ticks})
+	}
+	return nil
+}
+
+// apply makes one demand event a request to the controller, as the API
+// would.
+func (w *world) apply(ctx context.Context, e Event) error {
+	id, known := w.ids[e.Cluster]
+	switch {
+	case !known && e.GPUs == 0:
+		return nil
+	case !known:
+		return w.create(ctx, e)
+	case e.GPUs == 0:
+		delete(w.ids, e.Cluster)
+		_, err := w.ctrl.DeleteCluster(ctx, id)
+		return ignoreGone(err)
+	}
+	g := e.GPUs
+	ch := controller.Change{NumGPUs: &g}
+	if e.Class == domain.Preemptible {
+		ch = controller.Change{PreemptibleGPUs: &g}
+	}
+	_, err := w.ctrl.UpdateCluster(ctx, id, ch)
+	var short *controller.ShortfallError
+	if errors.As(err, &short) {
+		w.refused++
+		return nil
+	}
+	if err == nil && e.Class == domain.Standard {
+		w.asked[id] = w.clk.Now()
+	}
+	return ignoreGone(err)
+}
+
+func (w *world) create(ctx context.Context, e Event) error {
+	c := domain.Cluster{Name: e.Cluster, ProjectID: project, Region: e.Region, GPUType: e.GPUType,
+		Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, Weight: 1}
+	if e.Class == domain.Standard {
+		c.NumGPUs = e.GPUs
+	} else {
+		c.DesiredPreemptibleGPUs = e.GPUs
+	}
+	got, err := w.ctrl.CreateCluster(ctx, c)
+	var short *controller.ShortfallError
+	if errors.As(err, &short) {
+		w.refused++
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create cluster %s at T+%s: %w", e.Cluster, e.At, err)
+	}
+	w.ids[e.Cluster] = got.ID
+	if e.Class == domain.Standard {
+		w.asked[got.ID] = w.clk.Now()
+	}
+	return nil
+}
+
+// ignoreGone: a trace may change a cluster the control plane already
+// finished deleting.
+func ignoreGone(err error) error {
+	if errors.Is(err, domain.ErrNotFound) || errors.Is(err, controller.ErrDeleting) {
+		return nil
+	}
+	return err
+}

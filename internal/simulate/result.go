@@ -1,0 +1,397 @@
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/billing"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// Result is what one policy's run did. Every figure is computed from what
+// the control plane stored (nodes, usage records, the price book), with
+// integer GPU-seconds and exact money, so a seed gives the same bytes.
+type Result struct {
+	Policy   Policy         `json:"policy"`
+	Horizon  Duration       `json:"horizon"`
+	Tenants  []Tenant       `json:"tenants"`
+	Operator Operator       `json:"operator"`
+	Series   []Sample       `json:"series"`
+	Run      RunStats       `json:"run"`
+	Pools    []PoolReclaims `json:"reclaims_by_pool"`
+}
+
+// Tenant is one preemptible cluster's outcome.
+type Tenant struct {
+	Cluster         string  `json:"cluster"`
+	Region          string  `json:"region"`
+	GPUType         string  `json:"gpu_type"`
+	TargetGPUs      int     `json:"target_gpus"`
+	DeliveredGPUh   float64 `json:"delivered_gpu_hours"`
+	Reclaims        int     `json:"reclaims"`
+	LostGPUh        float64 `json:"lost_gpu_hours"`
+	RestartGPUh     float64 `json:"restart_gpu_hours"`
+	CheckpointGPUh  float64 `json:"checkpoint_gpu_hours"`
+	UsefulGPUh      float64 `json:"useful_gpu_hours"`
+	Cost            string  `json:"cost"`
+	OnDemandCost    string  `json:"on_demand_cost_of_useful_work"`
+	SavingsPercent  float64 `json:"savings_percent"`
+	EffectiveFactor float64 `json:"cost_per_useful_gpu_hour_vs_on_demand"`
+}
+
+// Operator is the fleet's outcome.
+type Operator struct {
+	FleetGPUh           float64  `json:"fleet_gpu_hours"`
+	StandardGPUh        float64  `json:"standard_gpu_hours"`
+	PreemptibleGPUh     float64  `json:"preemptible_gpu_hours"`
+	TransitGPUh         float64  `json:"transit_gpu_hours"`
+	IdleGPUh            float64  `json:"idle_gpu_hours"`
+	LentFromIdleGPUh    float64  `json:"lent_from_idle_gpu_hours"`
+	LentFromReserveGPUh float64  `json:"lent_from_reserved_gpu_hours"`
+	StandardRevenue     string   `json:"standard_revenue"`
+	PreemptibleRevenue  string   `json:"preemptible_revenue"`
+	Reclaims            int      `json:"reclaims"`
+	OnDemandRequests    int      `json:"on_demand_requests"`
+	Refused             int      `json:"on_demand_refused"`
+	WaitedForDrain      int      `json:"on_demand_waited_for_a_drain"`
+	WaitP50             Duration `json:"on_demand_wait_p50"`
+	WaitMax             Duration `json:"on_demand_wait_max"`
+}
+
+// PoolReclaims counts reclaims in one pool.
+type PoolReclaims struct {
+	Region   string `json:"region"`
+	GPUType  string `json:"gpu_type"`
+	Reserved bool   `json:"reserved"`
+	Reclaims int    `json:"reclaims"`
+}
+
+// Sample is the fleet's GPUs by use at one time.
+type Sample struct {
+	At          Duration `json:"at"`
+	Standard    int      `json:"standard"`
+	Preemptible int      `json:"preemptible"`
+	Transit     int      `json:"transit"`
+	Idle        int      `json:"idle"`
+}
+
+// RunStats say what the run took, in virtual terms only.
+type RunStats struct {
+	Ticks      int `json:"ticks"`
+	Nodes      int `json:"nodes"`
+	StepErrors int `json:"step_errors"`
+}
+
+// samples is how many points Series has.
+const samples = 120
+
+// span is a node's life, clipped to the horizon: it holds its machine
+// over [from, to), from the start of its provisioning (a pending node
+// waits for a machine still draining, and holds none) to its removal,
+// and is ready over [ready, stop).
+type span struct {
+	n                     *domain.Node
+	from, to, ready, stop time.Time
+}
+
+func (w *world) result(ctx context.Context) (*Result, error) {
+	end := Epoch.Add(w.sc.Horizon.D)
+	nodes, err := w.st.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
+	if err != nil {
+		return nil, err
+	}
+	machines, err := w.st.ListMachines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mach := map[string]*domain.Machine{}
+	fleetGPUs := 0
+	for i := range machines {
+		mach[machines[i].ID] = &machines[i]
+		fleetGPUs += machines[i].GPUs
+	}
+	spans := make([]span, len(nodes))
+	for i := range nodes {
+		spans[i] = spanOf(&nodes[i], end)
+	}
+	r := &Result{Policy: w.pol, Horizon: w.sc.Horizon, Run: RunStats{Ticks: w.ticks, Nodes: len(nodes), StepErrors: w.errs}}
+	lines, err := w.priced(ctx, end)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.tenants(ctx, r, spans, lines); err != nil {
+		return nil, err
+	}
+	w.operator(r, spans, mach, fleetGPUs, lines, end)
+	r.Series = series(spans, fleetGPUs, w.sc.Horizon.D)
+	return r, nil
+}
+
+func spanOf(n *domain.Node, end time.Time) span {
+	clip := func(t time.Time) time.Time {
+		if t.IsZero() || t.After(end) {
+			return end
+		}
+		return t
+	}
+	s := span{n: n, from: clip(n.ProvisioningAt), to: clip(n.RemovedAt)}
+	if n.ProvisioningAt.IsZero() {
+		s.from = s.to
+	}
+	if !n.ReadyAt.IsZero() && n.ReadyAt.Before(end) {
+		s.ready = n.ReadyAt
+		s.stop = s.to
+		if !n.DrainStartedAt.IsZero() {
+			s.stop = clip(n.DrainStartedAt)
+		}
+	}
+	return s
+}
+
+// readySecs is a span's ready GPU-seconds.
+func (s span) readySecs() int64 {
+	if s.ready.IsZero() {
+		return 0
+	}
+	return int64(s.stop.Sub(s.ready)/time.Second) * int64(s.n.GPUs)
+}
+
+// reclaimed: the operator took the node back (not the tenant).
+func reclaimed(n *domain.Node) bool {
+	if n.Class != domain.Preemptible || n.DrainStartedAt.IsZero() || n.ReadyAt.IsZero() {
+		return false
+	}
+	switch n.DrainCause {
+	case domain.CausePreempted, domain.CauseFairShare, domain.CauseOutOfService:
+		return true
+	}
+	return false
+}
+
+// priced are the usage lines of the horizon, by cluster.
+type pricedUsage struct {
+	book    *billing.Book
+	byCl    map[string]*billing.Totals
+	byClass map[domain.ComputeClass]*billing.Totals
+}
+
+func (w *world) priced(ctx context.Context, end time.Time) (*pricedUsage, error) {
+	prices, err := w.st.ListPrices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	book, err := billing.NewBook(prices)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := w.st.ListUsage(ctx, store.UsageFilter{From: Epoch, To: end})
+	if err != nil {
+		return nil, err
+	}
+	p := &pricedUsage{book: book, byCl: map[string]*billing.Totals{}, byClass: map[domain.ComputeClass]*billing.Totals{
+		domain.Standard: {}, domain.Preemptible: {}}}
+	book.Price(recs, Epoch, end, func(l billing.Line) {
+		t := p.byCl[l.Record.ClusterID]
+		if t == nil {
+			t = &billing.Totals{}
+			p.byCl[l.Record.ClusterID] = t
+		}
+		t.Add(l)
+		p.byClass[l.Record.Class].Add(l)
+	})
+	return p, nil
+}
+
+// tenants works out each preemptible cluster's outcome under the job
+// model.
+func (w *world) tenants(ctx context.Context, r *Result, spans []span, p *pricedUsage) error {
+	type acc struct {
+		t                                    Tenant
+		delivered, lost, restart, checkpoint int64
+	}
+	by := map[string]*acc{}
+	var order []string
+	j := w.sc.Jobs
+	period := j.CheckpointInterval.D + j.CheckpointCost.D
+	saveAtNotice := j.CheckpointAtNotice && j.CheckpointCost.D <= w.pol.DrainWindow.D
+	for _, s := range spans {
+		n := s.n
+		if n.Class != domain.Preemptible {
+			continue
+		}
+		a := by[n.ClusterID]
+		if a == nil {
+			c, err := w.st.GetClusterRecord(ctx, n.ClusterID)
+			if err != nil {
+				return fmt.Errorf("cluster %s: %w", n.ClusterID, err)
+			}
+			a = &acc{t: Tenant{Cluster: c.Name, Region: c.Region, GPUType: c.GPUType, TargetGPUs: c.DesiredPreemptibleGPUs}}
+			by[n.ClusterID] = a
+			order = append(order, n.ClusterID)
+		}
+		ready := s.readySecs()
+		a.delivered += ready
+		if period > 0 {
+			a.checkpoint += ready * int64(j.CheckpointCost.D/time.Millisecond) / int64(period/time.Millisecond)
+		}
+		if !reclaimed(n) || n.DrainStartedAt.After(Epoch.Add(w.sc.Horizon.D)) {
+			continue
+		}
+		a.t.Reclaims++
+		ran := n.DrainStartedAt.Sub(n.ReadyAt)
+		lost := ran
+		switch {
+		case saveAtNotice:
+			lost = 0
+		case j.CheckpointInterval.D > 0:
+			lost = ran % period
+		}
+		a.lost += int64(lost/time.Second) * int64(n.GPUs)
+		a.restart += int64(j.RestartCost.D/time.Second) * int64(n.GPUs)
+	}
+	for _, id := range order {
+		a := by[id]
+		t := a.t
+		useful := max(a.delivered-a.lost-a.restart-a.checkpoint, 0)
+		t.DeliveredGPUh, t.LostGPUh, t.RestartGPUh, t.CheckpointGPUh, t.UsefulGPUh =
+			hours(a.delivered), hours(a.lost), hours(a.restart), hours(a.checkpoint), hours(useful)
+		cost := billing.Money{}
+		if tot := p.byCl[id]; tot != nil {
+			cost = tot.Amount
+		}
+		rate, _ := p.book.OnDemandRate(t.Region, t.GPUType, Epoch.Unix())
+		od := billing.AtFullRate(rate, uint64(useful))
+		t.Cost, t.OnDemandCost = cost.Round(2), od.Round(2)
+		if odF, _ := od.Rat().Float64(); odF > 0 {
+			c, _ := cost.Rat().Float64()
+			t.SavingsPercent = round(100 * (1 - c/odF))
+			t.EffectiveFactor = round(c / odF)
+		}
+		r.Tenants = append(r.Tenants, t)
+	}
+	sort.SliceStable(r.Tenants, func(i, j int) bool { return r.Tenants[i].Cluster < r.Tenants[j].Cluster })
+	return nil
+}
+
+// operator works out the fleet's outcome.
+func (w *world) operator(r *Result, spans []span, mach map[string]*domain.Machine, fleetGPUs int, p *pricedUsage, end time.Time) {
+	var std, pre, occupied, fromIdle, fromRsv int64
+	pools := map[PoolReclaims]int{}
+	firstAsk := map[string]time.Time{}
+	lastReady := map[string]time.Time{}
+	op := &r.Operator
+	for _, s := range spans {
+		n := s.n
+		occupied += int64(s.to.Sub(s.from)/time.Second) * int64(n.GPUs)
+		ready := s.readySecs()
+		m := mach[n.MachineID]
+		if n.Class == domain.Standard {
+			std += ready
+			if at, ok := firstAsk[n.ClusterID]; !ok || n.CreatedAt.Before(at) {
+				firstAsk[n.ClusterID] = n.CreatedAt
+			}
+		} else {
+			pre += ready
+			if m != nil && m.ReservationID != "" {
+				fromRsv += ready
+			} else {
+				fromIdle += ready
+			}
+		}
+		if reclaimed(n) && !n.DrainStartedAt.After(end) {
+			op.Reclaims++
+			k := PoolReclaims{Region: m.Region, GPUType: m.GPUType, Reserved: m.ReservationID != ""}
+			pools[k]++
+		}
+	}
+	// A standard cluster waited from its first nodes' creation until the
+	// last of them was ready.
+	for _, s := range spans {
+		n := s.n
+		if n.Class == domain.Standard && n.CreatedAt.Equal(firstAsk[n.ClusterID]) && !n.ReadyAt.IsZero() && n.ReadyAt.After(lastReady[n.ClusterID]) {
+			lastReady[n.ClusterID] = n.ReadyAt
+		}
+	}
+	var waits []time.Duration
+	for id, at := range firstAsk {
+		if rd, ok := lastReady[id]; ok {
+			waits = append(waits, rd.Sub(at))
+		}
+	}
+	slices.Sort(waits)
+	provision := 20 * time.Second // sim.DefaultProvisionTime
+	for _, d := range waits {
+		if d > provision+w.pol.Poll.D {
+			op.WaitedForDrain++
+		}
+	}
+	if len(waits) > 0 {
+		op.WaitP50, op.WaitMax = Duration{waits[len(waits)/2]}, Duration{waits[len(waits)-1]}
+	}
+	total := int64(fleetGPUs) * int64(w.sc.Horizon.D/time.Second)
+	op.FleetGPUh, op.StandardGPUh, op.PreemptibleGPUh = hours(total), hours(std), hours(pre)
+	op.TransitGPUh, op.IdleGPUh = hours(occupied-std-pre), hours(total-occupied)
+	op.LentFromIdleGPUh, op.LentFromReserveGPUh = hours(fromIdle), hours(fromRsv)
+	op.StandardRevenue = p.byClass[domain.Standard].Amount.Round(2)
+	op.PreemptibleRevenue = p.byClass[domain.Preemptible].Amount.Round(2)
+	op.OnDemandRequests = len(firstAsk) + w.refused
+	op.Refused = w.refused
+	for k, v := range pools {
+		k.Reclaims = v
+		r.Pools = append(r.Pools, k)
+	}
+	slices.SortFunc(r.Pools, func(a, b PoolReclaims) int {
+		return cmpStrings(a.Region+"/"+a.GPUType+fmt.Sprint(a.Reserved), b.Region+"/"+b.GPUType+fmt.Sprint(b.Reserved))
+	})
+}
+
+// series samples the fleet's GPUs by use.
+func series(spans []span, fleetGPUs int, horizon time.Duration) []Sample {
+	out := make([]Sample, samples+1)
+	for k := range out {
+		at := horizon * time.Duration(k) / samples
+		out[k].At = Duration{at.Round(time.Second)}
+	}
+	for _, s := range spans {
+		for k := range out {
+			t := Epoch.Add(out[k].At.D)
+			switch {
+			case t.Before(s.from) || !t.Before(s.to):
+			case !s.ready.IsZero() && !t.Before(s.ready) && t.Before(s.stop) && s.n.Class == domain.Standard:
+				out[k].Standard += s.n.GPUs
+			case !s.ready.IsZero() && !t.Before(s.ready) && t.Before(s.stop):
+				out[k].Preemptible += s.n.GPUs
+			default:
+				out[k].Transit += s.n.GPUs
+			}
+		}
+	}
+	for k := range out {
+		out[k].Idle = fleetGPUs - out[k].Standard - out[k].Preemptible - out[k].Transit
+	}
+	return out
+}
+
+func hours(gpuSeconds int64) float64 { return round(float64(gpuSeconds) / 3600) }
+
+// round keeps three decimals, so that the output is short and stable.
+func round(f float64) float64 {
+	if f < 0 {
+		return -round(-f)
+	}
+	return float64(int64(f*1000+0.5)) / 1000
+}
+
+func cmpStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,209 @@
+package simulate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/sparecap/sparecap/internal/fleet"
+)
+
+// Scenario is what a simulation runs: the file `sparecap simulate`
+// reads (YAML or JSON; see docs/planning.md).
+type Scenario struct {
+	// Seed of every random draw (demand, the controller's jitter and
+	// identifiers).
+	Seed uint64 `json:"seed"`
+	// Horizon is how much virtual time the run covers.
+	Horizon Duration `json:"horizon"`
+	// Fleet is a fleet file's content (pools and prices).
+	Fleet fleet.File `json:"fleet"`
+	// OnDemand is the on-demand demand process of every on-demand pool;
+	// unused when the demand comes from a trace.
+	OnDemand OnDemand `json:"on_demand"`
+	// Tenants are the preemptible tenants; unused with a trace.
+	Tenants Tenants `json:"tenants"`
+	// Jobs is the job model the work lost is counted with.
+	Jobs Jobs `json:"jobs"`
+	// Policy is the control plane's configuration.
+	Policy Policy `json:"policy"`
+	// Compare, if set, is a second policy run on the same demand.
+	Compare *Policy `json:"compare,omitempty"`
+}
+
+// OnDemand: standard clusters arrive in each on-demand pool as a Poisson
+// process and live an exponentially distributed time.
+type OnDemand struct {
+	ArrivalsPerHour float64  `json:"arrivals_per_hour"`
+	MeanLifetime    Duration `json:"mean_lifetime"`
+	// GPUs are the sizes a cluster is drawn from, uniformly.
+	GPUs []int `json:"gpus"`
+}
+
+// Tenants: Count preemptible clusters in every region and GPU type of the
+// fleet, each with a target of TargetGPUs for the whole horizon.
+type Tenants struct {
+	Count      int `json:"count"`
+	TargetGPUs int `json:"target_gpus"`
+}
+
+// Jobs is the job every preemptible node runs: it checkpoints every
+// CheckpointInterval (each taking CheckpointCost), exits ExitAfterNotice
+// after its notice (SIGTERM), loses what it did since its last
+// checkpoint at a reclaim unless CheckpointAtNotice (and the checkpoint
+// fits the drain window), and pays RestartCost on the node that
+// replaces it.
+type Jobs struct {
+	CheckpointInterval Duration `json:"checkpoint_interval"`
+	CheckpointCost     Duration `json:"checkpoint_cost"`
+	RestartCost        Duration `json:"restart_cost"`
+	ExitAfterNotice    Duration `json:"exit_after_notice"`
+	CheckpointAtNotice bool     `json:"checkpoint_at_notice"`
+}
+
+// Policy is what an operator can set.
+type Policy struct {
+	Name string `json:"name"`
+	// DrainWindow: the bounded notice (default 5m).
+	DrainWindow Duration `json:"drain_window"`
+	// Cooldown keeps a machine a standard node gave back out of lending
+	// this long (default 30s; "0s" is none).
+	Cooldown *Duration `json:"cooldown,omitempty"`
+	// Poll is how often a step looks again at a drain or a provisioning
+	// node (the controller's interval, default 10s).
+	Poll Duration `json:"poll"`
+}
+
+// Limits of a scenario: a scenario may come from anyone a simulation
+// service runs for.
+const (
+	MaxHorizon = 366 * 24 * time.Hour
+	MaxTenants = 1000
+	MaxEvents  = 1_000_000
+)
+
+// Parse reads a scenario, strictly (an unknown field is an error), and
+// checks it.
+func Parse(data []byte) (Scenario, error) {
+	var s Scenario
+	if err := yaml.UnmarshalStrict(data, &s); err != nil {
+		return Scenario{}, fmt.Errorf("parse scenario: %w", err)
+	}
+	if err := s.Check(); err != nil {
+		return Scenario{}, err
+	}
+	return s, nil
+}
+
+// Check validates the scenario and fills the defaults.
+func (s *Scenario) Check() error {
+	if s.Horizon.D <= 0 || s.Horizon.D > MaxHorizon {
+		return fmt.Errorf("horizon must be above 0 and at most %s; got %s", MaxHorizon, s.Horizon.D)
+	}
+	f, err := fleet.Parse(mustJSON(s.Fleet))
+	if err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	s.Fleet = f
+	od := s.OnDemand
+	switch {
+	case od.ArrivalsPerHour < 0 || od.ArrivalsPerHour > 1000:
+		return fmt.Errorf("on_demand.arrivals_per_hour must be between 0 and 1000; got %g", od.ArrivalsPerHour)
+	case od.ArrivalsPerHour > 0 && od.MeanLifetime.D <= 0:
+		return errors.New("on_demand.mean_lifetime must be above 0 when clusters arrive")
+	case od.ArrivalsPerHour > 0 && len(od.GPUs) == 0:
+		return errors.New("on_demand.gpus must list at least one cluster size")
+	}
+	for _, g := range od.GPUs {
+		if err := checkGPUs("on_demand.gpus", g, false); err != nil {
+			return err
+		}
+	}
+	if s.Tenants.Count < 0 || s.Tenants.Count > MaxTenants {
+		return fmt.Errorf("tenants.count must be between 0 and %d; got %d", MaxTenants, s.Tenants.Count)
+	}
+	if s.Tenants.Count > 0 {
+		if err := checkGPUs("tenants.target_gpus", s.Tenants.TargetGPUs, false); err != nil {
+			return err
+		}
+	}
+	j := s.Jobs
+	for name, d := range map[string]Duration{"checkpoint_interval": j.CheckpointInterval, "checkpoint_cost": j.CheckpointCost,
+		"restart_cost": j.RestartCost, "exit_after_notice": j.ExitAfterNotice} {
+		if d.D < 0 || d.D > MaxHorizon {
+			return fmt.Errorf("jobs.%s must be between 0 and %s; got %s", name, MaxHorizon, d.D)
+		}
+	}
+	if err := s.Policy.check("policy"); err != nil {
+		return err
+	}
+	if s.Compare != nil {
+		if err := s.Compare.check("compare"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// check validates a policy and fills its defaults.
+func (p *Policy) check(field string) error {
+	if p.Name == "" {
+		p.Name = field
+	}
+	if len(p.Name) > 63 {
+		return fmt.Errorf("%s.name is longer than 63 bytes", field)
+	}
+	if p.DrainWindow.D == 0 {
+		p.DrainWindow.D = 5 * time.Minute
+	}
+	if p.Poll.D == 0 {
+		p.Poll.D = 10 * time.Second
+	}
+	switch {
+	case p.DrainWindow.D < time.Second || p.DrainWindow.D > 24*time.Hour:
+		return fmt.Errorf("%s.drain_window must be between 1s and 24h; got %s", field, p.DrainWindow.D)
+	case p.Poll.D < 100*time.Millisecond || p.Poll.D > 10*time.Minute:
+		return fmt.Errorf("%s.poll must be between 100ms and 10m; got %s", field, p.Poll.D)
+	case p.Cooldown != nil && (p.Cooldown.D < 0 || p.Cooldown.D > 24*time.Hour):
+		return fmt.Errorf("%s.cooldown must be between 0s and 24h; got %s", field, p.Cooldown.D)
+	}
+	return nil
+}
+
+// checkGPUs: a size is a positive multiple of a node's 8 GPUs (zero
+// allowed where it means "none").
+func checkGPUs(field string, g int, zero bool) error {
+	if (g == 0 && zero) || (g > 0 && g%8 == 0 && g <= 100_000) {
+		return nil
+	}
+	return fmt.Errorf("%s: %d GPUs is not a multiple of 8 between 8 and 100000", field, g)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Duration is a time.Duration written as "90s", "5m", "720h".
+type Duration struct{ D time.Duration }
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.D.String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string like \"90s\" or \"720h\": %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.D = v
+	return nil
+}

@@ -1,0 +1,218 @@
+package simulate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/billing"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+func scenario(t testing.TB, path string) Scenario {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// runWorld runs s's first policy and keeps its world for inspection.
+func runWorld(t *testing.T, s Scenario) (*world, *Result) {
+	t.Helper()
+	ctx := context.Background()
+	w, err := newWorld(ctx, s, s.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.db.Close() })
+	if err := w.loop(ctx, Generate(s), nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := w.result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, r
+}
+
+// TestSameSeedSameBytes: a seed gives the same answer to the byte, and
+// another seed another answer.
+func TestSameSeedSameBytes(t *testing.T) {
+	s := scenario(t, "testdata/small.yaml")
+	s.Horizon.D = 48 * time.Hour
+	out := func(s Scenario) []byte {
+		c, err := Compare(context.Background(), s, Generate(s), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := c.WriteJSON(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	a, b := out(s), out(s)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("two runs of seed %d differ:\n%s\n%s", s.Seed, a, b)
+	}
+	s.Seed++
+	if bytes.Equal(a, out(s)) {
+		t.Errorf("seeds %d and %d gave the same answer", s.Seed-1, s.Seed)
+	}
+}
+
+// TestConservation: no machine holds two nodes at once, so the fleet's
+// GPU-hours are exactly standard + preemptible + in transit + idle, at
+// every sample too; the bill is the priced usage the meter recorded, and
+// that usage is the nodes' billable time (billing.Stop); no tenant got more than its
+// target.
+func TestConservation(t *testing.T) {
+	s := scenario(t, "testdata/small.yaml")
+	w, r := runWorld(t, s)
+	ctx := context.Background()
+	nodes, err := w.st.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := Epoch.Add(s.Horizon.D)
+	byMachine := map[string][]span{}
+	readyBy := map[string]int64{}
+	for i := range nodes {
+		sp := spanOf(&nodes[i], end)
+		byMachine[nodes[i].MachineID] = append(byMachine[nodes[i].MachineID], sp)
+		readyBy[nodes[i].ClusterID] += billable(nodes[i], end)
+	}
+	for m, sps := range byMachine {
+		slices.SortFunc(sps, func(a, b span) int { return a.from.Compare(b.from) })
+		for i := 1; i < len(sps); i++ {
+			if sps[i].from.Before(sps[i-1].to) {
+				t.Fatalf("machine %s holds %s from %s and %s until %s", m, sps[i].n.Name, sps[i].from, sps[i-1].n.Name, sps[i-1].to)
+			}
+		}
+	}
+	op := r.Operator
+	if sum := op.StandardGPUh + op.PreemptibleGPUh + op.TransitGPUh + op.IdleGPUh; abs(sum-op.FleetGPUh) > 0.01 || op.IdleGPUh < 0 || op.TransitGPUh < 0 {
+		t.Errorf("standard %g + preemptible %g + transit %g + idle %g = %g, fleet %g", op.StandardGPUh, op.PreemptibleGPUh, op.TransitGPUh, op.IdleGPUh, sum, op.FleetGPUh)
+	}
+	if op.PreemptibleGPUh == 0 || op.StandardGPUh == 0 || op.Reclaims == 0 {
+		t.Fatalf("the scenario exercised nothing: %+v", op)
+	}
+	for _, x := range r.Series {
+		if x.Idle < 0 || x.Standard+x.Preemptible+x.Transit+x.Idle != 384 {
+			t.Errorf("sample %+v does not add up to the 384 GPUs", x)
+		}
+	}
+	p, err := w.priced(ctx, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, tot := range p.byCl {
+		if tot.GPUSeconds != readyBy[id] {
+			t.Errorf("cluster %s billed %d GPU-seconds, ready %d", id, tot.GPUSeconds, readyBy[id])
+		}
+	}
+	for _, tn := range r.Tenants {
+		if tn.DeliveredGPUh > float64(tn.TargetGPUs)*s.Horizon.D.Hours() {
+			t.Errorf("%s got %g GPU-hours, more than its target's %g", tn.Cluster, tn.DeliveredGPUh, float64(tn.TargetGPUs)*s.Horizon.D.Hours())
+		}
+		if tn.UsefulGPUh > tn.DeliveredGPUh || tn.Reclaims == 0 {
+			t.Errorf("tenant %+v", tn)
+		}
+	}
+	var preCost, stdCost int64
+	for _, n := range nodes {
+		if n.Class == domain.Preemptible {
+			preCost++
+		} else {
+			stdCost++
+		}
+	}
+	if preCost == 0 || stdCost == 0 {
+		t.Errorf("%d preemptible and %d standard nodes", preCost, stdCost)
+	}
+}
+
+// billable is a node's billable GPU-seconds by billing's rule (Stop),
+// whole seconds, within the horizon.
+func billable(n domain.Node, end time.Time) int64 {
+	stop, known, ok := billing.Stop(n)
+	if !ok {
+		return 0
+	}
+	if !known || stop.After(end) {
+		stop = end
+	}
+	return (stop.Unix() - n.ReadyAt.Unix()) * int64(n.GPUs)
+}
+
+func abs(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
+}
+
+// TestWholeHorizonWithNoDemand: a fleet with nothing asked of it stays
+// idle, and the run still covers the horizon.
+func TestWholeHorizonWithNoDemand(t *testing.T) {
+	s := scenario(t, "testdata/small.yaml")
+	s.Tenants.Count, s.OnDemand.ArrivalsPerHour = 0, 0
+	_, r := runWorld(t, s)
+	if r.Operator.IdleGPUh != r.Operator.FleetGPUh || len(r.Tenants) != 0 || r.Run.Nodes != 0 {
+		t.Errorf("an idle fleet: %+v, %d tenants, %d nodes", r.Operator, len(r.Tenants), r.Run.Nodes)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	s := scenario(t, "testdata/small.yaml")
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := Run(ctx, s, Generate(s), s.Policy, func(p Progress) {
+		if p.Done > 24*time.Hour {
+			cancel()
+		}
+	})
+	if err == nil || ctx.Err() == nil {
+		t.Fatalf("a cancelled run: %v", err)
+	}
+}
+
+func TestPolicyErrors(t *testing.T) {
+	for _, bad := range []string{
+		`horizon: 0s`,
+		`horizon: 9000h`,
+		`horizon: 1h
+bogus: 1`,
+		`horizon: 1h
+tenants: {count: 2, target_gpus: 7}`,
+		`horizon: 1h
+on_demand: {arrivals_per_hour: 1, gpus: [8]}`,
+		`horizon: 1h
+policy: {poll: 1ms}`,
+		`horizon: 1h
+compare: {drain_window: 48h}`,
+		`horizon: 1h
+jobs: {checkpoint_cost: -1s}`,
+	} {
+		data := []byte(bad + "\nfleet: {pools: [{region: r1, gpu_type: G, machines: 1}]}\n")
+		if _, err := Parse(data); err == nil {
+			t.Errorf("scenario %q accepted", bad)
+		} else {
+			t.Logf("%q: %v", bad, err)
+		}
+	}
+	if _, err := Parse([]byte("horizon: 1h\n")); err == nil {
+		t.Error("a scenario without a fleet was accepted")
+	}
+	_ = json.Valid
+}
