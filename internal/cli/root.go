@@ -117,6 +117,7 @@ variables, then the config file (written by the server on first start).`,
 		newMachinesCmd(s),
 		newReservationsCmd(s),
 		newWebhooksCmd(s),
+		newSimulateCmd(s),
 	)
 	root.AddCommand(extra...)
 	return root, s

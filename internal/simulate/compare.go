@@ -78,24 +78,26 @@ func (c *Comparison) WriteTable(w io.Writer) error {
 
 // operatorMetrics are the rows of the operator's table and CSV.
 var operatorMetrics = []struct {
-	name  string
-	value func(*Operator) string
+	name, key string
+	value     func(*Operator) string
+	// csv, if set, is the value in the CSV (seconds, not "1m30s").
+	csv func(*Operator) string
 }{
-	{"Fleet GPU-hours", func(o *Operator) string { return num(o.FleetGPUh) }},
-	{"Standard GPU-hours", func(o *Operator) string { return num(o.StandardGPUh) }},
-	{"Preemptible GPU-hours", func(o *Operator) string { return num(o.PreemptibleGPUh) }},
-	{"  lent from idle on-demand", func(o *Operator) string { return num(o.LentFromIdleGPUh) }},
-	{"  lent from idle reservations", func(o *Operator) string { return num(o.LentFromReserveGPUh) }},
-	{"In transit GPU-hours", func(o *Operator) string { return num(o.TransitGPUh) }},
-	{"Idle GPU-hours", func(o *Operator) string { return num(o.IdleGPUh) }},
-	{"Standard revenue", func(o *Operator) string { return o.StandardRevenue }},
-	{"Preemptible revenue", func(o *Operator) string { return o.PreemptibleRevenue }},
-	{"Reclaims", func(o *Operator) string { return strconv.Itoa(o.Reclaims) }},
-	{"On-demand requests", func(o *Operator) string { return strconv.Itoa(o.OnDemandRequests) }},
-	{"  refused (no capacity)", func(o *Operator) string { return strconv.Itoa(o.Refused) }},
-	{"  waited for a drain", func(o *Operator) string { return strconv.Itoa(o.WaitedForDrain) }},
-	{"  wait p50", func(o *Operator) string { return o.WaitP50.D.String() }},
-	{"  wait max", func(o *Operator) string { return o.WaitMax.D.String() }},
+	{"Fleet GPU-hours", "fleet_gpu_hours", func(o *Operator) string { return num(o.FleetGPUh) }, nil},
+	{"Standard GPU-hours", "standard_gpu_hours", func(o *Operator) string { return num(o.StandardGPUh) }, nil},
+	{"Preemptible GPU-hours", "preemptible_gpu_hours", func(o *Operator) string { return num(o.PreemptibleGPUh) }, nil},
+	{"  lent from idle on-demand", "lent_from_idle_gpu_hours", func(o *Operator) string { return num(o.LentFromIdleGPUh) }, nil},
+	{"  lent from idle reservations", "lent_from_reserved_gpu_hours", func(o *Operator) string { return num(o.LentFromReserveGPUh) }, nil},
+	{"In transit GPU-hours", "transit_gpu_hours", func(o *Operator) string { return num(o.TransitGPUh) }, nil},
+	{"Idle GPU-hours", "idle_gpu_hours", func(o *Operator) string { return num(o.IdleGPUh) }, nil},
+	{"Standard revenue", "standard_revenue", func(o *Operator) string { return o.StandardRevenue }, nil},
+	{"Preemptible revenue", "preemptible_revenue", func(o *Operator) string { return o.PreemptibleRevenue }, nil},
+	{"Reclaims", "reclaims", func(o *Operator) string { return strconv.Itoa(o.Reclaims) }, nil},
+	{"On-demand requests", "on_demand_requests", func(o *Operator) string { return strconv.Itoa(o.OnDemandRequests) }, nil},
+	{"  refused (no capacity)", "on_demand_refused", func(o *Operator) string { return strconv.Itoa(o.Refused) }, nil},
+	{"  waited for a drain", "on_demand_waited_for_a_drain", func(o *Operator) string { return strconv.Itoa(o.WaitedForDrain) }, nil},
+	{"  wait p50", "on_demand_wait_p50_seconds", func(o *Operator) string { return o.WaitP50.D.String() }, func(o *Operator) string { return num(o.WaitP50.D.Seconds()) }},
+	{"  wait max", "on_demand_wait_max_seconds", func(o *Operator) string { return o.WaitMax.D.String() }, func(o *Operator) string { return num(o.WaitMax.D.Seconds()) }},
 }
 
 // WriteCSV writes every figure as a row of policy,scope,name,metric,value
@@ -106,7 +108,11 @@ func (c *Comparison) WriteCSV(w io.Writer) error {
 	for _, r := range c.Runs {
 		p := r.Policy.Name
 		for _, m := range operatorMetrics {
-			cw.Write([]string{p, "operator", "", m.name, m.value(&r.Operator)})
+			v := m.value
+			if m.csv != nil {
+				v = m.csv
+			}
+			cw.Write([]string{p, "operator", "", m.key, v(&r.Operator)})
 		}
 		for _, t := range r.Tenants {
 			for _, kv := range [][2]string{{"target_gpus", strconv.Itoa(t.TargetGPUs)}, {"delivered_gpu_hours", num(t.DeliveredGPUh)},

@@ -4,23 +4,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/sparecap/sparecap/docs"
 	"github.com/sparecap/sparecap/internal/billing"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
-func scenario(t testing.TB, path string) Scenario {
+// scenario is the week of docs/planning.md, the very text users copy.
+func scenario(t testing.TB) Scenario {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	data, err := docs.Snippet("planning.md", "week-scenario")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Parse(data)
+	s, err := Parse([]byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func runWorld(t *testing.T, s Scenario) (*world, *Result) {
 // TestSameSeedSameBytes: a seed gives the same answer to the byte, and
 // another seed another answer.
 func TestSameSeedSameBytes(t *testing.T) {
-	s := scenario(t, "testdata/small.yaml")
+	s := scenario(t)
 	s.Horizon.D = 48 * time.Hour
 	out := func(s Scenario) []byte {
 		c, err := Compare(context.Background(), s, Generate(s), nil)
@@ -78,7 +79,7 @@ func TestSameSeedSameBytes(t *testing.T) {
 // that usage is the nodes' billable time (billing.Stop); no tenant got more than its
 // target.
 func TestConservation(t *testing.T) {
-	s := scenario(t, "testdata/small.yaml")
+	s := scenario(t)
 	w, r := runWorld(t, s)
 	ctx := context.Background()
 	nodes, err := w.st.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
@@ -166,7 +167,7 @@ func abs(f float64) float64 {
 // TestWholeHorizonWithNoDemand: a fleet with nothing asked of it stays
 // idle, and the run still covers the horizon.
 func TestWholeHorizonWithNoDemand(t *testing.T) {
-	s := scenario(t, "testdata/small.yaml")
+	s := scenario(t)
 	s.Tenants.Count, s.OnDemand.ArrivalsPerHour = 0, 0
 	_, r := runWorld(t, s)
 	if r.Operator.IdleGPUh != r.Operator.FleetGPUh || len(r.Tenants) != 0 || r.Run.Nodes != 0 {
@@ -175,7 +176,7 @@ func TestWholeHorizonWithNoDemand(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
-	s := scenario(t, "testdata/small.yaml")
+	s := scenario(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	_, err := Run(ctx, s, Generate(s), s.Policy, func(p Progress) {
 		if p.Done > 24*time.Hour {
@@ -215,4 +216,25 @@ jobs: {checkpoint_cost: -1s}`,
 		t.Error("a scenario without a fleet was accepted")
 	}
 	_ = json.Valid
+}
+
+// TestPlanningDocsOutput: the table docs/planning.md shows is what its
+// scenario prints.
+func TestPlanningDocsOutput(t *testing.T) {
+	want, err := docs.Snippet("planning.md", "week-table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := scenario(t)
+	c, err := Compare(context.Background(), s, Generate(s), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := c.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != want {
+		t.Errorf("docs/planning.md shows\n%s\nthe scenario prints\n%s", want, b.String())
+	}
 }

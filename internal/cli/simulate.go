@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/sparecap/sparecap/internal/simulate"
+)
+
+// maxScenario bounds a scenario file.
+const maxScenario = 1 << 20
+
+func newSimulateCmd(s *state) *cobra.Command {
+	var tracePath string
+	var seed uint64
+	var horizon time.Duration
+	var progress bool
+	cmd := &cobra.Command{
+		Use:   "simulate SCENARIO",
+		Short: "Replay demand through sparecap's own control plane on a virtual clock",
+		Long: `Run a scenario (a fleet, on-demand clusters arriving and leaving, preemptible
+tenants with their targets, a job model and one or two policies) through
+sparecap's production controller, allocator, reclaim machine, step runner,
+meter and price book on a virtual clock that jumps from one due time to the
+next, against the simulated fleet. It needs no server and touches nothing:
+the store is in memory.
+
+It prints, per policy, what the operator saw (GPU-hours by use, lent out of
+idle and out of reserved capacity, revenue, reclaims, on-demand requests
+refused or waiting for a drain) and what each tenant got (GPU-hours
+delivered, reclaims, work lost under the job model, cost against the same
+useful work on demand). The same scenario and seed give the same output to
+the byte. -o csv writes every figure, and the capacity over time, as rows
+of policy,scope,name,metric,value.
+
+With --trace the demand comes from a trace in sparecap's format instead of
+the scenario's random process (see docs/planning.md).`,
+		Example: `  sparecap simulate scenario.yaml
+  sparecap simulate scenario.yaml --seed 2 --horizon 720h -o json
+  sparecap simulate scenario.yaml --trace demand.csv -o csv > result.csv`,
+		PersistentPreRunE: allowCSV(s),
+		Args:              cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sc, err := readScenario(args[0])
+			if err != nil {
+				return err
+			}
+			fl := cmd.Flags()
+			if fl.Changed("seed") {
+				sc.Seed = seed
+			}
+			if fl.Changed("horizon") {
+				sc.Horizon.D = horizon
+			}
+			if err := sc.Check(); err != nil {
+				return err
+			}
+			evs := simulate.Generate(sc)
+			if tracePath != "" {
+				if evs, err = readTrace(tracePath); err != nil {
+					return err
+				}
+			}
+			var report func(simulate.Progress)
+			if progress || (!fl.Changed("progress") && isTerminal(cmd.ErrOrStderr())) {
+				report = progressBar(cmd.ErrOrStderr())
+			}
+			c, err := simulate.Compare(cmd.Context(), sc, evs, report)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			switch s.output {
+			case outCSV:
+				return c.WriteCSV(out)
+			case outTable:
+				return c.WriteTable(out)
+			}
+			return s.print(out, c, nil)
+		},
+	}
+	cmd.Flags().StringVar(&tracePath, "trace", "", "demand from this trace (sparecap's CSV format) instead of the scenario's random process")
+	cmd.Flags().Uint64Var(&seed, "seed", 0, "seed of the run (default: the scenario's)")
+	cmd.Flags().DurationVar(&horizon, "horizon", 0, "virtual time to cover (default: the scenario's)")
+	cmd.Flags().BoolVar(&progress, "progress", false, "show progress on stderr (default: when stderr is a terminal)")
+	return cmd
+}
+
+func readScenario(path string) (simulate.Scenario, error) {
+	b, err := readBounded(path, maxScenario)
+	if err != nil {
+		return simulate.Scenario{}, fmt.Errorf("read the scenario: %w", err)
+	}
+	sc, err := simulate.Parse(b)
+	if err != nil {
+		return simulate.Scenario{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return sc, nil
+}
+
+func readTrace(path string) ([]simulate.Event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the trace: %w", err)
+	}
+	defer f.Close()
+	evs, err := simulate.ReadTrace(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return evs, nil
+}
+
+// readBounded reads a file of at most max bytes.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
+	}
+	return b, nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// progressBar draws a run's progress on one line of w.
+func progressBar(w io.Writer) func(simulate.Progress) {
+	return func(p simulate.Progress) {
+		const width = 30
+		done := int(int64(width) * int64(p.Done) / int64(max(p.Total, 1)))
+		fmt.Fprintf(w, "\r%-14s [%s%s] %3d%%  %s of %s", p.Policy, strings.Repeat("#", done), strings.Repeat(".", width-done),
+			100*int64(p.Done)/int64(max(p.Total, 1)), p.Done.Round(time.Second), p.Total)
+		if p.Done >= p.Total {
+			fmt.Fprintln(w)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sparecap/sparecap/docs"
+)
+
+// snippetFile writes a snippet of docs/planning.md to a file, as a user
+// saves it.
+func snippetFile(t *testing.T, name, file string) string {
+	t.Helper()
+	text, err := docs.Snippet("planning.md", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), file)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestSimulate runs docs/planning.md's scenario and trace as its
+// commands do (over a shorter horizon), in every output format, and
+// refuses bad input without running.
+func TestSimulate(t *testing.T) {
+	ctx := context.Background()
+	week := snippetFile(t, "week-scenario", "week.yaml")
+	trace := snippetFile(t, "trace", "demand.csv")
+	e := testEnv(nil)
+
+	r := runCLI(ctx, e, "simulate", week, "--horizon", "12h")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "table", r.stdout, "Seed 7, horizon 12h0m0s", "OPERATOR", "cooldown-30s", "cooldown-30m", "Preemptible GPU-hours",
+		"tenant-1-us-east-1-H100_SXM")
+	if r.stderr != "" {
+		t.Errorf("progress on a non-terminal without --progress: %q", r.stderr)
+	}
+
+	r = runCLI(ctx, e, "simulate", week, "--horizon", "12h", "--seed", "9", "-o", "json", "--progress")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var c struct {
+		Seed uint64
+		Runs []struct {
+			Policy struct{ Name string }
+			Series []struct{ Idle int }
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &c); err != nil || c.Seed != 9 || len(c.Runs) != 2 || c.Runs[1].Policy.Name != "cooldown-30m" || len(c.Runs[0].Series) != 121 {
+		t.Errorf("json: %v %+v", err, c)
+	}
+	mustContain(t, "progress", r.stderr, "cooldown-30s", "100%")
+
+	r = runCLI(ctx, e, "simulate", week, "--trace", trace, "--horizon", "6h", "-o", "csv")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "csv", r.stdout, "policy,scope,name,metric,value\n", "cooldown-30s,tenant,train,reclaims,8\n", "cooldown-30s,operator,,on_demand_requests,1\n",
+		"cooldown-30m,series,21600,idle_gpus,")
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("horizon: 1h\nfleet: {pools: [{region: r, gpu_type: G, machines: 1}]}\ntenants: {count: 1, target_gpus: 12}\n"), 0o600)
+	badTrace := filepath.Join(t.TempDir(), "bad.csv")
+	os.WriteFile(badTrace, []byte("at,cluster,region,gpu_type,class,gpus\n0,a,r,G,spot,8\n"), 0o600)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"simulate"}, "accepts 1 arg"},
+		{[]string{"simulate", filepath.Join(t.TempDir(), "none.yaml")}, "read the scenario"},
+		{[]string{"simulate", bad}, "12 GPUs is not a multiple of 8"},
+		{[]string{"simulate", week, "--horizon", "10000h"}, "horizon must be above 0"},
+		{[]string{"simulate", week, "--trace", badTrace}, "trace line 2: class \"spot\""},
+		{[]string{"simulate", week, "-o", "xml"}, "use table, json, yaml or csv"},
+	} {
+		r := runCLI(ctx, e, c.args...)
+		if r.err == nil || !strings.Contains(r.err.Error(), c.want) {
+			t.Errorf("%v: %v; want an error with %q", c.args, r.err, c.want)
+		}
+		if r.stdout != "" {
+			t.Errorf("%v printed %q", c.args, r.stdout)
+		}
+	}
+}
