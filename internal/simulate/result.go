@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/billing"
@@ -345,7 +346,7 @@ func (w *world) operator(r *Result, spans []span, mach map[string]*domain.Machin
 		r.Pools = append(r.Pools, k)
 	}
 	slices.SortFunc(r.Pools, func(a, b PoolReclaims) int {
-		return cmpStrings(a.Region+"/"+a.GPUType+fmt.Sprint(a.Reserved), b.Region+"/"+b.GPUType+fmt.Sprint(b.Reserved))
+		return strings.Compare(a.Region+"/"+a.GPUType+fmt.Sprint(a.Reserved), b.Region+"/"+b.GPUType+fmt.Sprint(b.Reserved))
 	})
 }
 
@@ -384,14 +385,4 @@ func round(f float64) float64 {
 		return -round(-f)
 	}
 	return float64(int64(f*1000+0.5)) / 1000
-}
-
-func cmpStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
