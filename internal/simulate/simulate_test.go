@@ -51,7 +51,7 @@ func runWorld(t *testing.T, s Scenario) (*world, *Result) {
 // another seed another answer.
 func TestSameSeedSameBytes(t *testing.T) {
 	s := scenario(t)
-	s.Horizon.D = 48 * time.Hour
+	s.Horizon.D = 24 * time.Hour
 	out := func(s Scenario) []byte {
 		c, err := Compare(context.Background(), s, Generate(s), nil)
 		if err != nil {
