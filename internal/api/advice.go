@@ -30,29 +30,15 @@ func (s *Server) checkpointAdvice(w http.ResponseWriter, r *http.Request, _ prin
 		s.fail(w, r, invalid("checkpoint_seconds", "checkpoint_seconds must be the seconds one checkpoint takes, above 0 and at most 86400; got %q", q.Get("checkpoint_seconds")))
 		return
 	}
-	list, err := s.statsOf(r, region, gpuType)
+	rate, err := s.measuredRate(r, region, gpuType)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	out := apiv1.CheckpointAdvice{Region: region, GPUType: gpuType, CheckpointSeconds: secs, From: list.From, To: list.To,
-		Formula: "daly", RateBasis: "none"}
-	if len(list.Stats) == 1 {
-		st := list.Stats[0]
-		out.Preemptions, out.PreemptibleNodeHours = st.Preemptions, st.PreemptibleNodeHours
-		switch {
-		case st.Preemptions > 0:
-			out.RateBasis, out.PreemptionRatePercentPerHour = "measured", 100*st.PreemptionsPerNodeHour
-		case st.PreemptibleNodeHours > 0:
-			// None seen: assume at most one in the hours observed, not
-			// "never", which would say never to checkpoint.
-			out.RateBasis, out.PreemptionRatePercentPerHour = "upper_bound", 100/st.PreemptibleNodeHours
-			out.Note = fmt.Sprintf("no preemption in %.1f preemptible node-hours: the rate assumes at most one", st.PreemptibleNodeHours)
-		}
-	}
+	out := apiv1.CheckpointAdvice{Region: region, GPUType: gpuType, CheckpointSeconds: secs, From: rate.from, To: rate.to,
+		Formula: "daly", RateBasis: rate.basis, Preemptions: rate.preemptions, PreemptibleNodeHours: rate.nodeHours,
+		PreemptionRatePercentPerHour: rate.percentPerHour, Note: rate.note}
 	if out.RateBasis == "none" {
-		out.Note = fmt.Sprintf("no preemptible node ran in %s %s between %s and %s: no rate to work from; choose an interval yourself",
-			region, gpuType, list.From.Format(time.RFC3339), list.To.Format(time.RFC3339))
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
@@ -66,4 +52,42 @@ func (s *Server) checkpointAdvice(w http.ResponseWriter, r *http.Request, _ prin
 	out.ExpectedOverheadPercent = 100 * e.Overhead
 	out.ExpectedLostSecondsPerPreemption = e.LostPerPreemption.Seconds()
 	writeJSON(w, http.StatusOK, out)
+}
+
+// rateOf is a pool's preemption rate as the statistics measure it.
+type rateOf struct {
+	percentPerHour, nodeHours float64
+	preemptions               int
+	// basis: "measured"; "upper_bound" with no preemption seen (at most
+	// one in the node-hours observed, not "never", which would say never
+	// to checkpoint); "none" with no preemptible node-hours.
+	basis, note string
+	from, to    time.Time
+}
+
+// measuredRate reads the preemption rate of a region and GPU type over
+// the statistics' window (the request's from and to, else the last 7
+// days).
+func (s *Server) measuredRate(r *http.Request, region, gpuType string) (rateOf, error) {
+	list, err := s.statsOf(r, region, gpuType)
+	if err != nil {
+		return rateOf{}, err
+	}
+	out := rateOf{basis: "none", from: list.From, to: list.To}
+	if len(list.Stats) == 1 {
+		st := list.Stats[0]
+		out.preemptions, out.nodeHours = st.Preemptions, st.PreemptibleNodeHours
+		switch {
+		case st.Preemptions > 0:
+			out.basis, out.percentPerHour = "measured", 100*st.PreemptionsPerNodeHour
+		case st.PreemptibleNodeHours > 0:
+			out.basis, out.percentPerHour = "upper_bound", 100/st.PreemptibleNodeHours
+			out.note = fmt.Sprintf("no preemption in %.1f preemptible node-hours: the rate assumes at most one", st.PreemptibleNodeHours)
+		}
+	}
+	if out.basis == "none" {
+		out.note = fmt.Sprintf("no preemptible node ran in %s %s between %s and %s: no rate to work from; choose an interval yourself",
+			region, gpuType, list.From.Format(time.RFC3339), list.To.Format(time.RFC3339))
+	}
+	return out, nil
 }

@@ -171,6 +171,7 @@ func (s *Server) routes() {
 	}))
 	s.mux.Handle("GET /v1/stats/preemptions", s.auth(s.preemptionStats))
 	s.mux.Handle("GET /v1/advice/checkpoint", s.auth(s.checkpointAdvice))
+	s.mux.Handle("GET /v1/plan", s.auth(s.jobPlan))
 	s.mux.Handle("GET /v1/usage", s.auth(s.usage))
 	s.mux.Handle("GET /v1/invoices", s.auth(s.invoice))
 	s.mux.Handle("GET /v1/prices", s.auth(s.rates))

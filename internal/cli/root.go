@@ -118,6 +118,7 @@ variables, then the config file (written by the server on first start).`,
 		newReservationsCmd(s),
 		newWebhooksCmd(s),
 		newSimulateCmd(s),
+		newPlanCmd(s),
 	)
 	root.AddCommand(extra...)
 	return root, s

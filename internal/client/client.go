@@ -403,6 +403,43 @@ func (c *Client) CheckpointAdvice(ctx context.Context, region, gpuType string, c
 	return call[apiv1.CheckpointAdvice](ctx, c, http.MethodGet, "/v1/advice/checkpoint", q, nil)
 }
 
+// PlanQuery is a plan's question (GET /v1/plan); zero fields are left
+// to the server's defaults, RatePercentPerHour < 0 to the measured rate.
+type PlanQuery struct {
+	Region, GPUType               string
+	GPUHours                      float64
+	GPUs                          int
+	Checkpoint, Restart, Interval time.Duration
+	CheckpointAtNotice            bool
+	Deadline                      time.Duration
+	RatePercentPerHour            float64
+}
+
+// Plan asks what a job would cost and take on preemptible and standard
+// nodes, and with a deadline the plan that meets it.
+func (c *Client) Plan(ctx context.Context, p PlanQuery) (*apiv1.Plan, error) {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	q := url.Values{"region": {p.Region}, "gpu_type": {p.GPUType}, "gpu_hours": {f(p.GPUHours)}}
+	if p.GPUs > 0 {
+		q.Set("gpus", strconv.Itoa(p.GPUs))
+	}
+	for name, d := range map[string]time.Duration{"checkpoint_seconds": p.Checkpoint, "restart_seconds": p.Restart, "interval_seconds": p.Interval} {
+		if d > 0 {
+			q.Set(name, f(d.Seconds()))
+		}
+	}
+	if p.Deadline > 0 {
+		q.Set("deadline_hours", f(p.Deadline.Hours()))
+	}
+	if p.CheckpointAtNotice {
+		q.Set("checkpoint_at_notice", "true")
+	}
+	if p.RatePercentPerHour >= 0 {
+		q.Set("rate_percent_per_hour", f(p.RatePercentPerHour))
+	}
+	return call[apiv1.Plan](ctx, c, http.MethodGet, "/v1/plan", q, nil)
+}
+
 // WhoAmI tells whether the token is the admin's or which project's.
 func (c *Client) WhoAmI(ctx context.Context) (*apiv1.WhoAmI, error) {
 	return call[apiv1.WhoAmI](ctx, c, http.MethodGet, "/v1/whoami", nil, nil)

@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"math"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
 )
 
 // Result is a plan: the expectation by formula, the spread on
@@ -65,7 +67,7 @@ func advice(r Result) string {
 	if d := r.Deadline; d != nil {
 		switch {
 		case !d.StandardMeets && d.Plan.MeetProbability == 0:
-			return fmt.Sprintf("The deadline of %gh cannot be met: the work alone takes %gh on standard nodes.", d.Hours, round3(e.StandardHours))
+			return fmt.Sprintf("The deadline of %.1fh cannot be met: the work alone takes %.1fh on standard nodes.", d.Hours, e.StandardHours)
 		case d.Plan.ExpectedCost < d.StandardCost && d.Plan.MeetProbability >= 0.99:
 			return fmt.Sprintf("Run on preemptible nodes and move to standard nodes when the slack runs out: the deadline is met in %.1f%% of runs, "+
 				"at %.2f expected (%.0f%% less than standard nodes only); %.0f%% of runs move.",
@@ -77,8 +79,61 @@ func advice(r Result) string {
 	}
 	p := r.Preemptible
 	if p.ExpectedCost < e.StandardCost {
-		return fmt.Sprintf("Preemptible pays: %.2f expected against %.2f on standard nodes (%.0f%% less), taking %.1f%% longer (p90 %gh against %gh).",
-			p.ExpectedCost, e.StandardCost, saved(p.ExpectedCost), 100*(p.ExpectedHours/e.StandardHours-1), p.P90Hours, round3(e.StandardHours))
+		return fmt.Sprintf("Preemptible pays: %.2f expected against %.2f on standard nodes (%.0f%% less), taking %.1f%% longer (p90 %.1fh against %.1fh).",
+			p.ExpectedCost, e.StandardCost, saved(p.ExpectedCost), 100*(p.ExpectedHours/e.StandardHours-1), p.P90Hours, e.StandardHours)
 	}
 	return fmt.Sprintf("Preemptible does not pay at this rate: %.2f expected against %.2f on standard nodes.", p.ExpectedCost, e.StandardCost)
+}
+
+// Budget bounds a plan's work: the Monte Carlo's runs times the steps of
+// one run (checkpoint segments and interruptions). A server answers a
+// plan within about a quarter of a second of CPU whatever it is asked.
+const (
+	budgetSteps = 20_000_000
+	maxSteps    = 200_000
+	minRuns     = 100
+)
+
+// Runs is how many Monte Carlo runs the job gets within the budget; an
+// error when one run alone would take more than maxSteps steps (an
+// interval far too short for the job's length).
+func Runs(j Job, m Market) (int, error) {
+	_, tau, mtbf := overhead(j, m, m.RatePercentPerHour)
+	work := j.GPUHours / float64(j.GPUs) * 3600
+	steps := 1.0
+	if tau > 0 {
+		steps += work / tau.Seconds()
+	}
+	if mtbf > 0 {
+		steps += work / mtbf.Seconds()
+	}
+	if steps > maxSteps {
+		return 0, fmt.Errorf("the job would checkpoint or be interrupted about %.0f times: more than %d; give it more GPUs or a longer interval", steps, maxSteps)
+	}
+	return int(math.Max(minRuns, math.Min(DefaultRuns, budgetSteps/steps))), nil
+}
+
+// Fill copies a plan into its API answer (the job and market fields are
+// the caller's).
+func (r Result) Fill(out *apiv1.Plan) {
+	e := r.Expectation
+	out.IntervalSeconds, out.JobMTBFSeconds = e.Interval.Seconds(), e.JobMTBF.Seconds()
+	out.OverheadPercent = round3(100 * e.Overhead)
+	out.ExpectedHours, out.ExpectedCost = round3(e.Hours), round3(e.Cost)
+	out.StandardHours, out.StandardCost = round3(e.StandardHours), round3(e.StandardCost)
+	if be := e.BreakEvenRatePercentPerHour; !math.IsInf(be, 1) {
+		v := round3(be)
+		out.BreakEvenRatePercentPerHour = &v
+	}
+	out.Runs, out.Preemptible, out.Advice = r.Runs, r.Preemptible.view(), r.Advice
+	if d := r.Deadline; d != nil {
+		out.Deadline = &apiv1.PlanDeadline{Hours: d.Hours, Plan: d.Plan.view(), Greedy: d.Greedy.view(),
+			StandardHours: d.StandardHours, StandardCost: d.StandardCost, StandardMeets: d.StandardMeets}
+	}
+}
+
+func (o Outcome) view() apiv1.PlanOutcome {
+	return apiv1.PlanOutcome{Strategy: string(o.Strategy), MeetProbability: o.MeetProbability, ExpectedCost: o.ExpectedCost,
+		ExpectedHours: o.ExpectedHours, P10Hours: o.P10Hours, P50Hours: o.P50Hours, P90Hours: o.P90Hours,
+		MovedShare: o.MovedShare, UnfinishedShare: o.UnfinishedShare}
 }

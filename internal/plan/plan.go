@@ -49,6 +49,10 @@ const (
 	MaxGPUHours = 10_000_000
 	MaxGPUs     = 100_000
 	MaxDuration = 366 * 24 * time.Hour
+	// MaxRate bounds a preemption rate, percent of nodes an hour: ten
+	// preemptions a node-hour. Spot traces reach past 100 (a node lasting
+	// 40 minutes on average is 150 %/h).
+	MaxRate = 1000
 )
 
 // Check validates a job and a market.
@@ -66,8 +70,8 @@ func Check(j Job, m Market) error {
 		return fmt.Errorf("interval must be between 0 and %s; got %s", MaxDuration, j.Interval)
 	case j.Deadline < 0 || j.Deadline > MaxDuration:
 		return fmt.Errorf("deadline must be between 0 and %s from now; got %s", MaxDuration, j.Deadline)
-	case !(m.RatePercentPerHour >= 0 && m.RatePercentPerHour <= 100):
-		return fmt.Errorf("preemption rate must be between 0 and 100 %%/h; got %g", m.RatePercentPerHour)
+	case !(m.RatePercentPerHour >= 0 && m.RatePercentPerHour <= MaxRate):
+		return fmt.Errorf("preemption rate must be between 0 and %d %%/h; got %g", MaxRate, m.RatePercentPerHour)
 	case !(m.OnDemand >= 0 && m.OnDemand < 1e6) || !(m.Discount >= 0 && m.Discount < 1):
 		return errors.New("prices: on-demand must be at least 0 and the discount in [0, 1)")
 	}
@@ -143,7 +147,7 @@ func notice(j Job, m Market) bool {
 func breakEven(j Job, m Market) float64 {
 	target := 1/(1-m.Discount) - 1
 	f := func(rate float64) float64 { o, _, _ := overhead(j, m, rate); return o }
-	lo, hi := 0.0, 100.0
+	lo, hi := 0.0, float64(MaxRate)
 	if f(hi) < target {
 		return math.Inf(1)
 	}

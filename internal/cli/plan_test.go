@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"testing"
+)
+
+// TestPlanCommand: the flags become the query (durations in seconds, the
+// rate only when given), the table reads the answer, and bad flags send
+// nothing.
+func TestPlanCommand(t *testing.T) {
+	f := newFakeAPI(t)
+	be := 38.5
+	f.handle("GET /v1/plan", 200, map[string]any{"region": "us-central-2", "gpu_type": "H100", "gpu_hours": 384, "gpus": 8,
+		"preemption_rate_percent_per_hour": 4.1, "rate_basis": "asked", "interval_seconds": 3916, "overhead_percent": 5.26,
+		"standard_hours": 48, "standard_cost": 1148.16, "break_even_rate_percent_per_hour": be,
+		"preemptible": map[string]any{"expected_hours": 50.5, "p10_hours": 49.1, "p50_hours": 50.3, "p90_hours": 52, "expected_cost": 604},
+		"deadline": map[string]any{"deadline_hours": 52, "plan": map[string]any{"meet_probability": 1, "expected_cost": 677.19, "expected_hours": 50.27, "moved_share": 0.42},
+			"greedy":         map[string]any{"meet_probability": 0.9, "expected_cost": 624.14, "expected_hours": 50.49, "moved_share": 0.15},
+			"standard_hours": 48, "standard_cost": 1148.16, "standard_meets": true},
+		"advice": "Run on preemptible nodes and move to standard nodes when the slack runs out"})
+	r := f.run("plan", "--region", "us-central-2", "--gpu-type", "H100", "--gpu-hours", "384", "--checkpoint", "90s", "--restart", "12m",
+		"--deadline", "52h", "--rate", "4.1")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "stdout", r.stdout, "384 GPU-hours on 8 GPUs in us-central-2 H100", "4.1 %/h (asked)", "1h5m", "48.0h, 1148.16",
+		"overhead 5.3% by formula", "p90 52.0h", "38.5 %/h", "met in 100.0%, 677.19", "met in 90.0%, 624.14", "move to standard nodes when the slack runs out")
+	want := "checkpoint_seconds=90&deadline_hours=52&gpu_hours=384&gpu_type=H100&gpus=8&rate_percent_per_hour=4.1&region=us-central-2&restart_seconds=720"
+	if q := f.only("GET", "/v1/plan")[0].Query; q != want {
+		t.Errorf("query %q, want %q", q, want)
+	}
+	f.run("plan", "--region", "r", "--gpu-type", "g", "--gpu-hours", "8")
+	if q := f.only("GET", "/v1/plan")[1].Query; q != "gpu_hours=8&gpu_type=g&gpus=8&region=r" {
+		t.Errorf("without a rate: query %q", q)
+	}
+	for _, args := range [][]string{{"--region", "r"}, {"--region", "r", "--gpu-type", "g"}, {"--region", "r", "--gpu-type", "g", "--gpu-hours", "8", "--rate", "-2"}} {
+		if r := f.run(append([]string{"plan"}, args...)...); r.err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+	if n := len(f.requests()); n != 2 {
+		t.Errorf("%d requests: refused flags sent some", n)
+	}
+}
