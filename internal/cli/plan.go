@@ -128,7 +128,7 @@ func planOnTrace(q client.PlanQuery, path string, price, discount float64) (*api
 		PreemptionRatePercentPerHour: math.Round(m.RatePercentPerHour*1000) / 1000, RateBasis: "trace",
 		OnDemandPerGPUHour: strconv.FormatFloat(price, 'f', -1, 64), PreemptibleDiscountPercent: strconv.FormatFloat(discount, 'f', -1, 64),
 		DrainWindowSeconds: m.Window.Seconds(),
-		Note: fmt.Sprintf("%s of trace, %d ticks of %s, the gang's %d nodes available %.0f%% of the time", a.Duration(), len(a.Counts), a.Gap,
+		Note: fmt.Sprintf("%s of trace, %d ticks of %s, the gang's %d nodes available %.0f%% of the time", shortDuration(a.Duration()), len(a.Counts), a.Gap,
 			q.GPUs/plan.GPUsPerNode, 100*a.UpShare(q.GPUs/plan.GPUsPerNode))}
 	res.Fill(out)
 	return out, nil

@@ -1,6 +1,10 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -40,5 +44,44 @@ func TestPlanCommand(t *testing.T) {
 	}
 	if n := len(f.requests()); n != 2 {
 		t.Errorf("%d requests: refused flags sent some", n)
+	}
+}
+
+// TestPlanOnATrace: --availability-trace plans locally (no request) on a
+// trace in SkyPilot's format, and refuses a trace it cannot read or a
+// missing price.
+func TestPlanOnATrace(t *testing.T) {
+	f := newFakeAPI(t)
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "trace.json")
+	var data []string
+	for i := range 2000 {
+		n := 1
+		if i%40 >= 30 {
+			n = 0 // 7.5 of every 10 hours available
+		}
+		data = append(data, strconv.Itoa(n))
+	}
+	os.WriteFile(trace, []byte(`{"metadata": {"gap_seconds": 900}, "data": [`+strings.Join(data, ",")+`]}`), 0o600)
+	r := f.run("plan", "--availability-trace", trace, "--on-demand-price", "3.06", "--gpu-hours", "384", "--checkpoint", "90s",
+		"--restart", "12m", "--deadline", "70h")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "stdout", r.stdout, "(trace)", "48.0h, 1175.04, meets it", "plan (move when the slack runs out):   met in 100.0%",
+		"available 75% of the time")
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"data": [1]}`), 0o600)
+	for _, args := range [][]string{
+		{"--availability-trace", trace, "--gpu-hours", "8"},
+		{"--availability-trace", bad, "--gpu-hours", "8", "--on-demand-price", "1"},
+		{"--availability-trace", filepath.Join(dir, "none.json"), "--gpu-hours", "8", "--on-demand-price", "1"},
+	} {
+		if r := f.run(append([]string{"plan"}, args...)...); r.err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+	if n := len(f.requests()); n != 0 {
+		t.Errorf("a plan on a trace sent %d requests", n)
 	}
 }
