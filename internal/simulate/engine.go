@@ -46,9 +46,7 @@ type world struct {
 	ctrl  *controller.Controller
 	meter *metering.Meter
 	// ids maps a demand's cluster names to the clusters made for them.
-	ids map[string]string
-	// asked is when each standard cluster asked for its GPUs last.
-	asked   map[string]time.Time
+	ids     map[string]string
 	refused int
 	errs    int
 	ticks   int
@@ -74,7 +72,7 @@ func newWorld(ctx context.Context, sc Scenario, pol Policy) (*world, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &world{sc: sc, pol: pol, clk: clk, db: db, st: store.NewCached(db), ids: map[string]string{}, asked: map[string]time.Time{}}
+	w := &world{sc: sc, pol: pol, clk: clk, db: db, st: store.NewCached(db), ids: map[string]string{}}
 	w.st.Enable()
 	if err := w.register(ctx); err != nil {
 		db.Close()
@@ -200,9 +198,6 @@ func (w *world) apply(ctx context.Context, e Event) error {
 		w.refused++
 		return nil
 	}
-	if err == nil && e.Class == domain.Standard {
-		w.asked[id] = w.clk.Now()
-	}
 	return ignoreGone(err)
 }
 
@@ -224,9 +219,6 @@ func (w *world) create(ctx context.Context, e Event) error {
 		return fmt.Errorf("create cluster %s at T+%s: %w", e.Cluster, e.At, err)
 	}
 	w.ids[e.Cluster] = got.ID
-	if e.Class == domain.Standard {
-		w.asked[got.ID] = w.clk.Now()
-	}
 	return nil
 }
 
