@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,15 +26,19 @@ import (
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/guard"
 	"github.com/sparecap/sparecap/internal/secret"
+	"github.com/sparecap/sparecap/internal/simulate"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
 // Server is the HTTP API.
 type Server struct {
-	store store.Store
-	ctrl  *controller.Controller
-	clock clock.Clock
-	log   *slog.Logger
+	// sims runs the simulations asked for (made on first use, simOnce).
+	sims    *simulate.Queue
+	simOnce sync.Once
+	store   store.Store
+	ctrl    *controller.Controller
+	clock   clock.Clock
+	log     *slog.Logger
 	// uses are the token uses not yet written (see FlushTokenUses).
 	uses usage
 	// wall is the clock of tokens (expiry, last use): people's time, not
@@ -172,6 +177,10 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/stats/preemptions", s.auth(s.preemptionStats))
 	s.mux.Handle("GET /v1/advice/checkpoint", s.auth(s.checkpointAdvice))
 	s.mux.Handle("GET /v1/plan", s.auth(s.jobPlan))
+	s.mux.Handle("POST /v1/simulations", s.admin(s.createSimulation))
+	s.mux.Handle("GET /v1/simulations", s.admin(s.listSimulations))
+	s.mux.Handle("GET /v1/simulations/{id}", s.admin(s.getSimulation))
+	s.mux.Handle("POST /v1/simulations/{id}/cancel", s.admin(s.cancelSimulation))
 	s.mux.Handle("GET /v1/usage", s.auth(s.usage))
 	s.mux.Handle("GET /v1/invoices", s.auth(s.invoice))
 	s.mux.Handle("GET /v1/prices", s.auth(s.rates))

@@ -598,6 +598,7 @@ func (b *boot) serve(ctx context.Context) {
 		}
 		<-termsDone
 		<-usesDone // before the store closes
+		b.api.CloseSimulations()
 		b.closeMachines()
 		s.Kube.Close()
 		s.Slurm.Close()

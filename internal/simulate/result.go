@@ -119,7 +119,8 @@ func (w *world) result(ctx context.Context) (*Result, error) {
 	for i := range nodes {
 		spans[i] = spanOf(&nodes[i], end)
 	}
-	r := &Result{Policy: w.pol, Horizon: w.sc.Horizon, Run: RunStats{Ticks: w.ticks, Nodes: len(nodes), StepErrors: w.errs}}
+	r := &Result{Policy: w.pol, Horizon: w.sc.Horizon, Run: RunStats{Ticks: w.ticks, Nodes: len(nodes), StepErrors: w.errs},
+		Tenants: []Tenant{}, Pools: []PoolReclaims{}}
 	lines, err := w.priced(ctx, end)
 	if err != nil {
 		return nil, err
@@ -357,9 +358,13 @@ func series(spans []span, fleetGPUs int, horizon time.Duration) []Sample {
 		at := horizon * time.Duration(k) / samples
 		out[k].At = Duration{at.Round(time.Second)}
 	}
+	end := Epoch.Add(horizon)
 	for _, s := range spans {
 		for k := range out {
 			t := Epoch.Add(out[k].At.D)
+			if !t.Before(end) {
+				t = end.Add(-time.Nanosecond) // the last sample: what is there at the end
+			}
 			switch {
 			case t.Before(s.from) || !t.Before(s.to):
 			case !s.ready.IsZero() && !t.Before(s.ready) && t.Before(s.stop) && s.n.Class == domain.Standard:

@@ -88,12 +88,22 @@ const (
 // Parse reads a scenario, strictly (an unknown field is an error), and
 // checks it.
 func Parse(data []byte) (Scenario, error) {
-	var s Scenario
-	if err := yaml.UnmarshalStrict(data, &s); err != nil {
-		return Scenario{}, fmt.Errorf("parse scenario: %w", err)
+	s, err := Decode(data)
+	if err != nil {
+		return Scenario{}, err
 	}
 	if err := s.Check(); err != nil {
 		return Scenario{}, err
+	}
+	return s, nil
+}
+
+// Decode reads a scenario strictly without checking it: the caller may
+// fill what it lacks (a server, its own fleet) and then Check it.
+func Decode(data []byte) (Scenario, error) {
+	var s Scenario
+	if err := yaml.UnmarshalStrict(data, &s); err != nil {
+		return Scenario{}, fmt.Errorf("parse scenario: %w", err)
 	}
 	return s, nil
 }
