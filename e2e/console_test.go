@@ -395,6 +395,36 @@ func TestConsole(t *testing.T) {
 	b.checkConsole("usage page")
 	lap("admin: fleet and usage")
 
+	// ---- planning: the planner's form and a simulation ----
+	if st := b.clickAndLoad("open Plan a job", `nav a[href="/console/plan"]`); st != 200 {
+		t.Fatalf("plan page: status %d (%s)", st, b.text("main"))
+	}
+	b.do("fill the plan form", chromedp.SetValue(chromedp.ID("gpu_hours"), "384"), chromedp.SetValue(chromedp.ID("deadline_hours"), "52"),
+		chromedp.SetValue(chromedp.ID("restart_seconds"), "720"), chromedp.SetValue(chromedp.ID("rate"), "4.1"))
+	if st := b.clickAndLoad("plan", `#plan-form button[type="submit"]`); st != 200 {
+		t.Fatalf("plan: status %d (%s)", st, b.text("main"))
+	}
+	b.waitJS("a Chart.js chart on #plan-chart", `window.Chart && window.Chart.getChart(document.getElementById("plan-chart"))?.data.labels.length === 4`,
+		`document.getElementById("plan-advice")?.textContent`, 5*time.Second)
+	if advice := b.text("#plan-advice"); !strings.Contains(advice, "slack runs out") {
+		t.Errorf("plan advice %q; want the plan that moves when the slack runs out", advice)
+	}
+	b.screenshot("plan")
+	b.checkConsole("plan page")
+	if st := b.clickAndLoad("open Simulations", `nav a[href="/console/simulations"]`); st != 200 {
+		t.Fatalf("simulations page: status %d (%s)", st, b.text("main"))
+	}
+	b.do("shorten the scenario", chromedp.SetValue(chromedp.ID("scenario"), "seed: 2\nhorizon: 6h\ntenants: {count: 1, target_gpus: 16}\n"+
+		"on_demand: {arrivals_per_hour: 1, mean_lifetime: 1h, gpus: [8]}\ncompare: {name: cooldown-10m, cooldown: 10m}\n"))
+	if st := b.clickAndLoad("run the simulation", `#simulation-form button[type="submit"]`); st != 200 {
+		t.Fatalf("run a simulation: status %d (%s)", st, b.text("main"))
+	}
+	b.waitJS("the simulation's two capacity charts", `window.Chart && [0, 1].every(i => window.Chart.getChart(document.getElementById("sim-chart-" + i))?.data.datasets.length === 4)`,
+		`document.getElementById("sim-status")?.textContent`, 30*time.Second)
+	b.screenshot("simulation")
+	b.checkConsole("simulation page")
+	lap("admin: plan and simulation")
+
 	b.mu.Lock()
 	allowed := b.allowed
 	b.mu.Unlock()

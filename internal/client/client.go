@@ -440,6 +440,26 @@ func (c *Client) Plan(ctx context.Context, p PlanQuery) (*apiv1.Plan, error) {
 	return call[apiv1.Plan](ctx, c, http.MethodGet, "/v1/plan", q, nil)
 }
 
+// CreateSimulation queues a simulation (admin).
+func (c *Client) CreateSimulation(ctx context.Context, req apiv1.CreateSimulationRequest) (*apiv1.Simulation, error) {
+	return call[apiv1.Simulation](ctx, c, http.MethodPost, "/v1/simulations", nil, req)
+}
+
+// ListSimulations lists the simulations kept, newest first (admin).
+func (c *Client) ListSimulations(ctx context.Context) (*apiv1.SimulationList, error) {
+	return call[apiv1.SimulationList](ctx, c, http.MethodGet, "/v1/simulations", nil, nil)
+}
+
+// GetSimulation reads a simulation, with its result once done (admin).
+func (c *Client) GetSimulation(ctx context.Context, id string) (*apiv1.Simulation, error) {
+	return call[apiv1.Simulation](ctx, c, http.MethodGet, "/v1/simulations/"+url.PathEscape(id), nil, nil)
+}
+
+// CancelSimulation stops a queued or running simulation (admin).
+func (c *Client) CancelSimulation(ctx context.Context, id string) (*apiv1.Simulation, error) {
+	return call[apiv1.Simulation](ctx, c, http.MethodPost, "/v1/simulations/"+url.PathEscape(id)+"/cancel", nil, nil)
+}
+
 // WhoAmI tells whether the token is the admin's or which project's.
 func (c *Client) WhoAmI(ctx context.Context) (*apiv1.WhoAmI, error) {
 	return call[apiv1.WhoAmI](ctx, c, http.MethodGet, "/v1/whoami", nil, nil)

@@ -75,8 +75,13 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 		"list":    func(v ...int) []int { return v },
 		"latency": latency,
 		"has":     func(m map[string]bool, k string) bool { return m[k] },
+		"hours":   func(h float64) string { return fmt.Sprintf("%.1f h", h) },
+		"deref":   func(p *float64) float64 { return *p },
+		"secs":    func(s float64) string { return time.Duration(s * float64(time.Second)).Round(time.Second).String() },
+		"share":   func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
+		"field":   func(m map[string]any, k string) any { return m[k] },
 	}
-	for _, page := range []string{"login", "clusters", "new", "cluster", "scale", "usage", "fleet", "tokens", "webhooks", "webhook", "error"} {
+	for _, page := range []string{"login", "clusters", "new", "cluster", "scale", "usage", "fleet", "tokens", "webhooks", "webhook", "error", "plan", "simulations", "simulation"} {
 		c.pages[page] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html"))
 	}
 	static, _ := fs.Sub(staticFS, "static")
@@ -93,6 +98,11 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 	c.mux.HandleFunc("POST /console/clusters/{id}/delete", c.signedIn(c.deleteCluster))
 	c.mux.HandleFunc("GET /console/usage", c.signedIn(c.usage))
 	c.mux.HandleFunc("GET /console/fleet", c.signedIn(c.fleet))
+	c.mux.HandleFunc("GET /console/plan", c.signedIn(c.plan))
+	c.mux.HandleFunc("GET /console/simulations", c.signedIn(c.simulations))
+	c.mux.HandleFunc("POST /console/simulations", c.signedIn(c.startSimulation))
+	c.mux.HandleFunc("GET /console/simulations/{id}", c.signedIn(c.simulation))
+	c.mux.HandleFunc("POST /console/simulations/{id}/cancel", c.signedIn(c.cancelSimulation))
 	c.mux.HandleFunc("GET /console/tokens", c.signedIn(c.tokens))
 	c.mux.HandleFunc("POST /console/tokens", c.signedIn(c.createToken))
 	c.mux.HandleFunc("POST /console/tokens/{id}/revoke", c.signedIn(c.revokeToken))

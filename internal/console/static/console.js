@@ -221,6 +221,50 @@ function usagePage() {
   });
 }
 
+// planPage draws the expected cost of each way to run the planned job.
+function planPage() {
+  const data = document.getElementById("plan-data");
+  const canvas = document.getElementById("plan-chart");
+  if (!data || !canvas || !window.Chart) return;
+  const p = JSON.parse(data.textContent);
+  const labels = ["standard only", "preemptible only"];
+  const costs = [p.standard_cost, p.preemptible.expected_cost];
+  if (p.deadline) {
+    labels.push("plan (move when the slack runs out)", "greedy (preemptible until too late)");
+    costs.push(p.deadline.plan.expected_cost, p.deadline.greedy.expected_cost);
+  }
+  window.Chart.defaults.font.family = getComputedStyle(document.body).fontFamily;
+  new window.Chart(canvas, {
+    type: "bar",
+    data: { labels, datasets: [{ label: "expected cost", data: costs, backgroundColor: ["#1f6feb", "#c2410c", "#15803d", "#a16207"] }] },
+    options: { animation: false, responsive: true, indexAxis: "y", plugins: { legend: { display: false } } },
+  });
+}
+
+// simulationPage draws each policy's capacity over time, stacked by use,
+// and reloads the page while the simulation runs.
+function simulationPage() {
+  const status = document.querySelector("[data-refresh]");
+  if (status) setTimeout(() => window.location.reload(), 1000 * parseFloat(status.dataset.refresh));
+  if (!window.Chart) return;
+  document.querySelectorAll("canvas.sim-chart").forEach((canvas) => {
+    const data = document.getElementById(canvas.id.replace("sim-chart", "sim-data"));
+    if (!data) return;
+    const series = JSON.parse(data.textContent) || [];
+    const set = (label, key, color) => ({ label, data: series.map((x) => x[key]), backgroundColor: color, borderColor: color, fill: true, pointRadius: 0 });
+    window.Chart.defaults.font.family = getComputedStyle(document.body).fontFamily;
+    new window.Chart(canvas, {
+      type: "line",
+      data: {
+        labels: series.map((x) => x.at),
+        datasets: [set("standard", "standard", "#1f6feb"), set("preemptible", "preemptible", "#c2410c"),
+          set("in transit", "transit", "#a16207"), set("idle", "idle", "#d0d7de")],
+      },
+      options: { animation: false, responsive: true, scales: { y: { stacked: true, title: { display: true, text: "GPUs" } } } },
+    });
+  });
+}
+
 function confirmForms() {
   document.querySelectorAll("form[data-confirm]").forEach((f) => f.addEventListener("submit", (ev) => {
     if (!window.confirm(f.dataset.confirm)) ev.preventDefault();
@@ -234,6 +278,8 @@ document.addEventListener("DOMContentLoaded", () => {
   scalePage();
   clusterPage();
   usagePage();
+  planPage();
+  simulationPage();
   confirmForms();
   void csrf;
 });
