@@ -260,6 +260,11 @@ func pointers(ns []domain.Node) []*domain.Node {
 	return out
 }
 
+// Pass is one of Run's passes: the records of nodes that became ready or
+// stopped, and of running nodes whose stored record lags by Refresh. A
+// simulation on a virtual clock calls it as Run would.
+func (m *Meter) Pass(ctx context.Context) error { return m.cut(ctx, false) }
+
 // Run cuts records every interval of clock time (at least every minute,
 // so a running node shows on the bill while it runs) until ctx ends.
 func (m *Meter) Run(ctx context.Context, every time.Duration) {
