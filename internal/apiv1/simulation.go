@@ -7,12 +7,14 @@ import (
 
 // CreateSimulationRequest is the body of POST /v1/simulations: a scenario
 // (the fields of a `sparecap simulate` scenario file, as JSON; without
-// "fleet" the server's own fleet and prices) and, optionally, a trace in
-// sparecap's CSV format whose demand replaces the scenario's random
-// process.
+// "fleet" the server's own fleet and prices) and, optionally, a trace
+// whose demand replaces the scenario's random process.
 type CreateSimulationRequest struct {
 	Scenario json.RawMessage `json:"scenario"`
 	Trace    string          `json:"trace,omitempty"`
+	// TraceFormat is the trace's format: "sparecap" (the default),
+	// "alibaba-gpu-2023" or "alibaba-spot-2026".
+	TraceFormat string `json:"trace_format,omitempty"`
 }
 
 // Simulation is a simulation's status: queued, running, done, failed or

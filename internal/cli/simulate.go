@@ -17,7 +17,7 @@ import (
 const maxScenario = 1 << 20
 
 func newSimulateCmd(s *state) *cobra.Command {
-	var tracePath string
+	var tracePath, traceFormat, nodesPath string
 	var seed uint64
 	var horizon time.Duration
 	var progress bool
@@ -39,11 +39,15 @@ useful work on demand). The same scenario and seed give the same output to
 the byte. -o csv writes every figure, and the capacity over time, as rows
 of policy,scope,name,metric,value.
 
-With --trace the demand comes from a trace in sparecap's format instead of
-the scenario's random process (see docs/planning.md).`,
+With --trace the demand comes from a trace instead of the scenario's random
+process: in sparecap's format, or (--trace-format) the pod list of Alibaba's
+GPU cluster trace 2023 or the job list of its spot GPU trace 2026, whose GPUs
+are summed per class and GPU type; --nodes reads the fleet from the same
+trace's node list (keeping the scenario's prices). See docs/planning.md.`,
 		Example: `  sparecap simulate scenario.yaml
   sparecap simulate scenario.yaml --seed 2 --horizon 720h -o json
-  sparecap simulate scenario.yaml --trace demand.csv -o csv > result.csv`,
+  sparecap simulate scenario.yaml --trace demand.csv -o csv > result.csv
+  sparecap simulate scenario.yaml --trace-format alibaba-gpu-2023 --trace openb_pod_list_default.csv --nodes openb_node_list_gpu_node.csv`,
 		PersistentPreRunE: allowCSV(s),
 		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -58,12 +62,17 @@ the scenario's random process (see docs/planning.md).`,
 			if fl.Changed("horizon") {
 				sc.Horizon.D = horizon
 			}
+			if nodesPath != "" {
+				if err := fleetFromNodes(&sc, traceFormat, nodesPath); err != nil {
+					return err
+				}
+			}
 			if err := sc.Check(); err != nil {
-				return err
+				return fmt.Errorf("%s: %w", args[0], err)
 			}
 			evs := simulate.Generate(sc)
 			if tracePath != "" {
-				if evs, err = readTrace(tracePath); err != nil {
+				if evs, err = readTrace(traceFormat, tracePath); err != nil {
 					return err
 				}
 			}
@@ -85,7 +94,9 @@ the scenario's random process (see docs/planning.md).`,
 			return s.print(out, c, nil)
 		},
 	}
-	cmd.Flags().StringVar(&tracePath, "trace", "", "demand from this trace (sparecap's CSV format) instead of the scenario's random process")
+	cmd.Flags().StringVar(&tracePath, "trace", "", "demand from this trace instead of the scenario's random process")
+	cmd.Flags().StringVar(&traceFormat, "trace-format", simulate.FormatSparecap, "format of --trace and --nodes: "+strings.Join(simulate.Formats, ", "))
+	cmd.Flags().StringVar(&nodesPath, "nodes", "", "the fleet from this Alibaba node list (with an Alibaba --trace-format) instead of the scenario's pools")
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "seed of the run (default: the scenario's)")
 	cmd.Flags().DurationVar(&horizon, "horizon", 0, "virtual time to cover (default: the scenario's)")
 	cmd.Flags().BoolVar(&progress, "progress", false, "show progress on stderr (default: when stderr is a terminal)")
@@ -97,20 +108,36 @@ func readScenario(path string) (simulate.Scenario, error) {
 	if err != nil {
 		return simulate.Scenario{}, fmt.Errorf("read the scenario: %w", err)
 	}
-	sc, err := simulate.Parse(b)
+	sc, err := simulate.Decode(b) // checked once the flags are applied
 	if err != nil {
 		return simulate.Scenario{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return sc, nil
 }
 
-func readTrace(path string) ([]simulate.Event, error) {
+// fleetFromNodes replaces the scenario's pools with an Alibaba node
+// list's, keeping its prices.
+func fleetFromNodes(sc *simulate.Scenario, format, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("read the node list: %w", err)
+	}
+	defer f.Close()
+	fl, err := simulate.ReadAlibabaNodes(format, f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	sc.Fleet.Pools = fl.Pools
+	return nil
+}
+
+func readTrace(format, path string) ([]simulate.Event, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read the trace: %w", err)
 	}
 	defer f.Close()
-	evs, err := simulate.ReadTrace(f)
+	evs, err := simulate.ReadTraceAs(format, f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -68,6 +68,19 @@ func TestSimulate(t *testing.T) {
 	mustContain(t, "csv", r.stdout, "policy,scope,name,metric,value\n", "cooldown-30s,tenant,train,reclaims,8\n", "cooldown-30s,operator,,on_demand_requests,1\n",
 		"cooldown-30m,series,21600,idle_gpus,")
 
+	// An Alibaba trace on its own node list, with the scenario's prices.
+	dir := t.TempDir()
+	pods, nodes, priced := filepath.Join(dir, "pods.csv"), filepath.Join(dir, "nodes.csv"), filepath.Join(dir, "priced.yaml")
+	os.WriteFile(pods, []byte("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"+
+		"p1,1000,1024,8,1000,V100M16,BE,Running,0,,1\np2,1000,1024,8,1000,V100M16,LS,Running,3600,7200,3601\n"), 0o600)
+	os.WriteFile(nodes, []byte("sn,cpu_milli,memory_mib,gpu,model\nn1,96000,786432,8,V100M16\n"), 0o600)
+	os.WriteFile(priced, []byte("horizon: 3h\nfleet: {prices: {V100M16: \"2.48\"}}\n"), 0o600)
+	r = runCLI(ctx, e, "simulate", priced, "--trace-format", "alibaba-gpu-2023", "--trace", pods, "--nodes", nodes, "-o", "csv")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "alibaba csv", r.stdout, "policy,tenant,alibaba-preemptible-V100M16,reclaims,1\n", "policy,operator,,fleet_gpu_hours,24\n")
+
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(bad, []byte("horizon: 1h\nfleet: {pools: [{region: r, gpu_type: G, machines: 1}]}\ntenants: {count: 1, target_gpus: 12}\n"), 0o600)
 	badTrace := filepath.Join(t.TempDir(), "bad.csv")
@@ -82,6 +95,8 @@ func TestSimulate(t *testing.T) {
 		{[]string{"simulate", week, "--horizon", "10000h"}, "horizon must be above 0"},
 		{[]string{"simulate", week, "--trace", badTrace}, "trace line 2: class \"spot\""},
 		{[]string{"simulate", week, "-o", "xml"}, "use table, json, yaml or csv"},
+		{[]string{"simulate", week, "--trace-format", "borg", "--trace", trace}, "unknown trace format"},
+		{[]string{"simulate", week, "--trace-format", "sparecap", "--nodes", trace}, "node lists are read for"},
 	} {
 		r := runCLI(ctx, e, c.args...)
 		if r.err == nil || !strings.Contains(r.err.Error(), c.want) {

@@ -120,8 +120,7 @@ const maxTraceLine = 1024
 // its region and GPU type, a row with 0 GPUs deletes it. Rows must come in
 // time order. Every field is checked; an error names the line.
 func ReadTrace(rd io.Reader) ([]Event, error) {
-	br := bufio.NewReaderSize(rd, 64<<10)
-	cr := csv.NewReader(&lineBound{r: br})
+	cr := csv.NewReader(&lineBound{r: newBufReader(rd)})
 	cr.FieldsPerRecord = 6
 	cr.ReuseRecord = true
 	head, err := cr.Read()
@@ -207,6 +206,8 @@ func trim(s string) string {
 	}
 	return strconv.Quote(s)[1 : len(strconv.Quote(s))-1]
 }
+
+func newBufReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, 64<<10) }
 
 // lineBound fails a read whose line runs past maxTraceLine bytes, so a
 // trace without line breaks is not read whole into one field.
