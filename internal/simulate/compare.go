@@ -121,6 +121,12 @@ func (c *Comparison) WriteCSV(w io.Writer) error {
 				{"on_demand_cost_of_useful_work", t.OnDemandCost}, {"savings_percent", num(t.SavingsPercent)}} {
 				cw.Write([]string{p, "tenant", t.Cluster, kv[0], kv[1]})
 			}
+			if t.JobsCompleted > 0 {
+				for _, kv := range [][2]string{{"jobs_completed", strconv.Itoa(t.JobsCompleted)}, {"job_hours_mean", num(t.JobHoursMean)},
+					{"job_hours_p90", num(t.JobHoursP90)}, {"job_hours_on_demand", num(t.JobHoursOnDemand)}} {
+					cw.Write([]string{p, "tenant", t.Cluster, kv[0], kv[1]})
+				}
+			}
 		}
 		for _, pr := range r.Pools {
 			name := pr.Region + "/" + pr.GPUType

@@ -42,6 +42,12 @@ type Tenant struct {
 	OnDemandCost    string  `json:"on_demand_cost_of_useful_work"`
 	SavingsPercent  float64 `json:"savings_percent"`
 	EffectiveFactor float64 `json:"cost_per_useful_gpu_hour_vs_on_demand"`
+	// With jobs.gpu_hours: the jobs that ended, their mean and p90 time,
+	// and the time one takes on the target's GPUs on demand.
+	JobsCompleted    int     `json:"jobs_completed,omitempty"`
+	JobHoursMean     float64 `json:"job_hours_mean,omitempty"`
+	JobHoursP90      float64 `json:"job_hours_p90,omitempty"`
+	JobHoursOnDemand float64 `json:"job_hours_on_demand,omitempty"`
 }
 
 // Operator is the fleet's outcome.
@@ -214,6 +220,7 @@ func (w *world) tenants(ctx context.Context, r *Result, spans []span, p *pricedU
 	type acc struct {
 		t                                    Tenant
 		delivered, lost, restart, checkpoint int64
+		work                                 []workChange
 	}
 	by := map[string]*acc{}
 	var order []string
@@ -240,6 +247,7 @@ func (w *world) tenants(ctx context.Context, r *Result, spans []span, p *pricedU
 		if period > 0 {
 			a.checkpoint += ready * int64(j.CheckpointCost.D/time.Millisecond) / int64(period/time.Millisecond)
 		}
+		a.work = s.work(a.work, j)
 		if !reclaimed(n) || n.DrainStartedAt.After(Epoch.Add(w.sc.Horizon.D)) {
 			continue
 		}
@@ -254,6 +262,7 @@ func (w *world) tenants(ctx context.Context, r *Result, spans []span, p *pricedU
 		}
 		a.lost += int64(lost/time.Second) * int64(n.GPUs)
 		a.restart += int64(j.RestartCost.D/time.Second) * int64(n.GPUs)
+		a.work = append(a.work, workChange{at: n.DrainStartedAt, jump: -float64(n.GPUs) * (lost + j.RestartCost.D).Seconds()})
 	}
 	for _, id := range order {
 		a := by[id]
@@ -268,6 +277,9 @@ func (w *world) tenants(ctx context.Context, r *Result, spans []span, p *pricedU
 		rate, _ := p.book.OnDemandRate(t.Region, t.GPUType, Epoch.Unix())
 		od := billing.AtFullRate(rate, uint64(useful))
 		t.Cost, t.OnDemandCost = cost.Round(2), od.Round(2)
+		if j.GPUHours > 0 {
+			t.jobTimes(a.work, j.GPUHours)
+		}
 		if odF, _ := od.Rat().Float64(); odF > 0 {
 			c, _ := cost.Rat().Float64()
 			t.SavingsPercent = round(100 * (1 - c/odF))

@@ -57,6 +57,10 @@ type Tenants struct {
 // fits the drain window), and pays RestartCost on the node that
 // replaces it.
 type Jobs struct {
+	// GPUHours, if set, is the size of the jobs each tenant runs one after
+	// another on its preemptible nodes: the result then tells how many
+	// ended and how long each took.
+	GPUHours           float64  `json:"gpu_hours"`
 	CheckpointInterval Duration `json:"checkpoint_interval"`
 	CheckpointCost     Duration `json:"checkpoint_cost"`
 	RestartCost        Duration `json:"restart_cost"`
@@ -146,6 +150,9 @@ func (s *Scenario) Check() error {
 		if d.D < 0 || d.D > MaxHorizon {
 			return fmt.Errorf("jobs.%s must be between 0 and %s; got %s", name, MaxHorizon, d.D)
 		}
+	}
+	if !(j.GPUHours >= 0 && j.GPUHours <= 1e9) {
+		return fmt.Errorf("jobs.gpu_hours must be between 0 and 1e9; got %g", j.GPUHours)
 	}
 	if err := s.Policy.check("policy"); err != nil {
 		return err

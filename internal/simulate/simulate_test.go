@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -236,5 +237,37 @@ func TestPlanningDocsOutput(t *testing.T) {
 	}
 	if b.String() != want {
 		t.Errorf("docs/planning.md shows\n%s\nthe scenario prints\n%s", want, b.String())
+	}
+}
+
+// TestJobCompletions: with jobs of a size, each tenant's useful work runs
+// them one after another: as many end as its useful work holds (work lost
+// after a job ended is the next job's), none faster than on the target's
+// GPUs on demand; with no reclaim each takes that time plus its
+// checkpoints' share.
+func TestJobCompletions(t *testing.T) {
+	s := scenario(t)
+	s.Jobs.GPUHours = 512
+	s.Compare = nil
+	_, r := runWorld(t, s)
+	for _, tn := range r.Tenants {
+		t.Logf("%s: %d jobs, mean %gh, p90 %gh, on demand %gh; useful %g GPU-h", tn.Cluster, tn.JobsCompleted, tn.JobHoursMean, tn.JobHoursP90, tn.JobHoursOnDemand, tn.UsefulGPUh)
+		if float64(tn.JobsCompleted)*512 > tn.DeliveredGPUh-tn.CheckpointGPUh || float64(tn.JobsCompleted+1)*512 < tn.UsefulGPUh {
+			t.Errorf("%s: %d jobs of 512 GPU-hours from %g useful GPU-hours", tn.Cluster, tn.JobsCompleted, tn.UsefulGPUh)
+		}
+		if tn.JobHoursOnDemand != 8 || tn.JobHoursMean < tn.JobHoursOnDemand || tn.JobHoursP90 < tn.JobHoursMean*0.5 {
+			t.Errorf("%s: job times %+v", tn.Cluster, tn)
+		}
+	}
+	s.OnDemand.ArrivalsPerHour, s.Horizon.D = 0, 48*time.Hour
+	_, r = runWorld(t, s)
+	// On the H100 pool each tenant gets its 64 GPUs: with 30-minute
+	// checkpoints of 90 s, 512 GPU-hours take 8h24m. On the L40S pool
+	// three targets of 64 share 128 GPUs: slower.
+	for _, tn := range r.Tenants {
+		full := tn.GPUType == "H100_SXM"
+		if tn.Reclaims != 0 || full && (tn.JobsCompleted != 5 || math.Abs(tn.JobHoursP90-8.4) > 0.01) || !full && tn.JobHoursMean <= 8.4 {
+			t.Errorf("without reclaims: %+v", tn)
+		}
 	}
 }
