@@ -11,12 +11,15 @@ import (
 	"github.com/sparecap/sparecap/pkg/preempt"
 )
 
-func advicePath(params ...string) string {
+func advicePath(params ...string) string { return withQuery("/v1/advice/checkpoint", params...) }
+
+// withQuery is path with the query of name, value pairs.
+func withQuery(path string, params ...string) string {
 	q := url.Values{}
 	for i := 0; i+1 < len(params); i += 2 {
 		q.Set(params[i], params[i+1])
 	}
-	return "/v1/advice/checkpoint?" + q.Encode()
+	return path + "?" + q.Encode()
 }
 
 // TestCheckpointAdvice: the advice works from the rate the statistics

@@ -2,7 +2,6 @@ package api
 
 import (
 	"math"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -11,13 +10,7 @@ import (
 	"github.com/sparecap/sparecap/internal/plan"
 )
 
-func planPath(params ...string) string {
-	q := url.Values{}
-	for i := 0; i+1 < len(params); i += 2 {
-		q.Set(params[i], params[i+1])
-	}
-	return "/v1/plan?" + q.Encode()
-}
+func planPath(params ...string) string { return withQuery("/v1/plan", params...) }
 
 // TestJobPlan: a plan works from the rate the statistics measure (both
 // preemptible nodes reclaimed after an hour), the price book's on-demand

@@ -149,17 +149,7 @@ func readAlibaba(r io.Reader, af alibabaFormat) ([]Event, error) {
 	}
 	var us []usage
 	f := map[string]string{}
-	for line := 2; ; line++ {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s trace: %w", af.name, err)
-		}
-		if len(us) >= MaxEvents/2 {
-			return nil, fmt.Errorf("%s trace: more than %d rows with GPUs", af.name, MaxEvents/2)
-		}
+	err = eachRow(cr, af.name+" trace", 4*MaxEvents, func(_ int, rec []string) error {
 		for _, h := range af.header {
 			f[h] = ""
 			if i := col[h]; i < len(rec) {
@@ -167,12 +157,16 @@ func readAlibaba(r io.Reader, af alibabaFormat) ([]Event, error) {
 			}
 		}
 		u, ok, err := af.row(f)
-		if err != nil {
-			return nil, fmt.Errorf("%s trace line %d: %w", af.name, line, err)
+		if ok && len(us) >= MaxEvents/2 {
+			return fmt.Errorf("more than %d rows with GPUs", MaxEvents/2)
 		}
 		if ok {
 			us = append(us, u)
 		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return aggregate(us), nil
 }
@@ -304,32 +298,23 @@ func ReadAlibabaNodes(format string, r io.Reader) (fleet.File, error) {
 	}
 	total := map[string]int{}
 	var order []string
-	for line := 2; ; line++ {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fleet.File{}, fmt.Errorf("node list: %w", err)
-		}
-		if line > MaxEvents {
-			return fleet.File{}, fmt.Errorf("node list: more than %d nodes", MaxEvents)
-		}
+	err = eachRow(cr, "node list", MaxEvents, func(_ int, rec []string) error {
 		if mi >= len(rec) || gi >= len(rec) {
-			return fleet.File{}, fmt.Errorf("node list line %d: too few fields", line)
+			return errors.New("too few fields")
 		}
 		n, err := count(strings.TrimSpace(rec[gi]), gpus)
-		if err != nil {
-			return fleet.File{}, fmt.Errorf("node list line %d: %w", line, err)
-		}
-		if n == 0 {
-			continue
+		if err != nil || n == 0 {
+			return err
 		}
 		m := gpuName(strings.TrimSpace(rec[mi]))
 		if _, ok := total[m]; !ok {
 			order = append(order, m)
 		}
 		total[m] += n
+		return nil
+	})
+	if err != nil {
+		return fleet.File{}, err
 	}
 	var f fleet.File
 	for _, m := range order {

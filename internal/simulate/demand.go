@@ -132,31 +132,42 @@ func ReadTrace(rd io.Reader) ([]Event, error) {
 	}
 	var evs []Event
 	seen := map[string]Event{}
-	for line := 2; ; line++ {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("trace: %w", err)
-		}
-		if len(evs) >= MaxEvents {
-			return nil, fmt.Errorf("trace: more than %d rows", MaxEvents)
-		}
+	err = eachRow(cr, "trace", MaxEvents, func(line int, rec []string) error {
 		e, err := traceRow(rec)
 		if err != nil {
-			return nil, fmt.Errorf("trace line %d: %w", line, err)
+			return err
 		}
 		if n := len(evs); n > 0 && e.At < evs[n-1].At {
-			return nil, fmt.Errorf("trace line %d: at %s comes before the line above (%s): rows must be in time order", line, e.At, evs[n-1].At)
+			return fmt.Errorf("at %s comes before the line above (%s): rows must be in time order", e.At, evs[n-1].At)
 		}
 		if prev, ok := seen[e.Cluster]; ok && (prev.Region != e.Region || prev.GPUType != e.GPUType || prev.Class != e.Class) {
-			return nil, fmt.Errorf("trace line %d: cluster %s was %s %s %s before", line, e.Cluster, prev.Region, prev.GPUType, prev.Class)
+			return fmt.Errorf("cluster %s was %s %s %s before", e.Cluster, prev.Region, prev.GPUType, prev.Class)
 		}
 		seen[e.Cluster] = e
 		evs = append(evs, e)
+		return nil
+	})
+	return evs, err
+}
+
+// eachRow calls fn with each row after the header and its line number,
+// at most max rows; an error names what is read and the line.
+func eachRow(cr *csv.Reader, what string, max int, fn func(line int, rec []string) error) error {
+	for line := 2; ; line++ {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if line-1 > max {
+			return fmt.Errorf("%s: more than %d rows", what, max)
+		}
+		if err := fn(line, rec); err != nil {
+			return fmt.Errorf("%s line %d: %w", what, line, err)
+		}
 	}
-	return evs, nil
 }
 
 // traceRow parses one row.
