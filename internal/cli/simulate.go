@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/sparecap/sparecap/internal/fleet"
 	"github.com/sparecap/sparecap/internal/simulate"
 )
 
@@ -17,7 +18,7 @@ import (
 const maxScenario = 1 << 20
 
 func newSimulateCmd(s *state) *cobra.Command {
-	var tracePath, traceFormat, nodesPath string
+	var tracePath, traceFormat, nodesPath, fleetPath string
 	var seed uint64
 	var horizon time.Duration
 	var progress bool
@@ -46,6 +47,7 @@ are summed per class and GPU type; --nodes reads the fleet from the same
 trace's node list (keeping the scenario's prices). See docs/planning.md.`,
 		Example: `  sparecap simulate scenario.yaml
   sparecap simulate scenario.yaml --seed 2 --horizon 720h -o json
+  sparecap simulate scenario.yaml --fleet /etc/sparecap/fleet.yaml
   sparecap simulate scenario.yaml --trace demand.csv -o csv > result.csv
   sparecap simulate scenario.yaml --trace-format alibaba-gpu-2023 --trace openb_pod_list_default.csv --nodes openb_node_list_gpu_node.csv`,
 		PersistentPreRunE: allowCSV(s),
@@ -61,6 +63,15 @@ trace's node list (keeping the scenario's prices). See docs/planning.md.`,
 			}
 			if fl.Changed("horizon") {
 				sc.Horizon.D = horizon
+			}
+			if fleetPath != "" {
+				b, err := readBounded(fleetPath, maxScenario)
+				if err != nil {
+					return fmt.Errorf("read the fleet file: %w", err)
+				}
+				if sc.Fleet, err = fleet.Parse(b); err != nil {
+					return fmt.Errorf("%s: %w", fleetPath, err)
+				}
 			}
 			if nodesPath != "" {
 				if err := fleetFromNodes(&sc, traceFormat, nodesPath); err != nil {
@@ -96,6 +107,7 @@ trace's node list (keeping the scenario's prices). See docs/planning.md.`,
 	}
 	cmd.Flags().StringVar(&tracePath, "trace", "", "demand from this trace instead of the scenario's random process")
 	cmd.Flags().StringVar(&traceFormat, "trace-format", simulate.FormatSparecap, "format of --trace and --nodes: "+strings.Join(simulate.Formats, ", "))
+	cmd.Flags().StringVar(&fleetPath, "fleet", "", "the fleet from this fleet file (the server's --fleet) instead of the scenario's")
 	cmd.Flags().StringVar(&nodesPath, "nodes", "", "the fleet from this Alibaba node list (with an Alibaba --trace-format) instead of the scenario's pools")
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "seed of the run (default: the scenario's)")
 	cmd.Flags().DurationVar(&horizon, "horizon", 0, "virtual time to cover (default: the scenario's)")

@@ -81,6 +81,15 @@ func TestSimulate(t *testing.T) {
 	}
 	mustContain(t, "alibaba csv", r.stdout, "policy,tenant,alibaba-preemptible-V100M16,reclaims,1\n", "policy,operator,,fleet_gpu_hours,24\n")
 
+	// A fleet file replaces the scenario's fleet.
+	fleetFile := filepath.Join(dir, "fleet.yaml")
+	os.WriteFile(fleetFile, []byte("pools: [{region: us-east-1, gpu_type: H100_SXM, machines: 2}]\nprices: {H100_SXM: \"2.99\"}\n"), 0o600)
+	r = runCLI(ctx, e, "simulate", week, "--fleet", fleetFile, "--horizon", "1h", "-o", "csv")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "fleet file csv", r.stdout, "cooldown-30s,operator,,fleet_gpu_hours,16\n")
+
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(bad, []byte("horizon: 1h\nfleet: {pools: [{region: r, gpu_type: G, machines: 1}]}\ntenants: {count: 1, target_gpus: 12}\n"), 0o600)
 	badTrace := filepath.Join(t.TempDir(), "bad.csv")
@@ -96,6 +105,7 @@ func TestSimulate(t *testing.T) {
 		{[]string{"simulate", week, "--trace", badTrace}, "trace line 2: class \"spot\""},
 		{[]string{"simulate", week, "-o", "xml"}, "use table, json, yaml or csv"},
 		{[]string{"simulate", week, "--trace-format", "borg", "--trace", trace}, "unknown trace format"},
+		{[]string{"simulate", week, "--fleet", trace}, "parse"},
 		{[]string{"simulate", week, "--trace-format", "sparecap", "--nodes", trace}, "node lists are read for"},
 	} {
 		r := runCLI(ctx, e, c.args...)
