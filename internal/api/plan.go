@@ -22,7 +22,7 @@ const planSeed = 1
 // standard nodes at the preemption rate measured in its region and GPU
 // type (or the rate asked, for a what-if), and with a deadline the plan
 // that meets it. Like the statistics, any token may ask.
-func (s *Server) jobPlan(w http.ResponseWriter, r *http.Request, _ principal) {
+func (s *Server) jobPlan(w http.ResponseWriter, r *http.Request, p principal) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	out, j, m, err := s.planInput(ctx, r, q)
@@ -35,9 +35,44 @@ func (s *Server) jobPlan(w http.ResponseWriter, r *http.Request, _ principal) {
 		s.fail(w, r, invalid("gpu_hours", "%s", err.Error()))
 		return
 	}
+	release, err := s.planTurn(ctx, p)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		s.fail(w, r, err)
+		return
+	}
 	res := plan.Make(j, m, runs, plan.PoissonRuns(j, m, planSeed))
+	release()
 	res.Fill(&out)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// planWait is how long a plan waits for the one running before it is
+// refused (429).
+const planWait = 2 * time.Second
+
+// planTurn takes the server's one plan slot: a plan is a quarter of a
+// second of CPU at most, and plans run one at a time so that they never
+// take more than one core from the rest of the server; a project (or an
+// operator's token) has one plan running or waiting at a time, so one
+// tenant's plans cannot queue out another's.
+func (s *Server) planTurn(ctx context.Context, p principal) (func(), error) {
+	holder, whose := p.key, "this token"
+	if !p.admin {
+		holder, whose = "project:"+p.project, "project "+p.project
+	}
+	if !s.planners.acquire(holder, 1) {
+		return nil, rateLimited("%s already has a plan running; ask again once it is answered", whose)
+	}
+	wait := s.realClock.After(planWait)
+	select {
+	case s.planSlot <- struct{}{}:
+		return func() { <-s.planSlot; s.planners.release(holder) }, nil
+	case <-wait:
+	case <-ctx.Done():
+	}
+	s.planners.release(holder)
+	return nil, rateLimited("the server is busy with other plans; ask again in a second")
 }
 
 // planInput reads and checks a plan's question and looks up its market.

@@ -71,3 +71,23 @@ func TestJobPlan(t *testing.T) {
 	}
 	e.apiErr("", "GET", planPath(ask("gpu_hours", "8")...), "", 401)
 }
+
+// TestPlansTakeTurns: plans compute one at a time (a busy server refuses
+// after a short wait), and a project has one running at a time.
+func TestPlansTakeTurns(t *testing.T) {
+	e := newEnv(t)
+	q := planPath("region", "us-central-2", "gpu_type", "RTX_6000_PCI", "gpu_hours", "8", "rate_percent_per_hour", "1")
+	e.api.planners.acquire("project:p", 1) // a plan of p's is running
+	if got := e.apiErr("p", "GET", q, "", 429); !strings.Contains(got.Message, "project p already has a plan running") {
+		t.Errorf("a second plan of p's: %+v", got)
+	}
+	e.do("q", "GET", q, "", 200, nil) // another project's is answered
+	e.api.planners.release("project:p")
+	e.api.planSlot <- struct{}{} // another plan computes, and goes on
+	start := time.Now()
+	if got := e.apiErr("p", "GET", q, "", 429); !strings.Contains(got.Message, "busy") || time.Since(start) < planWait {
+		t.Errorf("a plan while another computes: %+v after %s", got, time.Since(start))
+	}
+	<-e.api.planSlot
+	e.do("p", "GET", q, "", 200, nil)
+}

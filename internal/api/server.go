@@ -68,6 +68,10 @@ type Server struct {
 	lists atomic.Pointer[listIndex]
 	// streams counts the open event streams by project (see stream).
 	streams streamCounts
+	// planSlot lets one plan compute at a time; planners counts the plans
+	// running or waiting by project (see planTurn).
+	planSlot chan struct{}
+	planners streamCounts
 	// Options are set after New, before the server handles requests
 	// (their fields are promoted: s.Sealer = …, or s.Options = …).
 	Options
@@ -143,7 +147,8 @@ func New(st store.Store, ctrl *controller.Controller, clk, wall clock.Clock, log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{store: st, ctrl: ctrl, clock: clk, wall: wall, realClock: wall, log: log, mux: http.NewServeMux(), KeepAlive: 15 * time.Second}
+	s := &Server{store: st, ctrl: ctrl, clock: clk, wall: wall, realClock: wall, log: log, mux: http.NewServeMux(), KeepAlive: 15 * time.Second,
+		planSlot: make(chan struct{}, 1)}
 	s.routes()
 	return s
 }

@@ -86,12 +86,13 @@ func advice(r Result) string {
 }
 
 // Budget bounds a plan's work: the Monte Carlo's runs times the steps of
-// one run (checkpoint segments and interruptions). A server answers a
-// plan within about a quarter of a second of CPU whatever it is asked.
+// one run (checkpoint segments and interruptions), for each strategy (a
+// deadline runs three). A server answers a plan within about a quarter
+// of a second of CPU whatever it is asked.
 const (
-	budgetSteps = 20_000_000
-	maxSteps    = 200_000
-	minRuns     = 100
+	budgetSteps = 5_000_000
+	maxSteps    = 100_000
+	minRuns     = 50
 )
 
 // Runs is how many Monte Carlo runs the job gets within the budget; an
