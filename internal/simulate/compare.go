@@ -115,7 +115,7 @@ func (c *Comparison) WriteCSV(w io.Writer) error {
 			cw.Write([]string{p, "operator", "", m.key, v(&r.Operator)})
 		}
 		for _, t := range r.Tenants {
-			for _, kv := range [][2]string{{"target_gpus", strconv.Itoa(t.TargetGPUs)}, {"delivered_gpu_hours", num(t.DeliveredGPUh)},
+			for _, kv := range [][2]string{{"target_gpus", strconv.Itoa(t.TargetGPUs)}, {"weight", strconv.Itoa(t.Weight)}, {"delivered_gpu_hours", num(t.DeliveredGPUh)},
 				{"reclaims", strconv.Itoa(t.Reclaims)}, {"lost_gpu_hours", num(t.LostGPUh)}, {"restart_gpu_hours", num(t.RestartGPUh)},
 				{"checkpoint_gpu_hours", num(t.CheckpointGPUh)}, {"useful_gpu_hours", num(t.UsefulGPUh)}, {"cost", t.Cost},
 				{"on_demand_cost_of_useful_work", t.OnDemandCost}, {"savings_percent", num(t.SavingsPercent)}} {

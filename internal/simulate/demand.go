@@ -26,6 +26,9 @@ type Event struct {
 	Region, GPUType string
 	Class           domain.ComputeClass
 	GPUs            int
+	// Weight of a preemptible cluster's fair share, set when it is made
+	// (0: the default, 1).
+	Weight int
 }
 
 // Generate draws the scenario's demand from its seed: Tenants.Count
@@ -37,8 +40,12 @@ func Generate(s Scenario) []Event {
 	var evs []Event
 	for _, k := range offers(s.Fleet) {
 		for i := range s.Tenants.Count {
-			evs = append(evs, Event{Cluster: fmt.Sprintf("tenant-%d-%s-%s", i+1, k.region, k.gpu), Region: k.region, GPUType: k.gpu,
-				Class: domain.Preemptible, GPUs: s.Tenants.TargetGPUs})
+			e := Event{Cluster: fmt.Sprintf("tenant-%d-%s-%s", i+1, k.region, k.gpu), Region: k.region, GPUType: k.gpu,
+				Class: domain.Preemptible, GPUs: s.Tenants.TargetGPUs}
+			if ws := s.Tenants.Weights; len(ws) > 0 {
+				e.Weight = ws[i%len(ws)]
+			}
+			evs = append(evs, e)
 		}
 	}
 	od := s.OnDemand

@@ -217,7 +217,7 @@ func (w *world) apply(ctx context.Context, e Event) error {
 
 func (w *world) create(ctx context.Context, e Event) error {
 	c := domain.Cluster{Name: e.Cluster, ProjectID: project, Region: e.Region, GPUType: e.GPUType,
-		Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, Weight: 1}
+		Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, Weight: max(e.Weight, 1)}
 	if e.Class == domain.Standard {
 		c.NumGPUs = e.GPUs
 	} else {

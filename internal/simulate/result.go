@@ -32,6 +32,7 @@ type Tenant struct {
 	Region          string  `json:"region"`
 	GPUType         string  `json:"gpu_type"`
 	TargetGPUs      int     `json:"target_gpus"`
+	Weight          int     `json:"weight"`
 	DeliveredGPUh   float64 `json:"delivered_gpu_hours"`
 	Reclaims        int     `json:"reclaims"`
 	LostGPUh        float64 `json:"lost_gpu_hours"`
@@ -238,7 +239,7 @@ func (w *world) tenants(ctx context.Context, r *Result, spans []span, p *pricedU
 			if err != nil {
 				return fmt.Errorf("cluster %s: %w", n.ClusterID, err)
 			}
-			a = &acc{t: Tenant{Cluster: c.Name, Region: c.Region, GPUType: c.GPUType, TargetGPUs: c.DesiredPreemptibleGPUs}}
+			a = &acc{t: Tenant{Cluster: c.Name, Region: c.Region, GPUType: c.GPUType, TargetGPUs: c.DesiredPreemptibleGPUs, Weight: c.Weight}}
 			by[n.ClusterID] = a
 			order = append(order, n.ClusterID)
 		}

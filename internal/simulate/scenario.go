@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/fleet"
 )
 
@@ -44,10 +45,13 @@ type OnDemand struct {
 }
 
 // Tenants: Count preemptible clusters in every region and GPU type of the
-// fleet, each with a target of TargetGPUs for the whole horizon.
+// fleet, each with a target of TargetGPUs for the whole horizon, and the
+// weights of their fair shares of spare capacity (tenant i has
+// Weights[i mod len]; default 1).
 type Tenants struct {
-	Count      int `json:"count"`
-	TargetGPUs int `json:"target_gpus"`
+	Count      int   `json:"count"`
+	TargetGPUs int   `json:"target_gpus"`
+	Weights    []int `json:"weights,omitempty"`
 }
 
 // Jobs is the job every preemptible node runs: it checkpoints every
@@ -142,6 +146,14 @@ func (s *Scenario) Check() error {
 	if s.Tenants.Count > 0 {
 		if err := checkGPUs("tenants.target_gpus", s.Tenants.TargetGPUs, false); err != nil {
 			return err
+		}
+	}
+	if len(s.Tenants.Weights) > MaxTenants {
+		return fmt.Errorf("tenants.weights lists more than %d weights", MaxTenants)
+	}
+	for _, w := range s.Tenants.Weights {
+		if w < 1 || w > domain.MaxWeight {
+			return fmt.Errorf("tenants.weights: %d is not a weight from 1 to %d", w, domain.MaxWeight)
 		}
 	}
 	j := s.Jobs

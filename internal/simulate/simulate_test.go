@@ -271,3 +271,24 @@ func TestJobCompletions(t *testing.T) {
 		}
 	}
 }
+
+// TestWeights: tenants' weights set their fair shares of spare capacity:
+// two tenants asking for a whole pool, weighted 1 and 3, get a quarter and
+// three quarters of it.
+func TestWeights(t *testing.T) {
+	s := scenario(t)
+	s.Fleet.Pools = s.Fleet.Pools[2:] // eu-west-1 L40S: 16 machines, 128 GPUs
+	s.Tenants = Tenants{Count: 2, TargetGPUs: 128, Weights: []int{1, 3}}
+	s.OnDemand.ArrivalsPerHour, s.Horizon.D, s.Compare = 0, 24*time.Hour, nil
+	_, r := runWorld(t, s)
+	if len(r.Tenants) != 2 || r.Tenants[0].Weight != 1 || r.Tenants[1].Weight != 3 {
+		t.Fatalf("tenants %+v", r.Tenants)
+	}
+	if got := r.Tenants[1].DeliveredGPUh / r.Tenants[0].DeliveredGPUh; math.Abs(got-3) > 0.05 {
+		t.Errorf("weights 1 and 3 got %g and %g GPU-hours (%.2fx)", r.Tenants[0].DeliveredGPUh, r.Tenants[1].DeliveredGPUh, got)
+	}
+	s.Tenants.Weights = []int{0}
+	if err := s.Check(); err == nil {
+		t.Error("a weight of 0 was accepted")
+	}
+}
