@@ -419,7 +419,7 @@ func TestConsole(t *testing.T) {
 	if st := b.clickAndLoad("run the simulation", `#simulation-form button[type="submit"]`); st != 200 {
 		t.Fatalf("run a simulation: status %d (%s)", st, b.text("main"))
 	}
-	b.waitJS("the simulation's two capacity charts", `window.Chart && [0, 1].every(i => window.Chart.getChart(document.getElementById("sim-chart-" + i))?.data.datasets.length === 4)`,
+	b.waitJS("the simulation's two capacity charts and its reclaims chart", `window.Chart && [0, 1].every(i => window.Chart.getChart(document.getElementById("sim-chart-" + i))?.data.datasets.length === 4) && window.Chart.getChart(document.getElementById("sim-reclaims"))?.data.datasets.length === 2`,
 		`document.getElementById("sim-status")?.textContent`, 30*time.Second)
 	b.screenshot("simulation")
 	b.checkConsole("simulation page")

@@ -192,10 +192,12 @@ type simResult struct {
 	Horizon string `json:"horizon"`
 	Events  int    `json:"demand_events"`
 	Runs    []struct {
-		Policy   struct{ Name string } `json:"policy"`
-		Operator map[string]any        `json:"operator"`
-		Tenants  []map[string]any      `json:"tenants"`
-		Series   []map[string]any      `json:"series"`
+		Policy struct {
+			Name string `json:"name"`
+		} `json:"policy"`
+		Operator map[string]any   `json:"operator"`
+		Tenants  []map[string]any `json:"tenants"`
+		Series   []map[string]any `json:"series"`
 	} `json:"runs"`
 }
 

@@ -138,7 +138,7 @@ func (c *Comparison) WriteCSV(w io.Writer) error {
 		for _, x := range r.Series {
 			at := strconv.FormatInt(int64(x.At.D.Seconds()), 10)
 			for _, kv := range [][2]string{{"standard_gpus", strconv.Itoa(x.Standard)}, {"preemptible_gpus", strconv.Itoa(x.Preemptible)},
-				{"transit_gpus", strconv.Itoa(x.Transit)}, {"idle_gpus", strconv.Itoa(x.Idle)}} {
+				{"transit_gpus", strconv.Itoa(x.Transit)}, {"idle_gpus", strconv.Itoa(x.Idle)}, {"reclaims", strconv.Itoa(x.Reclaims)}} {
 				cw.Write([]string{p, "series", at, kv[0], kv[1]})
 			}
 		}

@@ -85,6 +85,8 @@ type Sample struct {
 	Preemptible int      `json:"preemptible"`
 	Transit     int      `json:"transit"`
 	Idle        int      `json:"idle"`
+	// Reclaims started since the sample before (at the first: none).
+	Reclaims int `json:"reclaims"`
 }
 
 // RunStats say what the run took, in virtual terms only.
@@ -373,6 +375,11 @@ func series(spans []span, fleetGPUs int, horizon time.Duration) []Sample {
 	}
 	end := Epoch.Add(horizon)
 	for _, s := range spans {
+		if reclaimed(s.n) && s.n.DrainStartedAt.After(Epoch) && !s.n.DrainStartedAt.After(end) {
+			// The first sample at or after the notice.
+			k := int((s.n.DrainStartedAt.Sub(Epoch)*samples + horizon - 1) / horizon)
+			out[min(k, samples)].Reclaims++
+		}
 		for k := range out {
 			t := Epoch.Add(out[k].At.D)
 			if !t.Before(end) {

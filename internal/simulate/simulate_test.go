@@ -110,10 +110,15 @@ func TestConservation(t *testing.T) {
 	if op.PreemptibleGPUh == 0 || op.StandardGPUh == 0 || op.Reclaims == 0 {
 		t.Fatalf("the scenario exercised nothing: %+v", op)
 	}
+	reclaims := 0
 	for _, x := range r.Series {
 		if x.Idle < 0 || x.Standard+x.Preemptible+x.Transit+x.Idle != 384 {
 			t.Errorf("sample %+v does not add up to the 384 GPUs", x)
 		}
+		reclaims += x.Reclaims
+	}
+	if reclaims != op.Reclaims {
+		t.Errorf("the series counts %d reclaims, the operator %d", reclaims, op.Reclaims)
 	}
 	p, err := w.priced(ctx, end)
 	if err != nil {

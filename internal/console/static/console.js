@@ -263,6 +263,19 @@ function simulationPage() {
       options: { animation: false, responsive: true, scales: { y: { stacked: true, title: { display: true, text: "GPUs" } } } },
     });
   });
+  const runs = document.getElementById("sim-reclaims-data");
+  const canvas = document.getElementById("sim-reclaims");
+  if (!runs || !canvas) return;
+  const all = JSON.parse(runs.textContent) || [];
+  const colors = ["#c2410c", "#1f6feb", "#15803d", "#a16207"];
+  new window.Chart(canvas, {
+    type: "bar",
+    data: {
+      labels: (all[0]?.series || []).map((x) => x.at),
+      datasets: all.map((r, i) => ({ label: r.policy.name, data: r.series.map((x) => x.reclaims), backgroundColor: colors[i % colors.length] })),
+    },
+    options: { animation: false, responsive: true, scales: { y: { title: { display: true, text: "reclaims" } } } },
+  });
 }
 
 function confirmForms() {
