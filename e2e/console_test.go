@@ -414,8 +414,8 @@ func TestConsole(t *testing.T) {
 	if st := b.clickAndLoad("open Simulations", `nav a[href="/console/simulations"]`); st != 200 {
 		t.Fatalf("simulations page: status %d (%s)", st, b.text("main"))
 	}
-	b.do("shorten the scenario", chromedp.SetValue(chromedp.ID("scenario"), "seed: 2\nhorizon: 6h\ntenants: {count: 1, target_gpus: 16}\n"+
-		"on_demand: {arrivals_per_hour: 1, mean_lifetime: 1h, gpus: [8]}\ncompare: {name: cooldown-10m, cooldown: 10m}\n"))
+	b.do("shorten the scenario", chromedp.SetValue(chromedp.ID("scenario"), "seed: 2\nhorizon: 6h\ntenants: {count: 1, target_gpus: 24}\n"+
+		"on_demand: {arrivals_per_hour: 2, mean_lifetime: 1h, gpus: [8]}\ncompare: {name: cooldown-10m, cooldown: 10m}\n"))
 	if st := b.clickAndLoad("run the simulation", `#simulation-form button[type="submit"]`); st != 200 {
 		t.Fatalf("run a simulation: status %d (%s)", st, b.text("main"))
 	}
