@@ -180,11 +180,23 @@ func testCrashRecovery(t *testing.T, dir, db string) {
 		t.Fatalf("clusters get -o json: %s; want Ready with 16/16 preemptible GPUs", describeCluster(&viaCLI))
 	}
 
-	histA, cursorA := allEvents(t, admin, aID, "")
-	var listed apiv1.EventList
-	cliJSON(t, srv, projA.Token, &listed, "events", "--cluster", aID, "-o", "json")
-	if got, want := eventIDs(listed.Events), eventIDs(histA); !slices.Equal(got, want) || listed.NextCursor != cursorA {
-		t.Fatalf("events -o json lists %v (next_cursor %q); the API lists %v (next_cursor %q)", got, listed.NextCursor, want, cursorA)
+	// The CLI lists what the API does. The cluster may still be writing
+	// events (a later event of a node and reason replaces the earlier
+	// one, with a new cursor), so the two reads are repeated until they
+	// see the same moment.
+	var histA []apiv1.Event
+	var cursorA string
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		histA, cursorA = allEvents(t, admin, aID, "")
+		var listed apiv1.EventList
+		cliJSON(t, srv, projA.Token, &listed, "events", "--cluster", aID, "-o", "json")
+		got, want := eventIDs(listed.Events), eventIDs(histA)
+		if slices.Equal(got, want) && listed.NextCursor == cursorA {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events -o json lists %v (next_cursor %q); the API lists %v (next_cursor %q)", got, listed.NextCursor, want, cursorA)
+		}
 	}
 	if !slices.ContainsFunc(histA, func(e apiv1.Event) bool { return e.Reason == "TargetFulfilled" }) {
 		t.Fatalf("no TargetFulfilled event after the target was met; events: %s", reasons(histA))
