@@ -126,15 +126,9 @@ func (r Result) Fill(out *apiv1.Plan) {
 		v := round3(be)
 		out.BreakEvenRatePercentPerHour = &v
 	}
-	out.Runs, out.Preemptible, out.Advice = r.Runs, r.Preemptible.view(), r.Advice
+	out.Runs, out.Preemptible, out.Advice = r.Runs, r.Preemptible, r.Advice
 	if d := r.Deadline; d != nil {
-		out.Deadline = &apiv1.PlanDeadline{Hours: d.Hours, Plan: d.Plan.view(), Greedy: d.Greedy.view(),
+		out.Deadline = &apiv1.PlanDeadline{Hours: d.Hours, Plan: d.Plan, Greedy: d.Greedy,
 			StandardHours: d.StandardHours, StandardCost: d.StandardCost, StandardMeets: d.StandardMeets}
 	}
-}
-
-func (o Outcome) view() apiv1.PlanOutcome {
-	return apiv1.PlanOutcome{Strategy: string(o.Strategy), MeetProbability: o.MeetProbability, ExpectedCost: o.ExpectedCost,
-		ExpectedHours: o.ExpectedHours, P10Hours: o.P10Hours, P50Hours: o.P50Hours, P90Hours: o.P90Hours,
-		MovedShare: o.MovedShare, UnfinishedShare: o.UnfinishedShare}
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"github.com/sparecap/sparecap/internal/apiv1"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -48,26 +49,12 @@ const (
 	Greedy Strategy = "greedy"
 )
 
-// Outcome is a strategy's result over the Monte Carlo runs.
-type Outcome struct {
-	Strategy Strategy `json:"strategy"`
-	// MeetProbability is the share of runs that ended by the deadline
-	// (1 without a deadline).
-	MeetProbability float64 `json:"meet_probability"`
-	ExpectedCost    float64 `json:"expected_cost"`
-	ExpectedHours   float64 `json:"expected_hours"`
-	P10Hours        float64 `json:"p10_hours"`
-	P50Hours        float64 `json:"p50_hours"`
-	P90Hours        float64 `json:"p90_hours"`
-	// MovedShare is the share of runs that moved to standard nodes.
-	MovedShare float64 `json:"moved_share"`
-	// UnfinishedShare is the share of runs that did not finish: the
-	// capacity never came back (a trace's gang too large for it), or
-	// interruptions kept the job from finishing in a hundred times its
-	// work's time (a job without checkpoints). The expectations leave
-	// them out, and a percentile that falls on one is -1.
-	UnfinishedShare float64 `json:"unfinished_share"`
-}
+// Outcome is a strategy's result over the Monte Carlo runs: the API's
+// answer (apiv1.PlanOutcome). A percentile that falls on a run that did
+// not finish (its capacity never came back, or interruptions kept it from
+// finishing in a hundred times its work's time) is -1, and the
+// expectations leave such runs out.
+type Outcome = apiv1.PlanOutcome
 
 // job is one run's constants, in seconds.
 type job struct {
@@ -196,7 +183,7 @@ func (x job) shouldMove(s Strategy, t, wait, done float64) bool {
 // simulate runs the job n times under a strategy against the processes
 // next(i) makes.
 func simulate(x job, s Strategy, n int, next func(i int) Process) Outcome {
-	o := Outcome{Strategy: s}
+	o := Outcome{Strategy: string(s)}
 	hours := make([]float64, n)
 	met, moved, finished := 0, 0, 0
 	var cost, sum float64
