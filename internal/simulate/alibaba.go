@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"cmp"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -194,15 +195,7 @@ func aggregate(us []usage) []Event {
 			cs = append(cs, change{u.to - start, k, -u.gpus})
 		}
 	}
-	slices.SortStableFunc(cs, func(a, b change) int {
-		switch {
-		case a.at < b.at:
-			return -1
-		case a.at > b.at:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(cs, func(a, b change) int { return cmp.Compare(a.at, b.at) })
 	sum, size := map[[2]string]int{}, map[[2]string]int{}
 	var evs []Event
 	for _, c := range cs {

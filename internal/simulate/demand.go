@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -78,15 +79,7 @@ func expo(r *rand.Rand, unit time.Duration, rate float64) time.Duration {
 
 // sortEvents orders events by time, keeping the order of equal times.
 func sortEvents(evs []Event) {
-	slices.SortStableFunc(evs, func(a, b Event) int {
-		switch {
-		case a.At < b.At:
-			return -1
-		case a.At > b.At:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(evs, func(a, b Event) int { return cmp.Compare(a.At, b.At) })
 }
 
 // offer is a region and GPU type of the fleet.
