@@ -91,6 +91,11 @@ const (
 	MaxHorizon = 366 * 24 * time.Hour
 	MaxTenants = 1000
 	MaxEvents  = 1_000_000
+	// MaxMachines bounds a scenario's fleet (2,000,000 GPUs), and
+	// MaxTenantClusters its tenants over all regions and GPU types: a
+	// scenario handed to a server must not take its memory.
+	MaxMachines       = 250_000
+	MaxTenantClusters = 20_000
 )
 
 // Parse reads a scenario, strictly (an unknown field is an error), and
@@ -126,6 +131,16 @@ func (s *Scenario) Check() error {
 		return fmt.Errorf("fleet: %w", err)
 	}
 	s.Fleet = f
+	machines := 0
+	for _, p := range f.Pools {
+		machines += p.Machines
+	}
+	if machines > MaxMachines {
+		return fmt.Errorf("fleet: %d machines, more than the %d a simulation takes", machines, MaxMachines)
+	}
+	if n := s.Tenants.Count * len(offers(f)); n > MaxTenantClusters {
+		return fmt.Errorf("tenants: %d clusters (%d in each of %d regions and GPU types), more than the %d a simulation takes", n, s.Tenants.Count, len(offers(f)), MaxTenantClusters)
+	}
 	od := s.OnDemand
 	switch {
 	case od.ArrivalsPerHour < 0 || od.ArrivalsPerHour > 1000:

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,6 +219,18 @@ jobs: {checkpoint_cost: -1s}`,
 		} else {
 			t.Logf("%q: %v", bad, err)
 		}
+	}
+	many := "horizon: 1h\nfleet: {pools: [" + strings.Repeat("{region: r1, gpu_type: G, machines: 100000},", 3) + "]}\n"
+	if _, err := Parse([]byte(many)); err == nil || !strings.Contains(err.Error(), "more than the 250000") {
+		t.Errorf("a fleet of 300,000 machines: %v", err)
+	}
+	var pools []string
+	for i := range 21 {
+		pools = append(pools, fmt.Sprintf("{region: r%d, gpu_type: G, machines: 1}", i))
+	}
+	spread := "horizon: 1h\ntenants: {count: 1000, target_gpus: 8}\nfleet: {pools: [" + strings.Join(pools, ", ") + "]}\n"
+	if _, err := Parse([]byte(spread)); err == nil || !strings.Contains(err.Error(), "21000 clusters") {
+		t.Errorf("21,000 tenant clusters: %v", err)
 	}
 	if _, err := Parse([]byte("horizon: 1h\n")); err == nil {
 		t.Error("a scenario without a fleet was accepted")
