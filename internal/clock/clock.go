@@ -165,6 +165,21 @@ func (f *Fake) After(d time.Duration) <-chan time.Time {
 	return ch
 }
 
+// Next is when the earliest waiter fires (false: none waits). A harness
+// that drives goroutines on the fake clock jumps to it once they have
+// all settled, as a discrete-event simulation jumps to its next event.
+func (f *Fake) Next() (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var next time.Time
+	for _, w := range f.waiters {
+		if next.IsZero() || w.at.Before(next) {
+			next = w.at
+		}
+	}
+	return next, !next.IsZero()
+}
+
 // Step moves the clock forward by d and fires due waiters.
 func (f *Fake) Step(d time.Duration) { f.Set(f.Now().Add(d)) }
 

@@ -108,3 +108,19 @@ func TestAnchoredOnBase(t *testing.T) {
 		t.Fatal("did not fire after 2 base seconds")
 	}
 }
+
+func TestFakeNextIsTheEarliestWaiter(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	if _, ok := f.Next(); ok {
+		t.Fatal("Next with no waiter reported one")
+	}
+	f.After(3 * time.Second)
+	f.After(time.Second)
+	if at, ok := f.Next(); !ok || !at.Equal(time.Unix(1, 0).UTC()) {
+		t.Fatalf("Next = %v, %v; want 1s", at, ok)
+	}
+	f.Step(time.Second)
+	if at, ok := f.Next(); !ok || !at.Equal(time.Unix(3, 0).UTC()) {
+		t.Fatalf("after the 1s waiter fired, Next = %v, %v; want 3s", at, ok)
+	}
+}

@@ -165,12 +165,17 @@ type Controller struct {
 	kick  chan struct{}
 	// moves wakes the loop to replan after node steps moved nodes, at most
 	// every replanGap (see Run).
-	moves     chan struct{}
-	changedMu sync.Mutex
-	changed   chan struct{}
-	lastPrune time.Time
-	moved     atomic.Int64 // node transitions so far
-	inFlight  atomic.Pointer[inFlightNodes]
+	moves chan struct{}
+	// kicked and movedSig are set before a kick or a move is sent, and
+	// cleared by the loop once it woke; waitUntil (Unix ns, 0: awake) and
+	// waitGap say what the loop waits for (see Settled).
+	kicked, movedSig, waitGap atomic.Bool
+	waitUntil                 atomic.Int64
+	changedMu                 sync.Mutex
+	changed                   chan struct{}
+	lastPrune                 time.Time
+	moved                     atomic.Int64 // node transitions so far
+	inFlight                  atomic.Pointer[inFlightNodes]
 
 	// runner runs the node steps (provisioning's and reclaim's) and the
 	// cleanups, each when it is due; lastResync is when it was last handed
@@ -279,6 +284,7 @@ func (c *Controller) SweepSoon() {
 
 // Kick asks the loop to reconcile now.
 func (c *Controller) Kick() {
+	c.kicked.Store(true)
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -289,6 +295,7 @@ func (c *Controller) Kick() {
 // ready or left, or freed a machine), which changes its cluster's state
 // and may free capacity.
 func (c *Controller) movedNodes() {
+	c.movedSig.Store(true)
 	select {
 	case c.moves <- struct{}{}:
 	default:

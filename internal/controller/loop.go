@@ -32,24 +32,30 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		took := c.clock.Now().Sub(start)
 		wait := nextWait(next, c.clock.Now(), c.cfg.Interval)
+		c.waiting(wait, false)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-c.kick:
+			c.woke()
 		case <-c.moves:
+			c.woke()
 			// Steps that moved nodes come by the thousand while a fleet
 			// comes up: replanning after each batch kept the plan lock
 			// from their transitions, so the loop replans for them at most
 			// every replanGap.
 			if gap := start.Add(replanGap(c.cfg.Interval, took)).Sub(c.clock.Now()); gap > 0 {
+				c.waiting(gap, true)
 				select {
 				case <-ctx.Done():
 					return nil
 				case <-c.kick:
 				case <-c.clock.After(gap):
 				}
+				c.woke()
 			}
 		case <-c.clock.After(wait):
+			c.woke()
 		}
 	}
 }

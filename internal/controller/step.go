@@ -123,7 +123,8 @@ func (c *Controller) work(ctx context.Context, now time.Time) ([]steprun.Item, e
 }
 
 // resync hands every step there is to the runner: what a new leader does
-// once, and the backstop for a change no commit reported.
+// once, and the backstop for a change no commit reported. A step the
+// runner holds keeps its time (a drain its poll).
 func (c *Controller) resync(ctx context.Context, now time.Time) error {
 	items, err := c.work(ctx, now)
 	if err != nil {
@@ -131,7 +132,7 @@ func (c *Controller) resync(ctx context.Context, now time.Time) error {
 	}
 	for _, it := range items {
 		it.Due.At = time.Time{} // now, or when its backoff ends
-		c.runner.Add(it.Key, it.Due)
+		c.runner.Ensure(it.Key, it.Due)
 	}
 	c.lastResync = now
 	return nil

@@ -50,3 +50,28 @@ func TestRunDueOnAVirtualClock(t *testing.T) {
 		t.Errorf("%d keys still queued", r.Len())
 	}
 }
+
+// TestEnsureKeepsAHeldKeysTime: Ensure queues a key the runner does not
+// hold, and leaves one it holds at its time (a backstop must not pull a
+// poll forward); Busy says whether anything is due now.
+func TestEnsureKeepsAHeldKeysTime(t *testing.T) {
+	clk := clock.NewFake(t0)
+	r := New(Config{Clock: clk, Random: random.New(1), Backoff: policy}, newSteps(clk).step)
+	r.Add("a", Due{At: t0.Add(10 * time.Second)})
+	r.Ensure("a", Due{})
+	r.Ensure("b", Due{At: t0.Add(20 * time.Second)})
+	if at, ok := r.Earliest(); !ok || !at.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("after Ensure of a held key, Earliest = %v, %v; want its own 10s", at, ok)
+	}
+	if r.Busy() {
+		t.Fatal("busy with nothing due")
+	}
+	r.Add("a", Due{}) // Add pulls it forward: due now
+	if !r.Busy() {
+		t.Fatal("not busy with a key due now")
+	}
+	r.RunDue(context.Background())
+	if at, ok := r.Earliest(); r.Busy() || !ok || !at.Equal(t0.Add(20*time.Second)) {
+		t.Fatalf("after the run, busy %v, Earliest = %v, %v; want b at 20s", r.Busy(), at, ok)
+	}
+}

@@ -114,6 +114,21 @@ func (r *Runner) Add(key string, d Due) {
 	r.schedule(key, d, now)
 }
 
+// Ensure is Add for a key the runner does not hold (queued or running);
+// a key it holds keeps its time. A backstop that hands the runner every
+// key it should hold (controller's resync) then catches the ones it
+// lost without pulling every other one forward, which would shift their
+// polls and run them all in one burst.
+func (r *Runner) Ensure(key string, d Due) {
+	r.mu.Lock()
+	_, queued := r.queued[key]
+	held := queued || r.running[key]
+	r.mu.Unlock()
+	if !held {
+		r.Add(key, d)
+	}
+}
+
 // schedule queues key at d.At, keeping an earlier time it is queued at;
 // r.mu is held.
 func (r *Runner) schedule(key string, d Due, now time.Time) {
@@ -288,4 +303,22 @@ func Poll(now time.Time, every time.Duration, by time.Time, pool Pool) Due {
 		d.At = by
 	}
 	return d
+}
+
+// Busy says a step is running, waits for a worker, or is queued for now
+// or earlier: what a harness driving Run on a virtual clock waits out
+// before it moves the clock on (see controller.Settled).
+func (r *Runner) Busy() bool {
+	now := r.cfg.Clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.running) > 0 {
+		return true
+	}
+	for _, its := range r.ready {
+		if len(its) > 0 {
+			return true
+		}
+	}
+	return len(r.q) > 0 && !r.q[0].due.At.After(now)
 }
