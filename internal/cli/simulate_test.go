@@ -40,7 +40,7 @@ func TestSimulate(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	mustContain(t, "table", r.stdout, "Seed 7, horizon 12h0m0s", "OPERATOR", "cooldown-30s", "cooldown-30m", "Preemptible GPU-hours",
-		"tenant-1-us-east-1-H100_SXM")
+		"tenant-1-us-east-1-h100-sxm")
 	if r.stderr != "" {
 		t.Errorf("progress on a non-terminal without --progress: %q", r.stderr)
 	}
@@ -79,7 +79,7 @@ func TestSimulate(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	mustContain(t, "alibaba csv", r.stdout, "policy,tenant,alibaba-preemptible-V100M16,reclaims,1\n", "policy,operator,,fleet_gpu_hours,24\n")
+	mustContain(t, "alibaba csv", r.stdout, "policy,tenant,alibaba-preemptible-v100m16,reclaims,1\n", "policy,operator,,fleet_gpu_hours,24\n")
 
 	// A fleet file replaces the scenario's fleet.
 	fleetFile := filepath.Join(dir, "fleet.yaml")

@@ -89,7 +89,7 @@ func TestSimulationPages(t *testing.T) {
 		t.Errorf("a formatting error on the result page:\n%s", page)
 	}
 	for _, want := range []string{"The operator, policy by policy", "<th>policy</th><th>slow</th>", `id="sim-chart-0"`, `id="sim-chart-1"`,
-		`id="sim-data-1"`, `id="sim-reclaims"`, "tenant-1-us-central-2-RTX_6000_PCI", "Preemptible GPU-hours"} {
+		`id="sim-data-1"`, `id="sim-reclaims"`, "tenant-1-us-central-2-rtx-6000-pci", "Preemptible GPU-hours"} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("result page %d lacks %q:\n%s", status, want, page)
 		}

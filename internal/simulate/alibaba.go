@@ -214,11 +214,7 @@ func aggregate(us []usage) []Event {
 
 // clusterName is the aggregated cluster of a class and GPU type.
 func clusterName(class domain.ComputeClass, gpu string) string {
-	n := "alibaba-" + string(class) + "-" + gpu
-	if len(n) > 63 {
-		n = n[:63]
-	}
-	return n
+	return ClusterName("alibaba-" + string(class) + "-" + gpu)
 }
 
 // gpuName makes a GPU model a valid name ("GPU-" before one that does not

@@ -30,6 +30,24 @@ type Event struct {
 	// Weight of a preemptible cluster's fair share, set when it is made
 	// (0: the default, 1).
 	Weight int
+	// Standard GPUs a preemptible cluster holds from its creation: a
+	// scenario's tenants hold one standard node, as the API requires of
+	// every cluster; a trace's preemptible demand none.
+	Standard int
+}
+
+// ClusterName makes s a name the API takes for a cluster (lowercase
+// letters, digits and '-', at most 63): a simulated demand's clusters
+// can then be replayed through a server as they are (see the fidelity
+// test).
+func ClusterName(s string) string {
+	b := []byte(strings.ToLower(s))
+	for i, c := range b {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			b[i] = '-'
+		}
+	}
+	return strings.Trim(string(b[:min(len(b), 63)]), "-")
 }
 
 // Generate draws the scenario's demand from its seed: Tenants.Count
@@ -41,8 +59,8 @@ func Generate(s Scenario) []Event {
 	var evs []Event
 	for _, k := range offers(s.Fleet) {
 		for i := range s.Tenants.Count {
-			e := Event{Cluster: fmt.Sprintf("tenant-%d-%s-%s", i+1, k.region, k.gpu), Region: k.region, GPUType: k.gpu,
-				Class: domain.Preemptible, GPUs: s.Tenants.TargetGPUs}
+			e := Event{Cluster: ClusterName(fmt.Sprintf("tenant-%d-%s-%s", i+1, k.region, k.gpu)), Region: k.region, GPUType: k.gpu,
+				Class: domain.Preemptible, GPUs: s.Tenants.TargetGPUs, Standard: domain.GPUStep}
 			if ws := s.Tenants.Weights; len(ws) > 0 {
 				e.Weight = ws[i%len(ws)]
 			}
@@ -58,7 +76,7 @@ func Generate(s Scenario) []Event {
 			n := 0
 			for at := expo(r, time.Hour, od.ArrivalsPerHour); at < s.Horizon.D && len(evs) < MaxEvents-1; at += expo(r, time.Hour, od.ArrivalsPerHour) {
 				n++
-				name := fmt.Sprintf("od-%s-%s-%d", k.region, k.gpu, n)
+				name := ClusterName(fmt.Sprintf("od-%s-%s-%d", k.region, k.gpu, n))
 				gpus := od.GPUs[r.IntN(len(od.GPUs))]
 				evs = append(evs, Event{At: at, Cluster: name, Region: k.region, GPUType: k.gpu, Class: domain.Standard, GPUs: gpus})
 				if end := at + expo(r, od.MeanLifetime.D, 1); end < s.Horizon.D {

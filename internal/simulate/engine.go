@@ -60,6 +60,11 @@ type world struct {
 // Run runs the demand evs under policy pol and returns what happened.
 // progress, if set, is called now and then.
 func Run(ctx context.Context, sc Scenario, evs []Event, pol Policy, progress func(Progress)) (*Result, error) {
+	return run(ctx, sc, evs, pol, progress, nil)
+}
+
+// run is Run; inspect, if set, reads the control plane's store at the end.
+func run(ctx context.Context, sc Scenario, evs []Event, pol Policy, progress func(Progress), inspect func(store.Store) error) (*Result, error) {
 	w, err := newWorld(ctx, sc, pol)
 	if err != nil {
 		return nil, err
@@ -68,7 +73,11 @@ func Run(ctx context.Context, sc Scenario, evs []Event, pol Policy, progress fun
 	if err := w.loop(ctx, evs, progress); err != nil {
 		return nil, err
 	}
-	return w.result(ctx)
+	r, err := w.result(ctx)
+	if err == nil && inspect != nil {
+		err = inspect(w.st)
+	}
+	return r, err
 }
 
 func newWorld(ctx context.Context, sc Scenario, pol Policy) (*world, error) {
@@ -221,12 +230,15 @@ func (w *world) create(ctx context.Context, e Event) error {
 	if e.Class == domain.Standard {
 		c.NumGPUs = e.GPUs
 	} else {
-		c.DesiredPreemptibleGPUs = e.GPUs
+		c.NumGPUs, c.DesiredPreemptibleGPUs = e.Standard, e.GPUs
 	}
 	got, err := w.ctrl.CreateCluster(ctx, c)
 	var short *controller.ShortfallError
 	if errors.As(err, &short) {
-		w.refused++
+		// A tenant refused its standard node is no on-demand request.
+		if e.Class == domain.Standard {
+			w.refused++
+		}
 		return nil
 	}
 	if err != nil {

@@ -109,6 +109,47 @@ type span struct {
 }
 
 func (w *world) result(ctx context.Context) (*Result, error) {
+	return outcome{st: w.st, sc: w.sc, pol: w.pol, refused: w.refused}.result(ctx, RunStats{Ticks: w.ticks, StepErrors: w.errs})
+}
+
+// Outcome is the Result of sc under pol as the control plane behind st
+// stored it: a simulator's run, or a server that ran the same demand
+// (refused counts the on-demand requests it refused for capacity; Run
+// holds only the node count). The simulator's fidelity test compares the
+// two.
+func Outcome(ctx context.Context, st store.Store, sc Scenario, pol Policy, refused int) (*Result, error) {
+	return outcome{st: st, sc: sc, pol: pol, refused: refused}.result(ctx, RunStats{})
+}
+
+// outcome reads a run's Result from what its control plane stored.
+type outcome struct {
+	st      store.Store
+	sc      Scenario
+	pol     Policy
+	refused int
+	// clusters caches the clusters' records (see cluster).
+	clusters map[string]domain.Cluster
+}
+
+// cluster is cluster id's record, deleted or not.
+func (w outcome) cluster(ctx context.Context, id string) (domain.Cluster, error) {
+	if c, ok := w.clusters[id]; ok {
+		return c, nil
+	}
+	c, err := w.st.GetClusterRecord(ctx, id)
+	if err != nil {
+		return c, fmt.Errorf("cluster %s: %w", id, err)
+	}
+	w.clusters[id] = c
+	return c, nil
+}
+
+// tenant: a preemptible tenant's cluster (its one standard node, which
+// every cluster holds, is not an on-demand request).
+func tenant(c domain.Cluster) bool { return c.DesiredPreemptibleGPUs > 0 }
+
+func (w outcome) result(ctx context.Context, run RunStats) (*Result, error) {
+	w.clusters = map[string]domain.Cluster{}
 	end := Epoch.Add(w.sc.Horizon.D)
 	nodes, err := w.st.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
 	if err != nil {
@@ -128,8 +169,8 @@ func (w *world) result(ctx context.Context) (*Result, error) {
 	for i := range nodes {
 		spans[i] = spanOf(&nodes[i], end)
 	}
-	r := &Result{Policy: w.pol, Horizon: w.sc.Horizon, Run: RunStats{Ticks: w.ticks, Nodes: len(nodes), StepErrors: w.errs},
-		Tenants: []Tenant{}, Pools: []PoolReclaims{}}
+	run.Nodes = len(nodes)
+	r := &Result{Policy: w.pol, Horizon: w.sc.Horizon, Run: run, Tenants: []Tenant{}, Pools: []PoolReclaims{}}
 	lines, err := w.priced(ctx, end)
 	if err != nil {
 		return nil, err
@@ -137,7 +178,9 @@ func (w *world) result(ctx context.Context) (*Result, error) {
 	if err := w.tenants(ctx, r, spans, lines); err != nil {
 		return nil, err
 	}
-	w.operator(r, spans, mach, fleetGPUs, lines, end)
+	if err := w.operator(ctx, r, spans, mach, fleetGPUs, lines, end); err != nil {
+		return nil, err
+	}
 	r.Series = series(spans, fleetGPUs, w.sc.Horizon.D)
 	return r, nil
 }
@@ -185,12 +228,13 @@ func reclaimed(n *domain.Node) bool {
 
 // priced are the usage lines of the horizon, by cluster.
 type pricedUsage struct {
-	book    *billing.Book
-	byCl    map[string]*billing.Totals
-	byClass map[domain.ComputeClass]*billing.Totals
+	book *billing.Book
+	// byCl: every line of a cluster; preByCl: its preemptible ones.
+	byCl, preByCl map[string]*billing.Totals
+	byClass       map[domain.ComputeClass]*billing.Totals
 }
 
-func (w *world) priced(ctx context.Context, end time.Time) (*pricedUsage, error) {
+func (w outcome) priced(ctx context.Context, end time.Time) (*pricedUsage, error) {
 	prices, err := w.st.ListPrices(ctx)
 	if err != nil {
 		return nil, err
@@ -203,15 +247,21 @@ func (w *world) priced(ctx context.Context, end time.Time) (*pricedUsage, error)
 	if err != nil {
 		return nil, err
 	}
-	p := &pricedUsage{book: book, byCl: map[string]*billing.Totals{}, byClass: map[domain.ComputeClass]*billing.Totals{
-		domain.Standard: {}, domain.Preemptible: {}}}
-	book.Price(recs, Epoch, end, func(l billing.Line) {
-		t := p.byCl[l.Record.ClusterID]
+	p := &pricedUsage{book: book, byCl: map[string]*billing.Totals{}, preByCl: map[string]*billing.Totals{},
+		byClass: map[domain.ComputeClass]*billing.Totals{domain.Standard: {}, domain.Preemptible: {}}}
+	add := func(by map[string]*billing.Totals, l billing.Line) {
+		t := by[l.Record.ClusterID]
 		if t == nil {
 			t = &billing.Totals{}
-			p.byCl[l.Record.ClusterID] = t
+			by[l.Record.ClusterID] = t
 		}
 		t.Add(l)
+	}
+	book.Price(recs, Epoch, end, func(l billing.Line) {
+		add(p.byCl, l)
+		if l.Record.Class == domain.Preemptible {
+			add(p.preByCl, l)
+		}
 		p.byClass[l.Record.Class].Add(l)
 	})
 	return p, nil
@@ -219,7 +269,7 @@ func (w *world) priced(ctx context.Context, end time.Time) (*pricedUsage, error)
 
 // tenants works out each preemptible cluster's outcome under the job
 // model.
-func (w *world) tenants(ctx context.Context, r *Result, spans []span, p *pricedUsage) error {
+func (w outcome) tenants(ctx context.Context, r *Result, spans []span, p *pricedUsage) error {
 	type acc struct {
 		t                                    Tenant
 		delivered, lost, restart, checkpoint int64
@@ -232,18 +282,22 @@ func (w *world) tenants(ctx context.Context, r *Result, spans []span, p *pricedU
 	saveAtNotice := j.CheckpointAtNotice && j.CheckpointCost.D <= w.pol.DrainWindow.D
 	for _, s := range spans {
 		n := s.n
-		if n.Class != domain.Preemptible {
-			continue
-		}
 		a := by[n.ClusterID]
 		if a == nil {
-			c, err := w.st.GetClusterRecord(ctx, n.ClusterID)
+			c, err := w.cluster(ctx, n.ClusterID)
 			if err != nil {
-				return fmt.Errorf("cluster %s: %w", n.ClusterID, err)
+				return err
 			}
+			if !tenant(c) {
+				continue
+			}
+			// Listed even if no preemptible node of it ever came.
 			a = &acc{t: Tenant{Cluster: c.Name, Region: c.Region, GPUType: c.GPUType, TargetGPUs: c.DesiredPreemptibleGPUs, Weight: c.Weight}}
 			by[n.ClusterID] = a
 			order = append(order, n.ClusterID)
+		}
+		if n.Class != domain.Preemptible {
+			continue
 		}
 		ready := s.readySecs()
 		a.delivered += ready
@@ -274,7 +328,7 @@ func (w *world) tenants(ctx context.Context, r *Result, spans []span, p *pricedU
 		t.DeliveredGPUh, t.LostGPUh, t.RestartGPUh, t.CheckpointGPUh, t.UsefulGPUh =
 			hours(a.delivered), hours(a.lost), hours(a.restart), hours(a.checkpoint), hours(useful)
 		cost := billing.Money{}
-		if tot := p.byCl[id]; tot != nil {
+		if tot := p.preByCl[id]; tot != nil {
 			cost = tot.Amount
 		}
 		rate, _ := p.book.OnDemandRate(t.Region, t.GPUType, Epoch.Unix())
@@ -295,7 +349,7 @@ func (w *world) tenants(ctx context.Context, r *Result, spans []span, p *pricedU
 }
 
 // operator works out the fleet's outcome.
-func (w *world) operator(r *Result, spans []span, mach map[string]*domain.Machine, fleetGPUs int, p *pricedUsage, end time.Time) {
+func (w outcome) operator(ctx context.Context, r *Result, spans []span, mach map[string]*domain.Machine, fleetGPUs int, p *pricedUsage, end time.Time) error {
 	var std, pre, occupied, fromIdle, fromRsv int64
 	pools := map[PoolReclaims]int{}
 	firstAsk := map[string]time.Time{}
@@ -308,7 +362,11 @@ func (w *world) operator(r *Result, spans []span, mach map[string]*domain.Machin
 		m := mach[n.MachineID]
 		if n.Class == domain.Standard {
 			std += ready
-			if at, ok := firstAsk[n.ClusterID]; !ok || n.CreatedAt.Before(at) {
+			c, err := w.cluster(ctx, n.ClusterID)
+			if err != nil {
+				return err
+			}
+			if at, ok := firstAsk[n.ClusterID]; !tenant(c) && (!ok || n.CreatedAt.Before(at)) {
 				firstAsk[n.ClusterID] = n.CreatedAt
 			}
 		} else {
@@ -364,6 +422,7 @@ func (w *world) operator(r *Result, spans []span, mach map[string]*domain.Machin
 	slices.SortFunc(r.Pools, func(a, b PoolReclaims) int {
 		return strings.Compare(a.Region+"/"+a.GPUType+fmt.Sprint(a.Reserved), b.Region+"/"+b.GPUType+fmt.Sprint(b.Reserved))
 	})
+	return nil
 }
 
 // series samples the fleet's GPUs by use.

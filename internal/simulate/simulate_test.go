@@ -122,7 +122,7 @@ func TestConservation(t *testing.T) {
 	if reclaims != op.Reclaims {
 		t.Errorf("the series counts %d reclaims, the operator %d", reclaims, op.Reclaims)
 	}
-	p, err := w.priced(ctx, end)
+	p, err := outcome{st: w.st, sc: w.sc, pol: w.pol}.priced(ctx, end)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,10 +293,13 @@ func TestJobCompletions(t *testing.T) {
 
 // TestWeights: tenants' weights set their fair shares of spare capacity:
 // two tenants asking for a whole pool, weighted 1 and 3, get a quarter and
-// three quarters of it.
+// three quarters of what their standard nodes leave.
 func TestWeights(t *testing.T) {
 	s := scenario(t)
-	s.Fleet.Pools = s.Fleet.Pools[2:] // eu-west-1 L40S: 16 machines, 128 GPUs
+	// eu-west-1 L40S: 18 machines, 144 GPUs, of which the tenants' two
+	// standard nodes hold 16: 128 to share.
+	s.Fleet.Pools = s.Fleet.Pools[2:]
+	s.Fleet.Pools[0].Machines = 18
 	s.Tenants = Tenants{Count: 2, TargetGPUs: 128, Weights: []int{1, 3}}
 	s.OnDemand.ArrivalsPerHour, s.Horizon.D, s.Compare = 0, 24*time.Hour, nil
 	_, r := runWorld(t, s)
