@@ -90,8 +90,26 @@ func TestSimulate(t *testing.T) {
 	}
 	mustContain(t, "fleet file csv", r.stdout, "cooldown-30s,operator,,fleet_gpu_hours,16\n")
 
+	// Gangs (docs/planning.md#gangs): the week's scenario with gang_gpus
+	// added to its jobs.
+	text, _ := os.ReadFile(week)
+	gangs := filepath.Join(dir, "gangs.yaml")
+	os.WriteFile(gangs, []byte(strings.Replace(string(text), "jobs:\n", "jobs:\n  gang_gpus: 32\n", 1)), 0o600)
+	r = runCLI(ctx, e, "simulate", gangs, "--horizon", "12h")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "gang table", r.stdout, "GANG WAIT GPU-H")
+	r = runCLI(ctx, e, "simulate", gangs, "--horizon", "12h", "-o", "csv")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "gang csv", r.stdout, "cooldown-30s,tenant,tenant-1-us-east-1-h100-sxm,gang_wait_gpu_hours,")
+
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(bad, []byte("horizon: 1h\nfleet: {pools: [{region: r, gpu_type: G, machines: 1}]}\ntenants: {count: 1, target_gpus: 12}\n"), 0o600)
+	badGang := filepath.Join(t.TempDir(), "bad-gang.yaml")
+	os.WriteFile(badGang, []byte("horizon: 1h\nfleet: {pools: [{region: r, gpu_type: G, machines: 1}]}\njobs: {gang_gpus: 20}\n"), 0o600)
 	badTrace := filepath.Join(t.TempDir(), "bad.csv")
 	os.WriteFile(badTrace, []byte("at,cluster,region,gpu_type,class,gpus\n0,a,r,G,spot,8\n"), 0o600)
 	for _, c := range []struct {
@@ -101,6 +119,7 @@ func TestSimulate(t *testing.T) {
 		{[]string{"simulate"}, "accepts 1 arg"},
 		{[]string{"simulate", filepath.Join(t.TempDir(), "none.yaml")}, "read the scenario"},
 		{[]string{"simulate", bad}, "12 GPUs is not a multiple of 8"},
+		{[]string{"simulate", badGang}, "jobs.gang_gpus: 20 GPUs is not a multiple of 8"},
 		{[]string{"simulate", week, "--horizon", "10000h"}, "horizon must be above 0"},
 		{[]string{"simulate", week, "--trace", badTrace}, "trace line 2: class \"spot\""},
 		{[]string{"simulate", week, "-o", "xml"}, "use table, json, yaml or csv"},

@@ -13,16 +13,18 @@ import (
 // Comparison is a scenario's runs: its policy, and its second one if it
 // has one, on the same demand.
 type Comparison struct {
-	Seed    uint64    `json:"seed"`
-	Horizon Duration  `json:"horizon"`
-	Events  int       `json:"demand_events"`
-	Runs    []*Result `json:"runs"`
+	Seed    uint64   `json:"seed"`
+	Horizon Duration `json:"horizon"`
+	Events  int      `json:"demand_events"`
+	// GangGPUs is the scenario's gang size (jobs.gang_gpus; 0: none).
+	GangGPUs int       `json:"gang_gpus,omitempty"`
+	Runs     []*Result `json:"runs"`
 }
 
 // Compare runs evs under the scenario's policy and, if set, its Compare
 // policy.
 func Compare(ctx context.Context, s Scenario, evs []Event, progress func(Progress)) (*Comparison, error) {
-	c := &Comparison{Seed: s.Seed, Horizon: s.Horizon, Events: len(evs)}
+	c := &Comparison{Seed: s.Seed, Horizon: s.Horizon, Events: len(evs), GangGPUs: s.Jobs.GangGPUs}
 	pols := []Policy{s.Policy}
 	if s.Compare != nil {
 		pols = append(pols, *s.Compare)
@@ -62,15 +64,19 @@ func (c *Comparison) WriteTable(w io.Writer) error {
 		fmt.Fprintln(tw, line)
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "TENANT\tPOLICY\tTARGET\tDELIVERED GPU-H\tRECLAIMS\tLOST GPU-H\tUSEFUL GPU-H\tCOST\tON-DEMAND COST\tSAVED")
+	gang := func(string) string { return "" } // the gang column, with gangs
+	if c.GangGPUs > 0 {
+		gang = func(s string) string { return s + "\t" }
+	}
+	fmt.Fprintln(tw, "TENANT\tPOLICY\tTARGET\tDELIVERED GPU-H\tRECLAIMS\tLOST GPU-H\t"+gang("GANG WAIT GPU-H")+"USEFUL GPU-H\tCOST\tON-DEMAND COST\tSAVED")
 	for i := range c.Runs[0].Tenants {
 		for _, r := range c.Runs {
 			if i >= len(r.Tenants) {
 				continue
 			}
 			t := r.Tenants[i]
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s%%\n", t.Cluster, r.Policy.Name, t.TargetGPUs, num(t.DeliveredGPUh), t.Reclaims,
-				num(t.LostGPUh), num(t.UsefulGPUh), t.Cost, t.OnDemandCost, num(t.SavingsPercent))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s%s\t%s\t%s\t%s%%\n", t.Cluster, r.Policy.Name, t.TargetGPUs, num(t.DeliveredGPUh), t.Reclaims,
+				num(t.LostGPUh), gang(num(t.GangWaitGPUh)), num(t.UsefulGPUh), t.Cost, t.OnDemandCost, num(t.SavingsPercent))
 		}
 	}
 	return tw.Flush()
@@ -120,6 +126,9 @@ func (c *Comparison) WriteCSV(w io.Writer) error {
 				{"checkpoint_gpu_hours", num(t.CheckpointGPUh)}, {"useful_gpu_hours", num(t.UsefulGPUh)}, {"cost", t.Cost},
 				{"on_demand_cost_of_useful_work", t.OnDemandCost}, {"savings_percent", num(t.SavingsPercent)}} {
 				cw.Write([]string{p, "tenant", t.Cluster, kv[0], kv[1]})
+			}
+			if c.GangGPUs > 0 {
+				cw.Write([]string{p, "tenant", t.Cluster, "gang_wait_gpu_hours", num(t.GangWaitGPUh)})
 			}
 			if t.JobsCompleted > 0 {
 				for _, kv := range [][2]string{{"jobs_completed", strconv.Itoa(t.JobsCompleted)}, {"job_hours_mean", num(t.JobHoursMean)},

@@ -13,20 +13,6 @@ type workChange struct {
 	rate, jump float64
 }
 
-// work appends a node's useful work to changes: while it is ready, its
-// GPUs less the share its checkpoints take.
-func (s span) work(changes []workChange, j Jobs) []workChange {
-	if s.ready.IsZero() || !s.stop.After(s.ready) {
-		return changes
-	}
-	useful := 1.0
-	if period := j.CheckpointInterval.D + j.CheckpointCost.D; j.CheckpointInterval.D > 0 {
-		useful = j.CheckpointInterval.D.Seconds() / period.Seconds()
-	}
-	r := float64(s.n.GPUs) * useful
-	return append(changes, workChange{at: s.ready, rate: r}, workChange{at: s.stop, rate: -r})
-}
-
 // jobTimes runs the tenant's jobs of size GPU-hours one after another on
 // its useful work: a job ends when the work done since the last one ended
 // reaches its size. It fills the tenant's job figures.

@@ -45,7 +45,10 @@ type Tenant struct {
 	EffectiveFactor float64 `json:"cost_per_useful_gpu_hour_vs_on_demand"`
 	// With jobs.gpu_hours: the jobs that ended, their mean and p90 time,
 	// and the time one takes on the target's GPUs on demand.
-	JobsCompleted    int     `json:"jobs_completed,omitempty"`
+	JobsCompleted int `json:"jobs_completed,omitempty"`
+	// With jobs.gang_gpus: GPU-hours its ready nodes waited for a gang
+	// (fewer of them than a gang needs, or the rest of one).
+	GangWaitGPUh     float64 `json:"gang_wait_gpu_hours,omitempty"`
 	JobHoursMean     float64 `json:"job_hours_mean,omitempty"`
 	JobHoursP90      float64 `json:"job_hours_p90,omitempty"`
 	JobHoursOnDemand float64 `json:"job_hours_on_demand,omitempty"`
@@ -271,17 +274,17 @@ func (w outcome) priced(ctx context.Context, end time.Time) (*pricedUsage, error
 // model.
 func (w outcome) tenants(ctx context.Context, r *Result, spans []span, p *pricedUsage) error {
 	type acc struct {
-		t                                    Tenant
-		delivered, lost, restart, checkpoint int64
-		work                                 []workChange
+		t         Tenant
+		delivered int64
+		nodes     []*span
 	}
 	by := map[string]*acc{}
 	var order []string
 	j := w.sc.Jobs
-	period := j.CheckpointInterval.D + j.CheckpointCost.D
+	end := Epoch.Add(w.sc.Horizon.D)
 	saveAtNotice := j.CheckpointAtNotice && j.CheckpointCost.D <= w.pol.DrainWindow.D
-	for _, s := range spans {
-		n := s.n
+	for i := range spans {
+		n := spans[i].n
 		a := by[n.ClusterID]
 		if a == nil {
 			c, err := w.cluster(ctx, n.ClusterID)
@@ -299,34 +302,23 @@ func (w outcome) tenants(ctx context.Context, r *Result, spans []span, p *priced
 		if n.Class != domain.Preemptible {
 			continue
 		}
-		ready := s.readySecs()
-		a.delivered += ready
-		if period > 0 {
-			a.checkpoint += ready * int64(j.CheckpointCost.D/time.Millisecond) / int64(period/time.Millisecond)
+		a.delivered += spans[i].readySecs()
+		a.nodes = append(a.nodes, &spans[i])
+		if reclaimed(n) && !n.DrainStartedAt.After(end) {
+			a.t.Reclaims++
 		}
-		a.work = s.work(a.work, j)
-		if !reclaimed(n) || n.DrainStartedAt.After(Epoch.Add(w.sc.Horizon.D)) {
-			continue
-		}
-		a.t.Reclaims++
-		ran := n.DrainStartedAt.Sub(n.ReadyAt)
-		lost := ran
-		switch {
-		case saveAtNotice:
-			lost = 0
-		case j.CheckpointInterval.D > 0:
-			lost = ran % period
-		}
-		a.lost += int64(lost/time.Second) * int64(n.GPUs)
-		a.restart += int64(j.RestartCost.D/time.Second) * int64(n.GPUs)
-		a.work = append(a.work, workChange{at: n.DrainStartedAt, jump: -float64(n.GPUs) * (lost + j.RestartCost.D).Seconds()})
 	}
 	for _, id := range order {
 		a := by[id]
 		t := a.t
-		useful := max(a.delivered-a.lost-a.restart-a.checkpoint, 0)
+		jr := newGangRunner(j, saveAtNotice).run(a.nodes, end)
+		wait := a.delivered - jr.running
+		useful := max(jr.running-jr.lost-jr.restart-jr.checkpoint, 0)
 		t.DeliveredGPUh, t.LostGPUh, t.RestartGPUh, t.CheckpointGPUh, t.UsefulGPUh =
-			hours(a.delivered), hours(a.lost), hours(a.restart), hours(a.checkpoint), hours(useful)
+			hours(a.delivered), hours(jr.lost), hours(jr.restart), hours(jr.checkpoint), hours(useful)
+		if j.GangGPUs > 0 {
+			t.GangWaitGPUh = hours(wait)
+		}
 		cost := billing.Money{}
 		if tot := p.preByCl[id]; tot != nil {
 			cost = tot.Amount
@@ -335,7 +327,7 @@ func (w outcome) tenants(ctx context.Context, r *Result, spans []span, p *priced
 		od := billing.AtFullRate(rate, uint64(useful))
 		t.Cost, t.OnDemandCost = cost.Round(2), od.Round(2)
 		if j.GPUHours > 0 {
-			t.jobTimes(a.work, j.GPUHours)
+			t.jobTimes(jr.work, j.GPUHours)
 		}
 		if odF, _ := od.Rat().Float64(); odF > 0 {
 			c, _ := cost.Rat().Float64()

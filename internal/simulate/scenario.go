@@ -70,6 +70,12 @@ type Jobs struct {
 	RestartCost        Duration `json:"restart_cost"`
 	ExitAfterNotice    Duration `json:"exit_after_notice"`
 	CheckpointAtNotice bool     `json:"checkpoint_at_notice"`
+	// GangGPUs, if set, is the size of a gang: a tenant's jobs run on
+	// gangs of this many GPUs formed from its ready preemptible nodes (a
+	// node left over waits for the next gang), and a reclaim of one node
+	// stops its whole gang (every member loses its work since the gang's
+	// last checkpoint and pays the restart). 0: each node runs alone.
+	GangGPUs int `json:"gang_gpus,omitempty"`
 }
 
 // Policy is what an operator can set.
@@ -176,6 +182,11 @@ func (s *Scenario) Check() error {
 		"restart_cost": j.RestartCost, "exit_after_notice": j.ExitAfterNotice} {
 		if d.D < 0 || d.D > MaxHorizon {
 			return fmt.Errorf("jobs.%s must be between 0 and %s; got %s", name, MaxHorizon, d.D)
+		}
+	}
+	if j.GangGPUs != 0 {
+		if err := checkGPUs("jobs.gang_gpus", j.GangGPUs, false); err != nil {
+			return err
 		}
 	}
 	if !(j.GPUHours >= 0 && j.GPUHours <= 1e9) {
