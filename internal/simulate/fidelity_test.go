@@ -64,6 +64,9 @@ policy:
 // provisioning, ready, notice, removed, and why), and the same Result to
 // the byte: bill, deliveries, reclaims, waits.
 func TestFidelityAgainstTheServer(t *testing.T) {
+	// Mostly waiting for the server to settle: the package's other tests
+	// run meanwhile.
+	t.Parallel()
 	sc, err := simulate.Parse([]byte(fidelityScenario))
 	if err != nil {
 		t.Fatal(err)

@@ -24,8 +24,8 @@ func TestPlannerAgainstTheSimulator(t *testing.T) {
 	for _, rate := range []float64{0.8, 2.3, 4.1} {
 		t.Run(fmt.Sprintf("%.1f%%/h", rate), func(t *testing.T) {
 			const machines = 24
-			// About 1,200 reclaims at each rate.
-			horizon := time.Duration(1200 / (rate / 100 * machines) * float64(time.Hour)).Round(time.Hour)
+			// About 500 reclaims at each rate.
+			horizon := time.Duration(500 / (rate / 100 * machines) * float64(time.Hour)).Round(time.Hour)
 			s := Scenario{Seed: 1, Horizon: Duration{horizon},
 				Fleet: fleet.File{Pools: []fleet.Pool{{Region: "r1", GPUType: "G", Machines: machines}}, Prices: map[string]string{"G": "2.00"}},
 				Jobs: Jobs{CheckpointInterval: Duration{30 * time.Minute}, CheckpointCost: Duration{90 * time.Second},
