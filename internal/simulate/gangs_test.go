@@ -1,13 +1,11 @@
 package simulate
 
 import (
-	"bytes"
 	"context"
 	"math"
 	"testing"
 	"time"
 
-	"github.com/sparecap/sparecap/docs"
 	"github.com/sparecap/sparecap/internal/domain"
 )
 
@@ -104,21 +102,7 @@ func TestGangsInAScenario(t *testing.T) {
 // TestPlanningGangDocsOutput: the gang example of docs/planning.md is
 // what the week's scenario prints with gangs of 32 GPUs.
 func TestPlanningGangDocsOutput(t *testing.T) {
-	want, err := docs.Snippet("planning.md", "gang-table")
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := scenario(t)
 	s.Jobs.GangGPUs, s.Compare = 32, nil
-	c, err := Compare(context.Background(), s, Generate(s), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := c.WriteTable(&b); err != nil {
-		t.Fatal(err)
-	}
-	if b.String() != want {
-		t.Errorf("docs/planning.md shows\n%s\nthe scenario with gangs prints\n%s", want, b.String())
-	}
+	checkDocsTable(t, "gang-table", s)
 }

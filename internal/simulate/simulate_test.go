@@ -241,11 +241,16 @@ jobs: {checkpoint_cost: -1s}`,
 // TestPlanningDocsOutput: the table docs/planning.md shows is what its
 // scenario prints.
 func TestPlanningDocsOutput(t *testing.T) {
-	want, err := docs.Snippet("planning.md", "week-table")
+	checkDocsTable(t, "week-table", scenario(t))
+}
+
+// checkDocsTable: docs/planning.md's snippet is the table s prints.
+func checkDocsTable(t *testing.T, snippet string, s Scenario) {
+	t.Helper()
+	want, err := docs.Snippet("planning.md", snippet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := scenario(t)
 	c, err := Compare(context.Background(), s, Generate(s), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +260,7 @@ func TestPlanningDocsOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	if b.String() != want {
-		t.Errorf("docs/planning.md shows\n%s\nthe scenario prints\n%s", want, b.String())
+		t.Errorf("docs/planning.md's %s shows\n%s\nthe scenario prints\n%s", snippet, want, b.String())
 	}
 }
 
