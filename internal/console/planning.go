@@ -191,7 +191,10 @@ type simResult struct {
 	Seed    uint64 `json:"seed"`
 	Horizon string `json:"horizon"`
 	Events  int    `json:"demand_events"`
-	Runs    []struct {
+	// GangGPUs: the jobs ran in gangs; the tenants' table shows the
+	// GPU-hours waited for one.
+	GangGPUs int `json:"gang_gpus"`
+	Runs     []struct {
 		Policy struct {
 			Name string `json:"name"`
 		} `json:"policy"`

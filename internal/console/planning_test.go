@@ -68,7 +68,7 @@ func TestSimulationPages(t *testing.T) {
 	if status != http.StatusBadRequest || !strings.Contains(page, "12 GPUs is not a multiple of 8") {
 		t.Fatalf("bad scenario %d", status)
 	}
-	scenario := "seed: 2\nhorizon: 2h\ntenants: {count: 1, target_gpus: 16}\non_demand: {arrivals_per_hour: 2, mean_lifetime: 30m, gpus: [8]}\ncompare: {name: slow, cooldown: 10m}\n"
+	scenario := "seed: 2\nhorizon: 2h\ntenants: {count: 1, target_gpus: 16}\non_demand: {arrivals_per_hour: 2, mean_lifetime: 30m, gpus: [8]}\ncompare: {name: slow, cooldown: 10m}\njobs: {gang_gpus: 16}\n"
 	status, _, h := a.post("/console/simulations", url.Values{"csrf": {csrf}, "scenario": {scenario}})
 	loc := h.Get("Location")
 	if status != http.StatusSeeOther || !regexp.MustCompile(`^/console/simulations/sim-`).MatchString(loc) {
@@ -89,7 +89,7 @@ func TestSimulationPages(t *testing.T) {
 		t.Errorf("a formatting error on the result page:\n%s", page)
 	}
 	for _, want := range []string{"The operator, policy by policy", "<th>policy</th><th>slow</th>", `id="sim-chart-0"`, `id="sim-chart-1"`,
-		`id="sim-data-1"`, `id="sim-reclaims"`, "tenant-1-us-central-2-rtx-6000-pci", "Preemptible GPU-hours"} {
+		`id="sim-data-1"`, `id="sim-reclaims"`, "tenant-1-us-central-2-rtx-6000-pci", "Preemptible GPU-hours", "Waited for a gang GPU-h"} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("result page %d lacks %q:\n%s", status, want, page)
 		}

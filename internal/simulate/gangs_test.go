@@ -98,11 +98,3 @@ func TestGangsInAScenario(t *testing.T) {
 		t.Error("a gang of 12 GPUs was accepted")
 	}
 }
-
-// TestPlanningGangDocsOutput: the gang example of docs/planning.md is
-// what the week's scenario prints with gangs of 32 GPUs.
-func TestPlanningGangDocsOutput(t *testing.T) {
-	s := scenario(t)
-	s.Jobs.GangGPUs, s.Compare = 32, nil
-	checkDocsTable(t, "gang-table", s)
-}

@@ -244,6 +244,14 @@ func TestPlanningDocsOutput(t *testing.T) {
 	checkDocsTable(t, "week-table", scenario(t))
 }
 
+// TestPlanningGangDocsOutput: the gang example of docs/planning.md is
+// what the week's scenario prints with gangs of 32 GPUs.
+func TestPlanningGangDocsOutput(t *testing.T) {
+	s := scenario(t)
+	s.Jobs.GangGPUs, s.Compare = 32, nil
+	checkDocsTable(t, "gang-table", s)
+}
+
 // checkDocsTable: docs/planning.md's snippet is the table s prints.
 func checkDocsTable(t *testing.T, snippet string, s Scenario) {
 	t.Helper()
