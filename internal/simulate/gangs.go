@@ -76,7 +76,8 @@ func (g *gangRunner) run(spans []*span, end time.Time) jobRun {
 		if st.leave {
 			g.leave(st.s, st.at, end)
 		} else {
-			g.free = append(g.free, st.s)
+			i, _ := slices.BinarySearchFunc(g.free, st.s, nodeOrder)
+			g.free = slices.Insert(g.free, i, st.s)
 		}
 		g.form(st.at)
 	}
@@ -123,7 +124,12 @@ func (g *gangRunner) form(t time.Time) {
 func (g *gangRunner) leave(s *span, t, end time.Time) {
 	gg := g.of[s]
 	if gg == nil {
-		g.free = slices.DeleteFunc(g.free, func(x *span) bool { return x == s })
+		// free stays in nodeOrder (joins come in that order, members
+		// going back are inserted in it): a tenant whose nodes never make
+		// a gang does not pay a scan of all of them at each leave.
+		if i, ok := slices.BinarySearchFunc(g.free, s, nodeOrder); ok {
+			g.free = slices.Delete(g.free, i, i+1)
+		}
 		return
 	}
 	ran := t.Sub(gg.start)
@@ -149,8 +155,8 @@ func (g *gangRunner) leave(s *span, t, end time.Time) {
 	for _, m := range gg.members {
 		delete(g.of, m)
 		if m != s {
-			g.free = append(g.free, m)
+			i, _ := slices.BinarySearchFunc(g.free, m, nodeOrder)
+			g.free = slices.Insert(g.free, i, m)
 		}
 	}
-	slices.SortFunc(g.free, nodeOrder)
 }

@@ -98,3 +98,14 @@ func TestGangsInAScenario(t *testing.T) {
 		t.Error("a gang of 12 GPUs was accepted")
 	}
 }
+
+// TestNodeLeavingBeforeItsGangFormed: a node that leaves while waiting
+// for a gang is out of the count: with gangs of 24 GPUs, a (0-10 min), b
+// and c (from 5 and 20 min) never make one together.
+func TestNodeLeavingBeforeItsGangFormed(t *testing.T) {
+	j := Jobs{GangGPUs: 24, RestartCost: Duration{time.Minute}}
+	spans := []*span{node("a", 0, 10, true), node("b", 5, 100, false), node("c", 20, 100, false)}
+	if got := newGangRunner(j, false).run(spans, Epoch.Add(100*time.Minute)); got.running != 0 || got.lost != 0 || got.restart != 0 {
+		t.Errorf("a gang ran with a node gone: %+v", got)
+	}
+}
