@@ -27,11 +27,11 @@ type Config struct {
 	// preemptible lending; once removed, the machine's CooldownUntil (set by
 	// the controller) takes over.
 	Cooldown time.Duration
-	// Idle, if set, says whether a ready node runs none of its tenant's
-	// work, as its cluster's driver knows it (false when unknown). Among
-	// the nodes a cluster gives up, ready idle ones go before ready busy
-	// ones. It must answer the same for a node throughout one plan.
-	Idle func(*domain.Node) bool
+	// Load, if set, says what a ready node runs, as its cluster's driver
+	// knows it. Among the nodes a cluster gives up, ready idle ones go
+	// before busy ones, and busy ones by least harm (docs/reclaim.md).
+	// It must answer the same for a node throughout one plan.
+	Load func(*domain.Node) domain.NodeLoad
 }
 
 // Plan is the allocator's output. Apply Reclaims, then Provisions, then
@@ -56,6 +56,10 @@ type Reclaim struct {
 	// Deadline is now + DrainWindow; zero for a pending node, which holds
 	// no machine yet and is dropped without a drain.
 	Deadline time.Time
+	// Why this node rather than another of its cluster; empty when the
+	// cause takes every node it can (a deleted cluster, a machine out of
+	// service).
+	Why string
 }
 
 // Provision creates a node of a cluster on a machine.
@@ -290,7 +294,7 @@ func (p *planner) count(ci int32, f nodeFact, sign int32) {
 }
 
 // reclaim takes node ni away from its cluster within this plan.
-func (p *planner) reclaim(ni int32, cause domain.DrainCause) {
+func (p *planner) reclaim(ni int32, cause domain.DrainCause, why string) {
 	if p.gone[ni] {
 		return
 	}
@@ -299,7 +303,7 @@ func (p *planner) reclaim(ni int32, cause domain.DrainCause) {
 	if ci := p.nCluster[ni]; ci >= 0 {
 		p.count(ci, p.facts[ni], -1)
 	}
-	r := Reclaim{NodeID: n.ID, ClusterID: n.ClusterID, MachineID: n.MachineID, Cause: cause}
+	r := Reclaim{NodeID: n.ID, ClusterID: n.ClusterID, MachineID: n.MachineID, Cause: cause, Why: why}
 	if n.State == domain.NodePending {
 		if mi := p.nMachine[ni]; mi >= 0 && p.claim[mi] == ni {
 			p.claim[mi] = -1
@@ -363,7 +367,7 @@ func (p *planner) deleted() {
 		}
 		for _, ni := range p.nodesOf(int32(ci)) {
 			if p.liveNode(ni) {
-				p.reclaim(ni, domain.CauseClusterDeleted)
+				p.reclaim(ni, domain.CauseClusterDeleted, "")
 			}
 		}
 	}
@@ -372,10 +376,10 @@ func (p *planner) deleted() {
 func (p *planner) outOfService() {
 	for _, mi := range p.oosIdx {
 		if o := p.occ[mi]; p.liveNode(o) {
-			p.reclaim(o, domain.CauseOutOfService)
+			p.reclaim(o, domain.CauseOutOfService, "")
 		}
 		if c := p.claim[mi]; c >= 0 && p.liveNode(c) {
-			p.reclaim(c, domain.CauseOutOfService)
+			p.reclaim(c, domain.CauseOutOfService, "")
 		}
 	}
 }
@@ -384,17 +388,19 @@ func (p *planner) nodesOf(ci int32) []int32 {
 	return p.cNodes[p.cStart[ci]:p.cStart[ci+1]]
 }
 
-// victimsOf returns the cluster's live nodes of a class in the order they
-// are given up (youngerFirst).
-func (p *planner) victimsOf(ci int32, class domain.ComputeClass) []int32 {
+// victimsOf chooses k of the cluster's live nodes of a class to give up
+// (victims).
+func (p *planner) victimsOf(ci int32, class domain.ComputeClass, k int) []victim {
+	if k <= 0 {
+		return nil
+	}
 	p.scratch = p.scratch[:0]
 	for _, ni := range p.nodesOf(ci) {
 		if p.liveNode(ni) && p.classOf(ni) == class {
 			p.scratch = append(p.scratch, ni)
 		}
 	}
-	slices.SortFunc(p.scratch, p.youngerFirst)
-	return p.scratch
+	return p.victims(ci, p.scratch, k)
 }
 
 func stateRank(s domain.NodeState) int {
@@ -407,9 +413,9 @@ func stateRank(s domain.NodeState) int {
 	return 2
 }
 
-// youngerFirst orders nodes as they are given up: pending, then
-// provisioning, then ready ones idle (Config.Idle) before busy; youngest
-// first within each.
+// youngerFirst orders nodes as they are given up when nothing is known
+// of their work: pending, then provisioning, then ready ones idle
+// (Config.Load) before busy; youngest first within each.
 func (p *planner) youngerFirst(a, b int32) int {
 	na, nb := p.s.Nodes[a], p.s.Nodes[b]
 	if c := stateRank(na.State) - stateRank(nb.State); c != 0 {
@@ -426,7 +432,7 @@ func (p *planner) youngerFirst(a, b int32) int {
 
 // busyRank is 0 for a ready node known idle, 1 for any other.
 func (p *planner) busyRank(n *domain.Node) int {
-	if p.cfg.Idle != nil && n.State == domain.NodeReady && p.cfg.Idle(n) {
+	if p.cfg.Load != nil && n.State == domain.NodeReady && p.cfg.Load(n).Idle {
 		return 0
 	}
 	return 1
@@ -438,20 +444,12 @@ func (p *planner) scaleDown() {
 		if c.Deleting {
 			continue
 		}
-		if int(p.stdLive[ci]) > c.NumGPUs {
-			for _, ni := range p.victimsOf(int32(ci), domain.Standard) {
-				if g := int(p.facts[ni].gpus); int(p.stdLive[ci])-g >= c.NumGPUs {
-					p.reclaim(ni, domain.CauseScaledDown)
-				}
-			}
-		}
 		gpm := p.partGPM[p.cPart[ci]]
-		if int(p.preLive[ci]) > c.TargetPreemptibleGPUs()/gpm {
-			for _, ni := range p.victimsOf(int32(ci), domain.Preemptible) {
-				if int(p.preLive[ci]) > c.TargetPreemptibleGPUs()/gpm {
-					p.reclaim(ni, domain.CauseScaledDown)
-				}
-			}
+		for _, v := range p.victimsOf(int32(ci), domain.Standard, (int(p.stdLive[ci])-c.NumGPUs)/gpm) {
+			p.reclaim(v.ni, domain.CauseScaledDown, v.why)
+		}
+		for _, v := range p.victimsOf(int32(ci), domain.Preemptible, int(p.preLive[ci])-c.TargetPreemptibleGPUs()/gpm) {
+			p.reclaim(v.ni, domain.CauseScaledDown, v.why)
 		}
 	}
 }

@@ -143,17 +143,12 @@ func (p *planner) shareRemainder(rest []int32, R, W int64) {
 	}
 }
 
-// shedAboveShare reclaims nodes of clusters above their share, in
-// victimsOf's order.
+// shedAboveShare reclaims the nodes of clusters above their share that
+// hurt them least (victims).
 func (p *planner) shedAboveShare(part int32) {
 	for _, ci := range p.partClusters[part] {
-		if over := p.preLive[ci] - p.fair[ci]; over > 0 {
-			for _, ni := range p.victimsOf(ci, domain.Preemptible) {
-				if p.preLive[ci] <= p.fair[ci] {
-					break
-				}
-				p.reclaim(ni, domain.CauseFairShare)
-			}
+		for _, v := range p.victimsOf(ci, domain.Preemptible, int(p.preLive[ci]-p.fair[ci])) {
+			p.reclaim(v.ni, domain.CauseFairShare, v.why)
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package allocator
 
 import (
+	"cmp"
+	"slices"
+
 	"github.com/sparecap/sparecap/internal/domain"
 )
 
@@ -58,45 +61,96 @@ func (p *planner) findStandard(part, ci int32) {
 		}
 		if cl := p.claim[mi]; int(cl) < len(p.s.Nodes) && p.liveNode(cl) && p.eligible(ci, mi) &&
 			!p.oos[mi] && p.classOf(cl) == domain.Preemptible {
-			p.reclaim(cl, domain.CausePreempted)
+			p.reclaim(cl, domain.CausePreempted, "not started yet")
 			p.provision(ci, mi, domain.Standard, true)
 		}
 	}
 	// 4. Reclaim preemptible nodes on eligible machines.
-	cand := p.scratch[:0]
+	p.preempt(part, ci)
+}
+
+// preempt reclaims preemptible nodes on machines cluster ci may use, for
+// its standard nodes. Which clusters give them is the fair-share
+// decision, a node at a time: the cluster furthest above its share
+// (fartherAbove). Which of a cluster's nodes go is victims': the ones
+// whose loss hurts least.
+func (p *planner) preempt(part, ci int32) {
+	var order []int32 // candidate nodes
 	for _, mi := range p.partMachines[part] {
 		o := p.occ[mi]
 		if int(o) < len(p.s.Nodes) && p.liveNode(o) && p.claim[mi] < 0 && p.eligible(ci, mi) &&
 			p.classOf(o) == domain.Preemptible {
-			cand = append(cand, mi)
+			order = append(order, o)
 		}
 	}
-	for p.need(ci) && len(cand) > 0 {
+	want := (p.s.Clusters[ci].NumGPUs - int(p.stdLive[ci])) / p.partGPM[part]
+	if want <= 0 || len(order) == 0 {
+		return
+	}
+	// Each cluster's candidates in the order fartherAbove takes them
+	// within one cluster; the fair-share decision takes from the heads.
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := cmp.Compare(p.nCluster[a], p.nCluster[b]); c != 0 {
+			return c
+		}
+		return p.youngerFirst(a, b)
+	})
+	var heads []int32 // index into order of each cluster's next candidate
+	for i := range order {
+		if i == 0 || p.nCluster[order[i]] != p.nCluster[order[i-1]] {
+			heads = append(heads, int32(i))
+		}
+	}
+	ends := append(heads[1:len(heads):len(heads)], int32(len(order)))
+	count := make([]int, len(heads))
+	live := make(map[int32]int32, len(heads)) // preLive as the choice goes
+	for taken := 0; taken < want; taken++ {
 		best := -1
-		for i, mi := range cand {
-			if best < 0 || p.betterVictim(p.occ[mi], p.occ[cand[best]]) {
-				best = i
+		for h := range heads {
+			if int(heads[h])+count[h] >= int(ends[h]) {
+				continue
+			}
+			if best < 0 || p.fartherAbove(order[int(heads[h])+count[h]], order[int(heads[best])+count[best]], live) {
+				best = h
 			}
 		}
-		mi := cand[best]
-		cand[best] = cand[len(cand)-1]
-		cand = cand[:len(cand)-1]
-		p.reclaim(p.occ[mi], domain.CausePreempted)
-		p.provision(ci, mi, domain.Standard, true)
+		if best < 0 {
+			break
+		}
+		ni := order[int(heads[best])+count[best]]
+		count[best]++
+		if c := p.nCluster[ni]; c >= 0 {
+			if _, ok := live[c]; !ok {
+				live[c] = p.preLive[c]
+			}
+			live[c]--
+		}
 	}
-	p.scratch = cand[:0]
+	for h, n := range count {
+		cands := order[heads[h]:ends[h]]
+		for _, v := range p.victims(p.nCluster[cands[0]], cands, n) {
+			p.reclaim(v.ni, domain.CausePreempted, v.why)
+			p.provision(ci, p.nMachine[v.ni], domain.Standard, true)
+		}
+	}
 }
 
-// betterVictim: the node whose cluster holds the most preemptible nodes per
-// unit of weight (furthest above its fair share), then the youngest node.
-func (p *planner) betterVictim(a, b int32) bool {
+// fartherAbove is betterVictim with the clusters' live counts as the
+// choice so far leaves them (live, where it has taken any).
+func (p *planner) fartherAbove(a, b int32, live map[int32]int32) bool {
 	ca, cb := p.nCluster[a], p.nCluster[b]
 	if ca != cb && ca >= 0 && cb >= 0 {
-		// preLive[ca]/w(ca) vs preLive[cb]/w(cb), by cross-multiplication.
-		la := int64(p.preLive[ca]) * int64(weight(&p.s.Clusters[cb]))
-		lb := int64(p.preLive[cb]) * int64(weight(&p.s.Clusters[ca]))
-		if la != lb {
-			return la > lb
+		la, lb := p.preLive[ca], p.preLive[cb]
+		if v, ok := live[ca]; ok {
+			la = v
+		}
+		if v, ok := live[cb]; ok {
+			lb = v
+		}
+		// la/w(ca) vs lb/w(cb), by cross-multiplication.
+		x, y := int64(la)*int64(weight(&p.s.Clusters[cb])), int64(lb)*int64(weight(&p.s.Clusters[ca]))
+		if x != y {
+			return x > y
 		}
 	}
 	return p.youngerFirst(a, b) < 0

@@ -21,8 +21,10 @@ type world struct {
 	// the way store.Cached feeds the controller's, and fails the test if
 	// the two plans differ.
 	memo *memoCheck
-	// idle, when set, is Config.Idle: the IDs of nodes running no work.
+	// idle, when set, makes Config.Load: the IDs of nodes running no work.
 	idle map[string]bool
+	// loads, when set, is Config.Load by node ID (over idle).
+	loads map[string]domain.NodeLoad
 }
 
 type memoCheck struct {
@@ -96,8 +98,13 @@ func (w *world) cluster(id string) *domain.Cluster {
 // plan computes a plan for the world as it is.
 func (w *world) plan() Plan {
 	cfg := Config{DrainWindow: w.window}
-	if w.idle != nil {
-		cfg.Idle = func(n *domain.Node) bool { return w.idle[n.ID] }
+	if w.idle != nil || w.loads != nil {
+		cfg.Load = func(n *domain.Node) domain.NodeLoad {
+			if l, ok := w.loads[n.ID]; ok {
+				return l
+			}
+			return domain.NodeLoad{Known: true, Idle: w.idle[n.ID]}
+		}
 	}
 	pl := Compute(w.s, w.now, cfg)
 	if mc := w.memo; mc != nil {

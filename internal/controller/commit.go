@@ -184,7 +184,7 @@ func (t *commitTx) reclaim() error {
 			// whole window like any node holding its machine.
 			deadline = t.now.Add(t.c.cfg.DrainWindow)
 		}
-		st := reclaim.Start(n, r.Cause, deadline, t.now)
+		st := reclaim.Start(n, r.Cause, r.Why, deadline, t.now)
 		if st.Event != nil {
 			t.addEvent(*st.Event)
 		}

@@ -319,7 +319,7 @@ func (c *Controller) snapshot(ctx context.Context) (allocator.Snapshot, error) {
 }
 
 func (c *Controller) plan(s allocator.Snapshot, now time.Time) allocator.Plan {
-	cfg := allocator.Config{DrainWindow: c.cfg.DrainWindow, Cooldown: max(c.cfg.Cooldown, 0), Idle: c.idle()}
+	cfg := allocator.Config{DrainWindow: c.cfg.DrainWindow, Cooldown: max(c.cfg.Cooldown, 0), Load: c.load()}
 	pl := c.planner.Compute(s, now, cfg)
 	if c.checkPlan != nil {
 		c.checkPlan(pl, allocator.Compute(s, now, cfg))
@@ -327,18 +327,18 @@ func (c *Controller) plan(s allocator.Snapshot, now time.Time) allocator.Plan {
 	return pl
 }
 
-// idle is the allocator's Config.Idle for one plan: what the cluster's
+// load is the allocator's Config.Load for one plan: what the cluster's
 // driver knows of a node's work, read from its watches (never waited
 // for), asked once per node so the plan sees one answer.
-func (c *Controller) idle() func(*domain.Node) bool {
-	seen := map[string]bool{}
-	return func(n *domain.Node) bool {
-		idle, ok := seen[n.ID]
+func (c *Controller) load() func(*domain.Node) domain.NodeLoad {
+	seen := map[string]domain.NodeLoad{}
+	return func(n *domain.Node) domain.NodeLoad {
+		l, ok := seen[n.ID]
 		if !ok {
-			idle, _ = c.cluster.Idle(n.ClusterID, n.Name)
-			seen[n.ID] = idle
+			l = c.cluster.Load(n.ClusterID, n.Name)
+			seen[n.ID] = l
 		}
-		return idle
+		return l
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 // TestScaleDownDrainsIdleNodesFirst: with three preemptible nodes of
 // one age, the youngest of which (the highest ID) the allocator gives up
 // first, lowering the target by one node drains the one node the
-// simulated cluster says runs no pod, not a busy one.
+// simulated cluster says runs no pod, not a busy one, and its event says
+// so.
 func TestScaleDownDrainsIdleNodesFirst(t *testing.T) {
 	// Nodes start with a DaemonSet pod only, which does not count.
 	h := newHarness(t, []sim.PodTemplate{{Name: "node-exporter", DaemonSet: true}}, 3)
@@ -43,5 +44,9 @@ func TestScaleDownDrainsIdleNodesFirst(t *testing.T) {
 	}
 	if draining[0].DrainCause != domain.CauseScaledDown {
 		t.Fatalf("drain cause %s, want %s", draining[0].DrainCause, domain.CauseScaledDown)
+	}
+	// The event (and so the API's events) says why this node.
+	if e, ok := h.event("a", idle.ID, domain.ReasonScaledDown); !ok || !strings.HasSuffix(e.Message, "rather than another of the cluster: idle") {
+		t.Fatalf("the drain's event %+v does not say the node was chosen as idle", e)
 	}
 }

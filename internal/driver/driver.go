@@ -121,23 +121,24 @@ type ClusterDriver interface {
 	// error means the driver cannot tell now (the watch has not synced,
 	// the API is unreachable), and nothing is decided from it.
 	Health(ctx context.Context, clusterID, nodeName string) (NodeHealth, error)
-	// Idle says, from what the driver already watches (no call out, no
-	// wait), whether the node runs none of its tenant's work; support
-	// work (DaemonSet pods) does not count. known is false when it cannot
-	// tell now, or cannot at all (NoIdle). The allocator gives up idle
-	// nodes before busy ones when it scales a cluster down or takes
-	// preemptible nodes back.
-	Idle(clusterID, nodeName string) (idle, known bool)
+	// Load says, from what the driver already watches (no call out, no
+	// wait), what the node runs: whether it runs none of its tenant's
+	// work (support work such as DaemonSet pods does not count), the gang
+	// of its work and what stopping it would lose. Known is false when it
+	// cannot tell now, or cannot at all (NoLoad). The allocator gives up
+	// idle nodes first and busy ones by least harm when it scales a
+	// cluster down or takes preemptible nodes back.
+	Load(clusterID, nodeName string) domain.NodeLoad
 	// SetHooks sets how the driver tells the controller what it sees,
 	// before the first call.
 	SetHooks(h Hooks)
 }
 
-// NoIdle is the Idle of a driver that cannot tell which nodes are idle.
-type NoIdle struct{}
+// NoLoad is the Load of a driver that cannot tell what a node runs.
+type NoLoad struct{}
 
-// Idle never knows.
-func (NoIdle) Idle(clusterID, nodeName string) (idle, known bool) { return false, false }
+// Load never knows.
+func (NoLoad) Load(clusterID, nodeName string) domain.NodeLoad { return domain.NodeLoad{} }
 
 // Hooks are how a driver tells the controller of changes it sees. Each may
 // be nil; none may block or call the driver.

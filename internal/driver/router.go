@@ -64,15 +64,15 @@ func (r *Router) pick(ctx context.Context, clusterID string) (ClusterDriver, err
 	return Pick(ctx, p, r.fallback, clusterID)
 }
 
-// Idle asks the cluster's driver, or the fallback for a cluster with
+// Load asks the cluster's driver, or the fallback for a cluster with
 // nothing attached, once the cluster has been used; it never builds a
 // driver (the controller asks while it plans).
-func (r *Router) Idle(clusterID, nodeName string) (idle, known bool) {
+func (r *Router) Load(clusterID, nodeName string) domain.NodeLoad {
 	t, ok := r.types.Load(clusterID)
 	if !ok {
-		return false, false
+		return domain.NodeLoad{}
 	}
-	return IdleOn(r.platforms[t.(domain.ClusterType)], r.fallback, clusterID, nodeName)
+	return LoadOn(r.platforms[t.(domain.ClusterType)], r.fallback, clusterID, nodeName)
 }
 
 // Pick is the driver of a cluster of platform p: p's driver of it, or
@@ -91,21 +91,21 @@ func Pick(ctx context.Context, p Platform, fallback ClusterDriver, clusterID str
 	return d, nil
 }
 
-// IdleOn asks, without building a driver, whether a node of a cluster of
-// platform p is idle: p's driver of the cluster once it was looked up, or
+// LoadOn asks, without building a driver, what a node of a cluster of
+// platform p runs: p's driver of the cluster once it was looked up, or
 // fallback when nothing of p is attached to it (or p is nil).
-func IdleOn(p Platform, fallback ClusterDriver, clusterID, nodeName string) (idle, known bool) {
+func LoadOn(p Platform, fallback ClusterDriver, clusterID, nodeName string) domain.NodeLoad {
 	if p == nil {
-		return fallback.Idle(clusterID, nodeName)
+		return fallback.Load(clusterID, nodeName)
 	}
 	d, ok := p.Known(clusterID)
 	switch {
 	case !ok:
-		return false, false
+		return domain.NodeLoad{}
 	case d == nil:
-		return fallback.Idle(clusterID, nodeName)
+		return fallback.Load(clusterID, nodeName)
 	}
-	return d.Idle(clusterID, nodeName)
+	return d.Load(clusterID, nodeName)
 }
 
 // SetHooks sets the hooks of every platform's drivers and the fallback's.

@@ -26,8 +26,10 @@ func (n *named) Release(context.Context, string, string) error                  
 func (n *named) Health(context.Context, string, string) (NodeHealth, error) {
 	return NodeHealth{Lost: n.name}, nil
 }
-func (n *named) Idle(string, string) (bool, bool) { return n.idle, true }
-func (n *named) SetHooks(Hooks)                   {}
+func (n *named) Load(string, string) domain.NodeLoad {
+	return domain.NodeLoad{Known: true, Idle: n.idle}
+}
+func (n *named) SetHooks(Hooks) {}
 
 // platform drives the clusters in attached; the others have nothing
 // attached.
@@ -81,7 +83,7 @@ func TestRouter(t *testing.T) {
 	}, map[domain.ClusterType]Platform{domain.ClusterKubernetes: kube, domain.ClusterSlurm: slurm}, sim)
 
 	ctx := context.Background()
-	if idle, known := r.Idle("a", "n"); idle || known {
+	if l := r.Load("a", "n"); l.Idle || l.Known {
 		t.Fatal("Idle of a cluster not used yet is known")
 	}
 	for id, want := range map[string]string{"a": "kube-a", "b": "slurm-b", "c": "sim", "d": "sim", "e": "sim"} {
@@ -99,15 +101,15 @@ func TestRouter(t *testing.T) {
 		t.Error("a cluster whose type cannot be told went somewhere")
 	}
 	for id, want := range map[string][2]bool{"a": {true, true}, "b": {false, true}, "c": {true, true}, "e": {true, true}} {
-		if idle, known := r.Idle(id, "n"); idle != want[0] || known != want[1] {
-			t.Errorf("Idle of %s: %v %v, want %v", id, idle, known, want)
+		if l := r.Load(id, "n"); l.Idle != want[0] || l.Known != want[1] {
+			t.Errorf("Load of %s: %+v, want %v", id, l, want)
 		}
 	}
 	r.Reload("a")
 	if len(kube.reloads) != 1 || len(slurm.reloads) != 1 {
 		t.Errorf("Reload reached %v and %v", kube.reloads, slurm.reloads)
 	}
-	if _, known := r.Idle("a", "n"); known {
+	if r.Load("a", "n").Known {
 		t.Error("Idle after a Reload built the driver again")
 	}
 	if h, _ := r.Health(ctx, "a", "n"); h.Lost != "kube-a" || asked["a"] != 2 {

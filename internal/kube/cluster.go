@@ -345,6 +345,7 @@ func trimPod(obj any) (any, error) {
 		t.Spec.Volumes = deadlineReader // what readsDeadline looks for, shared
 	}
 	trimQueue(t, p)
+	trimLoad(t, p)
 	t.Status.Phase = p.Status.Phase
 	for _, cond := range p.Status.Conditions {
 		if cond.Type == corev1.DisruptionTarget {

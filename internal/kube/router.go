@@ -128,11 +128,11 @@ func (r *Router) driver(ctx context.Context, clusterID string) (driver.ClusterDr
 	return driver.Pick(ctx, r, r.fallback, clusterID)
 }
 
-// Idle asks the cluster's driver, or the fallback for a cluster without
+// Load asks the cluster's driver, or the fallback for a cluster without
 // a kubeconfig, once the cluster has been used; it never starts a driver
 // (the controller asks while it plans).
-func (r *Router) Idle(clusterID, nodeName string) (idle, known bool) {
-	return driver.IdleOn(r, r.fallback, clusterID, nodeName)
+func (r *Router) Load(clusterID, nodeName string) domain.NodeLoad {
+	return driver.LoadOn(r, r.fallback, clusterID, nodeName)
 }
 
 var _ driver.ClusterDriver = (*Router)(nil)

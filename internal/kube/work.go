@@ -63,21 +63,3 @@ func runs(p *corev1.Pod) bool {
 	_, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]
 	return !exited(p) && !mirror
 }
-
-// Idle says, from the pod watch, whether the node runs no pod but
-// DaemonSets'; unknown until the watch has synced.
-func (c *Cluster) Idle(clusterID, nodeName string) (idle, known bool) {
-	if c.check(clusterID) != nil || !c.pods.HasSynced() {
-		return false, false
-	}
-	objs, err := c.pods.GetIndexer().ByIndex(byNode, nodeName)
-	if err != nil {
-		return false, false
-	}
-	for _, o := range objs {
-		if p := o.(*corev1.Pod); runs(p) && !isDaemon(p) {
-			return false, true
-		}
-	}
-	return true, true
-}

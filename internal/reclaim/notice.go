@@ -21,13 +21,14 @@ type Started struct {
 	Observation *Observation
 }
 
-// Start is the T+0 change of node n, reclaimed at now for cause with its
+// Start is the T+0 change of node n, reclaimed at now for cause (why: why
+// this node rather than another, said in the event) with its
 // deadline: a pure function of the node, the cause and the time. A pending
 // node (it never held its machine) is removed at once. Any other one is
 // draining with its deadline and gets the full notice, a provisioning one
 // too: its Node may have joined the cluster and taken pods before the
 // controller recorded it ready.
-func Start(n domain.Node, cause domain.DrainCause, deadline, now time.Time) Started {
+func Start(n domain.Node, cause domain.DrainCause, why string, deadline, now time.Time) Started {
 	n.DrainCause, n.DrainStartedAt = cause, now
 	if n.State == domain.NodePending {
 		n.State, n.RemovedAt = domain.NodeRemoved, now
@@ -35,6 +36,9 @@ func Start(n domain.Node, cause domain.DrainCause, deadline, now time.Time) Star
 	}
 	n.State, n.Deadline, n.Notified = domain.NodeDraining, deadline, false
 	reason, msg := noticeText(n, cause)
+	if why != "" {
+		msg += "; this node rather than another of the cluster: " + why
+	}
 	s := Started{Node: n, Event: &domain.Event{ClusterID: n.ClusterID, NodeID: n.ID, NodeName: n.Name, Reason: reason,
 		Message: msg, Timestamp: now, Deadline: deadline}}
 	if !n.ReadyAt.IsZero() {

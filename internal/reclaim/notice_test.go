@@ -12,7 +12,7 @@ func TestStartDrainsAReadyNodeWithItsDeadlineItsCauseAndItsNotice(t *testing.T) 
 	n := domain.Node{ID: "n-1", ClusterID: cluster, Name: "gpu-preemptible-dp-1", Class: domain.Preemptible, GPUs: 8,
 		State: domain.NodeReady, ReadyAt: t0.Add(-time.Hour), Notified: true}
 	deadline := t0.Add(window)
-	st := Start(n, domain.CausePreempted, deadline, t0)
+	st := Start(n, domain.CausePreempted, "idle", deadline, t0)
 	got := st.Node
 	if got.State != domain.NodeDraining || !got.Deadline.Equal(deadline) || got.DrainCause != domain.CausePreempted ||
 		!got.DrainStartedAt.Equal(t0) || got.Notified {
@@ -20,7 +20,8 @@ func TestStartDrainsAReadyNodeWithItsDeadlineItsCauseAndItsNotice(t *testing.T) 
 	}
 	e := st.Event
 	if e == nil || e.Reason != domain.ReasonPreemptionNotified || !e.Deadline.Equal(deadline) || !e.Timestamp.Equal(t0) ||
-		e.NodeID != "n-1" || !strings.Contains(e.Message, "needed for standard nodes") {
+		e.NodeID != "n-1" || !strings.Contains(e.Message, "needed for standard nodes") ||
+		!strings.HasSuffix(e.Message, "this node rather than another of the cluster: idle") {
 		t.Fatalf("notice event %+v", e)
 	}
 	if o := st.Observation; o == nil || o.Kind != KindDrainStarted || !o.Time.Equal(t0) || !o.Deadline.Equal(deadline) || o.GPUs != 8 {
@@ -32,14 +33,14 @@ func TestStartDrainsAReadyNodeWithItsDeadlineItsCauseAndItsNotice(t *testing.T) 
 }
 
 func TestStartRemovesAPendingNodeAtOnceWithoutANotice(t *testing.T) {
-	st := Start(domain.Node{ID: "n-1", State: domain.NodePending}, domain.CauseScaledDown, t0.Add(window), t0)
+	st := Start(domain.Node{ID: "n-1", State: domain.NodePending}, domain.CauseScaledDown, "", t0.Add(window), t0)
 	if st.Node.State != domain.NodeRemoved || !st.Node.RemovedAt.Equal(t0) || st.Event != nil || st.Observation != nil {
 		t.Fatalf("%+v", st)
 	}
 }
 
 func TestStartGivesAProvisioningNodeTheFullNoticeButNoObservation(t *testing.T) {
-	st := Start(domain.Node{ID: "n-1", State: domain.NodeProvisioning}, domain.CauseFairShare, t0.Add(window), t0)
+	st := Start(domain.Node{ID: "n-1", State: domain.NodeProvisioning}, domain.CauseFairShare, "", t0.Add(window), t0)
 	if st.Node.State != domain.NodeDraining || st.Event == nil || !strings.Contains(st.Event.Message, "fair share") || st.Observation != nil {
 		t.Fatalf("%+v", st)
 	}
@@ -56,7 +57,7 @@ func TestTheNoticeSaysWhetherTheTenantAskedForTheDrain(t *testing.T) {
 		domain.CauseScaledDown:     {domain.ReasonScaledDown, false},
 		domain.CauseClusterDeleted: {domain.ReasonScaledDown, false},
 	} {
-		st := Start(domain.Node{Name: "gpu-preemptible-dp-1", State: domain.NodeReady}, cause, t0.Add(window), t0)
+		st := Start(domain.Node{Name: "gpu-preemptible-dp-1", State: domain.NodeReady}, cause, "", t0.Add(window), t0)
 		notice := clusterNotice(st.Node)
 		if st.Event.Reason != want.reason || notice.Reason != string(want.reason) || notice.Warning != want.warning ||
 			!strings.HasSuffix(notice.Message, "; deadline "+t0.Add(window).Format(time.RFC3339)) {

@@ -288,7 +288,7 @@ func (s *spec) readyNode() domain.Node {
 
 // reclaim makes n draining now for cause, as the plan commit does.
 func (s *spec) reclaim(n domain.Node, cause domain.DrainCause) domain.Node {
-	st := Start(n, cause, s.clk.Now().Add(window), s.clk.Now())
+	st := Start(n, cause, "", s.clk.Now().Add(window), s.clk.Now())
 	s.port.mu.Lock()
 	s.port.nodes[n.ID] = st.Node
 	s.port.mu.Unlock()

@@ -443,22 +443,23 @@ func (f *Fleet) postEvent(ctx context.Context, clusterID, nodeName, podKey, typ 
 	return f.finish(ctx, change{Nodes: []*node{n}, Events: []*event{&logged}})
 }
 
-// Idle says whether the node runs no pod but DaemonSets' as of the
-// clock's now. A missing node is not known.
-func (f *Fleet) Idle(clusterID, nodeName string) (idle, known bool) {
+// Load says whether the node runs no pod but DaemonSets' as of the
+// clock's now; the simulated fleet knows nothing more of its work. A
+// missing node is not known.
+func (f *Fleet) Load(clusterID, nodeName string) domain.NodeLoad {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n, ok := f.st.nodes[nodeKey{clusterID, nodeName}]
 	if !ok {
-		return false, false
+		return domain.NodeLoad{}
 	}
 	now := f.clock.Now()
 	for _, p := range n.Pods {
 		if !p.DaemonSet && p.state(now) != PodGone {
-			return false, true
+			return domain.NodeLoad{Known: true}
 		}
 	}
-	return true, true
+	return domain.NodeLoad{Known: true, Idle: true}
 }
 
 // ListWork lists the pods on the node that have not exited as of the

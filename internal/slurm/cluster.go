@@ -251,9 +251,9 @@ func (c *Cluster) check(clusterID string) error {
 
 func notFound(what string) error { return fmt.Errorf("%s: %w", what, domain.ErrNotFound) }
 
-// Idle: a Slurm cluster's nodes are not known idle (its jobs are read
+// Load: what a Slurm cluster's nodes run is not known (its jobs are read
 // by polling, which the controller does not wait for while it plans).
-func (c *Cluster) Idle(clusterID, nodeName string) (idle, known bool) { return false, false }
+func (c *Cluster) Load(clusterID, nodeName string) domain.NodeLoad { return domain.NodeLoad{} }
 
 var _ driver.ClusterDriver = (*Cluster)(nil)
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
 )
 
@@ -111,11 +112,11 @@ func (r *Router) driver(ctx context.Context, clusterID string) (driver.ClusterDr
 	return driver.Pick(ctx, r, r.next, clusterID)
 }
 
-// Idle asks next for a cluster that is not a Slurm one, and a Slurm
-// cluster's driver for its own (see Cluster.Idle), once the cluster has
+// Load asks next for a cluster that is not a Slurm one, and a Slurm
+// cluster's driver for its own (see Cluster.Load), once the cluster has
 // been used.
-func (r *Router) Idle(clusterID, nodeName string) (idle, known bool) {
-	return driver.IdleOn(r, r.next, clusterID, nodeName)
+func (r *Router) Load(clusterID, nodeName string) domain.NodeLoad {
+	return driver.LoadOn(r, r.next, clusterID, nodeName)
 }
 
 var _ driver.ClusterDriver = (*Router)(nil)

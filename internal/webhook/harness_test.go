@@ -216,7 +216,7 @@ func decode(t *testing.T, body []byte) (ev cloudEvent, data EventData) {
 // fakeDriver lists the work it was given; block makes ListWork wait for
 // its context to end (a cluster that does not answer).
 type fakeDriver struct {
-	driver.NoIdle
+	driver.NoLoad
 	mu    sync.Mutex
 	work  map[string][]driver.Work
 	block bool

@@ -1,0 +1,258 @@
+package allocator
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// victim is a node chosen to go, and why it rather than another.
+type victim struct {
+	ni  int32
+	why string
+}
+
+// harm is what taking a set of nodes costs their tenant, compared in
+// order: protected work hit, work lost, jobs stopped, then how young the
+// nodes are (the sum of their places in youngest-first order: younger
+// goes first when all else is equal).
+type harm struct {
+	protected, jobs int32
+	lost            int64
+	rank            int64
+}
+
+func (a harm) add(b harm) harm {
+	return harm{a.protected + b.protected, a.jobs + b.jobs, a.lost + b.lost, a.rank + b.rank}
+}
+
+func (a harm) less(b harm) bool {
+	switch {
+	case a.protected != b.protected:
+		return a.protected < b.protected
+	case a.lost != b.lost:
+		return a.lost < b.lost
+	case a.jobs != b.jobs:
+		return a.jobs < b.jobs
+	}
+	return a.rank < b.rank
+}
+
+// load is what node ni runs (Config.Load); not known without one.
+func (p *planner) load(ni int32) domain.NodeLoad {
+	if p.cfg.Load == nil || int(ni) >= len(p.s.Nodes) {
+		return domain.NodeLoad{}
+	}
+	return p.cfg.Load(p.s.Nodes[ni])
+}
+
+// victims chooses k of cluster ci's nodes among cands (live nodes of the
+// cluster) to give up, in the order they go: nodes not ready yet, then
+// ready idle ones, then surplus members of gangs above their minimum,
+// then the set of busy nodes whose loss hurts least (leastHarm); the
+// youngest first within each. cands is reordered.
+func (p *planner) victims(ci int32, cands []int32, k int) []victim {
+	k = min(k, len(cands))
+	if k <= 0 {
+		return nil
+	}
+	slices.SortFunc(cands, p.youngerFirst)
+	out := make([]victim, 0, k)
+	i := 0
+	for ; i < len(cands) && len(out) < k; i++ {
+		ni := cands[i]
+		n := p.s.Nodes[ni]
+		switch {
+		case ci < 0:
+			out = append(out, victim{ni, "its cluster is gone"})
+		case n.State == domain.NodePending:
+			out = append(out, victim{ni, "not started yet"})
+		case n.State == domain.NodeProvisioning:
+			out = append(out, victim{ni, "not ready yet"})
+		case p.busyRank(n) == 0:
+			out = append(out, victim{ni, "idle"})
+		default:
+			return p.leastHarm(ci, cands[i:], k, out)
+		}
+	}
+	return out
+}
+
+// gangOf is what the plan knows of one gang of a cluster: its live ready
+// members and what stopping it costs.
+type gangOf struct {
+	members, min, surplus int
+	lost                  int64
+	protected             bool
+}
+
+// leastHarm appends to out, up to k, the busy ready nodes of cluster ci
+// among rest (youngest first) whose loss hurts least: surplus gang
+// members first, then the set of gangs and single nodes of least harm
+// (an exact knapsack over the nodes still needed: a gang costs all its
+// members' lost work however few of them go, so once hit it gives all of
+// its nodes before another gang is hit).
+func (p *planner) leastHarm(ci int32, rest []int32, k int, out []victim) []victim {
+	loads := make([]domain.NodeLoad, len(rest))
+	known := false
+	for i, ni := range rest {
+		loads[i] = p.load(ni)
+		known = known || loads[i].Gang != "" || loads[i].LostGPUSeconds > 0 || loads[i].Protected
+	}
+	if !known {
+		for _, ni := range rest[:k-len(out)] {
+			out = append(out, victim{ni, "the youngest busy node (nothing is known of its work)"})
+		}
+		return out
+	}
+	gangs := p.gangsOf(ci)
+	// Surplus members above a gang's minimum, youngest first.
+	taken := make([]bool, len(rest))
+	for i, ni := range rest {
+		g := gangs[loads[i].Gang]
+		if len(out) == k {
+			return out
+		}
+		if loads[i].Gang == "" || g == nil || g.surplus == 0 {
+			continue
+		}
+		g.surplus--
+		taken[i] = true
+		out = append(out, victim{ni, fmt.Sprintf("a surplus member of gang %s (%d running, %d needed)", loads[i].Gang, g.members, g.min)})
+	}
+	items := p.harmItems(rest, loads, taken, gangs)
+	for _, it := range knapsack(items, k-len(out)) {
+		for j, ni := range it.nodes {
+			if len(out) == k {
+				break
+			}
+			out = append(out, victim{ni, it.why(j)})
+		}
+	}
+	return out
+}
+
+// gangsOf sums cluster ci's gangs over its live ready nodes.
+func (p *planner) gangsOf(ci int32) map[string]*gangOf {
+	gangs := map[string]*gangOf{}
+	for _, ni := range p.nodesOf(ci) {
+		if !p.liveNode(ni) || p.s.Nodes[ni].State != domain.NodeReady {
+			continue
+		}
+		l := p.load(ni)
+		if l.Gang == "" {
+			continue
+		}
+		g := gangs[l.Gang]
+		if g == nil {
+			g = &gangOf{}
+			gangs[l.Gang] = g
+		}
+		g.members++
+		g.min = max(g.min, l.GangMin)
+		g.lost += l.LostGPUSeconds
+		g.protected = g.protected || l.Protected
+	}
+	for _, g := range gangs {
+		if g.min > 0 && g.members > g.min {
+			g.surplus = g.members - g.min
+		}
+	}
+	return gangs
+}
+
+// harmItem is a gang, or a node whose work is its own: the nodes it gives
+// (youngest first) and what taking any of them costs.
+type harmItem struct {
+	gang  string
+	nodes []int32
+	cost  harm
+}
+
+func (it *harmItem) why(j int) string {
+	h := float64(it.cost.lost) / 3600
+	prot := ""
+	if it.cost.protected > 0 {
+		prot = "; protected by its tenant, but nothing less harmful could serve"
+	}
+	switch {
+	case it.gang == "":
+		return fmt.Sprintf("least harm: %.1f GPU-hours of work since its last checkpoint%s", h, prot)
+	case j == 0:
+		return fmt.Sprintf("least harm: stops gang %s (%.1f GPU-hours since its last checkpoint)%s", it.gang, h, prot)
+	}
+	return fmt.Sprintf("with the rest of gang %s, already stopped", it.gang)
+}
+
+// harmItems groups the nodes of rest not taken into items, in order of
+// their youngest node.
+func (p *planner) harmItems(rest []int32, loads []domain.NodeLoad, taken []bool, gangs map[string]*gangOf) []*harmItem {
+	var items []*harmItem
+	byGang := map[string]*harmItem{}
+	for i, ni := range rest {
+		if taken[i] {
+			continue
+		}
+		l := loads[i]
+		if it := byGang[l.Gang]; l.Gang != "" && it != nil {
+			it.nodes = append(it.nodes, ni)
+			continue
+		}
+		it := &harmItem{gang: l.Gang, nodes: []int32{ni}, cost: harm{jobs: 1, lost: l.LostGPUSeconds, rank: int64(len(items))}}
+		if l.Protected {
+			it.cost.protected = 1
+		}
+		if g := gangs[l.Gang]; l.Gang != "" && g != nil {
+			it.cost.lost = g.lost
+			if g.protected {
+				it.cost.protected = 1
+			}
+			byGang[l.Gang] = it
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+// knapsack returns the items of least total harm that give at least k
+// nodes (all of them if they cannot), in their order. dp[j] is the least
+// harm that gives j nodes (k: k or more) from the items seen so far;
+// from[g][j] the j that item g was added to, where it made dp[j].
+func knapsack(items []*harmItem, k int) []*harmItem {
+	if k <= 0 {
+		return nil
+	}
+	dp := make([]harm, k+1)
+	ok := make([]bool, k+1)
+	ok[0] = true
+	from := make([][]int32, len(items))
+	for g, it := range items {
+		from[g] = make([]int32, k+1)
+		for j := range from[g] {
+			from[g][j] = -1
+		}
+		for j := k; j >= 0; j-- {
+			if !ok[j] {
+				continue
+			}
+			nj := min(k, j+len(it.nodes))
+			if c := dp[j].add(it.cost); nj != j && (!ok[nj] || c.less(dp[nj])) {
+				dp[nj], ok[nj], from[g][nj] = c, true, int32(j)
+			}
+		}
+	}
+	j := k
+	for !ok[j] {
+		j-- // fewer nodes than asked: all there are
+	}
+	var chosen []*harmItem
+	for g := len(items) - 1; g >= 0 && j > 0; g-- {
+		if f := from[g][j]; f >= 0 {
+			chosen = append(chosen, items[g])
+			j = int(f)
+		}
+	}
+	slices.Reverse(chosen)
+	return chosen
+}

@@ -1,0 +1,69 @@
+package kube
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// TestLoadOfANode: what a node runs, read from its pods as the watch
+// keeps them (trimmed): idle with DaemonSets' pods only; the gang of a
+// JobSet's, an indexed Job's or a Volcano PodGroup's pod, none for a
+// plain Job's; the work lost from the last checkpoint, or the start; a
+// tenant's minimum, do-not-disrupt and deletion cost; bounded names.
+func TestLoadOfANode(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	pod := func(labels, ann map[string]string, gpus int64, started time.Duration) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "p", Labels: labels, Annotations: ann},
+			Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c"}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &metav1.Time{Time: now.Add(-started)}}}
+		if gpus > 0 {
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI)}
+		}
+		tp, _ := trimPod(p)
+		return tp.(*corev1.Pod)
+	}
+	daemon := pod(nil, nil, 0, time.Hour)
+	daemon.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "exporter", Controller: ptr(true)}}
+	long := strings.Repeat("x", 300)
+	for _, tc := range []struct {
+		name string
+		pods []*corev1.Pod
+		want domain.NodeLoad
+	}{
+		{"no pods", nil, domain.NodeLoad{Known: true, Idle: true}},
+		{"a DaemonSet's", []*corev1.Pod{daemon}, domain.NodeLoad{Known: true, Idle: true}},
+		{"a JobSet's, no checkpoint", []*corev1.Pod{pod(map[string]string{"jobset.sigs.k8s.io/jobset-name": "train"}, nil, 8, time.Hour)},
+			domain.NodeLoad{Known: true, Gang: "jobset/ml/train", LostGPUSeconds: 8 * 3600}},
+		{"checkpointed a minute ago", []*corev1.Pod{pod(nil, map[string]string{domain.AnnotationLastCheckpoint: now.Add(-time.Minute).Format(time.RFC3339)}, 8, time.Hour)},
+			domain.NodeLoad{Known: true, LostGPUSeconds: 8 * 60}},
+		{"a checkpoint in the future", []*corev1.Pod{pod(nil, map[string]string{domain.AnnotationLastCheckpoint: now.Add(time.Hour).Format(time.RFC3339)}, 8, time.Hour)},
+			domain.NodeLoad{Known: true}},
+		{"an indexed Job's", []*corev1.Pod{pod(map[string]string{"batch.kubernetes.io/job-name": "sweep"}, map[string]string{"batch.kubernetes.io/job-completion-index": "3"}, 0, time.Minute)},
+			domain.NodeLoad{Known: true, Gang: "job/ml/sweep", LostGPUSeconds: 60}},
+		{"a plain Job's", []*corev1.Pod{pod(map[string]string{"batch.kubernetes.io/job-name": "one"}, nil, 2, time.Minute)},
+			domain.NodeLoad{Known: true, LostGPUSeconds: 120}},
+		{"elastic, protected, with a deletion cost", []*corev1.Pod{pod(nil, map[string]string{"scheduling.k8s.io/group-name": "pg",
+			domain.AnnotationGangMin: "2", "karpenter.sh/do-not-disrupt": "true", "controller.kubernetes.io/pod-deletion-cost": "500"}, 1, 0)},
+			domain.NodeLoad{Known: true, Gang: "podgroup/ml/pg", GangMin: 2, Protected: true, LostGPUSeconds: 500}},
+		{"a LeaderWorkerSet group of a long name", []*corev1.Pod{pod(map[string]string{"leaderworkerset.sigs.k8s.io/name": long[:63], "leaderworkerset.sigs.k8s.io/group-index": "1"}, nil, 8, 0)},
+			domain.NodeLoad{Known: true, Gang: "lws/ml/" + long[:63] + "/1"}},
+		{"a hostile annotation is not kept", []*corev1.Pod{pod(nil, map[string]string{"scheduling.k8s.io/group-name": long}, 8, 0)},
+			domain.NodeLoad{Known: true}},
+		{"two gangs: the larger names the node", []*corev1.Pod{
+			pod(map[string]string{"ray.io/cluster": "small"}, nil, 2, 0), pod(map[string]string{"ray.io/cluster": "big"}, nil, 6, 0)},
+			domain.NodeLoad{Known: true, Gang: "ray/ml/big"}},
+	} {
+		if got := loadOf(tc.pods, now); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
