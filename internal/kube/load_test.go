@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -67,3 +68,26 @@ func TestLoadOfANode(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestReclaimDocNamesWhatLoadReads: docs/reclaim.md lists every label and
+// annotation the driver reads to weigh a node and every gang name prefix,
+// so what a tenant copies from it is what the driver reads.
+func TestReclaimDocNamesWhatLoadReads(t *testing.T) {
+	b, err := os.ReadFile("../../docs/reclaim.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	want := append([]string{labelJobName}, loadAnnotations...)
+	for _, g := range gangLabels {
+		want = append(want, g.label, "`"+g.kind+"/<namespace>/")
+		if g.sub != "" {
+			want = append(want, strings.TrimPrefix(g.sub, strings.SplitN(g.sub, "/", 2)[0]))
+		}
+	}
+	for _, w := range want {
+		if !strings.Contains(doc, w) {
+			t.Errorf("docs/reclaim.md does not name %q", w)
+		}
+	}
+}
