@@ -16,7 +16,8 @@ type Comparison struct {
 	Seed    uint64   `json:"seed"`
 	Horizon Duration `json:"horizon"`
 	Events  int      `json:"demand_events"`
-	// GangGPUs is the scenario's gang size (jobs.gang_gpus; 0: none).
+	// GangGPUs is the scenario's largest gang (jobs.gang_gpus or its mix;
+	// 0: none).
 	GangGPUs int       `json:"gang_gpus,omitempty"`
 	Runs     []*Result `json:"runs"`
 }
@@ -24,7 +25,7 @@ type Comparison struct {
 // Compare runs evs under the scenario's policy and, if set, its Compare
 // policy.
 func Compare(ctx context.Context, s Scenario, evs []Event, progress func(Progress)) (*Comparison, error) {
-	c := &Comparison{Seed: s.Seed, Horizon: s.Horizon, Events: len(evs), GangGPUs: s.Jobs.GangGPUs}
+	c := &Comparison{Seed: s.Seed, Horizon: s.Horizon, Events: len(evs), GangGPUs: s.Jobs.largestGang()}
 	pols := []Policy{s.Policy}
 	if s.Compare != nil {
 		pols = append(pols, *s.Compare)
@@ -122,7 +123,7 @@ func (c *Comparison) WriteCSV(w io.Writer) error {
 		}
 		for _, t := range r.Tenants {
 			for _, kv := range [][2]string{{"target_gpus", strconv.Itoa(t.TargetGPUs)}, {"weight", strconv.Itoa(t.Weight)}, {"delivered_gpu_hours", num(t.DeliveredGPUh)},
-				{"reclaims", strconv.Itoa(t.Reclaims)}, {"lost_gpu_hours", num(t.LostGPUh)}, {"restart_gpu_hours", num(t.RestartGPUh)},
+				{"reclaims", strconv.Itoa(t.Reclaims)}, {"nodes_stopped", strconv.Itoa(t.StoppedNodes)}, {"lost_gpu_hours", num(t.LostGPUh)}, {"restart_gpu_hours", num(t.RestartGPUh)},
 				{"checkpoint_gpu_hours", num(t.CheckpointGPUh)}, {"useful_gpu_hours", num(t.UsefulGPUh)}, {"cost", t.Cost},
 				{"on_demand_cost_of_useful_work", t.OnDemandCost}, {"savings_percent", num(t.SavingsPercent)}} {
 				cw.Write([]string{p, "tenant", t.Cluster, kv[0], kv[1]})

@@ -106,7 +106,7 @@ func newWorld(ctx context.Context, sc Scenario, pol Policy) (*world, error) {
 	if cooldown == 0 {
 		cooldown = -1 // the controller reads 0 as its default
 	}
-	w.ctrl = controller.New(w.st, w.fl, w.fl, clk, controller.Config{
+	w.ctrl = controller.New(w.st, &loadFleet{Fleet: w.fl, w: w, cache: map[string]*tenantLoads{}}, w.fl, clk, controller.Config{
 		DrainWindow: pol.DrainWindow.D, Cooldown: cooldown, Interval: pol.Poll.D,
 		Workers: 1, NoticeWorkers: 1, Random: random.New(sc.Seed),
 		// Nothing goes behind the simulated control plane's back: the

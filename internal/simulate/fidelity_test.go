@@ -55,6 +55,9 @@ policy:
   name: server
   poll: 1s
   cooldown: 30s
+  # The server's simulated fleet tells whether a node runs pods, not
+  # what its jobs would lose: the simulator sees as much.
+  victims: idle-first
 `
 
 // TestFidelityAgainstTheServer: the same demand through the simulator and

@@ -13,7 +13,10 @@ import (
 // useful work's changes over time, for the job completions.
 type jobRun struct {
 	running, checkpoint, lost, restart int64
-	work                               []workChange
+	// stopped counts the nodes whose work a reclaim stopped: every
+	// member of a gang one of whose nodes was reclaimed.
+	stopped int
+	work    []workChange
 }
 
 // gangRunner forms gangs out of a tenant's ready nodes as they come and
@@ -46,21 +49,29 @@ func newGangRunner(j Jobs, save bool) *gangRunner {
 
 // run plays a tenant's node spans through the gangs up to end.
 func (g *gangRunner) run(spans []*span, end time.Time) jobRun {
-	type step struct {
-		at    time.Time
-		leave bool
-		s     *span
-	}
-	var steps []step
+	g.play(steps(spans), end, end)
+	return g.out
+}
+
+// gangStep is a node joining (ready) or leaving (stopped) at a time.
+type gangStep struct {
+	at    time.Time
+	leave bool
+	s     *span
+}
+
+// steps are the joins and leaves of spans, by time; at one instant
+// leaves first (a gang broken now can take a node ready now), then by
+// node.
+func steps(spans []*span) []gangStep {
+	var out []gangStep
 	for _, s := range spans {
 		if s.ready.IsZero() || !s.stop.After(s.ready) {
 			continue
 		}
-		steps = append(steps, step{s.ready, false, s}, step{s.stop, true, s})
+		out = append(out, gangStep{s.ready, false, s}, gangStep{s.stop, true, s})
 	}
-	// By time; at one instant leaves first (a gang broken now can take
-	// a node ready now), then by node.
-	slices.SortFunc(steps, func(a, b step) int {
+	slices.SortFunc(out, func(a, b gangStep) int {
 		if c := a.at.Compare(b.at); c != 0 {
 			return c
 		}
@@ -72,7 +83,16 @@ func (g *gangRunner) run(spans []*span, end time.Time) jobRun {
 		}
 		return nodeOrder(a.s, b.s)
 	})
+	return out
+}
+
+// play applies the steps up to until (the leaves at until excepted: a
+// node that leaves at until still runs at until), end being the horizon.
+func (g *gangRunner) play(steps []gangStep, until, end time.Time) {
 	for _, st := range steps {
+		if st.at.After(until) || (st.leave && st.at.Equal(until) && until.Before(end)) {
+			continue
+		}
 		if st.leave {
 			g.leave(st.s, st.at, end)
 		} else {
@@ -81,7 +101,19 @@ func (g *gangRunner) run(spans []*span, end time.Time) jobRun {
 		}
 		g.form(st.at)
 	}
-	return g.out
+}
+
+// lostAfter is the work a gang that has run for ran loses if it stops
+// now: none if it checkpoints at the notice, else what it did since its
+// last checkpoint.
+func (g *gangRunner) lostAfter(ran time.Duration) time.Duration {
+	switch {
+	case g.save:
+		return 0
+	case g.j.CheckpointInterval.D > 0:
+		return ran % g.period
+	}
+	return ran
 }
 
 // nodeOrder orders spans by readiness, then machine, then name: no
@@ -140,15 +172,10 @@ func (g *gangRunner) leave(s *span, t, end time.Time) {
 	}
 	ch := workChange{at: t, rate: -float64(gg.gpus) * g.useful}
 	if reclaimed(s.n) && !s.n.DrainStartedAt.After(end) {
-		lost := ran
-		switch {
-		case g.save:
-			lost = 0
-		case g.j.CheckpointInterval.D > 0:
-			lost = ran % g.period
-		}
+		lost := g.lostAfter(ran)
 		g.out.lost += int64(lost/time.Second) * int64(gg.gpus)
 		g.out.restart += int64(g.j.RestartCost.D/time.Second) * int64(gg.gpus)
+		g.out.stopped += len(gg.members)
 		ch.jump = -float64(gg.gpus) * (lost + g.j.RestartCost.D).Seconds()
 	}
 	g.out.work = append(g.out.work, ch)

@@ -56,14 +56,16 @@ func TestGangOfTwoNodes(t *testing.T) {
 	}
 }
 
-// TestGangsInAScenario: gangs change what the jobs make of the nodes,
-// not the control plane's run: the same deliveries and reclaims; every
+// TestGangsInAScenario: to a control plane that sees nothing of the
+// jobs (victims youngest first), gangs change what the jobs make of the
+// nodes, not its run: the same deliveries and reclaims; every
 // tenant's ready time is either waited for a gang or ran, and what ran is
 // useful, lost, restarted or checkpointed; a gang as large as the target
 // waits more than one of a node.
 func TestGangsInAScenario(t *testing.T) {
 	s := scenario(t)
 	s.Horizon.D, s.Compare = 48*time.Hour, nil
+	s.Policy.Victims = VictimsYoungest
 	evs := Generate(s)
 	alone, err := Run(context.Background(), s, evs, s.Policy, nil)
 	if err != nil {

@@ -28,13 +28,17 @@ type Result struct {
 
 // Tenant is one preemptible cluster's outcome.
 type Tenant struct {
-	Cluster         string  `json:"cluster"`
-	Region          string  `json:"region"`
-	GPUType         string  `json:"gpu_type"`
-	TargetGPUs      int     `json:"target_gpus"`
-	Weight          int     `json:"weight"`
-	DeliveredGPUh   float64 `json:"delivered_gpu_hours"`
-	Reclaims        int     `json:"reclaims"`
+	Cluster       string  `json:"cluster"`
+	Region        string  `json:"region"`
+	GPUType       string  `json:"gpu_type"`
+	TargetGPUs    int     `json:"target_gpus"`
+	Weight        int     `json:"weight"`
+	DeliveredGPUh float64 `json:"delivered_gpu_hours"`
+	Reclaims      int     `json:"reclaims"`
+	// StoppedNodes counts the nodes whose work the reclaims stopped: a
+	// reclaimed node waiting for a gang stops none, one of a gang stops
+	// every member.
+	StoppedNodes    int     `json:"nodes_stopped"`
 	LostGPUh        float64 `json:"lost_gpu_hours"`
 	RestartGPUh     float64 `json:"restart_gpu_hours"`
 	CheckpointGPUh  float64 `json:"checkpoint_gpu_hours"`
@@ -311,14 +315,16 @@ func (w outcome) tenants(ctx context.Context, r *Result, spans []span, p *priced
 	for _, id := range order {
 		a := by[id]
 		t := a.t
-		jr := newGangRunner(j, saveAtNotice).run(a.nodes, end)
+		tj := j.JobsOf(t.Cluster)
+		jr := newGangRunner(tj, saveAtNotice).run(a.nodes, end)
 		wait := a.delivered - jr.running
 		useful := max(jr.running-jr.lost-jr.restart-jr.checkpoint, 0)
 		t.DeliveredGPUh, t.LostGPUh, t.RestartGPUh, t.CheckpointGPUh, t.UsefulGPUh =
 			hours(a.delivered), hours(jr.lost), hours(jr.restart), hours(jr.checkpoint), hours(useful)
-		if j.GangGPUs > 0 {
+		if tj.GangGPUs > 0 {
 			t.GangWaitGPUh = hours(wait)
 		}
+		t.StoppedNodes = jr.stopped
 		cost := billing.Money{}
 		if tot := p.preByCl[id]; tot != nil {
 			cost = tot.Amount

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -76,6 +77,41 @@ type Jobs struct {
 	// stops its whole gang (every member loses its work since the gang's
 	// last checkpoint and pays the restart). 0: each node runs alone.
 	GangGPUs int `json:"gang_gpus,omitempty"`
+	// Mix, if set, gives tenants different jobs: each tenant runs one
+	// class of it (by its cluster's name, JobsOf), which sets its gang
+	// size and checkpoint interval over the ones above.
+	Mix []JobClass `json:"mix,omitempty"`
+}
+
+// JobClass is one kind of job of a mix.
+type JobClass struct {
+	GangGPUs           int      `json:"gang_gpus"`
+	CheckpointInterval Duration `json:"checkpoint_interval"`
+}
+
+// largestGang is the largest gang of j and its mix, in GPUs.
+func (j Jobs) largestGang() int {
+	g := j.GangGPUs
+	for _, c := range j.Mix {
+		g = max(g, c.GangGPUs)
+	}
+	return g
+}
+
+// maxMix bounds a job mix.
+const maxMix = 100
+
+// JobsOf is the jobs the tenant of cluster name runs: j, with its class
+// of the mix (an FNV hash of the name picks it) if there is one.
+func (j Jobs) JobsOf(name string) Jobs {
+	if len(j.Mix) == 0 {
+		return j
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	c := j.Mix[h.Sum32()%uint32(len(j.Mix))]
+	j.GangGPUs, j.CheckpointInterval, j.Mix = c.GangGPUs, c.CheckpointInterval, nil
+	return j
 }
 
 // Policy is what an operator can set.
@@ -89,7 +125,21 @@ type Policy struct {
 	// Poll is how often a step looks again at a drain or a provisioning
 	// node (the controller's interval, default 10s).
 	Poll Duration `json:"poll"`
+	// Victims is how a cluster's nodes to give up are chosen, as far as
+	// what a node runs goes (docs/reclaim.md): "least-harm" (the
+	// default, also when empty: what the tenants' jobs would lose, from
+	// the job model), "idle-first" (only whether a node runs a job: a
+	// driver that sees pods and nothing more), or "youngest" (nothing
+	// known: a Slurm cluster's nodes).
+	Victims string `json:"victims,omitempty"`
 }
+
+// Victim choices of a Policy.
+const (
+	VictimsLeastHarm = "least-harm"
+	VictimsIdleFirst = "idle-first"
+	VictimsYoungest  = "youngest"
+)
 
 // Limits of a scenario: a scenario may come from anyone a simulation
 // service runs for.
@@ -189,6 +239,17 @@ func (s *Scenario) Check() error {
 			return err
 		}
 	}
+	if len(j.Mix) > maxMix {
+		return fmt.Errorf("jobs.mix lists more than %d classes", maxMix)
+	}
+	for i, c := range j.Mix {
+		if err := checkGPUs(fmt.Sprintf("jobs.mix[%d].gang_gpus", i), c.GangGPUs, true); err != nil {
+			return err
+		}
+		if c.CheckpointInterval.D < 0 || c.CheckpointInterval.D > MaxHorizon {
+			return fmt.Errorf("jobs.mix[%d].checkpoint_interval must be between 0 and %s; got %s", i, MaxHorizon, c.CheckpointInterval.D)
+		}
+	}
 	if !(j.GPUHours >= 0 && j.GPUHours <= 1e9) {
 		return fmt.Errorf("jobs.gpu_hours must be between 0 and 1e9; got %g", j.GPUHours)
 	}
@@ -224,6 +285,8 @@ func (p *Policy) check(field string) error {
 		return fmt.Errorf("%s.poll must be between 100ms and 10m; got %s", field, p.Poll.D)
 	case p.Cooldown != nil && (p.Cooldown.D < 0 || p.Cooldown.D > 24*time.Hour):
 		return fmt.Errorf("%s.cooldown must be between 0s and 24h; got %s", field, p.Cooldown.D)
+	case p.Victims != "" && p.Victims != VictimsLeastHarm && p.Victims != VictimsIdleFirst && p.Victims != VictimsYoungest:
+		return fmt.Errorf("%s.victims must be %s, %s or %s; got %.64q", field, VictimsLeastHarm, VictimsIdleFirst, VictimsYoungest, p.Victims)
 	}
 	return nil
 }
