@@ -32,6 +32,11 @@ type Config struct {
 	// before busy ones, and busy ones by least harm (docs/reclaim.md).
 	// It must answer the same for a node throughout one plan.
 	Load func(*domain.Node) domain.NodeLoad
+	// MinLease, if set, is the minimum lease of a machine's pool: a
+	// preemptible node ready for less than it is reclaimed for standard
+	// demand only when no other node can serve it, and not at all to
+	// give another cluster its fair share (docs/reclaim.md). Zero: none.
+	MinLease func(*domain.Machine) time.Duration
 }
 
 // Plan is the allocator's output. Apply Reclaims, then Provisions, then
@@ -389,18 +394,45 @@ func (p *planner) nodesOf(ci int32) []int32 {
 }
 
 // victimsOf chooses k of the cluster's live nodes of a class to give up
-// (victims).
-func (p *planner) victimsOf(ci int32, class domain.ComputeClass, k int) []victim {
+// (victims); with keepLeased, none inside its minimum lease, whose end is
+// then a wake-up of the plan.
+func (p *planner) victimsOf(ci int32, class domain.ComputeClass, k int, keepLeased bool) []victim {
 	if k <= 0 {
 		return nil
 	}
 	p.scratch = p.scratch[:0]
 	for _, ni := range p.nodesOf(ci) {
-		if p.liveNode(ni) && p.classOf(ni) == class {
-			p.scratch = append(p.scratch, ni)
+		if !p.liveNode(ni) || p.classOf(ni) != class {
+			continue
 		}
+		if end, ok := p.leaseEnd(ni); keepLeased && ok {
+			p.wake(end)
+			continue
+		}
+		p.scratch = append(p.scratch, ni)
 	}
 	return p.victims(ci, p.scratch, k)
+}
+
+// leaseEnd is when node ni's minimum lease ends, if it is inside it: a
+// ready preemptible node on a machine whose pool has one.
+func (p *planner) leaseEnd(ni int32) (time.Time, bool) {
+	if p.cfg.MinLease == nil || int(ni) >= len(p.s.Nodes) {
+		return time.Time{}, false
+	}
+	n, mi := p.s.Nodes[ni], p.nMachine[ni]
+	if n.Class != domain.Preemptible || n.State != domain.NodeReady || n.ReadyAt.IsZero() || mi < 0 {
+		return time.Time{}, false
+	}
+	end := n.ReadyAt.Add(p.cfg.MinLease(&p.s.Machines[mi]))
+	return end, p.now.Before(end)
+}
+
+// wake makes t the plan's NextWake if it comes first.
+func (p *planner) wake(t time.Time) {
+	if t.After(p.now) && (p.out.NextWake.IsZero() || t.Before(p.out.NextWake)) {
+		p.out.NextWake = t
+	}
 }
 
 func stateRank(s domain.NodeState) int {
@@ -445,10 +477,11 @@ func (p *planner) scaleDown() {
 			continue
 		}
 		gpm := p.partGPM[p.cPart[ci]]
-		for _, v := range p.victimsOf(int32(ci), domain.Standard, (int(p.stdLive[ci])-c.NumGPUs)/gpm) {
+		for _, v := range p.victimsOf(int32(ci), domain.Standard, (int(p.stdLive[ci])-c.NumGPUs)/gpm, false) {
 			p.reclaim(v.ni, domain.CauseScaledDown, v.why)
 		}
-		for _, v := range p.victimsOf(int32(ci), domain.Preemptible, int(p.preLive[ci])-c.TargetPreemptibleGPUs()/gpm) {
+		// The tenant's own scale-down may end its leases.
+		for _, v := range p.victimsOf(int32(ci), domain.Preemptible, int(p.preLive[ci])-c.TargetPreemptibleGPUs()/gpm, false) {
 			p.reclaim(v.ni, domain.CauseScaledDown, v.why)
 		}
 	}

@@ -48,9 +48,7 @@ func (p *planner) preemptibleSupply(part int32) (supply, cooling int) {
 			}
 		case (o < 0 || !p.liveNode(o)) && p.cooling(mi):
 			cooling++
-			if cu := s.Machines[mi].CooldownUntil; cu.After(p.now) && (p.out.NextWake.IsZero() || cu.Before(p.out.NextWake)) {
-				p.out.NextWake = cu
-			}
+			p.wake(s.Machines[mi].CooldownUntil)
 		case o < 0 || !p.liveNode(o) || p.classOf(o) == domain.Preemptible:
 			supply++
 		}
@@ -147,7 +145,7 @@ func (p *planner) shareRemainder(rest []int32, R, W int64) {
 // hurt them least (victims).
 func (p *planner) shedAboveShare(part int32) {
 	for _, ci := range p.partClusters[part] {
-		for _, v := range p.victimsOf(ci, domain.Preemptible, int(p.preLive[ci]-p.fair[ci])) {
+		for _, v := range p.victimsOf(ci, domain.Preemptible, int(p.preLive[ci]-p.fair[ci]), true) {
 			p.reclaim(v.ni, domain.CauseFairShare, v.why)
 		}
 	}

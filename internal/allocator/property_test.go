@@ -20,6 +20,7 @@ func TestPlanInvariants(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		w := newWorld(t0)
 		w.memo = &memoCheck{fatal: rt.Fatalf}
+		w.lease = time.Duration(rapid.SampledFrom([]int{0, 0, 5, 30}).Draw(rt, "leaseMinutes")) * time.Minute
 		regions := []string{"r1", "r2"}
 		gpus := []string{"A", "B"}
 		projects := []string{"p", "q", "acme"}
@@ -120,6 +121,10 @@ func checkPlan(rt *rapid.T, w *world, pl Plan) {
 		// Standard nodes are never reclaimed for someone else's demand.
 		if n.Class == domain.Standard && (r.Cause == domain.CausePreempted || r.Cause == domain.CauseFairShare) {
 			rt.Fatalf("standard node reclaimed: %+v", r)
+		}
+		// A node inside its minimum lease never goes for a fair share.
+		if r.Cause == domain.CauseFairShare && w.lease > 0 && n.State == domain.NodeReady && w.now.Before(n.ReadyAt.Add(w.lease)) {
+			rt.Fatalf("node %s inside its lease (ready %s, now %s) taken for a fair share", n.ID, n.ReadyAt, w.now)
 		}
 		// Every drain is bounded by the window.
 		pending := n.State == domain.NodePending

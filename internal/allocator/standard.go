@@ -88,10 +88,24 @@ func (p *planner) preempt(part, ci int32) {
 		return
 	}
 	// Each cluster's candidates in the order fartherAbove takes them
-	// within one cluster; the fair-share decision takes from the heads.
+	// within one cluster, those inside their minimum lease last; the
+	// fair-share decision takes from the heads, a leased head only when
+	// no cluster has another.
+	leased := map[int32]bool{}
+	for _, ni := range order {
+		if _, ok := p.leaseEnd(ni); ok {
+			leased[ni] = true
+		}
+	}
 	slices.SortFunc(order, func(a, b int32) int {
 		if c := cmp.Compare(p.nCluster[a], p.nCluster[b]); c != 0 {
 			return c
+		}
+		if leased[a] != leased[b] {
+			if leased[b] {
+				return -1
+			}
+			return 1
 		}
 		return p.youngerFirst(a, b)
 	})
@@ -110,7 +124,19 @@ func (p *planner) preempt(part, ci int32) {
 			if int(heads[h])+count[h] >= int(ends[h]) {
 				continue
 			}
-			if best < 0 || p.fartherAbove(order[int(heads[h])+count[h]], order[int(heads[best])+count[best]], live) {
+			a := order[int(heads[h])+count[h]]
+			if best < 0 {
+				best = h
+				continue
+			}
+			b := order[int(heads[best])+count[best]]
+			if leased[a] != leased[b] {
+				if leased[b] {
+					best = h
+				}
+				continue
+			}
+			if p.fartherAbove(a, b, live) {
 				best = h
 			}
 		}
@@ -128,7 +154,18 @@ func (p *planner) preempt(part, ci int32) {
 	}
 	for h, n := range count {
 		cands := order[heads[h]:ends[h]]
-		for _, v := range p.victims(p.nCluster[cands[0]], cands, n) {
+		free := 0 // not leased: first in cands
+		for free < len(cands) && !leased[cands[free]] {
+			free++
+		}
+		vs := p.victims(p.nCluster[cands[0]], cands[:free], min(n, free))
+		if n > free {
+			for _, v := range p.victims(p.nCluster[cands[0]], cands[free:], n-free) {
+				v.why += "; inside its minimum lease, but no other node could serve"
+				vs = append(vs, v)
+			}
+		}
+		for _, v := range vs {
 			p.reclaim(v.ni, domain.CausePreempted, v.why)
 			p.provision(ci, p.nMachine[v.ni], domain.Standard, true)
 		}

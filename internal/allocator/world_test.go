@@ -25,6 +25,8 @@ type world struct {
 	idle map[string]bool
 	// loads, when set, is Config.Load by node ID (over idle).
 	loads map[string]domain.NodeLoad
+	// lease, when set, is every machine's Config.MinLease.
+	lease time.Duration
 }
 
 type memoCheck struct {
@@ -105,6 +107,9 @@ func (w *world) plan() Plan {
 			}
 			return domain.NodeLoad{Known: true, Idle: w.idle[n.ID]}
 		}
+	}
+	if w.lease > 0 {
+		cfg.MinLease = func(*domain.Machine) time.Duration { return w.lease }
 	}
 	pl := Compute(w.s, w.now, cfg)
 	if mc := w.memo; mc != nil {
