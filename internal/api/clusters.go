@@ -212,7 +212,7 @@ func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, status int
 		return
 	}
 	nodes = append(nodes, pending...)
-	writeJSON(w, status, clusterView(c, nodes, s.apiAddressRedactor(r.Context(), c)))
+	writeJSON(w, status, clusterView(c, nodes, s.apiAddressRedactor(r.Context(), c), s.leaseEnd(r.Context())))
 }
 
 // maxListedClusters bounds the clusters whose nodes a listing selects by
@@ -246,7 +246,7 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, p principa
 	}
 	out := apiv1.ClusterList{Clusters: make([]apiv1.Cluster, 0, len(cs))}
 	for _, c := range cs {
-		out.Clusters = append(out.Clusters, clusterView(c, byCluster[c.ID], s.apiAddressRedactor(ctx, c)))
+		out.Clusters = append(out.Clusters, clusterView(c, byCluster[c.ID], s.apiAddressRedactor(ctx, c), s.leaseEnd(ctx)))
 	}
 	body := encodeJSON(out, compactJSON(w))
 	if ix != nil {
@@ -418,7 +418,7 @@ func accessView(a domain.Access, redact func(string) string) *apiv1.Access {
 
 // clusterView is the API's view of a cluster; redact masks the cluster's
 // API server address in the nodes' errors.
-func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) string) apiv1.Cluster {
+func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) string, leaseEnd func(domain.Node) time.Time) apiv1.Cluster {
 	v := apiv1.Cluster{
 		ClusterID: c.ID, ClusterName: c.Name, ProjectID: c.ProjectID, Region: c.Region, GPUType: c.GPUType,
 		ClusterType: string(c.Type), BillingType: string(c.BillingType), Status: string(c.Status),
@@ -449,6 +449,9 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 		if n.State == domain.NodeDraining {
 			nv.Deadline = timePtr(n.Deadline)
 		}
+		if leaseEnd != nil {
+			nv.LeaseEnd = timePtr(leaseEnd(n))
+		}
 		v.GPUWorkerNodes = append(v.GPUWorkerNodes, nv)
 	}
 	if c.Unfulfilled != "" && v.AllocatedPreemptibleGPUs < v.TargetPreemptibleGPUs {
@@ -458,6 +461,27 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 		v.TargetUnfulfilled = &apiv1.Unfulfilled{Reason: string(domain.UnfulfilledProvisioning), Message: "the controller is catching up with a node that just changed state"}
 	}
 	return v
+}
+
+// leaseEnd is when a ready preemptible node's minimum lease ends (zero
+// for other nodes, or a pool without one); nil without Options.MinLease.
+func (s *Server) leaseEnd(ctx context.Context) func(domain.Node) time.Time {
+	if s.MinLease == nil {
+		return nil
+	}
+	return func(n domain.Node) time.Time {
+		if n.Class != domain.Preemptible || n.State != domain.NodeReady || n.ReadyAt.IsZero() {
+			return time.Time{}
+		}
+		m, err := s.store.GetMachine(ctx, n.MachineID)
+		if err != nil {
+			return time.Time{}
+		}
+		if l := s.MinLease(&m); l > 0 {
+			return n.ReadyAt.Add(l)
+		}
+		return time.Time{}
+	}
 }
 
 func timePtr(t time.Time) *time.Time {

@@ -79,6 +79,9 @@ type Server struct {
 
 // Options are the optional parts of a Server.
 type Options struct {
+	// MinLease, if set, is the minimum lease of a machine's pool
+	// (fleet.File.MinLease): nodes show when theirs ends.
+	MinLease func(*domain.Machine) time.Duration
 	// Sealer seals the kubeconfigs operators attach to clusters. Without
 	// it attaching is refused (503); detaching still works.
 	Sealer *secret.Sealer

@@ -155,6 +155,9 @@ type Node struct {
 	CreatedAt    time.Time  `json:"created_at"`
 	ReadyAt      *time.Time `json:"ready_at,omitempty"`
 	Deadline     *time.Time `json:"deadline,omitempty"`
+	// LeaseEnd: until when a ready preemptible node is inside its pool's
+	// minimum lease (absent when the pool has none).
+	LeaseEnd *time.Time `json:"lease_end,omitempty"`
 	// LastError is the last failure of a step on the node (a provision
 	// hook, a call to the cluster's API), until the step succeeds. The
 	// API server's address is masked in it.

@@ -317,10 +317,15 @@ func (s *state) printCluster(cmd *cobra.Command, cl *apiv1.Cluster) error {
 	})
 }
 
-// nodesTable lists nodes, with a LAST ERROR column when any node has one.
+// nodesTable lists nodes, with a LEASE END column when any node's pool
+// has a minimum lease and a LAST ERROR column when any node has one.
 func (s *state) nodesTable(tw *tabwriter.Writer, nodes []apiv1.Node) {
 	withErrors := slices.ContainsFunc(nodes, func(n apiv1.Node) bool { return n.LastError != "" })
+	withLeases := slices.ContainsFunc(nodes, func(n apiv1.Node) bool { return n.LeaseEnd != nil })
 	header := []any{"NAME", "CLASS", "STATUS", "GPUS", "AGE", "DEADLINE"}
+	if withLeases {
+		header = append(header, "LEASE END")
+	}
 	if withErrors {
 		header = append(header, "LAST ERROR")
 	}
@@ -338,6 +343,9 @@ func (s *state) nodesTable(tw *tabwriter.Writer, nodes []apiv1.Node) {
 			status += " (cleanup pending)"
 		}
 		cols := []any{name, n.ComputeClass, status, n.NumGPUs, s.age(n.CreatedAt), s.deadline(n.Deadline)}
+		if withLeases {
+			cols = append(cols, s.deadline(n.LeaseEnd))
+		}
 		if withErrors {
 			cols = append(cols, orDash(oneLine(n.LastError)))
 		}

@@ -245,3 +245,24 @@ func TestClustersGetShowsAccess(t *testing.T) {
 	g.handle("GET /v1/clusters/{id}", 200, cl)
 	mustContain(t, "get", g.run("clusters", "get", "c1").stdout, "Permissions:        all granted (checked")
 }
+
+// TestLeaseEndColumn: a node inside its pool's minimum lease shows when
+// the lease ends, counted down; the column is there only when a node has
+// a lease.
+func TestLeaseEndColumn(t *testing.T) {
+	end := t0.Add(7 * time.Minute)
+	leased := node("gpu-preemptible-dp-2", "preemptible", "ready", nil)
+	leased.LeaseEnd = &end
+	f := newFakeAPI(t)
+	f.handle("GET /v1/clusters/c1", 200, cluster("Ready", 8, node("gpu-dp-1", "standard", "ready", nil), leased))
+	r := f.run("nodes", "list", "--cluster", "c1")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "nodes list", r.stdout,
+		"NAME                   CLASS         STATUS   GPUS   AGE    DEADLINE   LEASE END",
+		"gpu-dp-1               standard      ready    8      3m0s   -          -\n",
+		"gpu-preemptible-dp-2   preemptible   ready    8      3m0s   -          "+end.Format(time.RFC3339)+" (in 7m0s)\n")
+	r = f.run("nodes", "list", "--cluster", "c1", "-o", "json")
+	mustContain(t, "nodes -o json", r.stdout, `"lease_end": "`+end.Format(time.RFC3339)+`"`)
+}

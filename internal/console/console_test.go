@@ -58,6 +58,8 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	a := api.New(st, ctrl, clk, clock.Real{}, nil)
+	// Every pool has a minimum lease of an hour: nodes show its end.
+	a.MinLease = func(*domain.Machine) time.Duration { return time.Hour }
 	if a.Sealer, err = secret.NewSealer(make([]byte, 32)); err != nil {
 		t.Fatal(err)
 	}
@@ -405,6 +407,28 @@ func TestClusterPageShowsLostNode(t *testing.T) {
 	status, page, _ := b.get("/console/clusters/" + id)
 	if status != 200 || !strings.Contains(page, "removing (lost)") {
 		t.Fatalf("cluster page %d does not show the lost node", status)
+	}
+}
+
+// TestClusterPageShowsLeaseEnd: a ready preemptible node of a pool with
+// a minimum lease shows when its lease ends.
+func TestClusterPageShowsLeaseEnd(t *testing.T) {
+	e := newEnv(t)
+	body := e.apiAs(e.tokens["p"], "POST", "/v1/clusters", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8,"num_preemptible_gpus":8}`, 201)
+	id := regexp.MustCompile(`"cluster_id":\s*"([^"]+)"`).FindStringSubmatch(body)[1]
+	for i := 0; i < 10; i++ {
+		e.ctrl.Reconcile(context.Background())
+		e.clk.Step(10 * time.Second)
+	}
+	ready := regexp.MustCompile(`"lease_end":\s*"([^"]+)"`).FindStringSubmatch(e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200))
+	if ready == nil {
+		t.Fatal("no node of the cluster has a lease_end")
+	}
+	b := e.browser()
+	b.signIn(e.tokens["p"])
+	status, page, _ := b.get("/console/clusters/" + id)
+	if status != 200 || !strings.Contains(page, `lease ends <time datetime="`+ready[1]+`"`) {
+		t.Fatalf("cluster page %d does not show the lease's end %s", status, ready[1])
 	}
 }
 

@@ -24,6 +24,9 @@ import (
 type Config struct {
 	// DrainWindow is the bounded notice (default 5 minutes).
 	DrainWindow time.Duration
+	// MinLease, if set, is the minimum lease of a machine's pool
+	// (allocator.Config.MinLease).
+	MinLease func(*domain.Machine) time.Duration
 	// Cooldown keeps a machine released by a standard node out of
 	// preemptible lending for a while, so capacity that standard demand just
 	// gave back is not lent and reclaimed again at once (default 30s).
@@ -319,7 +322,7 @@ func (c *Controller) snapshot(ctx context.Context) (allocator.Snapshot, error) {
 }
 
 func (c *Controller) plan(s allocator.Snapshot, now time.Time) allocator.Plan {
-	cfg := allocator.Config{DrainWindow: c.cfg.DrainWindow, Cooldown: max(c.cfg.Cooldown, 0), Load: c.load()}
+	cfg := allocator.Config{DrainWindow: c.cfg.DrainWindow, Cooldown: max(c.cfg.Cooldown, 0), Load: c.load(), MinLease: c.cfg.MinLease}
 	pl := c.planner.Compute(s, now, cfg)
 	if c.checkPlan != nil {
 		c.checkPlan(pl, allocator.Compute(s, now, cfg))

@@ -35,6 +35,28 @@ type Pool struct {
 	// ReservedFor names the project holding these machines as a
 	// reservation; empty for the on-demand pool.
 	ReservedFor string `json:"reserved_for,omitempty"`
+	// MinLease is the minimum lease of a preemptible node on these
+	// machines (docs/reclaim.md), as a duration ("10m"); empty: none.
+	MinLease string `json:"min_lease,omitempty"`
+}
+
+// MaxMinLease bounds a pool's minimum lease.
+const MaxMinLease = 24 * time.Hour
+
+// MinLease is the minimum lease of the pool machine m belongs to: the
+// first pool of its region, GPU type and reservation; 0 when none.
+func (f File) MinLease(m *domain.Machine) time.Duration {
+	for _, p := range f.Pools {
+		if p.Region != m.Region || p.GPUType != m.GPUType || (p.ReservedFor != "") != (m.ReservationID != "") {
+			continue
+		}
+		if p.ReservedFor != "" && ReservationID(p) != m.ReservationID {
+			continue
+		}
+		d, _ := time.ParseDuration(p.MinLease) // checked by Parse
+		return d
+	}
+	return 0
 }
 
 // File is the fleet file.
@@ -101,6 +123,12 @@ func Parse(data []byte) (File, error) {
 			return File{}, fmt.Errorf("pool %d: gpus_per_machine must be %d (one node is %d GPUs); got %d", i+1, domain.GPUStep, domain.GPUStep, p.GPUsPerMachine)
 		case p.ReservedFor != "" && !idRE.MatchString(p.ReservedFor):
 			return File{}, fmt.Errorf("pool %d: reserved_for %q is not a valid project id", i+1, p.ReservedFor)
+		}
+		if p.MinLease != "" {
+			d, err := time.ParseDuration(p.MinLease)
+			if err != nil || d < 0 || d > MaxMinLease {
+				return File{}, fmt.Errorf("pool %d: min_lease %.40q is not a duration between 0s and %s", i+1, p.MinLease, MaxMinLease)
+			}
 		}
 	}
 	for gpu, price := range f.Prices {

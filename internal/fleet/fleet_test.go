@@ -39,6 +39,9 @@ func TestParseErrors(t *testing.T) {
 		{`pools: [{region: r, gpu_type: g, machines: 1, spot: true}]`, "spot"},
 		{`pools: [{region: r, gpu_type: g, machines: 1}]` + "\nprices: {g: \"cheap\"}", "decimal"},
 		{`pools: [`, "parse"},
+		{`pools: [{region: r, gpu_type: g, machines: 1, min_lease: soon}]`, "min_lease"},
+		{`pools: [{region: r, gpu_type: g, machines: 1, min_lease: 25h}]`, "min_lease"},
+		{`pools: [{region: r, gpu_type: g, machines: 1, min_lease: -1m}]`, "min_lease"},
 	} {
 		if _, err := Parse([]byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want one mentioning %q", tc.yaml, err, tc.want)
@@ -148,5 +151,33 @@ func TestRegisterPricesAddsOnlyChanges(t *testing.T) {
 	}
 	if ps, _ = st.ListPrices(ctx); len(ps) != 6 {
 		t.Fatalf("a restart undid the admin's price: %+v", ps)
+	}
+}
+
+// TestMinLeaseByPool: a machine's minimum lease is its own pool's: the
+// on-demand pool's for its machines, a reservation's for the
+// reservation's, none for a pool without one.
+func TestMinLeaseByPool(t *testing.T) {
+	f, err := Parse([]byte(`pools:
+- {region: r, gpu_type: g, machines: 2, min_lease: 10m}
+- {region: r, gpu_type: g, machines: 2, reserved_for: acme, min_lease: 1h}
+- {region: r, gpu_type: h, machines: 2}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		m    domain.Machine
+		want time.Duration
+	}{
+		{domain.Machine{Region: "r", GPUType: "g"}, 10 * time.Minute},
+		{domain.Machine{Region: "r", GPUType: "g", ReservationID: ReservationID(f.Pools[1])}, time.Hour},
+		{domain.Machine{Region: "r", GPUType: "g", ReservationID: "rsv-other"}, 0},
+		{domain.Machine{Region: "r", GPUType: "h"}, 0},
+		{domain.Machine{Region: "q", GPUType: "g"}, 0},
+	} {
+		if got := f.MinLease(&tc.m); got != tc.want {
+			t.Errorf("%+v: lease %s, want %s", tc.m, got, tc.want)
+		}
 	}
 }

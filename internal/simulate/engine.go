@@ -107,7 +107,7 @@ func newWorld(ctx context.Context, sc Scenario, pol Policy) (*world, error) {
 		cooldown = -1 // the controller reads 0 as its default
 	}
 	w.ctrl = controller.New(w.st, &loadFleet{Fleet: w.fl, w: w, cache: map[string]*tenantLoads{}}, w.fl, clk, controller.Config{
-		DrainWindow: pol.DrainWindow.D, Cooldown: cooldown, Interval: pol.Poll.D,
+		DrainWindow: pol.DrainWindow.D, Cooldown: cooldown, Interval: pol.Poll.D, MinLease: pol.minLease(),
 		Workers: 1, NoticeWorkers: 1, Random: random.New(sc.Seed),
 		// Nothing goes behind the simulated control plane's back: the
 		// backstop sweeps would only cost time.
@@ -255,4 +255,14 @@ func ignoreGone(err error) error {
 		return nil
 	}
 	return err
+}
+
+// minLease is the controller's MinLease for the policy's lease; nil for
+// none.
+func (p Policy) minLease() func(*domain.Machine) time.Duration {
+	if p.MinLease == nil || p.MinLease.D <= 0 {
+		return nil
+	}
+	lease := p.MinLease.D
+	return func(*domain.Machine) time.Duration { return lease }
 }

@@ -132,6 +132,9 @@ type Policy struct {
 	// driver that sees pods and nothing more), or "youngest" (nothing
 	// known: a Slurm cluster's nodes).
 	Victims string `json:"victims,omitempty"`
+	// MinLease is every pool's minimum lease of a preemptible node
+	// (docs/reclaim.md); 0, the default: none.
+	MinLease *Duration `json:"min_lease,omitempty"`
 }
 
 // Victim choices of a Policy.
@@ -285,6 +288,8 @@ func (p *Policy) check(field string) error {
 		return fmt.Errorf("%s.poll must be between 100ms and 10m; got %s", field, p.Poll.D)
 	case p.Cooldown != nil && (p.Cooldown.D < 0 || p.Cooldown.D > 24*time.Hour):
 		return fmt.Errorf("%s.cooldown must be between 0s and 24h; got %s", field, p.Cooldown.D)
+	case p.MinLease != nil && (p.MinLease.D < 0 || p.MinLease.D > fleet.MaxMinLease):
+		return fmt.Errorf("%s.min_lease must be between 0s and %s; got %s", field, fleet.MaxMinLease, p.MinLease.D)
 	case p.Victims != "" && p.Victims != VictimsLeastHarm && p.Victims != VictimsIdleFirst && p.Victims != VictimsYoungest:
 		return fmt.Errorf("%s.victims must be %s, %s or %s; got %.64q", field, VictimsLeastHarm, VictimsIdleFirst, VictimsYoungest, p.Victims)
 	}

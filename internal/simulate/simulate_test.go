@@ -212,6 +212,14 @@ policy: {poll: 1ms}`,
 compare: {drain_window: 48h}`,
 		`horizon: 1h
 jobs: {checkpoint_cost: -1s}`,
+		`horizon: 1h
+policy: {victims: random}`,
+		`horizon: 1h
+compare: {min_lease: 25h}`,
+		`horizon: 1h
+jobs: {mix: [{gang_gpus: 12, checkpoint_interval: 10m}]}`,
+		`horizon: 1h
+jobs: {mix: [{gang_gpus: 16, checkpoint_interval: -10m}]}`,
 	} {
 		data := []byte(bad + "\nfleet: {pools: [{region: r1, gpu_type: G, machines: 1}]}\n")
 		if _, err := Parse(data); err == nil {
