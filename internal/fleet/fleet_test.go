@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparecap/sparecap/docs"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/internal/store/sqlite"
@@ -179,5 +180,24 @@ func TestMinLeaseByPool(t *testing.T) {
 		if got := f.MinLease(&tc.m); got != tc.want {
 			t.Errorf("%+v: lease %s, want %s", tc.m, got, tc.want)
 		}
+	}
+}
+
+// TestDocumentedFleetFile: the fleet file of docs/operations.md parses,
+// and its min_lease is its on-demand pool's lease.
+func TestDocumentedFleetFile(t *testing.T) {
+	doc, err := docs.Snippet("operations.md", "fleet-file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.MinLease(&domain.Machine{Region: "us-east-1", GPUType: "H100_SXM"}); got != 10*time.Minute {
+		t.Errorf("the documented pool's lease is %s, want 10m", got)
+	}
+	if got := f.MinLease(&domain.Machine{Region: "us-east-1", GPUType: "H100_SXM", ReservationID: ReservationID(f.Pools[1])}); got != 0 {
+		t.Errorf("the documented reservation's lease is %s, want none", got)
 	}
 }
