@@ -130,7 +130,7 @@ type Policy struct {
 	// default, also when empty: what the tenants' jobs would lose, from
 	// the job model), "idle-first" (only whether a node runs a job: a
 	// driver that sees pods and nothing more), or "youngest" (nothing
-	// known: a Slurm cluster's nodes).
+	// known: a driver that cannot tell).
 	Victims string `json:"victims,omitempty"`
 	// MinLease is every pool's minimum lease of a preemptible node
 	// (docs/reclaim.md); 0, the default: none.

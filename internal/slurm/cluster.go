@@ -251,9 +251,6 @@ func (c *Cluster) check(clusterID string) error {
 
 func notFound(what string) error { return fmt.Errorf("%s: %w", what, domain.ErrNotFound) }
 
-// Load: what a Slurm cluster's nodes run is not known (its jobs are read
-// by polling, which the controller does not wait for while it plans).
-func (c *Cluster) Load(clusterID, nodeName string) domain.NodeLoad { return domain.NodeLoad{} }
 
 var _ driver.ClusterDriver = (*Cluster)(nil)
 

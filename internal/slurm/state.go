@@ -64,6 +64,7 @@ type jobInfo struct {
 	AdminComment  string `json:"admin_comment"`
 	RequiredNodes string `json:"required_nodes"`
 	EligibleTime  int64  `json:"eligible_time"`
+	StartTime     int64  `json:"start_time"`
 	BatchFlag     bool   `json:"batch_flag"`
 	Resources     *struct {
 		Allocated []struct {
