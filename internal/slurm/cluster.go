@@ -251,7 +251,6 @@ func (c *Cluster) check(clusterID string) error {
 
 func notFound(what string) error { return fmt.Errorf("%s: %w", what, domain.ErrNotFound) }
 
-
 var _ driver.ClusterDriver = (*Cluster)(nil)
 
 // ID is the cluster's ID.
