@@ -46,6 +46,14 @@ func (c *Cluster) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 		return err
 	}
 	n := s.nodes[spec.NodeName]
+	if n == nil || c.ownership(n) != ours {
+		// Adopting takes a node for this cluster: never from a view that
+		// may predate what another cluster's slurmd registered with.
+		if s, err = c.view(ctx, 0); err != nil {
+			return err
+		}
+		n = s.nodes[spec.NodeName]
+	}
 	switch {
 	case n == nil:
 		return fmt.Errorf("node %s has not registered with slurmctld: %w", spec.NodeName, driver.ErrNotReady)
