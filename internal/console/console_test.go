@@ -329,12 +329,7 @@ func TestAPISessionCookieNeedsCSRFForChanges(t *testing.T) {
 
 func TestScaleUsageAndFleetPages(t *testing.T) {
 	e := newEnv(t)
-	body := e.apiAs(e.tokens["p"], "POST", "/v1/clusters", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8,"num_preemptible_gpus":8}`, 201)
-	id := regexp.MustCompile(`"cluster_id":\s*"([^"]+)"`).FindStringSubmatch(body)[1]
-	for i := 0; i < 10; i++ {
-		e.ctrl.Reconcile(context.Background())
-		e.clk.Step(10 * time.Second)
-	}
+	id := e.readyCluster()
 	b := e.browser()
 	csrf := b.signIn(e.tokens["p"])
 	status, page, _ := b.get("/console/clusters/" + id + "/scale")
@@ -387,16 +382,23 @@ func TestScaleUsageAndFleetPages(t *testing.T) {
 	}
 }
 
-// TestClusterPageShowsLostNode: a node whose Node object the tenant
-// deleted is shown as lost on the cluster page.
-func TestClusterPageShowsLostNode(t *testing.T) {
-	e := newEnv(t)
+// readyCluster creates project p's cluster "a" with a standard and a
+// preemptible node, and runs the controller until both are ready.
+func (e *env) readyCluster() string {
 	body := e.apiAs(e.tokens["p"], "POST", "/v1/clusters", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8,"num_preemptible_gpus":8}`, 201)
 	id := regexp.MustCompile(`"cluster_id":\s*"([^"]+)"`).FindStringSubmatch(body)[1]
 	for i := 0; i < 10; i++ {
 		e.ctrl.Reconcile(context.Background())
 		e.clk.Step(10 * time.Second)
 	}
+	return id
+}
+
+// TestClusterPageShowsLostNode: a node whose Node object the tenant
+// deleted is shown as lost on the cluster page.
+func TestClusterPageShowsLostNode(t *testing.T) {
+	e := newEnv(t)
+	id := e.readyCluster()
 	name := regexp.MustCompile(`"node_name":\s*"(gpu-preemptible-dp-[0-9]+)"`).FindStringSubmatch(e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200))[1]
 	if err := e.sim.Release(context.Background(), id, name); err != nil {
 		t.Fatal(err)
@@ -414,12 +416,7 @@ func TestClusterPageShowsLostNode(t *testing.T) {
 // a minimum lease shows when its lease ends.
 func TestClusterPageShowsLeaseEnd(t *testing.T) {
 	e := newEnv(t)
-	body := e.apiAs(e.tokens["p"], "POST", "/v1/clusters", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8,"num_preemptible_gpus":8}`, 201)
-	id := regexp.MustCompile(`"cluster_id":\s*"([^"]+)"`).FindStringSubmatch(body)[1]
-	for i := 0; i < 10; i++ {
-		e.ctrl.Reconcile(context.Background())
-		e.clk.Step(10 * time.Second)
-	}
+	id := e.readyCluster()
 	ready := regexp.MustCompile(`"lease_end":\s*"([^"]+)"`).FindStringSubmatch(e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200))
 	if ready == nil {
 		t.Fatal("no node of the cluster has a lease_end")
