@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 
 	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/runwrap"
 	"github.com/sparecap/sparecap/pkg/preempt"
 )
@@ -17,6 +21,7 @@ func runCmd(wall clock.Clock) *cobra.Command {
 	cfg := runwrap.Config{Clock: wall}
 	var deadline, signal, region, gpuType string
 	var costSecs float64
+	var report bool
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- CMD [ARGS...]",
 		Short: "Run a job so that it survives preemption (deadline, checkpoint, resume)",
@@ -66,6 +71,9 @@ See docs/workloads.md.`,
 			if region != "" || gpuType != "" {
 				cfg.Interval = advisedInterval(c, cfg, region, gpuType, costSecs)
 			}
+			if report {
+				cfg.OnCheckpoint = podReporter(c.ErrOrStderr(), os.Getenv, rest.InClusterConfig)
+			}
 			// SIGTERM is the notice, which Run handles itself: the
 			// command's context, which SIGTERM cancels, must not also
 			// bring it (with the grace instead of the annotation's
@@ -95,7 +103,32 @@ See docs/workloads.md.`,
 	f.StringVar(&cfg.AnnotationsFile, "annotations-file", annotations, "the pod's annotations from a Downward API volume (\"-\" for none)")
 	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "time left after a SIGTERM to this process when no deadline is known")
 	f.DurationVar(&cfg.Poll, "poll", 250*time.Millisecond, "how often the files are read")
+	f.BoolVar(&report, "report-checkpoints", true, "in a pod (POD_NAME and POD_NAMESPACE set), write each committed checkpoint's time to the pod's "+domain.AnnotationLastCheckpoint+" annotation, which sparecap weighs when it reclaims (the pod's service account needs patch on pods; docs/workloads.md)")
 	return cmd
+}
+
+// podReporter is the run's OnCheckpoint in a pod (POD_NAME and
+// POD_NAMESPACE, from the Downward API), writing the pod's annotation
+// through the API with the pod's own service account (inCluster); nil
+// outside a pod, or when the API cannot be reached, which it says.
+func podReporter(log io.Writer, getenv func(string) string, inCluster func() (*rest.Config, error)) func(context.Context, preempt.Checkpoint) error {
+	ns, pod := getenv("POD_NAMESPACE"), getenv("POD_NAME")
+	if ns == "" || pod == "" {
+		return nil
+	}
+	fail := func(err error) func(context.Context, preempt.Checkpoint) error {
+		fmt.Fprintf(log, "sparecap run: checkpoints are not reported to pod %s/%s: %v\n", ns, pod, err)
+		return nil
+	}
+	cfg, err := inCluster()
+	if err != nil {
+		return fail(err)
+	}
+	rep, err := kube.CheckpointReporter(cfg, ns, pod)
+	if err != nil {
+		return fail(err)
+	}
+	return func(ctx context.Context, ck preempt.Checkpoint) error { return rep(ctx, ck.Time) }
 }
 
 // advisedInterval asks the API for the checkpoint interval; it falls back

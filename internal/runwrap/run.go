@@ -28,6 +28,12 @@ type run struct {
 	notice  preempt.Notice
 	noticed time.Time
 	before  int64 // the latest checkpoint's step at the notice (-1: none)
+	// reported is the step of the latest checkpoint told to OnCheckpoint
+	// (or there at the start); reportFailed: an error was logged.
+	reported int64
+	// toReport holds the newest checkpoint not yet reported: one report
+	// at a time, in order, the newest winning (reporter).
+	toReport chan preempt.Checkpoint
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -44,6 +50,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// as a container's PID 1.
 	_ = setSubreaper()
 	r := &run{cfg: cfg}
+	// Reports still going when the job is over are cut short: the pod
+	// they describe is ending.
+	reportCtx, cancelReports := context.WithCancel(ctx)
+	defer cancelReports()
+	if cfg.OnCheckpoint != nil {
+		r.toReport = make(chan preempt.Checkpoint, 1)
+		done := make(chan struct{})
+		go r.reporter(reportCtx, done)
+		defer func() { close(r.toReport); cancelReports(); <-done }()
+	}
 	env, err := r.environment()
 	if err != nil {
 		return Result{Code: ExitNotStarted}, err
@@ -85,7 +101,9 @@ func (r *run) environment() ([]string, error) {
 		}
 		r.store = s
 		env = append(env, preempt.EnvCheckpointDir+"="+cfg.CheckpointDir)
+		r.reported = -1
 		if ck, err := s.Latest(); err == nil {
+			r.reported = ck.Step // the pod started since: not news
 			r.res.ResumedFrom = &ck
 			env = append(env, preempt.EnvResumeFrom+"="+ck.Dir)
 			r.logf("resuming from checkpoint %d (%s)", ck.Step, ck.Dir)
@@ -160,8 +178,18 @@ func (r *run) notices(ctx context.Context) <-chan preempt.Notice {
 // awaitNotice forwards signals until the notice comes (a notice, the
 // wrapper's SIGTERM, ctx's end) or the job ends by itself (ended).
 func (r *run) awaitNotice(ctx context.Context, notices <-chan preempt.Notice) (code int, ended bool) {
+	var reports <-chan time.Time
+	arm := func() {
+		if r.store != nil && r.cfg.OnCheckpoint != nil {
+			reports = r.cfg.Clock.After(r.cfg.Poll)
+		}
+	}
+	arm()
 	for {
 		select {
+		case <-reports:
+			r.reportCheckpoint()
+			arm()
 		case code := <-r.exited:
 			return code, true
 		case s := <-r.sigs:
@@ -180,6 +208,35 @@ func (r *run) awaitNotice(ctx context.Context, notices <-chan preempt.Notice) (c
 		case <-ctx.Done():
 			r.notice = r.graceNotice("cancelled")
 			return 0, false
+		}
+	}
+}
+
+// reportCheckpoint hands the reporter a checkpoint committed since the
+// last one handed, replacing one it has not taken yet: a slow API must
+// not hold the job's notice.
+func (r *run) reportCheckpoint() {
+	ck, err := r.store.Latest()
+	if err != nil || ck.Step <= r.reported {
+		return
+	}
+	r.reported = ck.Step
+	select {
+	case <-r.toReport:
+	default:
+	}
+	r.toReport <- ck
+}
+
+// reporter tells OnCheckpoint of the checkpoints handed to it, one at a
+// time; the first failure is logged, later ones are not.
+func (r *run) reporter(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	failed := false
+	for ck := range r.toReport {
+		if err := r.cfg.OnCheckpoint(ctx, ck); err != nil && ctx.Err() == nil && !failed {
+			failed = true
+			r.logf("cannot report checkpoint %d (further failures are not logged): %v", ck.Step, err)
 		}
 	}
 }

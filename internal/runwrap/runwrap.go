@@ -70,6 +70,12 @@ type Config struct {
 	// Clock times the run: a job's deadline is wall time (default
 	// clock.Real{}).
 	Clock clock.Clock
+	// OnCheckpoint, if set, is told of each checkpoint the job commits
+	// while it runs (read every Poll), off the run's path: in a pod it
+	// writes the pod's sparecap.dev/last-checkpoint, which the control
+	// plane weighs when it chooses which node to reclaim. An error is
+	// logged once and changes nothing else.
+	OnCheckpoint func(ctx context.Context, ck preempt.Checkpoint) error
 }
 
 func (c *Config) defaults() {

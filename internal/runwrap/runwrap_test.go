@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -85,6 +86,12 @@ func job(mode string) int {
 		select {
 		case <-tick.C:
 			step++
+			if mode == "periodic" && step%5 == 0 {
+				checkpoint(step, 0)
+				if step >= rep.Resumed+40 {
+					return 0
+				}
+			}
 		case s := <-sigs:
 			rep.Signals = append(rep.Signals, s.String())
 			b, _ := os.ReadFile(os.Getenv(preempt.EnvDeadlineFile))
@@ -311,5 +318,53 @@ func TestNoZombies(t *testing.T) {
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		t.Fatalf("the grandchild %d is still there (%v): %s", pid, err, stat)
+	}
+}
+
+// TestCheckpointsAreReported: each checkpoint the job commits while it
+// runs reaches OnCheckpoint once, in order; one there at the start (the
+// pod started since) does not. A reporter that fails is logged once and
+// changes nothing of the run.
+func TestCheckpointsAreReported(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config("periodic")
+	got := make(chan preempt.Checkpoint, 100)
+	cfg.OnCheckpoint = func(_ context.Context, ck preempt.Checkpoint) error {
+		got <- ck
+		return nil
+	}
+	res, err := Run(t.Context(), cfg)
+	if err != nil || res.Code != 0 {
+		t.Fatalf("run: %+v %v (log:\n%s)", res, err, e.log.String())
+	}
+	close(got) // Run waits for its reports
+	var steps []int64
+	for ck := range got {
+		if ck.Time.IsZero() {
+			t.Errorf("checkpoint %d reported without its time", ck.Step)
+		}
+		steps = append(steps, ck.Step)
+	}
+	if len(steps) < 2 || !slices.IsSorted(steps) || slices.Compact(slices.Clone(steps))[0] != steps[0] || len(slices.Compact(slices.Clone(steps))) != len(steps) {
+		t.Fatalf("reported steps %v, want several, each once, in order", steps)
+	}
+
+	// Run again: the checkpoint left there is not reported; a failing
+	// reporter is logged once.
+	calls := 0
+	cfg.OnCheckpoint = func(_ context.Context, ck preempt.Checkpoint) error {
+		if ck.Step <= steps[len(steps)-1] {
+			t.Errorf("checkpoint %d from before the start reported", ck.Step)
+		}
+		calls++
+		return errors.New("pods \"w-0\" is forbidden")
+	}
+	e.log.Reset()
+	res, err = Run(t.Context(), cfg)
+	if err != nil || res.Code != 0 {
+		t.Fatalf("run with a failing reporter: %+v %v", res, err)
+	}
+	if n := strings.Count(e.log.String(), "cannot report checkpoint"); calls < 2 || n != 1 {
+		t.Fatalf("%d failing reports logged %d times, want once:\n%s", calls, n, e.log.String())
 	}
 }

@@ -1,0 +1,112 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sparecap/sparecap/docs"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/kube"
+	"github.com/sparecap/sparecap/internal/kube/kubelet"
+)
+
+// TestCheckpointReportReachesTheDriver, on the real API server: with the
+// service account and role of docs/workloads.md, `sparecap run`'s
+// reporter (as that service account) writes the pod's last checkpoint,
+// and the driver's load of the node counts the work from it, not from
+// the pod's start an hour ago. A service account without the role is
+// refused, and nothing changes.
+func TestCheckpointReportReachesTheDriver(t *testing.T) {
+	const ns = "tenant-ckpt"
+	f := newFixture(t, fixtureConfig{machines: 1, window: 30 * time.Second, attached: []string{"c-ckpt"}})
+	kl, err := kubelet.Start(f.ctx, env.Client(), kubelet.Config{ExitAfter: exitAfter, RunPods: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kl.Stop()
+	f.createCluster("c-ckpt", 0, 8)
+	node := f.waitNodes("c-ckpt", domain.Preemptible, domain.NodeReady, 1, 30*time.Second)[0]
+	if _, err := kubelet.CreatePods(f.ctx, env.Client(), ns, node.Name, 1, 30, podOptions("train-0", time.Second, false)); err != nil {
+		t.Fatal(err)
+	}
+	applyCheckpointRBAC(t, ns)
+	setStarted(t, f, ns, "train-0", time.Now().Add(-time.Hour))
+	eventually(t, 10*time.Second, func() error {
+		if l := f.router.Load("c-ckpt", node.Name); l.LostGPUSeconds < 3000 {
+			return fmt.Errorf("load %+v: the hour since the start not seen yet", l)
+		}
+		return nil
+	})
+
+	as := func(sa string) func(context.Context, time.Time) error {
+		cfg := env.RESTConfig()
+		cfg.Impersonate.UserName = "system:serviceaccount:" + ns + ":" + sa
+		rep, err := kube.CheckpointReporter(cfg, ns, "train-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	if err := as("nobody")(f.ctx, time.Now()); !apierrors.IsForbidden(err) {
+		t.Fatalf("a service account without the role: %v, want forbidden", err)
+	}
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	if err := as("train-llm")(f.ctx, at); err != nil {
+		t.Fatalf("the documented service account: %v", err)
+	}
+	p, err := env.Client().CoreV1().Pods(ns).Get(f.ctx, "train-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Annotations[domain.AnnotationLastCheckpoint]; got != at.UTC().Format(time.RFC3339) {
+		t.Fatalf("the pod's %s is %q, want %s", domain.AnnotationLastCheckpoint, got, at.UTC().Format(time.RFC3339))
+	}
+	eventually(t, 10*time.Second, func() error {
+		if l := f.router.Load("c-ckpt", node.Name); l.LostGPUSeconds > 120 || l.LostGPUSeconds < 60 {
+			return fmt.Errorf("load %+v, want about a minute of work", l)
+		}
+		return nil
+	})
+}
+
+// applyCheckpointRBAC creates docs/workloads.md's service account, role
+// and binding in ns, from the page's very text.
+func applyCheckpointRBAC(t *testing.T, ns string) {
+	t.Helper()
+	doc, err := docs.Snippet("workloads.md", "checkpoint-rbac")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(doc, "\n---\n")
+	if len(parts) != 3 {
+		t.Fatalf("the snippet has %d objects, want 3", len(parts))
+	}
+	var sa corev1.ServiceAccount
+	var role rbacv1.Role
+	var binding rbacv1.RoleBinding
+	for i, v := range []any{&sa, &role, &binding} {
+		if err := yaml.UnmarshalStrict([]byte(parts[i]), v); err != nil {
+			t.Fatalf("object %d of the snippet: %v", i+1, err)
+		}
+	}
+	ctx := context.Background()
+	c := env.Client()
+	if _, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, &sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if _, err := c.RbacV1().Roles(ns).Create(ctx, &role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, &binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
