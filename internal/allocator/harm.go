@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -85,6 +86,7 @@ type gangOf struct {
 	members, min, surplus int
 	lost                  int64
 	protected             bool
+	priority              int64
 }
 
 // leastHarm appends to out, up to k, the busy ready nodes of cluster ci
@@ -98,7 +100,7 @@ func (p *planner) leastHarm(ci int32, rest []int32, k int, out []victim) []victi
 	known := false
 	for i, ni := range rest {
 		loads[i] = p.load(ni)
-		known = known || loads[i].Gang != "" || loads[i].LostGPUSeconds > 0 || loads[i].Protected
+		known = known || loads[i].Gang != "" || loads[i].LostGPUSeconds > 0 || loads[i].Protected || loads[i].Priority != 0
 	}
 	if !known {
 		for _, ni := range rest[:k-len(out)] {
@@ -122,7 +124,7 @@ func (p *planner) leastHarm(ci int32, rest []int32, k int, out []victim) []victi
 		out = append(out, victim{ni, fmt.Sprintf("a surplus member of gang %s (%d running, %d needed)", loads[i].Gang, g.members, g.min)})
 	}
 	items := p.harmItems(rest, loads, taken, gangs)
-	for _, it := range knapsack(items, k-len(out)) {
+	for _, it := range lowestFirst(items, k-len(out)) {
 		for j, ni := range it.nodes {
 			if len(out) == k {
 				break
@@ -153,6 +155,7 @@ func (p *planner) gangsOf(ci int32) map[string]*gangOf {
 		g.min = max(g.min, l.GangMin)
 		g.lost += l.LostGPUSeconds
 		g.protected = g.protected || l.Protected
+		g.priority = max(g.priority, l.Priority)
 	}
 	for _, g := range gangs {
 		if g.min > 0 && g.members > g.min {
@@ -165,9 +168,19 @@ func (p *planner) gangsOf(ci int32) map[string]*gangOf {
 // harmItem is a gang, or a node whose work is its own: the nodes it gives
 // (youngest first) and what taking any of them costs.
 type harmItem struct {
-	gang  string
-	nodes []int32
-	cost  harm
+	gang     string
+	nodes    []int32
+	cost     harm
+	priority int64
+}
+
+// above orders items by how much their tenant asks to keep them:
+// protected work above the rest, then by priority.
+func (it *harmItem) above(o *harmItem) int {
+	if c := cmp.Compare(it.cost.protected, o.cost.protected); c != 0 {
+		return c
+	}
+	return cmp.Compare(it.priority, o.priority)
 }
 
 func (it *harmItem) why(j int) string {
@@ -199,12 +212,12 @@ func (p *planner) harmItems(rest []int32, loads []domain.NodeLoad, taken []bool,
 			it.nodes = append(it.nodes, ni)
 			continue
 		}
-		it := &harmItem{gang: l.Gang, nodes: []int32{ni}, cost: harm{jobs: 1, lost: l.LostGPUSeconds, rank: int64(len(items))}}
+		it := &harmItem{gang: l.Gang, nodes: []int32{ni}, cost: harm{jobs: 1, lost: l.LostGPUSeconds, rank: int64(len(items))}, priority: l.Priority}
 		if l.Protected {
 			it.cost.protected = 1
 		}
 		if g := gangs[l.Gang]; l.Gang != "" && g != nil {
-			it.cost.lost = g.lost
+			it.cost.lost, it.priority = g.lost, g.priority
 			if g.protected {
 				it.cost.protected = 1
 			}
@@ -213,6 +226,33 @@ func (p *planner) harmItems(rest []int32, loads []domain.NodeLoad, taken []bool,
 		items = append(items, it)
 	}
 	return items
+}
+
+// lowestFirst returns the items to take for k nodes: among those no more
+// kept (above) than the least kept level that can give k nodes, the
+// knapsack's choice. So a high-priority job is stopped only when the
+// lower ones cannot give the nodes, whatever they would lose.
+func lowestFirst(items []*harmItem, k int) []*harmItem {
+	levels := slices.Clone(items)
+	slices.SortStableFunc(levels, (*harmItem).above)
+	n := 0
+	for i, it := range levels {
+		n += len(it.nodes)
+		if n < k && i < len(levels)-1 {
+			continue
+		}
+		if i < len(levels)-1 && levels[i+1].above(it) == 0 {
+			continue // the whole level goes in
+		}
+		var sub []*harmItem
+		for _, x := range items {
+			if x.above(it) <= 0 {
+				sub = append(sub, x)
+			}
+		}
+		return knapsack(sub, k)
+	}
+	return nil
 }
 
 // knapsack returns the items of least total harm that give at least k

@@ -146,6 +146,7 @@ func TestLeastHarmAgainstAnOracle(t *testing.T) {
 			}
 			l.LostGPUSeconds = int64(rapid.IntRange(0, 5).Draw(rt, "lost")) * 3600
 			l.Protected = rapid.IntRange(0, 6).Draw(rt, "protected") == 0
+			l.Priority = int64(rapid.SampledFrom([]int{0, 0, 0, 100}).Draw(rt, "priority"))
 			loads[i] = l
 		}
 		// A gang's minimum is one number for all its members.
@@ -188,7 +189,7 @@ func TestLeastHarmAgainstAnOracle(t *testing.T) {
 		}
 		best := oracleHarm(loads, set)
 		for s := uint(0); s < 1<<n; s++ {
-			if bits.OnesCount(s) == k && oracleHarm(loads, s).lessIgnoringAge(best) {
+			if bits.OnesCount(s) == k && oracleHarm(loads, s).less(best) {
 				rt.Fatalf("gave up %b at harm %+v; %b hurts less: %+v", set, best, s, oracleHarm(loads, s))
 			}
 		}
@@ -216,11 +217,39 @@ func TestLeastHarmAgainstAnOracle(t *testing.T) {
 	})
 }
 
-// oracleHarm is the harm of giving up the nodes in set: a gang stops
+// oracleCost is what giving up a set of nodes costs, compared in order:
+// the most kept work stopped (protected above the rest, then by
+// priority), then the harm (ignoring the nodes' ages).
+type oracleCost struct {
+	protected bool
+	priority  int64
+	h         harm
+}
+
+func (a oracleCost) less(b oracleCost) bool {
+	switch {
+	case a.protected != b.protected:
+		return !a.protected
+	case a.priority != b.priority:
+		return a.priority < b.priority
+	}
+	return a.h.lessIgnoringAge(b.h)
+}
+
+// oracleHarm is the cost of giving up the nodes in set: a gang stops
 // when more of its members go than its surplus (or any, without a
 // minimum) and then costs all its members' work; a node of its own
 // costs its work.
-func oracleHarm(loads []domain.NodeLoad, set uint) harm {
+func oracleHarm(loads []domain.NodeLoad, set uint) oracleCost {
+	var c oracleCost
+	stop := func(protected bool, priority int64, h harm) {
+		c.h = c.h.add(h)
+		if protected && !c.protected {
+			c.protected, c.priority = true, priority
+		} else if protected == c.protected {
+			c.priority = max(c.priority, priority)
+		}
+	}
 	var h harm
 	gangs := map[string][]int{}
 	for i, l := range loads {
@@ -229,12 +258,13 @@ func oracleHarm(loads []domain.NodeLoad, set uint) harm {
 		case l.Gang != "":
 			gangs[l.Gang] = append(gangs[l.Gang], i)
 		case set&(1<<i) != 0:
-			h = h.add(harm{jobs: 1, lost: l.LostGPUSeconds, protected: b2i(l.Protected)})
+			stop(l.Protected, l.Priority, harm{jobs: 1, lost: l.LostGPUSeconds, protected: b2i(l.Protected)})
 		}
 	}
 	for _, members := range gangs {
 		taken, min := 0, loads[members[0]].GangMin
 		g := harm{jobs: 1}
+		var pri int64
 		for _, i := range members {
 			if set&(1<<i) != 0 {
 				taken++
@@ -243,16 +273,18 @@ func oracleHarm(loads []domain.NodeLoad, set uint) harm {
 			if loads[i].Protected {
 				g.protected = 1
 			}
+			pri = max(pri, loads[i].Priority)
 		}
 		surplus := 0
 		if min > 0 {
 			surplus = max(len(members)-min, 0)
 		}
 		if taken > surplus {
-			h = h.add(g)
+			stop(g.protected > 0, pri, g)
 		}
 	}
-	return h
+	c.h = c.h.add(h)
+	return c
 }
 
 func b2i(b bool) int32 {
@@ -265,4 +297,16 @@ func b2i(b bool) int32 {
 func (a harm) lessIgnoringAge(b harm) bool {
 	a.rank, b.rank = 0, 0
 	return a.less(b)
+}
+
+// TestLowPriorityWorkGoesFirst: of two busy nodes, the one whose work has
+// the lower priority goes, even though it would lose more.
+func TestLowPriorityWorkGoesFirst(t *testing.T) {
+	w, nodes := harmWorld(t, 2)
+	w.loads[nodes[0].ID] = domain.NodeLoad{Known: true, Priority: 1000, LostGPUSeconds: 60}
+	w.loads[nodes[1].ID] = domain.NodeLoad{Known: true, LostGPUSeconds: 8 * 3600}
+	w.cluster("a").DesiredPreemptibleGPUs = 8
+	if got := reclaimed(w.plan()); !slices.Equal(got, []string{nodes[1].ID}) {
+		t.Fatalf("reclaimed %v, want the low-priority %s", got, nodes[1].ID)
+	}
 }

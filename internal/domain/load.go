@@ -28,6 +28,10 @@ type NodeLoad struct {
 	// Protected: the tenant asked that this work be disrupted last (a
 	// do-not-disrupt annotation, a disruption budget with no headroom).
 	Protected bool
+	// Priority is the highest priority of the node's work (a pod's, a
+	// Slurm job's): the nodes that must go are taken so that the highest
+	// priority of the work stopped is as low as it can be.
+	Priority int64
 }
 
 // Pod annotations a tenant's work sets to tell sparecap what stopping it

@@ -29,7 +29,8 @@ func (c *Cluster) Load(clusterID, nodeName string) domain.NodeLoad {
 // loadOf is what a node running pods runs at now: idle when no pod but
 // DaemonSets' runs, else the gang of its work (gangKey), the work that
 // stopping it loses (GPUs times the time since each pod's last
-// checkpoint, plus its deletion cost) and whether its tenant protects it.
+// checkpoint, plus its deletion cost), whether its tenant protects it, and
+// the highest priority of its pods.
 func loadOf(pods []*corev1.Pod, now time.Time) domain.NodeLoad {
 	l := domain.NodeLoad{Known: true, Idle: true}
 	gangGPUs := int64(-1)
@@ -44,6 +45,9 @@ func loadOf(pods []*corev1.Pod, now time.Time) domain.NodeLoad {
 			p.Annotations[annotationKarpenterDoNotDisrupt] == "true"
 		// The node's gang is the one holding most of its GPUs (of those
 		// holding as many, the first listed).
+		if p.Spec.Priority != nil {
+			l.Priority = max(l.Priority, int64(*p.Spec.Priority))
+		}
 		if key := gangKey(p); key != "" && gpus > gangGPUs {
 			gangGPUs, l.Gang, l.GangMin = gpus, key, gangMin(p)
 		}
@@ -171,6 +175,7 @@ func trimLoad(t, p *corev1.Pod) {
 		}
 	}
 	t.Status.StartTime = p.Status.StartTime
+	t.Spec.Priority = p.Spec.Priority
 }
 
 // deletionCost is the pod's controller.kubernetes.io/pod-deletion-cost,

@@ -57,6 +57,8 @@ func TestLoadOfANode(t *testing.T) {
 			domain.NodeLoad{Known: true, Gang: "lws/ml/" + long[:63] + "/1"}},
 		{"a hostile annotation is not kept", []*corev1.Pod{pod(nil, map[string]string{"scheduling.k8s.io/group-name": long}, 8, 0)},
 			domain.NodeLoad{Known: true}},
+		{"the highest priority of its pods", []*corev1.Pod{withPriority(pod(nil, nil, 8, 0), 500), withPriority(pod(nil, nil, 8, 0), -10)},
+			domain.NodeLoad{Known: true, Priority: 500}},
 		{"two gangs: the larger names the node", []*corev1.Pod{
 			pod(map[string]string{"ray.io/cluster": "small"}, nil, 2, 0), pod(map[string]string{"ray.io/cluster": "big"}, nil, 6, 0)},
 			domain.NodeLoad{Known: true, Gang: "ray/ml/big"}},
@@ -68,6 +70,14 @@ func TestLoadOfANode(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// withPriority gives p a priority as admission would, and trims it as the
+// watch does.
+func withPriority(p *corev1.Pod, v int32) *corev1.Pod {
+	p.Spec.Priority = &v
+	tp, _ := trimPod(p)
+	return tp.(*corev1.Pod)
+}
 
 // TestReclaimDocNamesWhatLoadReads: docs/reclaim.md lists every label and
 // annotation the driver reads to weigh a node and every gang name prefix,

@@ -14,8 +14,9 @@ const maxLoadAge = time.Minute
 // Load says, from the last poll (the controller never waits for one while
 // it plans), what the node runs: idle when no job is active on it; else
 // the gang of its job that spans most nodes (a multi-node job stops
-// whole), and the work since its jobs started (Slurm does not tell
-// checkpoints) on the node's GPUs. Unknown before a recent poll.
+// whole), the work since its jobs started (Slurm does not tell
+// checkpoints) on the node's GPUs, and its jobs' highest priority.
+// Unknown before a recent poll.
 func (c *Cluster) Load(clusterID, nodeName string) domain.NodeLoad {
 	if c.check(clusterID) != nil {
 		return domain.NodeLoad{}
@@ -45,6 +46,7 @@ func loadOf(jobs []*jobInfo, now time.Time) domain.NodeLoad {
 		if start := time.Unix(j.StartTime, 0); j.StartTime > 0 && now.After(start) {
 			l.LostGPUSeconds += domain.GPUStep * min(int64(now.Sub(start)/time.Second), 365*24*3600)
 		}
+		l.Priority = max(l.Priority, j.Priority)
 		if len(j.on) > widest {
 			widest, l.Gang = len(j.on), "slurm/"+strconv.FormatInt(j.ID, 10)
 		}

@@ -65,6 +65,7 @@ type jobInfo struct {
 	RequiredNodes string `json:"required_nodes"`
 	EligibleTime  int64  `json:"eligible_time"`
 	StartTime     int64  `json:"start_time"`
+	Priority      int64  `json:"priority"`
 	BatchFlag     bool   `json:"batch_flag"`
 	Resources     *struct {
 		Allocated []struct {
