@@ -90,14 +90,14 @@ func runVictims(tb testing.TB, s Scenario, evs []Event) map[string]harmFigures {
 	return out
 }
 
-// TestLeastHarmLosesLessWork: on two days of a mix of gangs and
+// TestLeastHarmLosesLessWork: on a day of a mix of gangs and
 // single-node jobs, choosing victims by least harm loses less work and
 // stops fewer nodes than idle-first alone, which loses less than
 // youngest-first; on-demand requests wait no more often nor longer.
 // (Every reclaim still takes one node for one needed: the allocator's
 // property tests.) The month is BenchmarkLeastHarm's, in docs/perf.md.
 func TestLeastHarmLosesLessWork(t *testing.T) {
-	s := harmScenario(48, 2*24*time.Hour)
+	s := harmScenario(24, 24*time.Hour)
 	got := runVictims(t, s, Generate(s))
 	least, idle, young := got[VictimsLeastHarm], got[VictimsIdleFirst], got[VictimsYoungest]
 	if least.reclaims == 0 || young.lostGPUh == 0 {
@@ -136,7 +136,7 @@ func BenchmarkLeastHarm(b *testing.B) {
 // (docs/perf.md: on this mix they lose more work, the victims being
 // older nodes).
 func TestLeaseCostsOnDemandNothing(t *testing.T) {
-	s := harmScenario(48, 24*time.Hour)
+	s := harmScenario(24, 24*time.Hour)
 	evs := Generate(s)
 	free, err := Run(context.Background(), s, evs, s.Policy, nil)
 	if err != nil {

@@ -22,8 +22,8 @@ import (
 // through the real control plane. The planner, like the formula it uses,
 // takes an interruption to come at any point of a job's checkpoint cycle:
 // the simulator is run with victims chosen youngest first, which knows
-// nothing of the cycle. Choosing by least harm, the control plane loses
-// less than that (at 4.1 %/h the test checks it does).
+// nothing of the cycle. (Choosing by least harm, the control plane loses
+// less than that: TestLeastHarmLosesLessWork.)
 func TestPlannerAgainstTheSimulator(t *testing.T) {
 	for _, rate := range []float64{0.8, 2.3, 4.1} {
 		t.Run(fmt.Sprintf("%.1f%%/h", rate), func(t *testing.T) {
@@ -68,20 +68,7 @@ func TestPlannerAgainstTheSimulator(t *testing.T) {
 			if math.Abs(e.Overhead/simulated-1) > 0.10 {
 				t.Errorf("planned overhead %.4f, simulated %.4f: more than 10%% apart", e.Overhead, simulated)
 			}
-			if rate < 4 {
-				return
-			}
-			least := s.Policy
-			least.Victims = VictimsLeastHarm
-			res, err = Run(context.Background(), s, evs, least, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lt := res.Tenants[0]
-			t.Logf("least harm: %d reclaims, lost %.1f GPU-h (youngest first: %.1f)", lt.Reclaims, lt.LostGPUh, tn.LostGPUh)
-			if lt.LostGPUh >= tn.LostGPUh {
-				t.Errorf("least harm lost %.1f GPU-hours, youngest first %.1f", lt.LostGPUh, tn.LostGPUh)
-			}
+
 		})
 	}
 }
