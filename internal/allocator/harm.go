@@ -201,7 +201,10 @@ func (it *harmItem) why(j int) string {
 // harmItems groups the nodes of rest not taken into items, in order of
 // their youngest node.
 func (p *planner) harmItems(rest []int32, loads []domain.NodeLoad, taken []bool, gangs map[string]*gangOf) []*harmItem {
-	var items []*harmItem
+	// One array for the items and one for single nodes' lists: a plan
+	// over thousands of busy nodes does not allocate each.
+	store := make([]harmItem, 0, len(rest))
+	items := make([]*harmItem, 0, len(rest))
 	byGang := map[string]*harmItem{}
 	for i, ni := range rest {
 		if taken[i] {
@@ -212,7 +215,8 @@ func (p *planner) harmItems(rest []int32, loads []domain.NodeLoad, taken []bool,
 			it.nodes = append(it.nodes, ni)
 			continue
 		}
-		it := &harmItem{gang: l.Gang, nodes: []int32{ni}, cost: harm{jobs: 1, lost: l.LostGPUSeconds, rank: int64(len(items))}, priority: l.Priority}
+		store = append(store, harmItem{gang: l.Gang, nodes: rest[i : i+1 : i+1], cost: harm{jobs: 1, lost: l.LostGPUSeconds, rank: int64(len(items))}, priority: l.Priority})
+		it := &store[len(store)-1]
 		if l.Protected {
 			it.cost.protected = 1
 		}
@@ -255,30 +259,40 @@ func lowestFirst(items []*harmItem, k int) []*harmItem {
 	return nil
 }
 
+// maxKnapsack bounds the exact choice: items times nodes needed. Above
+// it (a cluster of thousands of busy nodes giving up thousands), the
+// table would take hundreds of megabytes and the plan a large part of a
+// second; the choice is then cheapestPerNode's.
+const maxKnapsack = 1 << 18
+
 // knapsack returns the items of least total harm that give at least k
 // nodes (all of them if they cannot), in their order. dp[j] is the least
 // harm that gives j nodes (k: k or more) from the items seen so far;
-// from[g][j] the j that item g was added to, where it made dp[j].
+// from[g*(k+1)+j] the j that item g was added to, where it made dp[j].
 func knapsack(items []*harmItem, k int) []*harmItem {
 	if k <= 0 {
 		return nil
 	}
+	if len(items)*(k+1) > maxKnapsack {
+		return cheapestPerNode(items, k)
+	}
 	dp := make([]harm, k+1)
 	ok := make([]bool, k+1)
 	ok[0] = true
-	from := make([][]int32, len(items))
+	cells := make([]int32, len(items)*(k+1))
+	for i := range cells {
+		cells[i] = -1
+	}
+	from := func(g int) []int32 { return cells[g*(k+1) : (g+1)*(k+1)] }
 	for g, it := range items {
-		from[g] = make([]int32, k+1)
-		for j := range from[g] {
-			from[g][j] = -1
-		}
+		from := from(g)
 		for j := k; j >= 0; j-- {
 			if !ok[j] {
 				continue
 			}
 			nj := min(k, j+len(it.nodes))
 			if c := dp[j].add(it.cost); nj != j && (!ok[nj] || c.less(dp[nj])) {
-				dp[nj], ok[nj], from[g][nj] = c, true, int32(j)
+				dp[nj], ok[nj], from[nj] = c, true, int32(j)
 			}
 		}
 	}
@@ -288,11 +302,42 @@ func knapsack(items []*harmItem, k int) []*harmItem {
 	}
 	var chosen []*harmItem
 	for g := len(items) - 1; g >= 0 && j > 0; g-- {
-		if f := from[g][j]; f >= 0 {
+		if f := from(g)[j]; f >= 0 {
 			chosen = append(chosen, items[g])
 			j = int(f)
 		}
 	}
 	slices.Reverse(chosen)
 	return chosen
+}
+
+// cheapestPerNode is the choice for k nodes when the exact one is too
+// large to make: items by harm per node they give (protected ones last,
+// then the least work lost per node, the fewest jobs per node, the
+// youngest), taken whole until k nodes are covered; the last may be cut.
+// Gangs still go whole before another is hit, as in the exact choice.
+func cheapestPerNode(items []*harmItem, k int) []*harmItem {
+	order := slices.Clone(items)
+	slices.SortStableFunc(order, func(a, b *harmItem) int {
+		if c := cmp.Compare(a.cost.protected, b.cost.protected); c != 0 {
+			return c
+		}
+		na, nb := float64(len(a.nodes)), float64(len(b.nodes))
+		if c := cmp.Compare(float64(a.cost.lost)/na, float64(b.cost.lost)/nb); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(float64(a.cost.jobs)/na, float64(b.cost.jobs)/nb); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.cost.rank, b.cost.rank)
+	})
+	n := 0
+	for i, it := range order {
+		if n += len(it.nodes); n >= k {
+			order = order[:i+1]
+			break
+		}
+	}
+	slices.SortFunc(order, func(a, b *harmItem) int { return cmp.Compare(a.cost.rank, b.cost.rank) })
+	return order
 }

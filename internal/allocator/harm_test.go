@@ -310,3 +310,67 @@ func TestLowPriorityWorkGoesFirst(t *testing.T) {
 		t.Fatalf("reclaimed %v, want the low-priority %s", got, nodes[1].ID)
 	}
 }
+
+// BenchmarkLeastHarmScaleDown: a cluster holding every machine of a
+// 100,000-GPU partition (12,500 nodes) in gangs of 8 nodes and single
+// nodes, all with work known, gives up give of them: the cost of the
+// least-harm choice on top of a plan (docs/perf.md, "Least harm on a
+// month").
+func BenchmarkLeastHarmScaleDown(b *testing.B) {
+	const nodes = 12500
+	for _, c := range []struct {
+		give  int
+		known bool
+	}{{1, false}, {1, true}, {100, true}, {6250, false}, {6250, true}} {
+		give := c.give
+		b.Run(fmt.Sprintf("give=%d/known=%v", give, c.known), func(b *testing.B) {
+			w, ns := harmWorld(b, nodes)
+			for i, n := range ns {
+				if !c.known {
+					w.loads[n.ID] = domain.NodeLoad{Known: true}
+					continue
+				}
+				l := domain.NodeLoad{Known: true, LostGPUSeconds: int64(8 * (i % 3600))}
+				if i%2 == 0 {
+					l.Gang = fmt.Sprintf("g%d", i/16)
+				}
+				w.loads[n.ID] = l
+			}
+			w.cluster("a").DesiredPreemptibleGPUs = 8 * (nodes - give)
+			b.ReportAllocs()
+			for b.Loop() {
+				if pl := w.plan(); len(pl.Reclaims) != give {
+					b.Fatalf("%d reclaims, want %d", len(pl.Reclaims), give)
+				}
+			}
+		})
+	}
+}
+
+// TestCheapestPerNode: past the exact choice's size, whole items go by
+// least work lost per node they give, protected ones last, until the
+// nodes needed are covered, in their age order.
+func TestCheapestPerNode(t *testing.T) {
+	item := func(rank int64, nodes int, lost int64, protected int32) *harmItem {
+		return &harmItem{nodes: make([]int32, nodes), cost: harm{jobs: 1, lost: lost, rank: rank, protected: protected}}
+	}
+	gang := item(0, 4, 400, 0)  // 100 a node
+	single := item(1, 1, 50, 0) // 50 a node
+	dear := item(2, 1, 1000, 0) // 1000 a node
+	kept := item(3, 1, 0, 1)    // protected
+	items := []*harmItem{gang, single, dear, kept}
+	for _, tc := range []struct {
+		k    int
+		want []*harmItem
+	}{
+		{1, []*harmItem{single}},
+		{3, []*harmItem{gang, single}},
+		{5, []*harmItem{gang, single}},
+		{6, []*harmItem{gang, single, dear}},
+		{7, []*harmItem{gang, single, dear, kept}},
+	} {
+		if got := cheapestPerNode(items, tc.k); !slices.Equal(got, tc.want) {
+			t.Errorf("k=%d: got %v, want %v", tc.k, got, tc.want)
+		}
+	}
+}
