@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sparecap/sparecap/internal/bound"
 	"github.com/sparecap/sparecap/internal/domain"
 )
 
@@ -76,15 +77,15 @@ func gangKey(p *corev1.Pod) string {
 			if g.sub != "" {
 				v += "/" + p.Labels[g.sub]
 			}
-			return bounded(g.kind + "/" + p.Namespace + "/" + v)
+			return bound.Text(g.kind+"/"+p.Namespace+"/"+v, maxGangKey)
 		}
 	}
 	if v := p.Annotations[annotationVolcanoGroup]; v != "" { // Volcano
-		return bounded("podgroup/" + p.Namespace + "/" + v)
+		return bound.Text("podgroup/"+p.Namespace+"/"+v, maxGangKey)
 	}
 	if _, indexed := p.Annotations[annotationCompletionIndex]; indexed {
 		if v := p.Labels[labelJobName]; v != "" {
-			return bounded("job/" + p.Namespace + "/" + v)
+			return bound.Text("job/"+p.Namespace+"/"+v, maxGangKey)
 		}
 	}
 	return ""
@@ -93,13 +94,6 @@ func gangKey(p *corev1.Pod) string {
 // maxGangKey bounds a gang's name: it comes from a tenant's labels and is
 // echoed in events and the API.
 const maxGangKey = 200
-
-func bounded(s string) string {
-	if len(s) > maxGangKey {
-		return s[:maxGangKey]
-	}
-	return s
-}
 
 // gangMin is the pod's sparecap.dev/gang-min, 0 when absent or not a
 // positive number.

@@ -39,6 +39,12 @@ type gang struct {
 	start   time.Time
 }
 
+// savesAtNotice: the job checkpoints at the notice and the checkpoint
+// fits the policy's drain window, so a reclaim loses no work.
+func savesAtNotice(j Jobs, pol Policy) bool {
+	return j.CheckpointAtNotice && j.CheckpointCost.D <= pol.DrainWindow.D
+}
+
 func newGangRunner(j Jobs, save bool) *gangRunner {
 	g := &gangRunner{j: j, save: save, period: j.CheckpointInterval.D + j.CheckpointCost.D, useful: 1, of: map[*span]*gang{}}
 	if j.CheckpointInterval.D > 0 {

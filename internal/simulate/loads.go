@@ -74,7 +74,7 @@ func (f *loadFleet) tenant(clusterID string, now time.Time) *tenantLoads {
 		}
 	}
 	j := f.w.sc.Jobs.JobsOf(c.Name)
-	g := newGangRunner(j, j.CheckpointAtNotice && j.CheckpointCost.D <= f.w.pol.DrainWindow.D)
+	g := newGangRunner(j, savesAtNotice(j, f.w.pol))
 	g.play(steps(spans), now, end)
 	for _, s := range g.free {
 		tl.by[s.n.Name] = domain.NodeLoad{Known: true, Idle: true}

@@ -286,7 +286,7 @@ func (w outcome) tenants(ctx context.Context, r *Result, spans []span, p *priced
 	var order []string
 	j := w.sc.Jobs
 	end := Epoch.Add(w.sc.Horizon.D)
-	saveAtNotice := j.CheckpointAtNotice && j.CheckpointCost.D <= w.pol.DrainWindow.D
+	saveAtNotice := savesAtNotice(j, w.pol)
 	for i := range spans {
 		n := spans[i].n
 		a := by[n.ClusterID]
