@@ -80,7 +80,9 @@ type Server struct {
 // Options are the optional parts of a Server.
 type Options struct {
 	// MinLease, if set, is the minimum lease of a machine's pool
-	// (fleet.File.MinLease): nodes show when theirs ends.
+	// (fleet.File.Leases): nodes show when theirs ends. Each ready
+	// preemptible node's machine is then read for a cluster's view (from
+	// memory on the leader, a query each on a follower).
 	MinLease func(*domain.Machine) time.Duration
 	// Sealer seals the kubeconfigs operators attach to clusters. Without
 	// it attaching is refused (503); detaching still works.

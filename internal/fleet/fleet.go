@@ -43,6 +43,17 @@ type Pool struct {
 // MaxMinLease bounds a pool's minimum lease.
 const MaxMinLease = 24 * time.Hour
 
+// Leases is MinLease if any pool has a lease, else nil: a fleet without
+// leases costs the plans and the API nothing per node.
+func (f File) Leases() func(*domain.Machine) time.Duration {
+	for _, p := range f.Pools {
+		if d, _ := time.ParseDuration(p.MinLease); d > 0 {
+			return f.MinLease
+		}
+	}
+	return nil
+}
+
 // MinLease is the minimum lease of the pool machine m belongs to: the
 // first pool of its region, GPU type and reservation; 0 when none.
 func (f File) MinLease(m *domain.Machine) time.Duration {

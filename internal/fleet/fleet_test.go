@@ -167,6 +167,12 @@ func TestMinLeaseByPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if f.Leases() == nil {
+		t.Error("a fleet with leases has no Leases")
+	}
+	if none, _ := Parse([]byte("pools: [{region: r, gpu_type: g, machines: 1}]")); none.Leases() != nil {
+		t.Error("a fleet without leases has Leases: every node would pay a lookup")
+	}
 	for _, tc := range []struct {
 		m    domain.Machine
 		want time.Duration

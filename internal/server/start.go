@@ -270,7 +270,7 @@ func (b *boot) drivers() error {
 	}
 	b.closeMachines = closeMachines
 	s.Controller = controller.New(b.cached, s.Drivers, machines, clk, controller.Config{
-		DrainWindow: o.DrainWindow, MinLease: s.Fleet.MinLease, Cooldown: o.Cooldown, Interval: interval, Workers: o.Workers, NoticeWorkers: o.NoticeWorkers,
+		DrainWindow: o.DrainWindow, MinLease: s.Fleet.Leases(), Cooldown: o.Cooldown, Interval: interval, Workers: o.Workers, NoticeWorkers: o.NoticeWorkers,
 		NodeLostAfter: o.NodeLostAfter, RegisterTimeout: o.RegisterTimeout,
 		SweepEvery: atLeastReal(time.Minute, 10*time.Second, s.Speed),
 	}, o.Log)
@@ -326,7 +326,7 @@ func (b *boot) handlers() error {
 	b.api = a
 	a.Meter = leaderMeter{s}
 	a.Sealer = b.sealer
-	a.MinLease = s.Fleet.MinLease
+	a.MinLease = s.Fleet.Leases()
 	a.AllowKubeconfigPlugins = o.AllowKubeconfigPlugins
 	register := o.MachineProvider == "register"
 	a.CheckAccess = func(ctx context.Context, kubeconfig []byte) (domain.Access, error) {
