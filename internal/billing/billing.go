@@ -65,15 +65,25 @@ func Record(n *domain.Node, c *domain.Cluster, m *domain.Machine, now time.Time)
 	end := stop
 	if !known {
 		end = now.Truncate(time.Second)
-		if end.Before(n.ReadyAt) {
-			end = n.ReadyAt
-		}
+	}
+	start := n.PeriodStart()
+	if end.Before(start) {
+		end = start
 	}
 	return domain.UsageRecord{
 		NodeID: n.ID, NodeName: n.Name, ClusterID: c.ID, ClusterName: c.Name, ProjectID: c.ProjectID,
 		Region: c.Region, GPUType: c.GPUType, Class: n.Class, BillingType: c.BillingType,
-		ReservationID: m.ReservationID, GPUs: n.GPUs, Start: n.ReadyAt, End: end, Final: known,
+		ReservationID: m.ReservationID, GPUs: n.GPUs, Start: start, End: end, Final: known,
 	}, true
+}
+
+// Closed is the final record of the node's period in its current class,
+// ended at at (to the second): what converting it in place writes, as its
+// next period starts there.
+func Closed(n *domain.Node, c *domain.Cluster, m *domain.Machine, at time.Time) domain.UsageRecord {
+	r, _ := Record(n, c, m, at)
+	r.Final = true
+	return r
 }
 
 type step struct {

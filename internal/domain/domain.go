@@ -40,8 +40,8 @@ const (
 	DefaultEventRetention = 72 * time.Hour
 )
 
-// ComputeClass is the class a node serves its cluster in. A node never
-// changes class.
+// ComputeClass is the class a node serves its cluster in. A node changes
+// class only when its tenant converts it in place (Node.ClassSince).
 type ComputeClass string
 
 const (
@@ -224,6 +224,9 @@ const (
 	// Kueue admission check set Retry on the workloads running there, so
 	// Kueue evicted and requeued them at once.
 	ReasonWorkloadRequeued EventReason = "WorkloadRequeued"
+	// ReasonNodeConverted: the tenant converted the node to the other
+	// class in place (no drain); billing splits at that second.
+	ReasonNodeConverted EventReason = "NodeConverted"
 )
 
 // Project is a tenant.
@@ -483,6 +486,20 @@ type Node struct {
 	// ProvisioningAt is when the node started provisioning (the
 	// registration timeout counts from it).
 	ProvisioningAt time.Time
+	// ClassSince is when the node was last converted to its Class, to
+	// the second (zero: never; it has had its class since ReadyAt). Its
+	// billing in the earlier class ended then, in a usage record of its
+	// own.
+	ClassSince time.Time
+}
+
+// PeriodStart is when the node's billing in its current class starts:
+// ready, or converted since.
+func (n Node) PeriodStart() time.Time {
+	if n.ClassSince.After(n.ReadyAt) {
+		return n.ClassSince
+	}
+	return n.ReadyAt
 }
 
 // Event is a node lifecycle event.
@@ -508,8 +525,9 @@ var (
 	ErrStale = errors.New("node state changed")
 )
 
-// UsageRecord is the meter's ledger entry for one node: its billable time
-// so far, with what pricing needs copied in, so invoices do not depend on
+// UsageRecord is the meter's ledger entry for one node in one class: its
+// billable time so far (a node converted in place has one record per
+// class period, keyed by node and Start), with what pricing needs copied in, so invoices do not depend on
 // clusters or nodes that may be deleted later.
 type UsageRecord struct {
 	NodeID        string
@@ -523,7 +541,8 @@ type UsageRecord struct {
 	BillingType   BillingType
 	ReservationID string // of the node's machine, if any
 	GPUs          int
-	// Start is when the node became ready; End how far it is billed.
+	// Start is when the node became ready, or was converted to Class
+	// (Node.PeriodStart); End how far it is billed in Class.
 	Start, End time.Time
 	// Final: End is the node's billing stop; the record will not change.
 	Final bool

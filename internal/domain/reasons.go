@@ -22,6 +22,7 @@ var EventReasons = []EventReason{
 	ReasonDrainReasonKept,
 	ReasonJobRequeued,
 	ReasonWorkloadRequeued,
+	ReasonNodeConverted,
 }
 
 // KnownReason reports whether r is one of EventReasons.

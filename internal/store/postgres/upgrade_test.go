@@ -39,3 +39,32 @@ func TestTokensUpgrade(t *testing.T) {
 	defer s.Close()
 	storetest.CheckUpgradedToken(t, s, at)
 }
+
+// TestUsageUpgrade: usage written before node class periods (one record
+// per node) is kept and keeps being metered.
+func TestUsageUpgrade(t *testing.T) {
+	ctx := t.Context()
+	dsn := TestDSN(t)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema string
+	if err := db.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrateTo(ctx, db, lockKey(schema), 13); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := db.ExecContext(ctx, `INSERT INTO usage (node_id, start_at, end_at) VALUES ('n', $1, $2)`, at, at.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.CheckUpgradedUsage(t, s, at)
+}

@@ -136,13 +136,13 @@ func nextChunk[T any](rows []T, sizes int) (size int, chunk, rest []T) {
 // PutUsages writes records as PutUsage does, up to 64 per statement: a
 // cut of the meter writes a record for every running node.
 func (t *tx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
-	if _, ok := distinct(us, func(u domain.UsageRecord) string { return u.NodeID }); !ok {
+	if _, ok := distinct(us, func(u domain.UsageRecord) string { return u.NodeID + "@" + u.Start.String() }); !ok {
 		return store.Each(ctx, us, t.PutUsage)
 	}
 	return execChunks(ctx, t, us, t.s.bq.usage[:], t.usageArgs, "put usage of %d nodes", func(chunk []domain.UsageRecord, _ sql.Result) error {
 		for _, u := range chunk {
 			if u.Final {
-				if err := t.markMetered(ctx, u.NodeID); err != nil {
+				if err := t.markMetered(ctx, u); err != nil {
 					return err
 				}
 			}

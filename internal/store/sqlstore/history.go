@@ -53,7 +53,10 @@ func buildHistoryQueries(d Dialect) historyQueries {
 		getNode: r(`SELECT ` + nodeCols + ` FROM nodes WHERE id = ?
 			UNION ALL SELECT ` + nodeCols + ` FROM node_history WHERE id = ?`),
 		nodeArchived: r(`SELECT COUNT(*) FROM node_history WHERE id = ?`),
-		markMetered:  r(`UPDATE nodes SET metered = TRUE WHERE id = ? AND metered = FALSE`),
+		// A final record of a period before the node's last conversion
+		// does not end its billing.
+		markMetered: r(`UPDATE nodes SET metered = TRUE WHERE id = ? AND metered = FALSE
+			AND (class_since IS NULL OR class_since <= ?)`),
 		// Both statements select the same rows: they run in one
 		// transaction, in a deterministic order, and the copy changes
 		// nothing in nodes.
@@ -179,11 +182,11 @@ func (t *tx) nodeArchived(ctx context.Context, id string) (bool, error) {
 	return n > 0, nil
 }
 
-// markMetered records on the node that its final usage record is written,
-// taking it off the meter's work list.
-func (t *tx) markMetered(ctx context.Context, nodeID string) error {
-	if _, err := t.q.ExecContext(ctx, t.s.hq.markMetered, nodeID); err != nil {
-		return fmt.Errorf("%s: put usage of node %s: mark metered: %w", t.s.d.Name, nodeID, err)
+// markMetered records on the node that the final usage record u of its
+// current class period is written, taking it off the meter's work list.
+func (t *tx) markMetered(ctx context.Context, u domain.UsageRecord) error {
+	if _, err := t.q.ExecContext(ctx, t.s.hq.markMetered, u.NodeID, t.s.timeArg(u.Start)); err != nil {
+		return fmt.Errorf("%s: put usage of node %s: mark metered: %w", t.s.d.Name, u.NodeID, err)
 	}
 	return nil
 }

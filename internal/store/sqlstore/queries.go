@@ -22,7 +22,7 @@ const (
 	clusterCols = clusterWriteCols + `, kube_attached_at, access`
 	nodeCols    = `id, cluster_id, machine_id, name, class, gpus, state, created_at, ready_at,
 		drain_started_at, deadline, drain_cause, notified, drained_at, outcome, removed_at, last_error,
-		cleanup_pending, provisioning_at`
+		cleanup_pending, provisioning_at, class_since`
 	eventCols = `seq, id, cluster_id, node_id, node_name, reason, message, ts, deadline`
 	usageCols = `node_id, node_name, cluster_id, cluster_name, project_id, region, gpu_type, class,
 		billing_type, reservation_id, gpus, start_at, end_at, final`
@@ -155,7 +155,7 @@ const (
 const (
 	usageRow    = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	usageUpsert = `
-			ON CONFLICT (node_id) DO UPDATE SET node_name = excluded.node_name, cluster_id = excluded.cluster_id,
+			ON CONFLICT (node_id, start_at) DO UPDATE SET node_name = excluded.node_name, cluster_id = excluded.cluster_id,
 			cluster_name = excluded.cluster_name, project_id = excluded.project_id, region = excluded.region,
 			gpu_type = excluded.gpu_type, class = excluded.class, billing_type = excluded.billing_type,
 			reservation_id = excluded.reservation_id, gpus = excluded.gpus, start_at = excluded.start_at,
@@ -172,7 +172,8 @@ var (
 		{"gpus", "bigint"}, {"state", "text"}, {"created_at", "timestamptz"}, {"ready_at", "timestamptz"},
 		{"drain_started_at", "timestamptz"}, {"deadline", "timestamptz"}, {"drain_cause", "text"},
 		{"notified", "boolean"}, {"drained_at", "timestamptz"}, {"outcome", "text"}, {"removed_at", "timestamptz"},
-		{"last_error", "text"}, {"cleanup_pending", "boolean"}, {"provisioning_at", "timestamptz"}}
+		{"last_error", "text"}, {"cleanup_pending", "boolean"}, {"provisioning_at", "timestamptz"},
+		{"class_since", "timestamptz"}}
 	clusterSet = []typedCol{{"name", "text"}, {"project_id", "text"}, {"region", "text"}, {"gpu_type", "text"},
 		{"type", "text"}, {"billing_type", "text"}, {"num_gpus", "bigint"}, {"desired_preemptible_gpus", "bigint"},
 		{"weight", "bigint"}, {"status", "text"}, {"unfulfilled", "text"}, {"unfulfilled_message", "text"},
@@ -212,6 +213,7 @@ func bulkUpdateSet(table string, cols []typedCol, rows int) string {
 const clusterRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // nodeRow is one row of createNode's VALUES, shared with CreateNodes:
-// metered starts set if the node's final record is already there.
-const nodeRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-			EXISTS (SELECT 1 FROM usage WHERE node_id = ? AND final))`
+// metered starts set if the final record of the node's current period is
+// already there.
+const nodeRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+			EXISTS (SELECT 1 FROM usage WHERE node_id = ? AND final AND start_at >= ?))`

@@ -176,7 +176,8 @@ func (t *tx) newNodeArgs(n domain.Node) []any {
 	return []any{n.ID, n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
 		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
 		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
-		string(n.Outcome), t.s.timeArg(n.RemovedAt), text(n.LastError), n.CleanupPending, t.s.timeArg(n.ProvisioningAt), n.ID}
+		string(n.Outcome), t.s.timeArg(n.RemovedAt), text(n.LastError), n.CleanupPending, t.s.timeArg(n.ProvisioningAt),
+		t.s.timeArg(n.ClassSince), n.ID, t.s.timeArg(n.PeriodStart())}
 }
 
 func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
@@ -188,7 +189,8 @@ func (t *tx) nodeSetArgs(n domain.Node) []any {
 	return []any{n.ClusterID, n.MachineID, n.Name, string(n.Class), n.GPUs, string(n.State),
 		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
 		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
-		string(n.Outcome), t.s.timeArg(n.RemovedAt), text(n.LastError), n.CleanupPending, t.s.timeArg(n.ProvisioningAt), n.ID}
+		string(n.Outcome), t.s.timeArg(n.RemovedAt), text(n.LastError), n.CleanupPending, t.s.timeArg(n.ProvisioningAt),
+		t.s.timeArg(n.ClassSince), n.ID}
 }
 
 // lockEvents takes the event lock, once per transaction.
@@ -244,7 +246,7 @@ func (t *tx) PutUsage(ctx context.Context, u domain.UsageRecord) error {
 		return t.writeErr("put usage of node "+u.NodeID, err)
 	}
 	if u.Final {
-		return t.markMetered(ctx, u.NodeID)
+		return t.markMetered(ctx, u)
 	}
 	return nil
 }

@@ -55,6 +55,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"EventCursorMissesNothing", testEventCursorMissesNothing},
 		{"Usage", testUsage},
 		{"UnmeteredNodes", testUnmeteredNodes},
+		{"UsagePeriods", testUsagePeriods},
 		{"Prices", testPrices},
 		{"Kubeconfig", testKubeconfig},
 		{"KubeconfigDroppedWithCluster", testKubeconfigDroppedWithCluster},
@@ -1013,7 +1014,7 @@ func full() (domain.Project, domain.Token, domain.Reservation, domain.Machine, d
 		DrainStartedAt: at(9), Deadline: at(14), DrainCause: domain.CauseFairShare, Notified: true,
 		DrainedAt: at(12), Outcome: domain.OutcomeEarly, RemovedAt: at(13),
 		LastError:      "provision hook: exit status 1: \"no route to host\" — ünïcode ✓",
-		CleanupPending: true, ProvisioningAt: at(7).Add(time.Second),
+		CleanupPending: true, ProvisioningAt: at(7).Add(time.Second), ClassSince: at(10),
 	}
 	e := domain.Event{
 		ID: "ev-1", ClusterID: c.ID, NodeID: n.ID, NodeName: n.Name, Reason: domain.ReasonPreemptionNotified,
