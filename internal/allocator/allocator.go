@@ -489,9 +489,17 @@ func (p *planner) scaleDown() {
 
 // eligible reports whether machine mi may serve cluster ci's standard nodes.
 func (p *planner) eligible(ci, mi int32) bool {
-	c, m := &p.s.Clusters[ci], &p.s.Machines[mi]
+	m := &p.s.Machines[mi]
+	return ServesStandard(&p.s.Clusters[ci], m, p.resProject[m.ReservationID])
+}
+
+// ServesStandard reports whether machine m may serve cluster c's standard
+// nodes, resProject being the project of m's reservation (if any): a
+// reserved cluster's come from its project's reservations, an on-demand
+// cluster's from machines in none.
+func ServesStandard(c *domain.Cluster, m *domain.Machine, resProject string) bool {
 	if c.BillingType == domain.BillingReserved {
-		return m.ReservationID != "" && p.resProject[m.ReservationID] == c.ProjectID
+		return m.ReservationID != "" && resProject == c.ProjectID
 	}
 	return m.ReservationID == ""
 }

@@ -34,6 +34,19 @@ type NodeSpec struct {
 	Platform domain.ClusterType
 }
 
+// Spec is what the drivers are told of node n: its labels name its class,
+// machine and sparecap node.
+func Spec(n domain.Node) NodeSpec {
+	return NodeSpec{
+		ClusterID: n.ClusterID, NodeName: n.Name, MachineID: n.MachineID, Class: n.Class, GPUs: n.GPUs,
+		Labels: map[string]string{
+			domain.LabelComputeClass: string(n.Class),
+			domain.LabelMachine:      n.MachineID,
+			domain.LabelNodeID:       n.ID,
+		},
+	}
+}
+
 // Marks are what a draining node carries from T+0 until it goes: why it
 // drains and its deadline. On Kubernetes: the cordon, the taint
 // domain.TaintPreempted=<cause> and the annotation domain.AnnotationDeadline.
@@ -117,6 +130,11 @@ type ClusterDriver interface {
 	// Release removes the node from the cluster (a Kubernetes Node
 	// object). A missing node is not an error.
 	Release(ctx context.Context, clusterID, nodeName string) error
+	// SetClass marks the node with spec.Class in place, its tenant having
+	// converted it: its class label (spec.Labels) and the class's taints
+	// on Kubernetes, its class feature on Slurm. Its work is untouched:
+	// nothing is drained, stopped or rescheduled.
+	SetClass(ctx context.Context, spec NodeSpec) error
 	// Health reports what the cluster says of the node, from a watch; an
 	// error means the driver cannot tell now (the watch has not synced,
 	// the API is unreachable), and nothing is decided from it.
@@ -177,6 +195,11 @@ type NodeHealth struct {
 	// NotReadySince is when the node last stopped being Ready (zero while
 	// it is Ready).
 	NotReadySince time.Time
+	// Class is the class the node is marked with in its cluster (its
+	// label on Kubernetes, its feature on Slurm); empty when the driver
+	// cannot tell. One that differs from the node's is marked again
+	// (SetClass).
+	Class domain.ComputeClass
 	// Lost, when not empty, says why the driver found the node lost
 	// already (a Slurm node whose slurmd stopped answering, which the
 	// driver set DOWN so its jobs are requeued now): it is lost at once,

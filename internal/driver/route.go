@@ -52,6 +52,14 @@ func (r Routed) PostNotice(ctx context.Context, clusterID, nodeName string, w *W
 	return d.PostNotice(ctx, clusterID, nodeName, w, n)
 }
 
+func (r Routed) SetClass(ctx context.Context, spec NodeSpec) error {
+	d, err := r.Pick(ctx, spec.ClusterID)
+	if err != nil {
+		return err
+	}
+	return d.SetClass(ctx, spec)
+}
+
 func (r Routed) Release(ctx context.Context, clusterID, nodeName string) error {
 	d, err := r.Pick(ctx, clusterID)
 	if err != nil {

@@ -23,6 +23,7 @@ func (n *named) Notify(context.Context, string, string, Work, time.Time) error {
 }
 func (n *named) PostNotice(context.Context, string, string, *Work, Notice) error { return nil }
 func (n *named) Release(context.Context, string, string) error                   { return nil }
+func (n *named) SetClass(context.Context, NodeSpec) error                        { return nil }
 func (n *named) Health(context.Context, string, string) (NodeHealth, error) {
 	return NodeHealth{Lost: n.name}, nil
 }

@@ -160,14 +160,9 @@ func (c *Cluster) MarkDraining(ctx context.Context, clusterID, nodeName string, 
 	return c.mark(ctx, clusterID, nodeName, t, map[string]string{domain.AnnotationDeadline: m.Deadline.UTC().Format(time.RFC3339)})
 }
 
-// mark cordons, taints and annotates the node with a patch that replaces
-// the taint list as read (under a resourceVersion precondition, so a
-// concurrent change is not lost: the patch is retried on the new list).
+// mark cordons, taints and annotates the node (see patchNode).
 func (c *Cluster) mark(ctx context.Context, clusterID, nodeName string, t Taint, annotations map[string]string) error {
-	if err := c.check(clusterID); err != nil {
-		return err
-	}
-	patchFor := func(n *corev1.Node) map[string]any {
+	return c.patchNode(ctx, clusterID, nodeName, "mark", func(n *corev1.Node) map[string]any {
 		meta := map[string]any{}
 		spec := map[string]any{}
 		if !n.Spec.Unschedulable {
@@ -184,6 +179,63 @@ func (c *Cluster) mark(ctx context.Context, clusterID, nodeName string, t Taint,
 		}
 		meta["resourceVersion"] = n.ResourceVersion
 		return map[string]any{"metadata": meta, "spec": spec}
+	})
+}
+
+// SetClass patches the node's class label (and the operator's labels) to
+// spec's and its preemptible taints (--preemptible-taint) on or off by
+// spec.Class, in one patch (see patchNode). Its pods are not touched.
+func (c *Cluster) SetClass(ctx context.Context, spec driver.NodeSpec) error {
+	labels := maps.Clone(c.opts.NodeLabels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, spec.Labels)
+	return c.patchNode(ctx, spec.ClusterID, spec.NodeName, "set the class of", func(n *corev1.Node) map[string]any {
+		meta := map[string]any{}
+		patch := map[string]any{"metadata": meta}
+		if add := missing(n.Labels, labels); len(add) > 0 {
+			meta["labels"] = add
+		}
+		taints, changed := n.Spec.Taints, false
+		for _, t := range c.opts.PreemptibleTaints {
+			var ch bool
+			if spec.Class == domain.Preemptible {
+				taints, ch = withTaint(taints, t)
+			} else {
+				taints, ch = withoutTaint(taints, t)
+			}
+			changed = changed || ch
+		}
+		if changed {
+			patch["spec"] = map[string]any{"taints": taints}
+		}
+		if len(meta) == 0 && !changed {
+			return nil
+		}
+		meta["resourceVersion"] = n.ResourceVersion
+		return patch
+	})
+}
+
+// withoutTaint returns taints without t (by key and effect, as Kubernetes
+// tells taints apart) and whether it was there.
+func withoutTaint(taints []corev1.Taint, t Taint) ([]corev1.Taint, bool) {
+	kt := kubeTaint(t)
+	out := slices.DeleteFunc(slices.Clone(taints), func(have corev1.Taint) bool {
+		return have.Key == kt.Key && have.Effect == kt.Effect
+	})
+	return out, len(out) != len(taints)
+}
+
+// patchNode applies the patch patchFor makes of the node, if any: one that
+// replaces a list (taints) carries the resourceVersion it was made from,
+// so a concurrent change is not lost (the patch is retried on the new
+// Node). The node watch's copy is checked first: a node that needs no
+// patch costs no call.
+func (c *Cluster) patchNode(ctx context.Context, clusterID, nodeName, what string, patchFor func(*corev1.Node) map[string]any) error {
+	if err := c.check(clusterID); err != nil {
+		return err
 	}
 	cached := c.cachedNode(nodeName)
 	if cached != nil && patchFor(cached) == nil {
@@ -219,9 +271,9 @@ func (c *Cluster) mark(ctx context.Context, clusterID, nodeName string, t Taint,
 	if err == nil {
 		c.granted(permPatchNodes)
 	} else if c.refusal(perm, nodeName, err) {
-		return fmt.Errorf("mark node %s: %w: %w", nodeName, driver.ErrRefused, err)
+		return fmt.Errorf("%s node %s: %w: %w", what, nodeName, driver.ErrRefused, err)
 	}
-	return notFound(err, "mark node "+nodeName)
+	return notFound(err, what+" node "+nodeName)
 }
 
 // refused is the error of a call not made because the cluster refused
@@ -248,15 +300,17 @@ func (c *Cluster) Health(ctx context.Context, clusterID, nodeName string) (drive
 		return driver.NodeHealth{Gone: true}, nil
 	}
 	n := obj.(*corev1.Node)
+	h := driver.NodeHealth{Class: domain.ComputeClass(n.Labels[domain.LabelComputeClass]), NotReadySince: n.CreationTimestamp.Time}
 	for _, cond := range n.Status.Conditions {
 		if cond.Type == corev1.NodeReady {
-			if cond.Status == corev1.ConditionTrue {
-				return driver.NodeHealth{}, nil
+			h.NotReadySince = time.Time{}
+			if cond.Status != corev1.ConditionTrue {
+				h.NotReadySince = cmp.Or(cond.LastTransitionTime.Time, n.CreationTimestamp.Time)
 			}
-			return driver.NodeHealth{NotReadySince: cmp.Or(cond.LastTransitionTime.Time, n.CreationTimestamp.Time)}, nil
+			break
 		}
 	}
-	return driver.NodeHealth{NotReadySince: n.CreationTimestamp.Time}, nil
+	return h, nil
 }
 
 // Release deletes the Node object.

@@ -134,18 +134,6 @@ func (p *Provisioner) start(ctx context.Context, n domain.Node) (domain.Node, er
 	return started, nil
 }
 
-// spec is what the drivers are told of node n.
-func spec(n domain.Node) driver.NodeSpec {
-	return driver.NodeSpec{
-		ClusterID: n.ClusterID, NodeName: n.Name, MachineID: n.MachineID, Class: n.Class, GPUs: n.GPUs,
-		Labels: map[string]string{
-			domain.LabelComputeClass: string(n.Class),
-			domain.LabelMachine:      n.MachineID,
-			domain.LabelNodeID:       n.ID,
-		},
-	}
-}
-
 // provision asks the machine provider, then the cluster, and makes the
 // node ready once the cluster has it Ready.
 func (p *Provisioner) provision(ctx context.Context, n domain.Node) (domain.Node, error) {
@@ -157,7 +145,7 @@ func (p *Provisioner) provision(ctx context.Context, n domain.Node) (domain.Node
 	if err != nil {
 		return n, fmt.Errorf("machine %s: %w", n.MachineID, err)
 	}
-	sp := spec(n)
+	sp := driver.Spec(n)
 	if t, err := p.port.ClusterType(ctx, n.ClusterID); err == nil {
 		sp.Platform = t
 	}

@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
 )
 
 // Sweep checks every ready node against what its cluster says of it: a
 // node deleted behind sparecap's back, found lost by its driver
 // (NodeHealth.Lost), or not Ready longer than Config.NodeLostAfter, is
-// lost (Lose). A cluster that cannot tell (its
+// lost (Lose). A node marked with another class than its own (converted
+// since) is marked again (SetClass). A cluster that cannot tell (its
 // watch has not synced, its API is down) decides nothing. It returns when
 // the first node it saw not Ready reaches NodeLostAfter (zero: none is
 // not Ready), for the loop to sweep again then.
@@ -43,6 +45,13 @@ func (m *Machine) Sweep(ctx context.Context) (time.Time, error) {
 		case !h.NotReadySince.IsZero() && now.Sub(h.NotReadySince) >= m.cfg.NodeLostAfter:
 			why = fmt.Sprintf("node %s was lost: it has not been Ready since %s (%s, longer than %s)", n.Name,
 				h.NotReadySince.UTC().Format(time.RFC3339), now.Sub(h.NotReadySince).Round(time.Second), m.cfg.NodeLostAfter)
+		case h.Class != "" && h.Class != n.Class:
+			// Converted, and its cluster not told yet (or someone
+			// changed its marks): mark it again.
+			if err := m.cluster.SetClass(ctx, driver.Spec(*n)); err != nil {
+				errs = append(errs, fmt.Errorf("mark node %s %s: %w", n.Name, n.Class, err))
+			}
+			continue
 		default:
 			continue
 		}

@@ -564,7 +564,22 @@ func (f *Fleet) Health(ctx context.Context, clusterID, nodeName string) (driver.
 	if !ok {
 		return driver.NodeHealth{Gone: true}, nil
 	}
-	return driver.NodeHealth{NotReadySince: n.NotReadySince}, nil
+	return driver.NodeHealth{NotReadySince: n.NotReadySince, Class: n.Class}, nil
+}
+
+// SetClass changes the node's class and its labels to spec's in place, as
+// the Kubernetes driver patches them: its pods keep running.
+func (f *Fleet) SetClass(ctx context.Context, spec driver.NodeSpec) error {
+	return f.changeNode(ctx, "set class of", spec.ClusterID, spec.NodeName, func(n *node) bool {
+		changed := n.Class != spec.Class
+		n.Class = spec.Class
+		for k, v := range spec.Labels {
+			if n.Labels[k] != v {
+				n.Labels[k], changed = v, true
+			}
+		}
+		return changed
+	})
 }
 
 // SetReady stands in for a kubelet that stops (ready=false) or resumes

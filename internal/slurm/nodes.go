@@ -212,7 +212,7 @@ func (c *Cluster) Health(ctx context.Context, clusterID, nodeName string) (drive
 	if n == nil {
 		return driver.NodeHealth{Gone: true}, nil
 	}
-	h := driver.NodeHealth{}
+	h := driver.NodeHealth{Class: classOf(n)}
 	since, lost := c.tend.probeState(nodeName)
 	if !since.IsZero() {
 		h.NotReadySince = since

@@ -246,6 +246,7 @@ func (d *fakeDriver) PostNotice(context.Context, string, string, *driver.Work, d
 	return nil
 }
 func (d *fakeDriver) Release(context.Context, string, string) error { return nil }
+func (d *fakeDriver) SetClass(context.Context, driver.NodeSpec) error { return nil }
 func (d *fakeDriver) Health(context.Context, string, string) (driver.NodeHealth, error) {
 	return driver.NodeHealth{}, nil
 }

@@ -120,6 +120,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Events", func(t *testing.T) { testEvents(t, h) })
 	t.Run("Pods", func(t *testing.T) { testPods(t, h) })
 	t.Run("MissingNode", func(t *testing.T) { testMissingNode(t, h) })
+	t.Run("SetClass", func(t *testing.T) { testSetClass(t, h) })
 }
 
 func spec(h Harness, node string, class domain.ComputeClass) driver.NodeSpec {
@@ -346,6 +347,42 @@ func testMissingNode(t *testing.T, h Harness) {
 	}
 	must(t, d.Notify(ctx, id, "missing-1", driver.Work{Namespace: "default", Name: "nope"}, time.Time{}))
 	must(t, d.Release(ctx, id, "missing-1"))
+}
+
+// testSetClass: a node converted in place is marked with its new class,
+// and nothing else happens to it: its work runs on without a notice, it
+// is not drained. Health tells the class the cluster shows.
+func testSetClass(t *testing.T, h Harness) {
+	ctx := context.Background()
+	d, id := h.Driver(), h.ClusterID()
+	addNode(t, h, "conv-1", domain.Preemptible)
+	h.StartPod(t, "conv-1", PodSpec{Namespace: "tenant-a", Name: "trainer", Grace: 30 * time.Second, ExitAfter: -1})
+	h.Eventually(t, func() error { return wantPods(ctx, d, id, "conv-1", "trainer") })
+	for _, class := range []domain.ComputeClass{domain.Standard, domain.Preemptible} {
+		for range 2 { // idempotent
+			must(t, d.SetClass(ctx, spec(h, "conv-1", class)))
+		}
+		h.Eventually(t, func() error {
+			n, ok := h.Node(t, "conv-1")
+			if !ok || n.Class != string(class) || n.Draining {
+				return fmt.Errorf("node after SetClass(%s): %+v (found %v)", class, n, ok)
+			}
+			if hl, err := d.Health(ctx, id, "conv-1"); err != nil || hl.Class != class || hl.Gone || !hl.NotReadySince.IsZero() {
+				return fmt.Errorf("health after SetClass(%s): %+v, %v", class, hl, err)
+			}
+			return nil
+		})
+		work, err := d.ListWork(ctx, id, "conv-1")
+		if err != nil || len(work) != 1 || work[0].Stopping {
+			t.Fatalf("work after SetClass(%s): %+v, %v; want the trainer running, not stopping", class, work, err)
+		}
+		if evs := h.Events(t, "conv-1"); len(evs) != 0 {
+			t.Fatalf("notices after SetClass(%s): %+v, want none", class, evs)
+		}
+	}
+	if err := d.SetClass(ctx, spec(h, "missing-1", domain.Standard)); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("SetClass on a missing node: %v, want domain.ErrNotFound", err)
+	}
 }
 
 func wantPods(ctx context.Context, d driver.ClusterDriver, clusterID, node string, names ...string) error {
