@@ -245,7 +245,7 @@ func (d *fakeDriver) Notify(context.Context, string, string, driver.Work, time.T
 func (d *fakeDriver) PostNotice(context.Context, string, string, *driver.Work, driver.Notice) error {
 	return nil
 }
-func (d *fakeDriver) Release(context.Context, string, string) error { return nil }
+func (d *fakeDriver) Release(context.Context, string, string) error   { return nil }
 func (d *fakeDriver) SetClass(context.Context, driver.NodeSpec) error { return nil }
 func (d *fakeDriver) Health(context.Context, string, string) (driver.NodeHealth, error) {
 	return driver.NodeHealth{}, nil
