@@ -421,10 +421,10 @@ func (p *planner) leaseEnd(ni int32) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	n, mi := p.s.Nodes[ni], p.nMachine[ni]
-	if n.Class != domain.Preemptible || n.State != domain.NodeReady || n.ReadyAt.IsZero() || mi < 0 {
+	if n.Class != domain.Preemptible || n.State != domain.NodeReady || mi < 0 {
 		return time.Time{}, false
 	}
-	end := n.ReadyAt.Add(p.cfg.MinLease(&p.s.Machines[mi]))
+	end := n.LeaseEnd(p.cfg.MinLease(&p.s.Machines[mi]))
 	return end, p.now.Before(end)
 }
 

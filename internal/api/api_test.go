@@ -328,8 +328,8 @@ func TestUpdateCluster(t *testing.T) {
 	e.settle()
 	path := "/v1/clusters/" + c.ClusterID
 	for _, tc := range []struct{ body, field, contains string }{
-		{`{"compute_class":"standard"}`, "compute_class", "cannot be changed in place"},
-		{`{"gpu_worker_nodes":[{"node_id":"x","compute_class":"standard"}]}`, "compute_class", "cannot be changed in place"},
+		{`{"compute_class":"standard"}`, "compute_class", "convert one node with POST"},
+		{`{"gpu_worker_nodes":[{"node_id":"x","compute_class":"standard"}]}`, "compute_class", "convert one node with POST"},
 		{`{"region":"eu-west-1"}`, "region", "cannot be changed"},
 		{`{}`, "", "nothing to update"},
 		{`{"num_gpus":4}`, "num_gpus", "at least 8"},

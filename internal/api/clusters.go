@@ -14,6 +14,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/allocator"
 	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/bound"
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
@@ -359,6 +360,35 @@ func (s *Server) updateCluster(w http.ResponseWriter, r *http.Request, p princip
 	s.writeCluster(w, r, http.StatusOK, c)
 }
 
+// convertNode converts a ready node of the cluster to the other class in
+// place, and answers with the cluster.
+func (s *Server) convertNode(w http.ResponseWriter, r *http.Request, p principal) {
+	ctx := r.Context()
+	c, err := s.visibleCluster(ctx, r.PathValue("id"), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	req, err := decodeConvert(r.Body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	node := r.PathValue("node")
+	if _, err := s.ctrl.ConvertNode(ctx, c.ID, node, domain.ComputeClass(req.ComputeClass)); err != nil {
+		if errors.Is(err, domain.ErrNotFound) {
+			err = notFound("node %q not found in cluster %q", bound.Text(node, 64), c.ID)
+		}
+		s.fail(w, r, err)
+		return
+	}
+	if c, err = s.store.GetCluster(ctx, c.ID); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeCluster(w, r, http.StatusOK, c)
+}
+
 // setClusterWeight sets a cluster's weight in the fair sharing of spare
 // capacity (admin).
 func (s *Server) setClusterWeight(w http.ResponseWriter, r *http.Request, p principal) {
@@ -444,7 +474,7 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 			v.AllocatedPreemptibleGPUs += n.GPUs
 		}
 		nv := apiv1.Node{NodeID: n.ID, NodeName: n.Name, ComputeClass: string(n.Class), Status: string(n.State),
-			NumGPUs: n.GPUs, CreatedAt: n.CreatedAt, ReadyAt: timePtr(n.ReadyAt), LastError: redact(n.LastError),
+			NumGPUs: n.GPUs, CreatedAt: n.CreatedAt, ReadyAt: timePtr(n.ReadyAt), ClassSince: timePtr(n.ClassSince), LastError: redact(n.LastError),
 			Outcome: string(n.Outcome), CleanupPending: n.CleanupPending}
 		if n.State == domain.NodeDraining {
 			nv.Deadline = timePtr(n.Deadline)
@@ -470,17 +500,14 @@ func (s *Server) leaseEnd(ctx context.Context) func(domain.Node) time.Time {
 		return nil
 	}
 	return func(n domain.Node) time.Time {
-		if n.Class != domain.Preemptible || n.State != domain.NodeReady || n.ReadyAt.IsZero() {
+		if n.Class != domain.Preemptible || n.State != domain.NodeReady {
 			return time.Time{}
 		}
 		m, err := s.store.GetMachine(ctx, n.MachineID)
 		if err != nil {
 			return time.Time{}
 		}
-		if l := s.MinLease(&m); l > 0 {
-			return n.ReadyAt.Add(l)
-		}
-		return time.Time{}
+		return n.LeaseEnd(s.MinLease(&m))
 	}
 }
 

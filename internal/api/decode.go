@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/bound"
 	"github.com/sparecap/sparecap/internal/domain"
 )
 
@@ -217,7 +218,7 @@ func decodeUpdate(r io.Reader) (apiv1.UpdateClusterRequest, error) {
 	}
 	if b.ComputeClass != nil || b.GPUWorkerNodes != nil {
 		return apiv1.UpdateClusterRequest{}, invalid("compute_class",
-			"a node's compute class cannot be changed in place; change num_gpus or num_preemptible_gpus and nodes of the right class are added and removed")
+			"a cluster's nodes are not changed here: convert one node with POST /v1/clusters/{id}/nodes/{node}/convert, or change num_gpus or num_preemptible_gpus and nodes of the right class are added and removed")
 	}
 	for _, f := range []struct {
 		name string
@@ -362,6 +363,20 @@ func decodeWeight(r io.Reader) (apiv1.SetClusterWeightRequest, error) {
 		return req, invalid("weight", "weight must be an integer from 1 to %d; got %d", domain.MaxWeight, *req.Weight)
 	}
 	return req, nil
+}
+
+func decodeConvert(r io.Reader) (apiv1.ConvertNodeRequest, error) {
+	var req apiv1.ConvertNodeRequest
+	if err := decodeStrict(r, &req); err != nil {
+		return req, err
+	}
+	switch domain.ComputeClass(req.ComputeClass) {
+	case domain.Standard, domain.Preemptible:
+		return req, nil
+	case "":
+		return req, invalid("compute_class", "set compute_class to the class to convert the node to: standard or preemptible")
+	}
+	return req, invalid("compute_class", "compute_class must be standard or preemptible; got %q", bound.Text(req.ComputeClass, 64))
 }
 
 func decodeMachineUpdate(r io.Reader) (apiv1.UpdateMachineRequest, error) {

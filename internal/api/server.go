@@ -174,6 +174,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/clusters/{id}", s.auth(s.getCluster))
 	s.mux.Handle("PATCH /v1/clusters/{id}", s.auth(s.updateCluster))
 	s.mux.Handle("DELETE /v1/clusters/{id}", s.auth(s.deleteCluster))
+	s.mux.Handle("POST /v1/clusters/{id}/nodes/{node}/convert", s.auth(s.convertNode))
 	s.mux.Handle("GET /v1/clusters/{id}/events", s.auth(s.events))
 	s.mux.Handle("PUT /v1/admin/clusters/{id}/kubeconfig", s.kubeAdmin(s.attachKubeconfig))
 	s.mux.Handle("DELETE /v1/admin/clusters/{id}/kubeconfig", s.kubeAdmin(s.detachKubeconfig))

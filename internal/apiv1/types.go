@@ -59,6 +59,13 @@ type SetClusterWeightRequest struct {
 	Weight *int `json:"weight,omitempty"`
 }
 
+// ConvertNodeRequest is the body of POST
+// /v1/clusters/{id}/nodes/{node}/convert: the class to convert a ready
+// node to in place, "standard" or "preemptible".
+type ConvertNodeRequest struct {
+	ComputeClass string `json:"compute_class"`
+}
+
 // Cluster in responses.
 type Cluster struct {
 	ClusterID   string `json:"cluster_id"`
@@ -154,7 +161,10 @@ type Node struct {
 	NumGPUs      int        `json:"num_gpus"`
 	CreatedAt    time.Time  `json:"created_at"`
 	ReadyAt      *time.Time `json:"ready_at,omitempty"`
-	Deadline     *time.Time `json:"deadline,omitempty"`
+	// ClassSince: when the node was converted to its compute class in
+	// place (absent if never); it is billed in that class from then.
+	ClassSince *time.Time `json:"class_since,omitempty"`
+	Deadline   *time.Time `json:"deadline,omitempty"`
 	// LeaseEnd: until when a ready preemptible node is inside its pool's
 	// minimum lease (absent when the pool has none).
 	LeaseEnd *time.Time `json:"lease_end,omitempty"`

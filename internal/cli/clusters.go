@@ -43,6 +43,7 @@ reclaimed with a 5-minute drain). GPU counts are multiples of 8.`,
 		newClustersAttachCmd(s),
 		newClustersDetachCmd(s),
 		newClustersSetWeightCmd(s),
+		newClustersConvertCmd(s),
 	)
 	return cmd
 }
@@ -483,6 +484,39 @@ a cluster with none attached changes nothing.`,
 			return s.printCluster(cmd, cl)
 		}),
 	}
+}
+
+func newClustersConvertCmd(s *state) *cobra.Command {
+	var to string
+	cmd := &cobra.Command{
+		Use:   "convert <cluster-id> <node> --to standard|preemptible",
+		Short: "Convert a ready node to the other class in place, without a drain",
+		Long: `Convert one ready node of a cluster (by its ID or its name) to standard or
+preemptible in place: its work keeps running, nothing is drained. From that
+second it is billed in its new class (usage shows one line per class), the
+cluster's standard GPUs and preemptible target move by its GPUs, and its
+class label (Kubernetes) or feature (Slurm) changes; its name does not.
+
+A standard node is never reclaimed. A node becomes standard only on a
+machine that may serve the cluster's standard nodes (not one lent from
+another project's reservation), and the cluster keeps at least one
+standard node (docs/reclaim.md).`,
+		Example: `  sparecap clusters convert <cluster-id> gpu-preemptible-dp-3 --to standard
+  sparecap clusters convert <cluster-id> gpu-dp-2 --to preemptible`,
+		Args: cobra.ExactArgs(2),
+		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
+			if to != "standard" && to != "preemptible" {
+				return fmt.Errorf("--to must be standard or preemptible; got %q", to)
+			}
+			cl, err := c.ConvertNode(cmd.Context(), args[0], args[1], to)
+			if err != nil {
+				return fmt.Errorf("convert node %s of cluster %s: %w", args[1], args[0], err)
+			}
+			return s.printCluster(cmd, cl)
+		}),
+	}
+	cmd.Flags().StringVar(&to, "to", "", "the class to convert the node to: standard or preemptible (required)")
+	return cmd
 }
 
 func newClustersSetWeightCmd(s *state) *cobra.Command {

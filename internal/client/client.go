@@ -285,6 +285,13 @@ func (c *Client) UpdateCluster(ctx context.Context, id string, req apiv1.UpdateC
 	return call[apiv1.Cluster](ctx, c, http.MethodPatch, clusterPath(id), nil, req)
 }
 
+// ConvertNode converts a ready node of the cluster (by its ID or name) to
+// class ("standard" or "preemptible") in place, and returns the cluster.
+func (c *Client) ConvertNode(ctx context.Context, clusterID, node, class string) (*apiv1.Cluster, error) {
+	return call[apiv1.Cluster](ctx, c, http.MethodPost, clusterPath(clusterID, "nodes", url.PathEscape(node), "convert"), nil,
+		apiv1.ConvertNodeRequest{ComputeClass: class})
+}
+
 // DeleteCluster starts deleting a cluster and returns it in status
 // Deleting. GetCluster returns a 404 APIError once it is gone.
 func (c *Client) DeleteCluster(ctx context.Context, id string) (*apiv1.Cluster, error) {

@@ -493,6 +493,16 @@ type Node struct {
 	ClassSince time.Time
 }
 
+// LeaseEnd is when a minimum lease of lease ends for the node: lease after
+// it became ready as a preemptible node (or was converted to one). Zero
+// for a node that is not a ready preemptible one, or no lease.
+func (n Node) LeaseEnd(lease time.Duration) time.Time {
+	if n.Class != Preemptible || n.State != NodeReady || n.ReadyAt.IsZero() || lease <= 0 {
+		return time.Time{}
+	}
+	return n.PeriodStart().Add(lease)
+}
+
 // PeriodStart is when the node's billing in its current class starts:
 // ready, or converted since.
 func (n Node) PeriodStart() time.Time {
