@@ -216,6 +216,33 @@ func TestConsole(t *testing.T) {
 	b.checkConsole("cluster page, reclaim")
 	lap("reclaim (live timeline)")
 
+	// ---- convert: the live table's form, through its confirm dialog ----
+	// The table was rebuilt by its refresh since the page loaded: the
+	// form is console.js's. The only node left is the last standard one,
+	// which the API refuses to convert: the error page says why.
+	b.waitJS("a Make preemptible form on the standard node", `(() => {
+		const f = document.querySelector("#nodes tbody tr form.convert");
+		return f && f.querySelector("button").textContent === "Make preemptible" && f.querySelector('input[name="csrf"]').value !== "" &&
+			f.dataset.confirm.startsWith("Convert gpu-dp-");
+	})()`, nodesState, 10*time.Second)
+	stdID := evalJS[string](b, `document.querySelector("#nodes tbody tr form.convert").closest("tr").dataset.node`)
+	b.do("decline the confirm", chromedp.Evaluate[chromedp.Void](`window.confirm = () => false`))
+	b.do("click Make preemptible, declined", chromedp.Click(chromedp.CSS(`#nodes form.convert button`), chromedp.NodeVisible), chromedp.Sleep(200*time.Millisecond))
+	if p := b.path(); p != clusterPath {
+		t.Fatalf("a declined conversion left the page for %s", p)
+	}
+	b.do("accept the confirm", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`))
+	b.expect("/console/clusters/"+clusterID+"/nodes/"+stdID+"/convert", 409)
+	if st := b.clickAndLoad("convert the last standard node", `#nodes form.convert button`); st != 409 {
+		t.Errorf("converting the cluster's last standard node: status %d; want 409", st)
+	}
+	if got := b.text("main"); !strings.Contains(got, "no standard node") {
+		t.Errorf("the refusal page says %q; want the API's reason (no standard node)", got)
+	}
+	b.navigate(clusterPath)
+	b.checkConsole("convert")
+	lap("convert (refused)")
+
 	// ---- scale page ----
 	if st := b.clickAndLoad("open Scale", `.actions a.button[href$="/scale"]`); st != 200 {
 		t.Fatalf("scale page: status %d", st)

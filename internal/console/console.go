@@ -96,6 +96,7 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 	c.mux.HandleFunc("GET /console/clusters/{id}/scale", c.signedIn(c.scalePage))
 	c.mux.HandleFunc("POST /console/clusters/{id}/scale", c.signedIn(c.scale))
 	c.mux.HandleFunc("POST /console/clusters/{id}/delete", c.signedIn(c.deleteCluster))
+	c.mux.HandleFunc("POST /console/clusters/{id}/nodes/{node}/convert", c.signedIn(c.convertNode))
 	c.mux.HandleFunc("GET /console/usage", c.signedIn(c.usage))
 	c.mux.HandleFunc("GET /console/fleet", c.signedIn(c.fleet))
 	c.mux.HandleFunc("GET /console/plan", c.signedIn(c.plan))
@@ -565,6 +566,21 @@ func (c *Console) scale(w http.ResponseWriter, r *http.Request, s *session, api 
 		return
 	}
 	http.Redirect(w, r, "/console/clusters/"+url.PathEscape(cl.ClusterID)+"?flash=Scaling+requested", http.StatusSeeOther)
+}
+
+// convertNode converts a node in place (the form's "to": standard or
+// preemptible); a refusal shows the API's reason.
+func (c *Console) convertNode(w http.ResponseWriter, r *http.Request, s *session, api *client.Client) {
+	id, node, to := r.PathValue("id"), r.PathValue("node"), r.PostFormValue("to")
+	if to != "standard" && to != "preemptible" {
+		c.render(w, http.StatusBadRequest, "error", view{Title: "Bad request", Error: "Convert a node to standard or preemptible."}, s)
+		return
+	}
+	if _, err := api.ConvertNode(r.Context(), id, node, to); err != nil {
+		c.apiFailure(w, s, err)
+		return
+	}
+	http.Redirect(w, r, "/console/clusters/"+url.PathEscape(id)+"?flash="+url.QueryEscape("Node converted to "+to), http.StatusSeeOther)
 }
 
 func (c *Console) deleteCluster(w http.ResponseWriter, r *http.Request, s *session, api *client.Client) {

@@ -446,3 +446,47 @@ func TestClusterPageShowsMissingPermissions(t *testing.T) {
 		t.Fatalf("cluster page does not show the missing permission:\n%s", page)
 	}
 }
+
+// TestConvertFromTheClusterPage: the cluster page offers each ready node
+// its conversion; posting it converts the node and the page shows the new
+// class and since when; a refusal shows the API's reason; a bad class or
+// a missing CSRF token changes nothing.
+func TestConvertFromTheClusterPage(t *testing.T) {
+	e := newEnv(t)
+	id := e.readyCluster()
+	b := e.browser()
+	csrf := b.signIn(e.tokens["p"])
+	body := e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200)
+	m := regexp.MustCompile(`"node_id":\s*"([^"]+)",\s*"node_name":\s*"(gpu-preemptible-dp-[0-9]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no preemptible node in %s", body)
+	}
+	node := m[1]
+	_, page, _ := b.get("/console/clusters/" + id)
+	action := "/console/clusters/" + id + "/nodes/" + node + "/convert"
+	if !strings.Contains(page, `action="`+action+`"`) || !strings.Contains(page, "Make standard") {
+		t.Fatalf("the cluster page offers no conversion of %s:\n%s", node, page)
+	}
+	if status, _, _ := b.post(action, url.Values{"to": {"standard"}}); status == http.StatusSeeOther {
+		t.Fatal("a conversion without the CSRF token was taken")
+	}
+	if status, _, _ := b.post(action, url.Values{"csrf": {csrf}, "to": {"spot"}}); status != http.StatusBadRequest {
+		t.Fatalf("a conversion to spot: %d", status)
+	}
+	e.clk.Step(time.Second)
+	if status, _, h := b.post(action, url.Values{"csrf": {csrf}, "to": {"standard"}}); status != http.StatusSeeOther || !strings.Contains(h.Get("Location"), "flash=Node+converted") {
+		t.Fatalf("convert: %d %s", status, h.Get("Location"))
+	}
+	if body := e.apiAs(e.tokens["p"], "GET", "/v1/clusters/"+id, "", 200); !strings.Contains(body, `"num_gpus":16`) || strings.Contains(body, `"compute_class":"preemptible"`) {
+		t.Fatalf("not converted: %s", body)
+	}
+	_, page, _ = b.get("/console/clusters/" + id)
+	if !strings.Contains(page, `<small class="since">since <time`) || !strings.Contains(page, "Make preemptible") {
+		t.Fatalf("the cluster page does not show the conversion:\n%s", page)
+	}
+	// Converting it back within the same second is refused, with the reason.
+	status, page, _ := b.post(action, url.Values{"csrf": {csrf}, "to": {"preemptible"}})
+	if status != http.StatusConflict || !strings.Contains(page, "less than a second ago") {
+		t.Fatalf("converting back at once: %d\n%s", status, page)
+	}
+}

@@ -140,6 +140,31 @@ function clusterPage() {
     tl.prepend(li);
     refreshTimes(li);
   }
+  const timeEl = (t) => {
+    const el = document.createElement("time");
+    el.setAttribute("datetime", t);
+    el.textContent = t;
+    return el;
+  };
+  // The form the page renders for a ready node: convert it in place.
+  const csrfToken = document.getElementById("nodes").dataset.csrf;
+  const convertForm = (n) => {
+    const to = n.compute_class === "standard" ? "preemptible" : "standard";
+    const f = document.createElement("form");
+    f.method = "post";
+    f.action = "/console/clusters/" + encodeURIComponent(id) + "/nodes/" + encodeURIComponent(n.node_id) + "/convert";
+    f.className = "inline convert";
+    f.dataset.confirm = "Convert " + n.node_name + " to " + to + " in place? Its work keeps running; it is billed as " + to + " from now.";
+    const hidden = (name, value) => { const i = document.createElement("input"); i.type = "hidden"; i.name = name; i.value = value; f.append(i); };
+    hidden("csrf", csrfToken);
+    hidden("to", to);
+    const b = document.createElement("button");
+    b.type = "submit";
+    b.className = "small";
+    b.textContent = "Make " + to;
+    f.append(b);
+    return f;
+  };
   async function refreshCluster() {
     const resp = await fetch("/v1/clusters/" + encodeURIComponent(id), { credentials: "same-origin" });
     if (!resp.ok) return;
@@ -164,6 +189,12 @@ function clusterPage() {
       const cls = document.createElement("span");
       cls.className = "class class-" + n.compute_class;
       cls.textContent = n.compute_class;
+      if (n.class_since) {
+        const since = document.createElement("small");
+        since.className = "since";
+        since.append("since ", timeEl(n.class_since));
+        cls.append(document.createElement("br"), since);
+      }
       cell(cls);
       const st = document.createElement("span");
       st.textContent = n.status;
@@ -175,16 +206,23 @@ function clusterPage() {
       }
       cell(st);
       cell(String(n.num_gpus));
-      const a = document.createElement("time");
-      a.setAttribute("datetime", n.created_at);
+      const age = document.createElement("span");
+      const a = timeEl(n.created_at);
       a.dataset.age = "";
-      cell(a);
+      age.append(a);
+      if (n.lease_end) {
+        const l = document.createElement("small");
+        l.className = "lease";
+        l.append("lease ends ", timeEl(n.lease_end));
+        age.append(document.createElement("br"), l);
+      }
+      cell(age);
       if (n.deadline) {
-        const d = document.createElement("time");
-        d.setAttribute("datetime", n.deadline);
+        const d = timeEl(n.deadline);
         d.dataset.countdown = "";
         cell(d);
       } else cell("–");
+      cell(n.status === "ready" ? convertForm(n) : "");
       return tr;
     }));
     refreshTimes(document);
@@ -279,9 +317,11 @@ function simulationPage() {
 }
 
 function confirmForms() {
-  document.querySelectorAll("form[data-confirm]").forEach((f) => f.addEventListener("submit", (ev) => {
-    if (!window.confirm(f.dataset.confirm)) ev.preventDefault();
-  }));
+  // Delegated: the nodes table's forms are rebuilt by its refresh.
+  document.addEventListener("submit", (ev) => {
+    const f = ev.target.closest("form[data-confirm]");
+    if (f && !window.confirm(f.dataset.confirm)) ev.preventDefault();
+  });
 }
 
 document.addEventListener("DOMContentLoaded", () => {
