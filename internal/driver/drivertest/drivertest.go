@@ -356,8 +356,8 @@ func testSetClass(t *testing.T, h Harness) {
 	ctx := context.Background()
 	d, id := h.Driver(), h.ClusterID()
 	addNode(t, h, "conv-1", domain.Preemptible)
-	h.StartPod(t, "conv-1", PodSpec{Namespace: "tenant-a", Name: "trainer", Grace: 30 * time.Second, ExitAfter: -1})
-	h.Eventually(t, func() error { return wantPods(ctx, d, id, "conv-1", "trainer") })
+	h.StartPod(t, "conv-1", PodSpec{Namespace: "tenant-a", Name: "conv-trainer", Grace: 30 * time.Second, ExitAfter: -1})
+	h.Eventually(t, func() error { return wantPods(ctx, d, id, "conv-1", "conv-trainer") })
 	for _, class := range []domain.ComputeClass{domain.Standard, domain.Preemptible} {
 		for range 2 { // idempotent
 			must(t, d.SetClass(ctx, spec(h, "conv-1", class)))
