@@ -73,7 +73,15 @@ type Config struct {
 	// objects when no watch reported a change and no NotReady node is
 	// due (default 1 minute): the backstop for a change no watch saw.
 	SweepEvery time.Duration
+	// ConvertEvery is how soon after a conversion a node may convert
+	// again (default DefaultConvertEvery): each conversion writes a usage
+	// record and an event, so a tenant flipping a node cannot grow the
+	// store faster than this.
+	ConvertEvery time.Duration
 }
+
+// DefaultConvertEvery is Config.ConvertEvery's default.
+const DefaultConvertEvery = time.Minute
 
 // MaxFailures is how many registration timeouts in a row take a machine
 // out of service.
@@ -103,6 +111,9 @@ func (c *Config) defaults() {
 	}
 	if c.SweepEvery <= 0 {
 		c.SweepEvery = time.Minute
+	}
+	if c.ConvertEvery <= 0 {
+		c.ConvertEvery = DefaultConvertEvery
 	}
 	if c.RegisterTimeout <= 0 {
 		c.RegisterTimeout = 15 * time.Minute

@@ -48,7 +48,7 @@ func (c *Controller) ConvertNode(ctx context.Context, clusterID, node string, to
 		return domain.Node{}, fmt.Errorf("node %s of cluster %s: %w", node, clusterID, domain.ErrNotFound)
 	}
 	n := *s.Nodes[ni]
-	if err := convertible(s, cl, n, to, at); err != nil {
+	if err := convertible(s, cl, n, to, at, c.cfg.ConvertEvery); err != nil {
 		return domain.Node{}, fmt.Errorf("convert node %s to %s: %w", n.Name, to, err)
 	}
 	converted := n
@@ -69,16 +69,19 @@ func (c *Controller) ConvertNode(ctx context.Context, clusterID, node string, to
 }
 
 // convertible says why node n of cluster cl may not become to at at, if
-// so.
-func convertible(s allocator.Snapshot, cl *domain.Cluster, n domain.Node, to domain.ComputeClass, at time.Time) error {
+// so; every is how soon a node may convert again.
+func convertible(s allocator.Snapshot, cl *domain.Cluster, n domain.Node, to domain.ComputeClass, at time.Time, every time.Duration) error {
 	switch {
 	case n.Class == to:
 		return fmt.Errorf("it is %s already: %w", to, domain.ErrConflict)
 	case n.State != domain.NodeReady:
 		return fmt.Errorf("it is %s; only a ready node converts: %w", n.State, domain.ErrConflict)
+	case !n.ClassSince.IsZero() && at.Before(n.ClassSince.Add(every)):
+		return fmt.Errorf("it was converted at %s; it may convert again from %s: %w", n.ClassSince.UTC().Format(time.RFC3339),
+			n.ClassSince.Add(every).UTC().Format(time.RFC3339), domain.ErrConflict)
 	case !at.After(n.PeriodStart()):
 		// Billing periods are whole seconds: one may not be empty.
-		return fmt.Errorf("it became %s less than a second ago; retry: %w", n.Class, domain.ErrConflict)
+		return fmt.Errorf("it became ready less than a second ago; retry: %w", domain.ErrConflict)
 	case to == domain.Preemptible && cl.NumGPUs-n.GPUs < domain.GPUStep:
 		return fmt.Errorf("it would leave the cluster no standard node (it has %d standard GPUs): %w", cl.NumGPUs, domain.ErrConflict)
 	case to == domain.Standard:

@@ -118,9 +118,10 @@ func TestConvertStandardToPreemptible(t *testing.T) {
 	if _, err := h.convert(p.ID, domain.Standard); err != nil {
 		t.Fatal(err)
 	}
-	// Periods are whole seconds: converting back within the second waits.
-	if _, err := h.convert(p.ID, domain.Preemptible); !errors.Is(err, domain.ErrConflict) {
-		t.Fatalf("converting back in the same second: %v, want a conflict", err)
+	// A node converts at most once a minute (ConvertEvery).
+	h.clk.Step(59 * time.Second)
+	if _, err := h.convert(p.ID, domain.Preemptible); !errors.Is(err, domain.ErrConflict) || !strings.Contains(err.Error(), "may convert again from") {
+		t.Fatalf("converting back within the minute: %v, want a conflict", err)
 	}
 	h.clk.Step(time.Second)
 	at := h.clk.Now()
@@ -137,9 +138,9 @@ func TestConvertStandardToPreemptible(t *testing.T) {
 		t.Fatalf("the cluster shows %s, labels %v", v.Class, v.Labels)
 	}
 	recs := h.usageOf(p.ID)
-	if len(recs) != 3 || recs[1].Class != domain.Standard || !recs[1].Final || recs[1].End.Sub(recs[1].Start) != time.Second ||
+	if len(recs) != 3 || recs[1].Class != domain.Standard || !recs[1].Final || recs[1].End.Sub(recs[1].Start) != time.Minute ||
 		recs[2].Class != domain.Preemptible || !recs[2].Start.Equal(at) {
-		t.Fatalf("three periods expected, preemptible, one second standard, preemptible: %+v", recs)
+		t.Fatalf("three periods expected, preemptible, a minute standard, preemptible: %+v", recs)
 	}
 
 	std := h.onlyNode("a", domain.Standard)

@@ -103,7 +103,7 @@ func newFixture(t testing.TB, cfg fixtureConfig) *fixture {
 	}
 	ctrl := controller.New(st, router, machines, clk, controller.Config{
 		DrainWindow: cfg.window, Cooldown: -1, Interval: time.Second,
-		NodeLostAfter: cfg.nodeLostAfter, RegisterTimeout: cfg.registerTimeout,
+		NodeLostAfter: cfg.nodeLostAfter, RegisterTimeout: cfg.registerTimeout, ConvertEvery: time.Second,
 	}, nil)
 	f := &fixture{t: t, ctx: ctx, st: st, ctrl: ctrl, router: router, sim: fl}
 	err = st.Update(ctx, func(tx store.Tx) error {
