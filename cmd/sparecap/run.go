@@ -8,11 +8,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/rest"
 
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
-	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/runwrap"
 	"github.com/sparecap/sparecap/pkg/preempt"
 )
@@ -72,7 +70,7 @@ See docs/workloads.md.`,
 				cfg.Interval = advisedInterval(c, cfg, region, gpuType, costSecs)
 			}
 			if report {
-				cfg.OnCheckpoint = podReporter(c.ErrOrStderr(), os.Getenv, rest.InClusterConfig)
+				cfg.OnCheckpoint = podReporter(c.ErrOrStderr(), os.Getenv, preempt.InClusterReporter)
 			}
 			// SIGTERM is the notice, which Run handles itself: the
 			// command's context, which SIGTERM cancels, must not also
@@ -109,26 +107,20 @@ See docs/workloads.md.`,
 
 // podReporter is the run's OnCheckpoint in a pod (POD_NAME and
 // POD_NAMESPACE, from the Downward API), writing the pod's annotation
-// through the API with the pod's own service account (inCluster); nil
-// outside a pod, or when the API cannot be reached, which it says.
-func podReporter(log io.Writer, getenv func(string) string, inCluster func() (*rest.Config, error)) func(context.Context, preempt.Checkpoint) error {
+// through the API with the pod's own service account (inCluster, the
+// SDK's preempt.InClusterReporter); nil outside a pod, or when the API
+// cannot be reached, which it says.
+func podReporter(log io.Writer, getenv func(string) string, inCluster func() (*preempt.PodReporter, error)) func(context.Context, preempt.Checkpoint) error {
 	ns, pod := getenv("POD_NAMESPACE"), getenv("POD_NAME")
 	if ns == "" || pod == "" {
 		return nil
 	}
-	fail := func(err error) func(context.Context, preempt.Checkpoint) error {
+	rep, err := inCluster()
+	if err != nil {
 		fmt.Fprintf(log, "sparecap run: checkpoints are not reported to pod %s/%s: %v\n", ns, pod, err)
 		return nil
 	}
-	cfg, err := inCluster()
-	if err != nil {
-		return fail(err)
-	}
-	rep, err := kube.CheckpointReporter(cfg, ns, pod)
-	if err != nil {
-		return fail(err)
-	}
-	return func(ctx context.Context, ck preempt.Checkpoint) error { return rep(ctx, ck.Time) }
+	return func(ctx context.Context, ck preempt.Checkpoint) error { return rep.Report(ctx, ck.Time) }
 }
 
 // advisedInterval asks the API for the checkpoint interval; it falls back

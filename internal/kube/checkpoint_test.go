@@ -2,11 +2,15 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,13 +19,14 @@ import (
 
 	"github.com/sparecap/sparecap/docs"
 	"github.com/sparecap/sparecap/internal/domain"
-	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/kube/kubelet"
+	"github.com/sparecap/sparecap/pkg/preempt"
 )
 
 // TestCheckpointReportReachesTheDriver, on the real API server: with the
-// service account and role of docs/workloads.md, `sparecap run`'s
-// reporter (as that service account) writes the pod's last checkpoint,
+// service account and role of docs/workloads.md, the SDK's reporter
+// (preempt.PodReporter, which `sparecap run` uses too), with a token of
+// that service account as a pod has, writes the pod's last checkpoint,
 // and the driver's load of the node counts the work from it, not from
 // the pod's start an hour ago. A service account without the role is
 // refused, and nothing changes.
@@ -47,17 +52,31 @@ func TestCheckpointReportReachesTheDriver(t *testing.T) {
 		return nil
 	})
 
+	if preempt.AnnotationLastCheckpoint != domain.AnnotationLastCheckpoint {
+		t.Fatalf("the SDK writes %s, the driver reads %s", preempt.AnnotationLastCheckpoint, domain.AnnotationLastCheckpoint)
+	}
+	if _, err := env.Client().CoreV1().ServiceAccounts(ns).Create(f.ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	as := func(sa string) func(context.Context, time.Time) error {
-		cfg := env.RESTConfig()
-		cfg.Impersonate.UserName = "system:serviceaccount:" + ns + ":" + sa
-		rep, err := kube.CheckpointReporter(cfg, ns, "train-0")
+		tok, err := env.Client().CoreV1().ServiceAccounts(ns).CreateToken(f.ctx, sa, &authv1.TokenRequest{}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return rep
+		file := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(file, []byte(tok.Status.Token), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rest := env.RESTConfig()
+		rep, err := preempt.NewPodReporter(rest.Host, file, rest.CAData, ns, "train-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Report
 	}
-	if err := as("nobody")(f.ctx, time.Now()); !apierrors.IsForbidden(err) {
-		t.Fatalf("a service account without the role: %v, want forbidden", err)
+	var refused *preempt.ReportError
+	if err := as("nobody")(f.ctx, time.Now()); !errors.As(err, &refused) || refused.Status != 403 || !strings.Contains(refused.Message, "forbidden") {
+		t.Fatalf("a service account without the role: %v, want 403 forbidden", err)
 	}
 	at := time.Now().Add(-time.Minute).Truncate(time.Second)
 	if err := as("train-llm")(f.ctx, at); err != nil {

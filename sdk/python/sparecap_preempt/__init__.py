@@ -10,6 +10,9 @@ once with the deadline.
 Checkpoints are saved atomically in the layout the Go SDK uses
 (``ckpt-<step>/`` with a ``MANIFEST.json`` of sizes and SHA-256 sums), so a
 job killed mid-save resumes from the last complete one: :class:`Store`.
+:class:`PodReporter` tells sparecap when the last one was committed (the
+pod's ``sparecap.dev/last-checkpoint``), so a reclaim takes that node
+before one whose work has run longer since its last checkpoint.
 
 :func:`interval` picks the checkpoint interval from the preemption rate
 (Young's sqrt(2*cost*mtbf), refined by Daly); :func:`advise` asks sparecap
@@ -33,12 +36,16 @@ from .notice import (
     slurm_deadline,
 )
 from .checkpoint import Checkpoint, NoCheckpoint, Store
+from .report import ANNOTATION_LAST_CHECKPOINT, PodReporter, ReportError
 from .interval import Advice, AdviceError, Expected, advise, checkpoint_interval, daly, expect, interval, mtbf, young
 from . import webhooks
 from .webhooks import Dedup, WebhookVerificationError
 
 __all__ = [
     "ANNOTATION_DEADLINE",
+    "ANNOTATION_LAST_CHECKPOINT",
+    "PodReporter",
+    "ReportError",
     "Advice",
     "AdviceError",
     "Expected",

@@ -370,3 +370,65 @@ class StoreTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class _PatchHandler(http.server.BaseHTTPRequestHandler):
+    calls = []
+    status = 200
+
+    def do_PATCH(self):  # noqa: N802 - the http.server name
+        n = int(self.headers.get("Content-Length", "0"))
+        type(self).calls.append((self.path, self.headers.get("Content-Type"), self.headers.get("Authorization"),
+                                 self.rfile.read(n).decode()))
+        body = b"{}"
+        if type(self).status != 200:
+            body = json.dumps({"message": 'pods "train-0" is forbidden: ' + "x" * 500}).encode()
+        self.send_response(type(self).status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class PodReporterTest(unittest.TestCase):
+    # The same request as the Go SDK's TestPodReporter: one merge patch of
+    # the annotation, the token as the file holds it now, to the second
+    # in UTC; a refusal is a ReportError with the server's message, cut.
+    def test_report(self):
+        _PatchHandler.calls, _PatchHandler.status = [], 200
+        srv = http.server.HTTPServer(("127.0.0.1", 0), _PatchHandler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.shutdown)
+        with tempfile.TemporaryDirectory() as d:
+            token = os.path.join(d, "token")
+            with open(token, "w") as f:
+                f.write("first\n")
+            rep = sp.PodReporter("http://127.0.0.1:%d/" % srv.server_port, token, "ml team", "train-0")
+            at = dt.datetime(2026, 12, 6, 1, 2, 3, 400000, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+            rep.report(at)
+            with open(token, "w") as f:
+                f.write("rotated")
+            _PatchHandler.status = 403
+            with self.assertRaises(sp.ReportError) as cm:
+                rep.report(at)
+            self.assertEqual(cm.exception.status, 403)
+            self.assertTrue(cm.exception.message.startswith('pods "train-0" is forbidden'))
+            self.assertLessEqual(len(cm.exception.message), 200)
+            with self.assertRaises(ValueError):
+                rep.report(dt.datetime(2026, 12, 6))
+        self.assertEqual(len(_PatchHandler.calls), 2)
+        path, ctype, auth, body = _PatchHandler.calls[0]
+        self.assertEqual(path, "/api/v1/namespaces/ml%20team/pods/train-0?fieldManager=sparecap-checkpoint")
+        self.assertEqual(ctype, "application/merge-patch+json")
+        self.assertEqual(auth, "Bearer first")
+        self.assertEqual(json.loads(body), {"metadata": {"annotations": {sp.ANNOTATION_LAST_CHECKPOINT: "2026-12-06T00:02:03Z"}}})
+        self.assertEqual(_PatchHandler.calls[1][2], "Bearer rotated")
+
+    def test_outside_a_pod(self):
+        with mock.patch.dict(os.environ, {"POD_NAME": "", "POD_NAMESPACE": ""}):
+            with self.assertRaises(sp.ReportError) as cm:
+                sp.PodReporter.in_cluster()
+        self.assertIn("POD_NAMESPACE and POD_NAME", str(cm.exception))
