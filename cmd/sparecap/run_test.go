@@ -14,8 +14,12 @@ import (
 // reach the API there, and stays silent outside a pod.
 func TestPodReporter(t *testing.T) {
 	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
-	ok := func() (*preempt.PodReporter, error) { return &preempt.PodReporter{Server: "https://127.0.0.1:6443"}, nil }
-	broken := func() (*preempt.PodReporter, error) { return nil, errors.New("unable to load in-cluster configuration") }
+	ok := func() (*preempt.PodReporter, error) {
+		return &preempt.PodReporter{Server: "https://127.0.0.1:6443"}, nil
+	}
+	broken := func() (*preempt.PodReporter, error) {
+		return nil, errors.New("unable to load in-cluster configuration")
+	}
 	pod := map[string]string{"POD_NAME": "train-0", "POD_NAMESPACE": "ml"}
 
 	var log bytes.Buffer
