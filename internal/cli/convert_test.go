@@ -2,10 +2,8 @@ package cli
 
 import (
 	"reflect"
-	"strings"
 	"testing"
 
-	"github.com/sparecap/sparecap/docs"
 	"github.com/sparecap/sparecap/internal/apiv1"
 )
 
@@ -13,19 +11,12 @@ import (
 // naming the node and the class, and the cluster printed with the node's
 // new class. Bad arguments send nothing.
 func TestClustersConvert(t *testing.T) {
-	text, err := docs.Snippet("reclaim.md", "convert")
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := strings.Fields(strings.ReplaceAll(strings.TrimSpace(text), "<cluster-id>", "c1"))
-	if len(args) < 2 || args[0] != "sparecap" {
-		t.Fatalf("the snippet is not a sparecap command: %q", text)
-	}
+	text, args := commandSnippet(t, "reclaim.md", "convert")
 	f := newFakeAPI(t)
 	c := cluster("Ready", 8, apiv1.Node{NodeID: "n-3", NodeName: "gpu-preemptible-dp-3", ComputeClass: "standard", Status: "ready", NumGPUs: 8})
 	c.NumGPUs, c.DesiredPreemptibleGPUs = 16, 8
 	f.handle("POST /v1/clusters/{id}/nodes/{node}/convert", 200, c)
-	r := f.run(args[1:]...)
+	r := f.run(args...)
 	if r.err != nil {
 		t.Fatalf("%s: %v\n%s", text, r.err, r.stderr)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
-	"github.com/sparecap/sparecap/internal/metering"
 	"github.com/sparecap/sparecap/internal/store"
+	"github.com/sparecap/sparecap/internal/store/storetest"
 )
 
 // convertFleet is cluster a with one standard and two preemptible nodes,
@@ -31,20 +31,7 @@ func (h *harness) convert(node string, to domain.ComputeClass) (domain.Node, err
 
 func (h *harness) usageOf(nodeID string) []domain.UsageRecord {
 	h.t.Helper()
-	if err := metering.New(h.st, h.clk, nil).Cut(h.ctx); err != nil {
-		h.t.Fatal(err)
-	}
-	all, err := h.st.ListUsage(h.ctx, store.UsageFilter{ClusterID: "a"})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var out []domain.UsageRecord
-	for _, r := range all {
-		if r.NodeID == nodeID {
-			out = append(out, r)
-		}
-	}
-	return out
+	return storetest.NodeUsage(h.t, h.st, h.clk, "a", nodeID)
 }
 
 // TestConvertPreemptibleToStandard: a preemptible node converted to

@@ -13,8 +13,7 @@ import (
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/kube/kubelet"
-	"github.com/sparecap/sparecap/internal/metering"
-	"github.com/sparecap/sparecap/internal/store"
+	"github.com/sparecap/sparecap/internal/store/storetest"
 )
 
 // TestConvertInPlace, on the real API server: a preemptible node whose
@@ -75,14 +74,7 @@ func TestConvertInPlace(t *testing.T) {
 		}
 	}
 
-	if err := metering.New(f.st, clock.Real{}, nil).Cut(f.ctx); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := f.st.ListUsage(f.ctx, store.UsageFilter{ClusterID: "c-conv"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs = slices.DeleteFunc(recs, func(r domain.UsageRecord) bool { return r.NodeID != n.ID })
+	recs := storetest.NodeUsage(t, f.st, clock.Real{}, "c-conv", n.ID)
 	if len(recs) != 3 {
 		t.Fatalf("usage of the node: %+v, want three periods", recs)
 	}

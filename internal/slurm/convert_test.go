@@ -9,8 +9,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
-	"github.com/sparecap/sparecap/internal/metering"
-	"github.com/sparecap/sparecap/internal/store"
+	"github.com/sparecap/sparecap/internal/store/storetest"
 )
 
 // TestConvertInPlace, on a real Slurm: a preemptible node running a job
@@ -50,14 +49,7 @@ func TestConvertInPlace(t *testing.T) {
 		t.Fatalf("the converted node is drained: %+v", s)
 	}
 
-	if err := metering.New(f.st, clock.Real{}, nil).Cut(f.ctx); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := f.st.ListUsage(f.ctx, store.UsageFilter{ClusterID: "c1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs = slices.DeleteFunc(recs, func(r domain.UsageRecord) bool { return r.NodeID != n.ID })
+	recs := storetest.NodeUsage(t, f.st, clock.Real{}, "c1", n.ID)
 	if len(recs) != 2 || recs[0].Class != domain.Preemptible || !recs[0].Final || !recs[0].End.Equal(got.ClassSince) ||
 		recs[1].Class != domain.Standard || recs[1].Final || !recs[1].Start.Equal(got.ClassSince) || got.ClassSince.Nanosecond() != 0 {
 		t.Fatalf("usage of the converted node: %+v; want preemptible to %s, standard from it", recs, got.ClassSince)

@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/metering"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -82,4 +84,24 @@ func CheckUpgradedUsage(t *testing.T, s store.Store, at time.Time) {
 	if got, _ := s.ListUsage(ctx, store.UsageFilter{}); len(got) != 1 || !reflect.DeepEqual(got[0], r) {
 		t.Fatalf("upgraded usage after a cut: %+v, want %+v", got, r)
 	}
+}
+
+// NodeUsage cuts every usage record up to now (as a usage query does) and
+// returns node's, in cluster, in the order of their periods.
+func NodeUsage(t testing.TB, s store.Store, clk clock.Clock, cluster, node string) []domain.UsageRecord {
+	t.Helper()
+	if err := metering.New(s, clk, nil).Cut(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.ListUsage(t.Context(), store.UsageFilter{ClusterID: cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []domain.UsageRecord
+	for _, r := range all {
+		if r.NodeID == node {
+			out = append(out, r)
+		}
+	}
+	return out
 }
