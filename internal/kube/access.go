@@ -20,14 +20,16 @@ import (
 	"github.com/sparecap/sparecap/internal/driver"
 )
 
-// Permission is one verb on one resource of the core API group that the
-// driver uses. Permissions lists them all: the role the docs give
-// (ClusterRole), the check at attach (CheckAccess) and what the driver
-// reports when a call is refused all come from that one list.
+// Permission is one verb on one resource that the driver uses.
+// Permissions lists them all: the role the docs give (ClusterRole), the
+// check at attach (CheckAccess) and what the driver reports when a call
+// is refused all come from that one list.
 type Permission struct {
 	Verb     string
 	Resource string // "pods", or with a subresource: "pods/status"
-	Need     Need
+	// Group is the resource's API group ("" for the core group).
+	Group string
+	Need  Need
 	// Without says what goes wrong while it is missing, and the remedy.
 	Without string
 }
@@ -47,38 +49,47 @@ const (
 	Register
 )
 
-func (p Permission) String() string { return p.Verb + " " + p.Resource }
+func (p Permission) String() string {
+	if p.Group != "" {
+		return p.Verb + " " + p.Resource + "." + p.Group
+	}
+	return p.Verb + " " + p.Resource
+}
 
 // The permissions the driver's calls need, by name.
 var (
-	permGetNodes = Permission{"get", "nodes", Essential,
+	permGetNodes = Permission{"get", "nodes", "", Essential,
 		"sparecap cannot adopt nodes or mark draining ones: grant get on nodes"}
-	permListNodes = Permission{"list", "nodes", Essential,
+	permListNodes = Permission{"list", "nodes", "", Essential,
 		"sparecap cannot watch nodes, so it cannot adopt them or tell lost ones: grant list on nodes"}
-	permWatchNodes = Permission{"watch", "nodes", Essential,
+	permWatchNodes = Permission{"watch", "nodes", "", Essential,
 		"sparecap cannot watch nodes, so it cannot adopt them or tell lost ones: grant watch on nodes"}
-	permPatchNodes = Permission{"patch", "nodes", Essential,
+	permPatchNodes = Permission{"patch", "nodes", "", Essential,
 		"sparecap cannot adopt nodes (labels, taints) or cordon, taint and annotate draining ones: grant patch on nodes"}
-	permDeleteNodes = Permission{"delete", "nodes", Essential,
+	permDeleteNodes = Permission{"delete", "nodes", "", Essential,
 		"removed nodes' Node objects stay in the cluster: grant delete on nodes"}
-	permCreateNodes = Permission{"create", "nodes", Register,
+	permCreateNodes = Permission{"create", "nodes", "", Register,
 		"the register provider cannot create Nodes: grant create on nodes"}
-	permUpdateStatus = Permission{"update", "nodes/status", Register,
+	permUpdateStatus = Permission{"update", "nodes/status", "", Register,
 		"the register provider cannot report its Nodes Ready: grant update on nodes/status"}
-	permListPods = Permission{"list", "pods", Essential,
+	permListPods = Permission{"list", "pods", "", Essential,
 		"sparecap cannot see the pods on a node (no notice, no early release): grant list on pods"}
-	permWatchPods = Permission{"watch", "pods", Essential,
+	permWatchPods = Permission{"watch", "pods", "", Essential,
 		"sparecap cannot see the pods on a node (no notice, no early release): grant watch on pods"}
-	permDeletePods = Permission{"delete", "pods", Essential,
+	permDeletePods = Permission{"delete", "pods", "", Essential,
 		"pods whose eviction is refused get no SIGTERM, and none is force-deleted at the deadline: grant delete on pods"}
-	permEvict = Permission{"create", "pods/eviction", Courtesy,
+	permEvict = Permission{"create", "pods/eviction", "", Courtesy,
 		"each notice takes two calls instead of one, so a mass reclaim's notices go out about half as fast: grant create on pods/eviction"}
-	permPodStatus = Permission{"patch", "pods/status", Courtesy,
+	permPodStatus = Permission{"patch", "pods/status", "", Courtesy,
 		"pods a PodDisruptionBudget protects get SIGTERM but Jobs count their reclaim as a failure: grant patch on pods/status"}
-	permPatchPods = Permission{"patch", "pods", Courtesy,
+	permPatchPods = Permission{"patch", "pods", "", Courtesy,
 		"pods that read their deadline from their annotations do not find it there (they still get SIGTERM with grace to the deadline): grant patch on pods"}
-	permEvents = Permission{"create", "events", Courtesy,
+	permEvents = Permission{"create", "events", "", Courtesy,
 		"no Kubernetes Events: tenants see a reclaim in SIGTERM, the node's deadline annotation and sparecap's API, not in kubectl get events: grant create on events"}
+	permListBudgets = Permission{"list", "poddisruptionbudgets", "policy", Courtesy,
+		"reclaims do not see PodDisruptionBudgets: a node whose pods' budget allows no disruption may go before another: grant list on poddisruptionbudgets.policy"}
+	permWatchBudgets = Permission{"watch", "poddisruptionbudgets", "policy", Courtesy,
+		"reclaims do not see PodDisruptionBudgets: a node whose pods' budget allows no disruption may go before another: grant watch on poddisruptionbudgets.policy"}
 )
 
 // Permissions are every permission the driver uses, in the order the
@@ -91,6 +102,7 @@ var Permissions = []Permission{
 	permPodStatus,
 	permPatchPods,
 	permEvents,
+	permListBudgets, permWatchBudgets,
 }
 
 // effect is what missing p costs, given everything missing: without both
@@ -126,13 +138,14 @@ func Missing(missing []Permission, detail string) []domain.MissingPermission {
 func ClusterRole() rbacv1.ClusterRole {
 	role := rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
 		ObjectMeta: metav1.ObjectMeta{Name: "sparecap"}}
-	at := map[string]int{}
+	at := map[[2]string]int{}
 	for _, p := range Permissions {
-		i, ok := at[p.Resource]
+		key := [2]string{p.Group, p.Resource}
+		i, ok := at[key]
 		if !ok {
 			i = len(role.Rules)
-			at[p.Resource] = i
-			role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{p.Resource}})
+			at[key] = i
+			role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{p.Group}, Resources: []string{p.Resource}})
 		}
 		role.Rules[i].Verbs = append(role.Rules[i].Verbs, p.Verb)
 	}
@@ -164,7 +177,7 @@ func CheckAccess(ctx context.Context, client kubernetes.Interface, register bool
 			res, sub, _ := strings.Cut(p.Resource, "/")
 			r, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(gctx, &authorizationv1.SelfSubjectAccessReview{
 				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Verb: p.Verb, Resource: res, Subresource: sub}}}, metav1.CreateOptions{})
+					Verb: p.Verb, Group: p.Group, Resource: res, Subresource: sub}}}, metav1.CreateOptions{})
 			if err != nil {
 				return fmt.Errorf("ask whether sparecap may %s: %w", p, err)
 			}
@@ -327,6 +340,9 @@ func (c *Cluster) checkAccess() {
 	}
 	for _, p := range missing {
 		c.refuse(p)
+	}
+	if !contains(missing, permListBudgets) && !contains(missing, permWatchBudgets) {
+		c.startBudgets()
 	}
 	if len(missing) > 0 {
 		c.opts.Log.Warn("the cluster does not grant sparecap every permission it uses", "cluster", c.id, "missing", fmt.Sprint(missing))

@@ -115,9 +115,13 @@ func grant(t testing.TB, name string, without ...string) (kubeconfig []byte, set
 	roleWithout := func(without []string) *rbacv1.ClusterRole {
 		role := full.DeepCopy()
 		for i := range role.Rules {
+			group := ""
+			if g := role.Rules[i].APIGroups; len(g) > 0 && g[0] != "" {
+				group = "." + g[0]
+			}
 			for _, res := range role.Rules[i].Resources {
 				role.Rules[i].Verbs = slices.DeleteFunc(role.Rules[i].Verbs, func(v string) bool {
-					return slices.Contains(without, v+" "+res)
+					return slices.Contains(without, v+" "+res+group)
 				})
 			}
 		}

@@ -157,7 +157,9 @@ type Cluster struct {
 	// nodes watches the cluster's Node objects: adopting and marking
 	// read them, and a managed Node deleted or NotReady is a lost node.
 	nodes cache.SharedIndexInformer
-	stop  chan struct{}
+	// budgets watches PodDisruptionBudgets where the cluster grants it.
+	budgets budgets
+	stop    chan struct{}
 	// slots and eventSlots bound calls in flight (see DefaultInFlight).
 	slots      chan struct{}
 	eventSlots chan struct{}

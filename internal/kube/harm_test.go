@@ -9,7 +9,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/kube/kubelet"
@@ -129,3 +131,65 @@ func setStarted(t *testing.T, f *fixture, ns, name string, at time.Time) {
 }
 
 func sorted(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
+
+// TestBudgetWithoutHeadroomGoesLast, on the real API server: of two
+// preemptible nodes, the one whose work checkpointed a moment ago would
+// go first, but a PodDisruptionBudget that allows no disruption selects
+// its pod: scaling down by one node takes the other, whose work has run
+// an hour.
+func TestBudgetWithoutHeadroomGoesLast(t *testing.T) {
+	const ns = "tenant-pdb"
+	f := newFixture(t, fixtureConfig{machines: 2, window: 30 * time.Second, attached: []string{"c-pdb"}})
+	kl, err := kubelet.Start(f.ctx, env.Client(), kubelet.Config{ExitAfter: exitAfter, RunPods: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kl.Stop()
+	f.createCluster("c-pdb", 0, 16)
+	nodes := f.waitNodes("c-pdb", domain.Preemptible, domain.NodeReady, 2, 30*time.Second)
+	fresh, old := nodes[0], nodes[1]
+	now := time.Now()
+	for i, n := range nodes {
+		labels := map[string]string{"app": "train"}
+		ann := map[string]string{}
+		if n.ID == fresh.ID {
+			labels["app"] = "db"
+			ann[domain.AnnotationLastCheckpoint] = now.Add(-time.Minute).UTC().Format(time.RFC3339)
+		}
+		opt := func(p *corev1.Pod) {
+			p.Labels = labels
+			for k, v := range ann {
+				p.Annotations[k] = v
+			}
+		}
+		if _, err := kubelet.CreatePods(f.ctx, env.Client(), ns, n.Name, 1, 30, podOptions(fmt.Sprintf("w-%d", i), time.Second, false), opt); err != nil {
+			t.Fatal(err)
+		}
+		setStarted(t, f, ns, fmt.Sprintf("w-%d", i), now.Add(-time.Hour))
+	}
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}}
+	if _, err := env.Client().PolicyV1().PodDisruptionBudgets(ns).Create(f.ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, func() error {
+		lf, lo := f.router.Load("c-pdb", fresh.Name), f.router.Load("c-pdb", old.Name)
+		if !lf.Protected || lo.Protected || lf.LostGPUSeconds >= lo.LostGPUSeconds {
+			return fmt.Errorf("loads: budgeted %+v, other %+v", lf, lo)
+		}
+		return nil
+	})
+	pre := 8
+	f.update("c-pdb", nil, &pre)
+	eventually(t, 10*time.Second, func() error {
+		d := f.nodes("c-pdb", domain.NodeDraining, domain.NodeRemoving, domain.NodeRemoved)
+		if len(d) != 1 {
+			return fmt.Errorf("%d nodes going", len(d))
+		}
+		if d[0].ID != old.ID {
+			t.Fatalf("took %s, the node whose pod the budget protects; want %s", d[0].Name, old.Name)
+		}
+		return nil
+	})
+}

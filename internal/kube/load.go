@@ -24,15 +24,17 @@ func (c *Cluster) Load(clusterID, nodeName string) domain.NodeLoad {
 	for i, o := range objs {
 		pods[i] = o.(*corev1.Pod)
 	}
-	return loadOf(pods, c.opts.Clock.Now())
+	return loadOf(pods, c.opts.Clock.Now(), c.blocked())
 }
 
 // loadOf is what a node running pods runs at now: idle when no pod but
 // DaemonSets' runs, else the gang of its work (gangKey), the work that
 // stopping it loses (GPUs times the time since each pod's last
-// checkpoint, plus its deletion cost), whether its tenant protects it, and
-// the highest priority of its pods.
-func loadOf(pods []*corev1.Pod, now time.Time) domain.NodeLoad {
+// checkpoint, plus its deletion cost), whether its tenant protects it (a
+// do-not-disrupt annotation, or a pod blocked says its disruption budget
+// allows no disruption now; blocked may be nil), and the highest priority
+// of its pods.
+func loadOf(pods []*corev1.Pod, now time.Time, blocked func(*corev1.Pod) bool) domain.NodeLoad {
 	l := domain.NodeLoad{Known: true, Idle: true}
 	gangGPUs := int64(-1)
 	for _, p := range pods {
@@ -43,7 +45,7 @@ func loadOf(pods []*corev1.Pod, now time.Time) domain.NodeLoad {
 		gpus := min(max(PodGPUs(&p.Spec), 1), maxGPUs) // work with no GPU is still work
 		l.LostGPUSeconds += gpus*sinceCheckpoint(p, now) + deletionCost(p)
 		l.Protected = l.Protected || p.Annotations[domain.AnnotationDoNotDisrupt] == "true" ||
-			p.Annotations[annotationKarpenterDoNotDisrupt] == "true"
+			p.Annotations[annotationKarpenterDoNotDisrupt] == "true" || blocked != nil && blocked(p)
 		// The node's gang is the one holding most of its GPUs (of those
 		// holding as many, the first listed).
 		if p.Spec.Priority != nil {
@@ -90,6 +92,9 @@ func gangKey(p *corev1.Pod) string {
 	}
 	return ""
 }
+
+// maxKeptLabels bounds the labels the pod watch keeps of a pod.
+const maxKeptLabels = 32
 
 // maxGangKey bounds a gang's name: it comes from a tenant's labels and is
 // echoed in events and the API.
@@ -152,6 +157,14 @@ func trimLoad(t, p *corev1.Pod) {
 			*m = map[string]string{}
 		}
 		(*m)[k] = v
+	}
+	// Disruption budgets select pods by any label: a pod keeps them all,
+	// up to maxKeptLabels (the API server bounds each); one with more
+	// keeps those of gangs only, and no budget selects it here.
+	if len(p.Labels) <= maxKeptLabels {
+		for k, v := range p.Labels {
+			keep(&t.Labels, k, v)
+		}
 	}
 	for _, g := range gangLabels {
 		for _, k := range []string{g.label, g.sub} {

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/sparecap/sparecap/internal/domain"
 )
@@ -63,7 +65,7 @@ func TestLoadOfANode(t *testing.T) {
 			pod(map[string]string{"ray.io/cluster": "small"}, nil, 2, 0), pod(map[string]string{"ray.io/cluster": "big"}, nil, 6, 0)},
 			domain.NodeLoad{Known: true, Gang: "ray/ml/big"}},
 	} {
-		if got := loadOf(tc.pods, now); got != tc.want {
+		if got := loadOf(tc.pods, now, nil); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
@@ -98,6 +100,51 @@ func TestReclaimDocNamesWhatLoadReads(t *testing.T) {
 	for _, w := range want {
 		if !strings.Contains(doc, w) {
 			t.Errorf("docs/reclaim.md does not name %q", w)
+		}
+	}
+}
+
+// TestBudgetsProtect: a pod a disruption budget selects while it allows no
+// disruption is protected work; the same budget with headroom, a budget
+// of another namespace or selecting other pods, and a pod with more
+// labels than the watch keeps are not. The watch's trimmed pod keeps the
+// labels a budget selects by.
+func TestBudgetsProtect(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	pod := func(ns string, labels map[string]string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p", Labels: labels},
+			Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		tp, _ := trimPod(p)
+		return tp.(*corev1.Pod)
+	}
+	budget := func(ns string, match map[string]string, allowed int32) *policyv1.PodDisruptionBudget {
+		b := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b"},
+			Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: match}}}
+		b.Status.DisruptionsAllowed = allowed
+		tb, _ := trimBudget(b)
+		return tb.(*policyv1.PodDisruptionBudget)
+	}
+	many := map[string]string{"app": "db"}
+	for i := range maxKeptLabels {
+		many[strings.Repeat("k", i+1)] = "v"
+	}
+	db := map[string]string{"app": "db", "tier": "x"}
+	for _, tc := range []struct {
+		name   string
+		pod    *corev1.Pod
+		budget *policyv1.PodDisruptionBudget
+		want   bool
+	}{
+		{"no headroom", pod("ml", db), budget("ml", map[string]string{"app": "db"}, 0), true},
+		{"headroom", pod("ml", db), budget("ml", map[string]string{"app": "db"}, 1), false},
+		{"another namespace", pod("ml", db), budget("web", map[string]string{"app": "db"}, 0), false},
+		{"other pods", pod("ml", db), budget("ml", map[string]string{"app": "web"}, 0), false},
+		{"more labels than kept", pod("ml", many), budget("ml", map[string]string{"app": "db"}, 0), false},
+	} {
+		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		idx.Add(tc.budget)
+		if got := loadOf([]*corev1.Pod{tc.pod}, now, blockedBy(idx)).Protected; got != tc.want {
+			t.Errorf("%s: protected %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
