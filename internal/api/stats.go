@@ -2,9 +2,11 @@ package api
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/bound"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/stats"
 	"github.com/sparecap/sparecap/internal/store"
@@ -41,7 +43,7 @@ func (s *Server) statsOf(r *http.Request, region, gpuType string) (apiv1.Preempt
 	ctx := r.Context()
 	q := r.URL.Query()
 	now := s.clock.Now()
-	from, to, err := statsWindow(q.Get("from"), q.Get("to"), now)
+	from, to, err := statsWindow(q.Get("from"), q.Get("to"), now, defaultStatsWindow)
 	if err != nil {
 		return apiv1.PreemptionStatsList{}, err
 	}
@@ -80,17 +82,83 @@ func (s *Server) statsOf(r *http.Request, region, gpuType string) (apiv1.Preempt
 		Stats: stats.Preemptions(preemptible, selected, from, to, now)}, nil
 }
 
+// weekWindow is the default window of GET /v1/stats/preemptions/week:
+// four weeks, so each hour of the week is seen four times.
+const weekWindow = 28 * 24 * time.Hour
+
+// preemptionWeek serves GET /v1/stats/preemptions/week: one pool's
+// interruption history by hour of the week and a forecast of the next
+// hours (?ahead=, 24 by default, at most 168), over ?from= ?to= (the last
+// four weeks by default). region and gpu_type name the pool. Like the
+// other statistics, any caller may read it: it names no project.
+func (s *Server) preemptionWeek(w http.ResponseWriter, r *http.Request, p principal) {
+	q := r.URL.Query()
+	region, gpuType := q.Get("region"), q.Get("gpu_type")
+	ahead := 24
+	if v := q.Get("ahead"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > stats.HoursPerWeek {
+			s.fail(w, r, invalid("ahead", "ahead must be a whole number of hours from 0 to %d; got %q", stats.HoursPerWeek, bound.Text(v, 32)))
+			return
+		}
+		ahead = n
+	}
+	now := s.clock.Now()
+	from, to, err := statsWindow(q.Get("from"), q.Get("to"), now, weekWindow)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	machines, nodes, err := s.poolHistory(r, region, gpuType)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, stats.Week(nodes, machines, region, gpuType, from, to, now, ahead))
+}
+
+// poolHistory is the fleet's machines and the preemptible nodes ever run,
+// after checking that region and gpu_type name a pool of the fleet.
+func (s *Server) poolHistory(r *http.Request, region, gpuType string) ([]domain.Machine, []domain.Node, error) {
+	ctx := r.Context()
+	if region == "" || gpuType == "" {
+		return nil, nil, invalid("region", "region and gpu_type name the pool: both are required")
+	}
+	machines, err := s.store.ListMachines(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	pools := map[string]bool{}
+	for _, m := range machines {
+		pools[m.Region+" "+m.GPUType] = true
+	}
+	if !pools[region+" "+gpuType] {
+		return nil, nil, invalid("gpu_type", "the fleet has no pool of %q in %q; it has %s", bound.Text(gpuType, 64), bound.Text(region, 64), list(pools))
+	}
+	nodes, err := s.store.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	preemptible := nodes[:0]
+	for _, n := range nodes {
+		if n.Class == domain.Preemptible {
+			preemptible = append(preemptible, n)
+		}
+	}
+	return machines, preemptible, nil
+}
+
 // statsWindow parses ?from= and ?to= (RFC 3339). to defaults to now and
-// from to 7 days before to. The window must not be empty or reversed, nor
+// from to def before to. The window must not be empty or reversed, nor
 // longer than 366 days.
-func statsWindow(fromText, toText string, now time.Time) (from, to time.Time, err error) {
+func statsWindow(fromText, toText string, now time.Time, def time.Duration) (from, to time.Time, err error) {
 	to = now
 	if toText != "" {
 		if to, err = time.Parse(time.RFC3339, toText); err != nil {
 			return from, to, invalid("to", "to must be an RFC 3339 time such as 2026-11-30T12:00:00Z; got %q", toText)
 		}
 	}
-	from = to.Add(-defaultStatsWindow)
+	from = to.Add(-def)
 	if fromText != "" {
 		if from, err = time.Parse(time.RFC3339, fromText); err != nil {
 			return from, to, invalid("from", "from must be an RFC 3339 time such as 2026-11-23T12:00:00Z; got %q", fromText)

@@ -79,3 +79,53 @@ type CheckpointAdvice struct {
 	ExpectedLostSecondsPerPreemption float64 `json:"expected_lost_seconds_per_preemption"`
 	Note                             string  `json:"note,omitempty"`
 }
+
+// WeekStats is the body of GET /v1/stats/preemptions/week: one pool's
+// interruption history by hour of the week (UTC) over a window, and a
+// forecast of the next hours from it. See package internal/stats.
+type WeekStats struct {
+	Region  string    `json:"region"`
+	GPUType string    `json:"gpu_type"`
+	From    time.Time `json:"from"`
+	To      time.Time `json:"to"`
+	// EnoughHistory is false while the window holds less than two weeks
+	// of service, or every hour of the week fewer than MinNodeHours:
+	// Note then says why, and the rates are not yet a pattern.
+	EnoughHistory bool   `json:"enough_history"`
+	Note          string `json:"note,omitempty"`
+	// Hours are the 168 hours of the week, Monday 00:00 UTC first.
+	Hours []WeekHour `json:"hours"`
+	// Forecast is the next hours from the window's end, each the history
+	// of its hour of the week.
+	Forecast []ForecastHour `json:"forecast"`
+}
+
+// WeekHour is one hour of the week over the window.
+type WeekHour struct {
+	// HourOfWeek is 0 for Monday 00:00-01:00 UTC, 167 for Sunday 23:00.
+	HourOfWeek int    `json:"hour_of_week"`
+	Day        string `json:"day"`
+	Hour       int    `json:"hour"`
+	// NodeHours preemptible nodes served in this hour of the week, over
+	// the window; Preemptions started in it.
+	NodeHours   float64 `json:"node_hours"`
+	Preemptions int     `json:"preemptions"`
+	// Rate is Preemptions / NodeHours (0 without node-hours); RateLow and
+	// RateHigh its 95% confidence interval (a Poisson count over the
+	// node-hours; RateHigh is 0 without node-hours, where nothing is known).
+	Rate     float64 `json:"preemptions_per_node_hour"`
+	RateLow  float64 `json:"rate_low"`
+	RateHigh float64 `json:"rate_high"`
+	// MeanNodes is how many preemptible nodes served on average during
+	// this hour of the week: NodeHours over the times the window holds it.
+	MeanNodes float64 `json:"mean_preemptible_nodes"`
+	// Enough: at least MinNodeHours of service in this hour of the week.
+	Enough bool `json:"enough"`
+}
+
+// ForecastHour is one coming hour, from the history of its hour of the
+// week.
+type ForecastHour struct {
+	Start time.Time `json:"start"`
+	WeekHour
+}

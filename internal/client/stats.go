@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
@@ -28,4 +29,19 @@ func (c *Client) PreemptionStats(ctx context.Context, from, to time.Time, region
 		q.Set("gpu_type", gpuType)
 	}
 	return call[apiv1.PreemptionStatsList](ctx, c, http.MethodGet, "/v1/stats/preemptions", q, nil)
+}
+
+// PreemptionWeek returns the interruption history of the pool of region
+// and gpuType by hour of the week over [from, to) (zero: the server's
+// defaults, the four weeks up to now) and a forecast of the ahead hours
+// after it.
+func (c *Client) PreemptionWeek(ctx context.Context, region, gpuType string, from, to time.Time, ahead int) (*apiv1.WeekStats, error) {
+	q := url.Values{"region": {region}, "gpu_type": {gpuType}, "ahead": {strconv.Itoa(ahead)}}
+	if !from.IsZero() {
+		q.Set("from", from.UTC().Format(time.RFC3339Nano))
+	}
+	if !to.IsZero() {
+		q.Set("to", to.UTC().Format(time.RFC3339Nano))
+	}
+	return call[apiv1.WeekStats](ctx, c, http.MethodGet, "/v1/stats/preemptions/week", q, nil)
 }

@@ -1,0 +1,56 @@
+package api
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/stats"
+)
+
+// TestPreemptionWeek: after a reclaim, the pool's hour of the week of the
+// reclaim holds its two preemptions and every node-hour of the window is
+// in some hour of the week; the default window is four weeks, which the
+// short history says plainly; the forecast starts at the next hour.
+func TestPreemptionWeek(t *testing.T) {
+	e := newEnv(t)
+	_, _, t1 := e.reclaim()
+	e.settle()
+	now := e.clk.Now()
+	var w apiv1.WeekStats
+	e.do("p", "GET", "/v1/stats/preemptions/week?region=us-central-2&gpu_type=RTX_6000_PCI&ahead=3", "", 200, &w)
+	if !w.To.Equal(now) || !w.From.Equal(now.Add(-28*24*time.Hour)) {
+		t.Fatalf("default window %v – %v, want the four weeks up to %v", w.From, w.To, now)
+	}
+	if w.EnoughHistory || !strings.Contains(w.Note, "days of history") || len(w.Hours) != 168 {
+		t.Fatalf("a few minutes of history: enough %v, note %q, %d hours", w.EnoughHistory, w.Note, len(w.Hours))
+	}
+	var hours float64
+	var n int
+	for _, h := range w.Hours {
+		hours += h.NodeHours
+		n += h.Preemptions
+	}
+	all := row(t, e.stats("p", "from", w.From.Format(time.RFC3339Nano)), "us-central-2", "RTX_6000_PCI")
+	if n != 2 || w.Hours[stats.HourOfWeek(t1)].Preemptions != 2 || math.Abs(hours-all.PreemptibleNodeHours) > 1e-9 {
+		t.Fatalf("%d preemptions (%d at %s), %.6f node-hours; want 2 there and %.6f", n, w.Hours[stats.HourOfWeek(t1)].Preemptions, t1, hours, all.PreemptibleNodeHours)
+	}
+	if len(w.Forecast) != 3 || !w.Forecast[0].Start.After(now) || w.Forecast[0].Start.Sub(now) > time.Hour {
+		t.Fatalf("forecast %+v from %s", w.Forecast, now)
+	}
+	for _, tc := range []struct{ query, field string }{
+		{"", "region"},
+		{"?region=us-central-2", "region"},
+		{"?region=us-central-2&gpu_type=H100", "gpu_type"},
+		{"?region=eu-west-1&gpu_type=RTX_6000_PCI", "gpu_type"},
+		{"?region=us-central-2&gpu_type=RTX_6000_PCI&ahead=169", "ahead"},
+		{"?region=us-central-2&gpu_type=RTX_6000_PCI&ahead=-1", "ahead"},
+		{"?region=us-central-2&gpu_type=RTX_6000_PCI&from=yesterday", "from"},
+	} {
+		if got := e.apiErr("p", "GET", "/v1/stats/preemptions/week"+tc.query, "", 400); got.Field != tc.field {
+			t.Errorf("%s: %+v, want field %s", tc.query, got, tc.field)
+		}
+	}
+}
