@@ -80,8 +80,9 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 		"secs":    func(s float64) string { return time.Duration(s * float64(time.Second)).Round(time.Second).String() },
 		"share":   func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
 		"field":   func(m map[string]any, k string) any { return m[k] },
+		"per100":  func(r float64) float64 { return 100 * r },
 	}
-	for _, page := range []string{"login", "clusters", "new", "cluster", "scale", "usage", "fleet", "tokens", "webhooks", "webhook", "error", "plan", "simulations", "simulation"} {
+	for _, page := range []string{"login", "clusters", "new", "cluster", "scale", "usage", "fleet", "tokens", "webhooks", "webhook", "error", "plan", "simulations", "simulation", "week"} {
 		c.pages[page] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html"))
 	}
 	static, _ := fs.Sub(staticFS, "static")
@@ -99,6 +100,7 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 	c.mux.HandleFunc("POST /console/clusters/{id}/nodes/{node}/convert", c.signedIn(c.convertNode))
 	c.mux.HandleFunc("GET /console/usage", c.signedIn(c.usage))
 	c.mux.HandleFunc("GET /console/fleet", c.signedIn(c.fleet))
+	c.mux.HandleFunc("GET /console/pools/week", c.signedIn(c.week))
 	c.mux.HandleFunc("GET /console/plan", c.signedIn(c.plan))
 	c.mux.HandleFunc("GET /console/simulations", c.signedIn(c.simulations))
 	c.mux.HandleFunc("POST /console/simulations", c.signedIn(c.startSimulation))

@@ -490,3 +490,27 @@ func TestConvertFromTheClusterPage(t *testing.T) {
 		t.Fatalf("converting back at once: %d\n%s", status, page)
 	}
 }
+
+// TestPoolWeekPage: the cluster page links its pool's week, whose page
+// shows the hours of the week as a heatmap (a row a day, "·" where too
+// little service tells nothing), the next 24 hours, and says plainly that
+// a new pool's history is too short; a pool the fleet lacks is refused.
+func TestPoolWeekPage(t *testing.T) {
+	e := newEnv(t)
+	id := e.readyCluster()
+	b := e.browser()
+	b.signIn(e.tokens["p"])
+	_, page, _ := b.get("/console/clusters/" + id)
+	link := "/console/pools/week?region=us-central-2&amp;gpu_type=RTX_6000_PCI"
+	if !strings.Contains(page, `href="`+link+`"`) {
+		t.Fatalf("the cluster page does not link its pool's week:\n%s", page)
+	}
+	status, page, _ := b.get(strings.ReplaceAll(link, "&amp;", "&"))
+	if status != 200 || strings.Count(page, "<tr><th scope=\"row\">") != 7 || !strings.Contains(page, `<th scope="row">Sun</th>`) ||
+		!strings.Contains(page, `class="heat-none"`) || !strings.Contains(page, "Too little history: only") || strings.Count(page, "<tr><td><time") != 24 {
+		t.Fatalf("week page %d:\n%s", status, page)
+	}
+	if status, page, _ := b.get("/console/pools/week?region=us-central-2&gpu_type=H100"); status != 400 || !strings.Contains(page, "no pool") {
+		t.Fatalf("a pool the fleet lacks: %d\n%s", status, page)
+	}
+}
