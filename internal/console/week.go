@@ -20,7 +20,7 @@ type weekCell struct {
 	apiv1.WeekHour
 	// Level shades the cell, 0 (lowest rate) to 4 (highest); -1 without
 	// enough service.
-	Level int
+	Level  int
 	Per100 float64
 }
 
