@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/bound"
+	"github.com/sparecap/sparecap/internal/stats"
 	"github.com/sparecap/sparecap/pkg/preempt"
 )
 
@@ -34,6 +37,12 @@ func (s *Server) checkpointAdvice(w http.ResponseWriter, r *http.Request, _ prin
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if q.Has("run_start") || q.Has("run_hours") {
+		if rate, err = s.runRate(r, region, gpuType, rate); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
 	out := apiv1.CheckpointAdvice{Region: region, GPUType: gpuType, CheckpointSeconds: secs, From: rate.from, To: rate.to,
 		Formula: "daly", RateBasis: rate.basis, Preemptions: rate.preemptions, PreemptibleNodeHours: rate.nodeHours,
@@ -63,6 +72,59 @@ type rateOf struct {
 	// to checkpoint); "none" with no preemptible node-hours.
 	basis, note string
 	from, to    time.Time
+}
+
+// runRate is the rate of the hours a run will take (?run_start=, RFC 3339,
+// default now; ?run_hours=, 1 to 168, default 24) from the pool's history
+// by hour of the week over the last four weeks, when each of those hours
+// has enough of it; else rate, saying why it stays.
+func (s *Server) runRate(r *http.Request, region, gpuType string, rate rateOf) (rateOf, error) {
+	q := r.URL.Query()
+	now := s.clock.Now()
+	start := now
+	if v := q.Get("run_start"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return rate, invalid("run_start", "run_start must be an RFC 3339 time such as 2026-12-07T09:00:00Z; got %q", bound.Text(v, 64))
+		}
+		start = t
+	}
+	hours := 24
+	if v := q.Get("run_hours"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > stats.HoursPerWeek {
+			return rate, invalid("run_hours", "run_hours must be a whole number of hours from 1 to %d; got %q", stats.HoursPerWeek, bound.Text(v, 32))
+		}
+		hours = n
+	}
+	machines, nodes, err := s.poolHistory(r, region, gpuType)
+	if err != nil {
+		return rate, err
+	}
+	week := stats.Week(nodes, machines, region, gpuType, now.Add(-weekWindow), now, now, 0)
+	per, enough := stats.RateOver(week, start, hours)
+	if !enough {
+		why := week.Note
+		if why == "" {
+			why = "some of its hours have too little service"
+		}
+		rate.note = strings.TrimPrefix(rate.note+"; ", "; ") + fmt.Sprintf("the run's hours have too little history by hour of the week (%s): the rate of the whole window is used", why)
+		return rate, nil
+	}
+	// The measurement is the run's hours of the week over the window.
+	out := rateOf{basis: "hour_of_week", from: week.From, to: week.To,
+		note: fmt.Sprintf("the pool's rate in the %d hours from %s, by hour of the week over the last four weeks", hours, start.UTC().Format(time.RFC3339))}
+	for i := range hours {
+		h := week.Hours[stats.HourOfWeek(start.Add(time.Duration(i)*time.Hour))]
+		out.nodeHours += h.NodeHours
+		out.preemptions += h.Preemptions
+	}
+	if per <= 0 {
+		per = 1 / out.nodeHours // none seen: at most one in their node-hours
+		out.note += " (no preemption in them: at most one is assumed)"
+	}
+	out.percentPerHour = 100 * per
+	return out, nil
 }
 
 // measuredRate reads the preemption rate of a region and GPU type over

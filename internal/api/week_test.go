@@ -54,3 +54,42 @@ func TestPreemptionWeek(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointAdviceForARun: with the hours a run will take, the advice
+// works from the pool's rate in those hours of the week once four weeks
+// of history hold them (here: three nodes, two reclaimed at one hour), and
+// says so; before that it keeps the rate of the whole window and says why.
+func TestCheckpointAdviceForARun(t *testing.T) {
+	e := newEnv(t)
+	e.create("p", strings.Replace(createBody, `"num_preemptible_gpus":16`, `"num_preemptible_gpus":24`, 1))
+	e.settle()
+	path := func(extra ...string) string {
+		return advicePath(append([]string{"region", "us-central-2", "gpu_type", "RTX_6000_PCI", "checkpoint_seconds", "90"}, extra...)...)
+	}
+	var short apiv1.CheckpointAdvice
+	e.do("p", "GET", path("run_hours", "8"), "", 200, &short)
+	if short.RateBasis != "upper_bound" || !strings.Contains(short.Note, "too little history by hour of the week (only") {
+		t.Fatalf("a fresh pool: %+v", short)
+	}
+	e.clk.Step(28 * 24 * time.Hour)
+	at := e.clk.Now()
+	e.create("admin", acmeBody) // reclaims both preemptible nodes
+	e.settle()
+	var run apiv1.CheckpointAdvice
+	e.do("p", "GET", path("run_start", at.Add(7*24*time.Hour).Format(time.RFC3339), "run_hours", "1"), "", 200, &run)
+	if run.RateBasis != "hour_of_week" || run.Preemptions != 2 || run.PreemptibleNodeHours < 8 ||
+		!near(run.PreemptionRatePercentPerHour, 100*2/run.PreemptibleNodeHours) || !strings.Contains(run.Note, "by hour of the week") {
+		t.Fatalf("a run in the hour the pool was reclaimed: %+v", run)
+	}
+	var quiet apiv1.CheckpointAdvice
+	e.do("p", "GET", path("run_start", at.Add(7*24*time.Hour+3*time.Hour).Format(time.RFC3339), "run_hours", "2"), "", 200, &quiet)
+	if quiet.RateBasis != "hour_of_week" || quiet.Preemptions != 0 || !strings.Contains(quiet.Note, "at most one is assumed") ||
+		quiet.PreemptionRatePercentPerHour >= run.PreemptionRatePercentPerHour {
+		t.Fatalf("a run in quiet hours: %+v", quiet)
+	}
+	for _, bad := range [][]string{{"run_hours", "0"}, {"run_hours", "169"}, {"run_start", "monday"}} {
+		if got := e.apiErr("p", "GET", path(bad...), "", 400); got.Field != bad[0] {
+			t.Errorf("%v: %+v", bad, got)
+		}
+	}
+}

@@ -161,3 +161,19 @@ func chiSquare(p float64, nu int) float64 {
 	c := 1 - 2/(9*v) + z*math.Sqrt(2/(9*v))
 	return v * c * c * c
 }
+
+// RateOver is the mean preemption rate per node-hour over the hours hours
+// from start, each from its hour of the week in w; enough is false when
+// one of those hours has too little service to tell (Enough).
+func RateOver(w apiv1.WeekStats, start time.Time, hours int) (rate float64, enough bool) {
+	if hours <= 0 || len(w.Hours) != HoursPerWeek {
+		return 0, false
+	}
+	enough = true
+	for i := range hours {
+		h := w.Hours[HourOfWeek(start.Add(time.Duration(i)*time.Hour))]
+		enough = enough && h.Enough
+		rate += h.Rate
+	}
+	return rate / float64(hours), enough
+}

@@ -155,3 +155,22 @@ func TestChiSquare(t *testing.T) {
 		}
 	}
 }
+
+// TestRateOver: a run during weekday working hours meets the pool's
+// working-hours rate, one over a weekend the quiet one; an hour never
+// served makes the answer not enough.
+func TestRateOver(t *testing.T) {
+	nodes, machines := history(7, 40, 4, businessRate)
+	end := weekStart.Add(28 * 24 * time.Hour)
+	w := Week(nodes, machines, "r", "g", weekStart, end, end, 0)
+	if r, ok := RateOver(w, weekStart.Add(9*time.Hour), 8); !ok || math.Abs(r-0.05) > 0.01 {
+		t.Errorf("Monday 09:00-17:00: %.4f (%v), want about 0.05", r, ok)
+	}
+	if r, ok := RateOver(w, weekStart.Add(5*24*time.Hour), 48); !ok || math.Abs(r-0.005) > 0.002 {
+		t.Errorf("the weekend: %.4f (%v), want about 0.005", r, ok)
+	}
+	w.Hours[3].Enough = false
+	if _, ok := RateOver(w, weekStart, 8); ok {
+		t.Error("an hour without enough service was taken as enough")
+	}
+}
