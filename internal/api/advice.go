@@ -38,12 +38,6 @@ func (s *Server) checkpointAdvice(w http.ResponseWriter, r *http.Request, _ prin
 		s.fail(w, r, err)
 		return
 	}
-	if q.Has("run_start") || q.Has("run_hours") {
-		if rate, err = s.runRate(r, region, gpuType, rate); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
 	out := apiv1.CheckpointAdvice{Region: region, GPUType: gpuType, CheckpointSeconds: secs, From: rate.from, To: rate.to,
 		Formula: "daly", RateBasis: rate.basis, Preemptions: rate.preemptions, PreemptibleNodeHours: rate.nodeHours,
 		PreemptionRatePercentPerHour: rate.percentPerHour, Note: rate.note}
@@ -129,8 +123,18 @@ func (s *Server) runRate(r *http.Request, region, gpuType string, rate rateOf) (
 
 // measuredRate reads the preemption rate of a region and GPU type over
 // the statistics' window (the request's from and to, else the last 7
-// days).
+// days), or, when the request names the hours a run will take, of those
+// hours of the week (runRate).
 func (s *Server) measuredRate(r *http.Request, region, gpuType string) (rateOf, error) {
+	rate, err := s.windowRate(r, region, gpuType)
+	if q := r.URL.Query(); err == nil && (q.Has("run_start") || q.Has("run_hours")) {
+		return s.runRate(r, region, gpuType, rate)
+	}
+	return rate, err
+}
+
+// windowRate is the rate over the statistics' window.
+func (s *Server) windowRate(r *http.Request, region, gpuType string) (rateOf, error) {
 	list, err := s.statsOf(r, region, gpuType)
 	if err != nil {
 		return rateOf{}, err

@@ -93,3 +93,20 @@ func TestCheckpointAdviceForARun(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanForARun: the planner takes the run's hours as the advice does:
+// with too little history it says so and keeps the window's rate; a bad
+// run_hours is refused.
+func TestPlanForARun(t *testing.T) {
+	e := newEnv(t)
+	e.create("p", createBody)
+	e.settle()
+	var p apiv1.Plan
+	e.do("p", "GET", withQuery("/v1/plan", "region", "us-central-2", "gpu_type", "RTX_6000_PCI", "gpu_hours", "64", "run_hours", "12"), "", 200, &p)
+	if p.RateBasis != "upper_bound" || !strings.Contains(p.Note, "too little history by hour of the week") {
+		t.Fatalf("plan for a run on a fresh pool: basis %q, note %q", p.RateBasis, p.Note)
+	}
+	if got := e.apiErr("p", "GET", withQuery("/v1/plan", "region", "us-central-2", "gpu_type", "RTX_6000_PCI", "gpu_hours", "64", "run_hours", "x"), "", 400); got.Field != "run_hours" {
+		t.Fatalf("bad run_hours: %+v", got)
+	}
+}
