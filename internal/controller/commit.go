@@ -165,11 +165,28 @@ func (t *commitTx) addEvent(e domain.Event) {
 	t.obs = append(t.obs, reclaim.EventObservation(e))
 }
 
+// lostWork is the ledger's entry of ready node n drained now with load l:
+// the work at risk at its notice. None for a node that runs none of its
+// tenant's work, or whose driver cannot tell.
+func (t *commitTx) lostWork(n domain.Node, cause domain.DrainCause, l domain.NodeLoad) (domain.LostWork, bool, error) {
+	if n.State != domain.NodeReady || !l.Known || l.Idle {
+		return domain.LostWork{}, false, nil
+	}
+	cl, err := t.cluster(n.ClusterID)
+	if err != nil {
+		return domain.LostWork{}, false, err
+	}
+	return domain.LostWork{NodeID: n.ID, NodeName: n.Name, ClusterID: n.ClusterID, ClusterName: cl.Name, ProjectID: cl.ProjectID,
+		Region: cl.Region, GPUType: cl.GPUType, Class: n.Class, Cause: cause, At: t.now, GPUSeconds: l.WorkGPUSeconds, Job: l.Gang}, true, nil
+}
+
 // reclaim writes the T+0 change of each reclaimed node (reclaim.Start),
 // in a few statements, decided by the node's state now rather than the
 // plan's view: a pending node may have started provisioning since.
 func (t *commitTx) reclaim() error {
 	reclaimed := make([]domain.Node, 0, len(t.pl.Reclaims))
+	var ledger []domain.LostWork
+	load := t.c.load()
 	for _, r := range t.pl.Reclaims {
 		n, err := t.tx.GetNode(t.ctx, r.NodeID)
 		if err != nil {
@@ -177,6 +194,11 @@ func (t *commitTx) reclaim() error {
 		}
 		if !n.State.Live() {
 			continue
+		}
+		if w, ok, err := t.lostWork(n, r.Cause, load(&n)); err != nil {
+			return err
+		} else if ok {
+			ledger = append(ledger, w)
 		}
 		deadline := r.Deadline
 		if deadline.IsZero() {
@@ -195,6 +217,11 @@ func (t *commitTx) reclaim() error {
 	}
 	if err := t.tx.UpdateNodes(t.ctx, reclaimed); err != nil {
 		return fmt.Errorf("reclaim %d nodes: %w", len(reclaimed), err)
+	}
+	if len(ledger) > 0 {
+		if err := t.tx.AddLostWork(t.ctx, ledger); err != nil {
+			return fmt.Errorf("record the work %d reclaims put at risk: %w", len(ledger), err)
+		}
 	}
 	t.nodes = append(t.nodes[:0], reclaimed...)
 	return nil

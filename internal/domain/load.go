@@ -25,6 +25,10 @@ type NodeLoad struct {
 	// when it reports none), plus what the tenant says its work costs to
 	// stop (a pod deletion cost).
 	LostGPUSeconds int64
+	// WorkGPUSeconds is the work part of LostGPUSeconds: GPUs times the
+	// seconds since the last checkpoint, without what the tenant says
+	// stopping it costs. The lost-work ledger records it at a notice.
+	WorkGPUSeconds int64
 	// Protected: the tenant asked that this work be disrupted last (a
 	// do-not-disrupt annotation, a disruption budget with no headroom).
 	Protected bool

@@ -43,7 +43,9 @@ func loadOf(pods []*corev1.Pod, now time.Time, blocked func(*corev1.Pod) bool) d
 		}
 		l.Idle = false
 		gpus := min(max(PodGPUs(&p.Spec), 1), maxGPUs) // work with no GPU is still work
-		l.LostGPUSeconds += gpus*sinceCheckpoint(p, now) + deletionCost(p)
+		work := gpus * sinceCheckpoint(p, now)
+		l.WorkGPUSeconds += work
+		l.LostGPUSeconds += work + deletionCost(p)
 		l.Protected = l.Protected || p.Annotations[domain.AnnotationDoNotDisrupt] == "true" ||
 			p.Annotations[annotationKarpenterDoNotDisrupt] == "true" || blocked != nil && blocked(p)
 		// The node's gang is the one holding most of its GPUs (of those

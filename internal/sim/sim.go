@@ -444,8 +444,9 @@ func (f *Fleet) postEvent(ctx context.Context, clusterID, nodeName, podKey, typ 
 }
 
 // Load says whether the node runs no pod but DaemonSets' as of the
-// clock's now; the simulated fleet knows nothing more of its work. A
-// missing node is not known.
+// clock's now and, for a busy node, the work stopping it would lose: its
+// GPUs since the node was added (the simulated fleet's pods start with
+// their node and report no checkpoint). A missing node is not known.
 func (f *Fleet) Load(clusterID, nodeName string) domain.NodeLoad {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -456,7 +457,8 @@ func (f *Fleet) Load(clusterID, nodeName string) domain.NodeLoad {
 	now := f.clock.Now()
 	for _, p := range n.Pods {
 		if !p.DaemonSet && p.state(now) != PodGone {
-			return domain.NodeLoad{Known: true}
+			work := int64(n.GPUs) * int64(max(now.Sub(n.AddedAt), 0)/time.Second)
+			return domain.NodeLoad{Known: true, LostGPUSeconds: work, WorkGPUSeconds: work}
 		}
 	}
 	return domain.NodeLoad{Known: true, Idle: true}

@@ -84,6 +84,7 @@ func (f *loadFleet) tenant(clusterID string, now time.Time) *tenantLoads {
 		// and the restart, as the job model counts them at a reclaim.
 		lost := g.lostAfter(now.Sub(gg.start)) + j.RestartCost.D
 		l := domain.NodeLoad{Known: true, LostGPUSeconds: int64(s.n.GPUs) * int64(lost/time.Second)}
+		l.WorkGPUSeconds = l.LostGPUSeconds
 		if j.GangGPUs > 0 {
 			l.Gang = "gang/" + gg.members[0].n.Name
 		}

@@ -45,6 +45,7 @@ func loadOf(jobs []*jobInfo, now time.Time) domain.NodeLoad {
 		l.Idle = false
 		if start := time.Unix(j.StartTime, 0); j.StartTime > 0 && now.After(start) {
 			l.LostGPUSeconds += domain.GPUStep * min(int64(now.Sub(start)/time.Second), 365*24*3600)
+			l.WorkGPUSeconds = l.LostGPUSeconds
 		}
 		l.Priority = max(l.Priority, j.Priority)
 		if len(j.on) > widest {

@@ -23,8 +23,8 @@ func TestLoadFromThePoll(t *testing.T) {
 	c.snap = &snapshot{at: t0, nodes: map[string]*nodeInfo{"n1": {}, "n2": {}, "n3": {}, "n4": {}},
 		onNode: map[string][]*jobInfo{"n1": {wide}, "n2": {wide}, "n3": {solo}, "n4": {done}}}
 	for node, want := range map[string]domain.NodeLoad{
-		"n1": {Known: true, Gang: "slurm/7", LostGPUSeconds: 8 * 3600, Priority: 4294901759},
-		"n3": {Known: true, LostGPUSeconds: 8 * 60, Priority: 10},
+		"n1": {Known: true, Gang: "slurm/7", LostGPUSeconds: 8 * 3600, WorkGPUSeconds: 8 * 3600, Priority: 4294901759},
+		"n3": {Known: true, LostGPUSeconds: 8 * 60, WorkGPUSeconds: 8 * 60, Priority: 10},
 		"n4": {Known: true, Idle: true},
 		"n9": {},
 	} {

@@ -155,6 +155,9 @@ type Reader interface {
 	// ListPrices returns the whole price book, by EffectiveFrom then ID.
 	ListPrices(ctx context.Context) ([]domain.Price, error)
 	WebhookReader
+	// ListLostWork lists the lost-work ledger's entries matching f,
+	// oldest notice first.
+	ListLostWork(ctx context.Context, f LostWorkFilter) ([]domain.LostWork, error)
 }
 
 // BulkReader reads many rows by ID in few queries (a round trip to a
@@ -192,6 +195,9 @@ type Tx interface {
 	BulkReader
 	BulkWriter
 	WebhookWriter
+	// AddLostWork writes entries of the lost-work ledger; an entry of a
+	// node that has one is left as it was (a node is drained once).
+	AddLostWork(ctx context.Context, ws []domain.LostWork) error
 	// Create* return domain.ErrConflict when the ID is taken (the Tx stays
 	// usable; for a node, also when its machine already has a live node in
 	// the same stage: see UpdateNode) and domain.ErrNotFound when a row the value refers to (its
@@ -294,6 +300,13 @@ type UsageFilter struct {
 	From, To time.Time
 	// Open selects only records not final yet (running nodes).
 	Open bool
+}
+
+// LostWorkFilter selects lost-work entries: of a project or cluster
+// (empty: all), noticed in [From, To) (zero: unbounded).
+type LostWorkFilter struct {
+	ProjectID, ClusterID string
+	From, To             time.Time
 }
 
 // EventFilter selects events. Zero values select everything.

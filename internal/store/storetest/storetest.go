@@ -56,6 +56,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"Usage", testUsage},
 		{"UnmeteredNodes", testUnmeteredNodes},
 		{"UsagePeriods", testUsagePeriods},
+		{"LostWork", testLostWork},
 		{"Prices", testPrices},
 		{"Kubeconfig", testKubeconfig},
 		{"KubeconfigDroppedWithCluster", testKubeconfigDroppedWithCluster},
