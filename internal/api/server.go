@@ -187,6 +187,7 @@ func (s *Server) routes() {
 	}))
 	s.mux.Handle("GET /v1/stats/preemptions", s.auth(s.preemptionStats))
 	s.mux.Handle("GET /v1/stats/preemptions/week", s.auth(s.preemptionWeek))
+	s.mux.Handle("GET /v1/stats/lost-work", s.auth(s.lostWork))
 	s.mux.Handle("GET /v1/advice/checkpoint", s.auth(s.checkpointAdvice))
 	s.mux.Handle("GET /v1/plan", s.auth(s.jobPlan))
 	s.mux.Handle("POST /v1/simulations", s.admin(s.createSimulation))

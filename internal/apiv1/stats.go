@@ -129,3 +129,46 @@ type ForecastHour struct {
 	Start time.Time `json:"start"`
 	WeekHour
 }
+
+// LostWork is the body of GET /v1/stats/lost-work: the work drains put at
+// risk at their notices in [From, To), grouped by GroupBy, next to what
+// preemptible capacity saved the same project in that period.
+type LostWork struct {
+	From    time.Time      `json:"from"`
+	To      time.Time      `json:"to"`
+	GroupBy string         `json:"group_by"`
+	Lines   []LostWorkLine `json:"lines"`
+	Totals  LostWorkTotals `json:"totals"`
+}
+
+// LostWorkLine is one group: a drain (group_by reclaim, with its node,
+// cause and notice), a job (the gang of the work; a node's own work is
+// "node/<name>"), a cluster or a month.
+type LostWorkLine struct {
+	Key         string     `json:"key"`
+	ClusterID   string     `json:"cluster_id,omitempty"`
+	ClusterName string     `json:"cluster_name,omitempty"`
+	NodeName    string     `json:"node_name,omitempty"`
+	Job         string     `json:"job,omitempty"`
+	Cause       string     `json:"cause,omitempty"`
+	NoticedAt   *time.Time `json:"noticed_at,omitempty"`
+	// Drains counts the drains in the group.
+	Drains int `json:"drains"`
+	// LostGPUSeconds at risk at the notices (since the last checkpoints),
+	// LostGPUHours the same in hours, LostAmount its value at the price
+	// the work was paid at then (USD, 6 decimals).
+	LostGPUSeconds int64   `json:"lost_gpu_seconds"`
+	LostGPUHours   float64 `json:"lost_gpu_hours"`
+	LostAmount     string  `json:"lost_amount"`
+}
+
+// LostWorkTotals sums the lines, with what preemptible capacity saved the
+// same scope over the period (its usage's on-demand equivalent less its
+// amount, USD, 2 decimals).
+type LostWorkTotals struct {
+	Drains             int     `json:"drains"`
+	LostGPUSeconds     int64   `json:"lost_gpu_seconds"`
+	LostGPUHours       float64 `json:"lost_gpu_hours"`
+	LostAmount         string  `json:"lost_amount"`
+	PreemptibleSavings string  `json:"preemptible_savings"`
+}

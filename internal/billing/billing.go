@@ -315,3 +315,19 @@ func (t Totals) Savings() Money {
 	}
 	return t.OnDemand.Sub(t.Amount)
 }
+
+// WorkValue is what gpuSeconds of class cost at t in region and GPU type:
+// the on-demand rate, less the preemptible discount for preemptible work.
+// It is how the lost-work ledger values the work a reclaim put at risk.
+// ok is false without an on-demand price there.
+func (b *Book) WorkValue(region, gpu string, class domain.ComputeClass, t time.Time, gpuSeconds int64) (Money, bool) {
+	od, ok := b.OnDemandRate(region, gpu, t.Unix())
+	if !ok || gpuSeconds <= 0 {
+		return Money{}, ok
+	}
+	factor := uint64(FullBP)
+	if class == domain.Preemptible {
+		factor -= b.DiscountBP(t.Unix())
+	}
+	return amount(od, factor, uint64(gpuSeconds)), true
+}
