@@ -116,4 +116,3 @@ func ledgerView(entries []domain.LostWork, group string, key func(*domain.LostWo
 	out.Totals.LostAmount = total.Round(2)
 	return out
 }
-
