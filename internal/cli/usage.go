@@ -57,31 +57,8 @@ project, or one with --project-id.`,
 		PersistentPreRunE: allowCSV(s),
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			var err error
-			switch {
-			case month != "" && (from != "" || to != ""):
-				return fmt.Errorf("give either --month or --from/--to, not both")
-			case month != "":
-				if q.From, q.To, err = monthPeriod(month); err != nil {
-					return err
-				}
-			default:
-				// "Now" is the server's: learn it before asking.
-				if _, err := c.WhoAmI(cmd.Context()); err != nil {
-					return fmt.Errorf("usage: %w", err)
-				}
-				now := s.now().UTC().Truncate(time.Second)
-				q.From = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-				q.To = now.Add(time.Second)
-				if from != "" {
-					if q.From, err = time.Parse(time.RFC3339, from); err != nil {
-						return fmt.Errorf("--from %q is not an RFC 3339 time like 2026-11-01T00:00:00Z", from)
-					}
-				}
-				if to != "" {
-					if q.To, err = time.Parse(time.RFC3339, to); err != nil {
-						return fmt.Errorf("--to %q is not an RFC 3339 time like 2026-11-30T00:00:00Z", to)
-					}
-				}
+			if q.From, q.To, err = s.period(cmd, c, month, from, to); err != nil {
+				return err
 			}
 			if s.output == outCSV {
 				return c.UsageCSV(cmd.Context(), q, cmd.OutOrStdout())
@@ -105,6 +82,34 @@ project, or one with --project-id.`,
 	f.StringVar(&month, "month", "", "a whole month, like 2026-11 (instead of --from/--to)")
 	f.StringVar(&q.GroupBy, "group-by", "node", "node, cluster or compute_class")
 	return cmd
+}
+
+// period is the period of --month or --from/--to, by default the current
+// month (UTC, the server's clock) up to now.
+func (s *state) period(cmd *cobra.Command, c *client.Client, month, from, to string) (start, end time.Time, err error) {
+	switch {
+	case month != "" && (from != "" || to != ""):
+		return start, end, fmt.Errorf("give either --month or --from/--to, not both")
+	case month != "":
+		return monthPeriod(month)
+	}
+	// "Now" is the server's: learn it before asking.
+	if _, err := c.WhoAmI(cmd.Context()); err != nil {
+		return start, end, fmt.Errorf("usage: %w", err)
+	}
+	now := s.now().UTC().Truncate(time.Second)
+	start, end = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC), now.Add(time.Second)
+	if from != "" {
+		if start, err = time.Parse(time.RFC3339, from); err != nil {
+			return start, end, fmt.Errorf("--from %q is not an RFC 3339 time like 2026-11-01T00:00:00Z", from)
+		}
+	}
+	if to != "" {
+		if end, err = time.Parse(time.RFC3339, to); err != nil {
+			return start, end, fmt.Errorf("--to %q is not an RFC 3339 time like 2026-11-30T00:00:00Z", to)
+		}
+	}
+	return start, end, nil
 }
 
 func (s *state) usageTable(tw *tabwriter.Writer, lines []apiv1.UsageLine) {

@@ -81,3 +81,9 @@ func (c *Client) PriceBook(ctx context.Context) (*apiv1.PriceBook, error) {
 func (c *Client) CreatePrice(ctx context.Context, req apiv1.CreatePriceRequest) (*apiv1.PriceEntry, error) {
 	return call[apiv1.PriceEntry](ctx, c, http.MethodPost, "/v1/admin/prices", nil, req)
 }
+
+// LostWork returns the lost-work ledger of a period, grouped by q.GroupBy
+// (reclaim, job, cluster or month).
+func (c *Client) LostWork(ctx context.Context, q UsageQuery) (*apiv1.LostWork, error) {
+	return call[apiv1.LostWork](ctx, c, http.MethodGet, "/v1/stats/lost-work", q.values(), nil)
+}

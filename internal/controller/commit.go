@@ -60,8 +60,9 @@ type commitWrites struct {
 // every node).
 func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl allocator.Plan, now time.Time, w commitWrites) error {
 	var ct *commitTx
+	loads := c.reclaimLoads(s, pl)
 	err := c.store.Update(ctx, func(tx store.Tx) error {
-		ct = &commitTx{c: c, ctx: ctx, s: s, pl: pl, now: now, w: w}
+		ct = &commitTx{c: c, ctx: ctx, s: s, pl: pl, now: now, w: w, loads: loads}
 		return ct.run(tx)
 	})
 	if err != nil {
@@ -77,11 +78,33 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 	return nil
 }
 
+// reclaimLoads are what the nodes pl reclaims run, asked of their drivers
+// before the transaction (a driver may read the store, which the
+// transaction holds), for the lost-work ledger.
+func (c *Controller) reclaimLoads(s allocator.Snapshot, pl allocator.Plan) map[string]domain.NodeLoad {
+	if len(pl.Reclaims) == 0 {
+		return nil
+	}
+	want := make(map[string]bool, len(pl.Reclaims))
+	for _, r := range pl.Reclaims {
+		want[r.NodeID] = true
+	}
+	loads := make(map[string]domain.NodeLoad, len(want))
+	for _, n := range s.Nodes {
+		if want[n.ID] && n.State == domain.NodeReady {
+			loads[n.ID] = c.cluster.Load(n.ClusterID, n.Name)
+		}
+	}
+	return loads
+}
+
 // commitTx is one run of a commit's transaction (a backend may run it
 // more than once).
 type commitTx struct {
 	c   *Controller
 	ctx context.Context
+	// loads are the reclaimed nodes' loads (reclaimLoads).
+	loads map[string]domain.NodeLoad
 	tx  store.Tx
 	s   allocator.Snapshot
 	pl  allocator.Plan
@@ -186,7 +209,6 @@ func (t *commitTx) lostWork(n domain.Node, cause domain.DrainCause, l domain.Nod
 func (t *commitTx) reclaim() error {
 	reclaimed := make([]domain.Node, 0, len(t.pl.Reclaims))
 	var ledger []domain.LostWork
-	load := t.c.load()
 	for _, r := range t.pl.Reclaims {
 		n, err := t.tx.GetNode(t.ctx, r.NodeID)
 		if err != nil {
@@ -195,7 +217,7 @@ func (t *commitTx) reclaim() error {
 		if !n.State.Live() {
 			continue
 		}
-		if w, ok, err := t.lostWork(n, r.Cause, load(&n)); err != nil {
+		if w, ok, err := t.lostWork(n, r.Cause, t.loads[n.ID]); err != nil {
 			return err
 		} else if ok {
 			ledger = append(ledger, w)
