@@ -105,11 +105,11 @@ type commitTx struct {
 	ctx context.Context
 	// loads are the reclaimed nodes' loads (reclaimLoads).
 	loads map[string]domain.NodeLoad
-	tx  store.Tx
-	s   allocator.Snapshot
-	pl  allocator.Plan
-	now time.Time
-	w   commitWrites
+	tx    store.Tx
+	s     allocator.Snapshot
+	pl    allocator.Plan
+	now   time.Time
+	w     commitWrites
 	// clusters are the rows of the clusters the commit writes, read once:
 	// the new ones (not in the store yet) and those it changes.
 	clusters map[string]*domain.Cluster
