@@ -99,12 +99,22 @@ func TestAdviseCheckpoint(t *testing.T) {
 	if q := f.only("GET", "/v1/advice/checkpoint")[0].Query; q != "checkpoint_seconds=90&gpu_type=H100&region=us-central-2" {
 		t.Errorf("query %q", q)
 	}
-	for _, args := range [][]string{{"--region", "r"}, {"--region", "r", "--gpu-type", "g"}, {"--region", "r", "--gpu-type", "g", "--checkpoint-seconds", "-1"}} {
+	for _, args := range [][]string{{"--region", "r"}, {"--region", "r", "--gpu-type", "g"}, {"--region", "r", "--gpu-type", "g", "--checkpoint-seconds", "-1"},
+		{"--region", "r", "--gpu-type", "g", "--checkpoint-seconds", "9", "--run-hours", "200"},
+		{"--region", "r", "--gpu-type", "g", "--checkpoint-seconds", "9", "--run-start", "2025-03-05T09:00:00Z"}} {
 		if r := f.run(append([]string{"advise", "checkpoint"}, args...)...); r.err == nil {
 			t.Errorf("%v accepted", args)
 		}
 	}
 	if n := len(f.requests()); n != 1 {
 		t.Errorf("%d requests: refused flags sent some", n)
+	}
+	// A run's hours go with the question.
+	r = f.run("advise", "checkpoint", "--region", "us-central-2", "--gpu-type", "H100", "--checkpoint-seconds", "90", "--run-hours", "8", "--run-start", "2025-03-05T09:00:00Z")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if q := f.only("GET", "/v1/advice/checkpoint")[1].Query; q != "checkpoint_seconds=90&gpu_type=H100&region=us-central-2&run_hours=8&run_start=2025-03-05T09%3A00%3A00Z" {
+		t.Errorf("query with a run %q", q)
 	}
 }

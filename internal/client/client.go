@@ -406,7 +406,20 @@ func (c *Client) RotateToken(ctx context.Context, scope TokenScope, id string) (
 // CheckpointAdvice asks for the checkpoint interval of a job in region and
 // gpuType whose checkpoints take cost, from the measured preemption rate.
 func (c *Client) CheckpointAdvice(ctx context.Context, region, gpuType string, cost time.Duration) (*apiv1.CheckpointAdvice, error) {
+	return c.CheckpointAdviceForRun(ctx, region, gpuType, cost, time.Time{}, 0)
+}
+
+// CheckpointAdviceForRun is CheckpointAdvice for a run of hours from
+// start (zero: now), from the pool's rate in those hours of the week; 0
+// hours: the window's rate, as CheckpointAdvice.
+func (c *Client) CheckpointAdviceForRun(ctx context.Context, region, gpuType string, cost time.Duration, start time.Time, hours int) (*apiv1.CheckpointAdvice, error) {
 	q := url.Values{"region": {region}, "gpu_type": {gpuType}, "checkpoint_seconds": {strconv.FormatFloat(cost.Seconds(), 'f', -1, 64)}}
+	if hours > 0 {
+		q.Set("run_hours", strconv.Itoa(hours))
+		if !start.IsZero() {
+			q.Set("run_start", start.UTC().Format(time.RFC3339))
+		}
+	}
 	return call[apiv1.CheckpointAdvice](ctx, c, http.MethodGet, "/v1/advice/checkpoint", q, nil)
 }
 
