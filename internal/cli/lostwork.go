@@ -57,13 +57,8 @@ otherwise.`,
 			})
 		}),
 	}
-	f := cmd.Flags()
-	f.StringVar(&q.ClusterID, "cluster", "", "only this cluster")
-	f.StringVar(&q.ProjectID, "project-id", "", "only this project (admin token)")
-	f.StringVar(&from, "from", "", "start of the period, RFC 3339 (default: the first of this month, UTC)")
-	f.StringVar(&to, "to", "", "end of the period, RFC 3339 (default: now)")
-	f.StringVar(&month, "month", "", "a whole month, like 2026-11 (instead of --from/--to)")
-	f.StringVar(&q.GroupBy, "group-by", "reclaim", "reclaim, job, cluster or month")
+	periodFlags(cmd, &q, &from, &to, &month)
+	cmd.Flags().StringVar(&q.GroupBy, "group-by", "reclaim", "reclaim, job, cluster or month")
 	return cmd
 }
 

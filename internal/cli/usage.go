@@ -74,14 +74,20 @@ project, or one with --project-id.`,
 			})
 		}),
 	}
+	periodFlags(cmd, &q, &from, &to, &month)
+	cmd.Flags().StringVar(&q.GroupBy, "group-by", "node", "node, cluster or compute_class")
+	return cmd
+}
+
+// periodFlags are the flags of a usage period and scope: --cluster,
+// --project-id, --from, --to and --month (see state.period).
+func periodFlags(cmd *cobra.Command, q *client.UsageQuery, from, to, month *string) {
 	f := cmd.Flags()
 	f.StringVar(&q.ClusterID, "cluster", "", "only this cluster")
 	f.StringVar(&q.ProjectID, "project-id", "", "only this project (admin token)")
-	f.StringVar(&from, "from", "", "start of the period, RFC 3339 (default: the first of this month, UTC)")
-	f.StringVar(&to, "to", "", "end of the period, RFC 3339 (default: now)")
-	f.StringVar(&month, "month", "", "a whole month, like 2026-11 (instead of --from/--to)")
-	f.StringVar(&q.GroupBy, "group-by", "node", "node, cluster or compute_class")
-	return cmd
+	f.StringVar(from, "from", "", "start of the period, RFC 3339 (default: the first of this month, UTC)")
+	f.StringVar(to, "to", "", "end of the period, RFC 3339 (default: now)")
+	f.StringVar(month, "month", "", "a whole month, like 2026-11 (instead of --from/--to)")
 }
 
 // period is the period of --month or --from/--to, by default the current
