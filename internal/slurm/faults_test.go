@@ -352,3 +352,25 @@ func TestSlurmdThatSlurmctldMarksNotRespondingIsSetDown(t *testing.T) {
 	}
 	t.Logf("lost and DOWN %s after its slurmd died (SlurmdTimeout 21 s)", time.Since(start).Round(time.Second))
 }
+
+// TestSlurmctldDownLosesNoNode: while slurmctld does not answer, sinfo
+// lists no node; that is no answer, not nodes gone: the sweep of ready
+// nodes loses none of them, and they serve on once it is back.
+func TestSlurmctldDownLosesNoNode(t *testing.T) {
+	f := newFixture(t, fixtureConfig{machines: 2, window: time.Minute})
+	f.createCluster("c1", 8, 8)
+	pre := f.waitNodes("c1", domain.Preemptible, domain.NodeReady, 1, 30*time.Second)[0]
+	f.env.StopController()
+	// Long enough for sinfo to give up on slurmctld (it exits 0 then,
+	// with an error and no node) and for sweeps after it.
+	for range 30 {
+		time.Sleep(500 * time.Millisecond)
+		f.ctrl.SweepSoon()
+	}
+	if n := f.node(pre.ID); n.State != domain.NodeReady {
+		t.Fatalf("with slurmctld down, node %s became %s (%s)", n.Name, n.State, n.Outcome)
+	}
+	if err := f.env.StartController(); err != nil {
+		t.Fatal(err)
+	}
+}

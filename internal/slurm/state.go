@@ -134,16 +134,27 @@ func (c *Cluster) read(ctx context.Context, at time.Time) (*snapshot, error) {
 // snapshot, with its indexes.
 func parseSnapshot(at time.Time, nodesJSON, jobsJSON []byte) (*snapshot, error) {
 	var ns struct {
-		Nodes []*nodeInfo `json:"nodes"`
+		Nodes  []*nodeInfo `json:"nodes"`
+		Errors []jsonError `json:"errors"`
 	}
 	if err := json.Unmarshal(nodesJSON, &ns); err != nil {
 		return nil, fmt.Errorf("read the nodes: sinfo --json: %w", err)
 	}
 	var js struct {
-		Jobs []*jobInfo `json:"jobs"`
+		Jobs   []*jobInfo  `json:"jobs"`
+		Errors []jsonError `json:"errors"`
 	}
 	if err := json.Unmarshal(jobsJSON, &js); err != nil {
 		return nil, fmt.Errorf("read the jobs: squeue --json: %w", err)
+	}
+	// With slurmctld unreachable, sinfo and squeue exit 0 with an error
+	// and no nodes or jobs: that is not an empty cluster (its nodes would
+	// look gone, their work ended), it is no answer.
+	if len(ns.Errors) > 0 {
+		return nil, fmt.Errorf("read the nodes: sinfo --json: %s", ns.Errors[0])
+	}
+	if len(js.Errors) > 0 {
+		return nil, fmt.Errorf("read the jobs: squeue --json: %s", js.Errors[0])
 	}
 	s := &snapshot{at: at, nodes: make(map[string]*nodeInfo, len(ns.Nodes)), jobs: js.Jobs,
 		onNode: map[string][]*jobInfo{}, byID: make(map[int64]*jobInfo, len(js.Jobs))}
@@ -158,6 +169,26 @@ func parseSnapshot(at time.Time, nodesJSON, jobsJSON []byte) (*snapshot, error) 
 		s.nodes[n.Name] = n
 	}
 	return s, nil
+}
+
+// jsonError is an entry of the errors of Slurm's JSON output.
+type jsonError struct {
+	Error       string `json:"error"`
+	Description string `json:"description"`
+	Errno       int    `json:"errno"`
+	ErrorNumber int    `json:"error_number"`
+}
+
+func (e jsonError) String() string {
+	s := e.Error
+	if e.Description != "" {
+		s = e.Description + ": " + s
+	}
+	n := e.Errno
+	if n == 0 {
+		n = e.ErrorNumber
+	}
+	return fmt.Sprintf("%s (errno %d)", s, n)
 }
 
 // view returns a snapshot whose read began no earlier than maxAge before
