@@ -444,9 +444,11 @@ func (f *Fleet) postEvent(ctx context.Context, clusterID, nodeName, podKey, typ 
 }
 
 // Load says whether the node runs no pod but DaemonSets' as of the
-// clock's now and, for a busy node, the work stopping it would lose: its
-// GPUs since the node was added (the simulated fleet's pods start with
-// their node and report no checkpoint). A missing node is not known.
+// clock's now and, for a busy node, the work at risk for the lost-work
+// ledger: its GPUs since the node was added (the simulated fleet's pods
+// start with their node and report no checkpoint). It tells nothing to
+// weigh a reclaim by (LostGPUSeconds): busy nodes are alike to the
+// allocator, which takes the youngest. A missing node is not known.
 func (f *Fleet) Load(clusterID, nodeName string) domain.NodeLoad {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -458,7 +460,7 @@ func (f *Fleet) Load(clusterID, nodeName string) domain.NodeLoad {
 	for _, p := range n.Pods {
 		if !p.DaemonSet && p.state(now) != PodGone {
 			work := int64(n.GPUs) * int64(max(now.Sub(n.AddedAt), 0)/time.Second)
-			return domain.NodeLoad{Known: true, LostGPUSeconds: work, WorkGPUSeconds: work}
+			return domain.NodeLoad{Known: true, WorkGPUSeconds: work}
 		}
 	}
 	return domain.NodeLoad{Known: true, Idle: true}
