@@ -41,17 +41,40 @@ func TestRunCommand(t *testing.T) {
 		t.Errorf("exit 7 came back as %d: %s", code, out)
 	}
 	dir := t.TempDir()
-	marker := filepath.Join(dir, "usr1")
-	deadline := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339Nano)
-	// The job notes SIGUSR1 and ends on SIGTERM; no checkpoint comes.
-	script := `trap 'touch ` + marker + `' USR1; trap 'exit 0' TERM; while :; do sleep 0.05; done`
+	marker, ready, deadlineFile := filepath.Join(dir, "usr1"), filepath.Join(dir, "ready"), filepath.Join(dir, "deadline")
+	// The job notes SIGUSR1 and ends on SIGTERM; no checkpoint comes. Its
+	// deadline comes once its traps are set (a job's notice comes while
+	// it runs): a loaded machine may take a while to start bash.
+	script := `trap 'touch ` + marker + `' USR1; trap 'exit 0' TERM; touch ` + ready + `; while :; do sleep 0.05; done`
+	cmd := exec.Command(binary, "run", "--annotations-file", "-", "--deadline-file", deadlineFile, "--margin", "2s",
+		"--checkpoint-dir", filepath.Join(dir, "ckpt"), "--", "bash", "-c", script)
+	cmd.Env = cleanEnv()
+	var buf strings.Builder
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			cmd.Process.Kill()
+			t.Fatalf("the job did not start in 20 s: %s", buf.String())
+		}
+	}
 	start := time.Now()
-	code, out := run("--deadline", deadline, "--margin", "2s", "--checkpoint-dir", filepath.Join(dir, "ckpt"), "--", "bash", "-c", script)
-	if code != 76 || time.Since(start) > 3*time.Second {
-		t.Errorf("a job without a checkpoint: exit %d after %s, want 76 before its deadline:\n%s", code, time.Since(start), out)
+	writeFile(t, deadlineFile, start.Add(3*time.Second).UTC().Format(time.RFC3339Nano))
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if code := 0; !errors.As(err, &ee) || ee.ExitCode() != 76 || time.Since(start) > 3*time.Second {
+		if ee != nil {
+			code = ee.ExitCode()
+		}
+		t.Errorf("a job without a checkpoint: exit %d (%v) after %s, want 76 before its deadline:\n%s", code, err, time.Since(start), buf.String())
 	}
 	if _, err := os.Stat(marker); err != nil {
-		t.Errorf("the job did not get the checkpoint signal:\n%s", out)
+		t.Errorf("the job did not get the checkpoint signal:\n%s", buf.String())
 	}
 	for _, tc := range []struct {
 		args []string
