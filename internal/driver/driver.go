@@ -147,6 +147,11 @@ type ClusterDriver interface {
 	// idle nodes first and busy ones by least harm when it scales a
 	// cluster down or takes preemptible nodes back.
 	Load(clusterID, nodeName string) domain.NodeLoad
+	// Running lists, from what the driver already watches (no call out,
+	// no wait), the tenant's work on the node now, support work aside
+	// (DaemonSet pods); known is false when the driver cannot tell now.
+	// Cost allocation records it.
+	Running(clusterID, nodeName string) (work []domain.Running, known bool)
 	// SetHooks sets how the driver tells the controller what it sees,
 	// before the first call.
 	SetHooks(h Hooks)
@@ -157,6 +162,9 @@ type NoLoad struct{}
 
 // Load never knows.
 func (NoLoad) Load(clusterID, nodeName string) domain.NodeLoad { return domain.NodeLoad{} }
+
+// Running never knows.
+func (NoLoad) Running(clusterID, nodeName string) ([]domain.Running, bool) { return nil, false }
 
 // Hooks are how a driver tells the controller of changes it sees. Each may
 // be nil; none may block or call the driver.

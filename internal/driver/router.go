@@ -68,11 +68,28 @@ func (r *Router) pick(ctx context.Context, clusterID string) (ClusterDriver, err
 // nothing attached, once the cluster has been used; it never builds a
 // driver (the controller asks while it plans).
 func (r *Router) Load(clusterID, nodeName string) domain.NodeLoad {
+	if d := r.known(clusterID); d != nil {
+		return d.Load(clusterID, nodeName)
+	}
+	return domain.NodeLoad{}
+}
+
+// Running asks like Load.
+func (r *Router) Running(clusterID, nodeName string) ([]domain.Running, bool) {
+	if d := r.known(clusterID); d != nil {
+		return d.Running(clusterID, nodeName)
+	}
+	return nil, false
+}
+
+// known is the cluster's driver once the cluster has been used, nil
+// before.
+func (r *Router) known(clusterID string) ClusterDriver {
 	t, ok := r.types.Load(clusterID)
 	if !ok {
-		return domain.NodeLoad{}
+		return nil
 	}
-	return LoadOn(r.platforms[t.(domain.ClusterType)], r.fallback, clusterID, nodeName)
+	return KnownOn(r.platforms[t.(domain.ClusterType)], r.fallback, clusterID)
 }
 
 // Pick is the driver of a cluster of platform p: p's driver of it, or
@@ -91,21 +108,37 @@ func Pick(ctx context.Context, p Platform, fallback ClusterDriver, clusterID str
 	return d, nil
 }
 
-// LoadOn asks, without building a driver, what a node of a cluster of
-// platform p runs: p's driver of the cluster once it was looked up, or
-// fallback when nothing of p is attached to it (or p is nil).
-func LoadOn(p Platform, fallback ClusterDriver, clusterID, nodeName string) domain.NodeLoad {
+// KnownOn is, without building one, the driver of a cluster of platform
+// p once it was looked up: p's driver, or fallback when nothing of p is
+// attached to it (or p is nil); nil before it was looked up.
+func KnownOn(p Platform, fallback ClusterDriver, clusterID string) ClusterDriver {
 	if p == nil {
-		return fallback.Load(clusterID, nodeName)
+		return fallback
 	}
 	d, ok := p.Known(clusterID)
 	switch {
 	case !ok:
-		return domain.NodeLoad{}
+		return nil
 	case d == nil:
-		return fallback.Load(clusterID, nodeName)
+		return fallback
 	}
-	return d.Load(clusterID, nodeName)
+	return d
+}
+
+// LoadOn is the Load of KnownOn's driver (unknown before it is looked up).
+func LoadOn(p Platform, fallback ClusterDriver, clusterID, nodeName string) domain.NodeLoad {
+	if d := KnownOn(p, fallback, clusterID); d != nil {
+		return d.Load(clusterID, nodeName)
+	}
+	return domain.NodeLoad{}
+}
+
+// RunningOn is the Running of KnownOn's driver.
+func RunningOn(p Platform, fallback ClusterDriver, clusterID, nodeName string) ([]domain.Running, bool) {
+	if d := KnownOn(p, fallback, clusterID); d != nil {
+		return d.Running(clusterID, nodeName)
+	}
+	return nil, false
 }
 
 // SetHooks sets the hooks of every platform's drivers and the fallback's.

@@ -30,6 +30,9 @@ func (n *named) Health(context.Context, string, string) (NodeHealth, error) {
 func (n *named) Load(string, string) domain.NodeLoad {
 	return domain.NodeLoad{Known: true, Idle: n.idle}
 }
+func (n *named) Running(string, string) ([]domain.Running, bool) {
+	return []domain.Running{{Key: n.name}}, true
+}
 func (n *named) SetHooks(Hooks) {}
 
 // platform drives the clusters in attached; the others have nothing
@@ -105,6 +108,14 @@ func TestRouter(t *testing.T) {
 		if l := r.Load(id, "n"); l.Idle != want[0] || l.Known != want[1] {
 			t.Errorf("Load of %s: %+v, want %v", id, l, want)
 		}
+	}
+	for id, want := range map[string]string{"a": "kube-a", "b": "slurm-b", "c": "sim"} {
+		if w, ok := r.Running(id, "n"); !ok || len(w) != 1 || w[0].Key != want {
+			t.Errorf("Running of %s went to %v (%v), want %s", id, w, ok, want)
+		}
+	}
+	if _, ok := r.Running("z", "n"); ok {
+		t.Error("Running of a cluster never used is known")
 	}
 	r.Reload("a")
 	if len(kube.reloads) != 1 || len(slurm.reloads) != 1 {

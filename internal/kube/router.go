@@ -135,6 +135,11 @@ func (r *Router) Load(clusterID, nodeName string) domain.NodeLoad {
 	return driver.LoadOn(r, r.fallback, clusterID, nodeName)
 }
 
+// Running asks like Load.
+func (r *Router) Running(clusterID, nodeName string) ([]domain.Running, bool) {
+	return driver.RunningOn(r, r.fallback, clusterID, nodeName)
+}
+
 var _ driver.ClusterDriver = (*Router)(nil)
 var _ driver.Platform = (*Router)(nil)
 

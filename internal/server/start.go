@@ -36,6 +36,7 @@ import (
 	"github.com/sparecap/sparecap/internal/slurm"
 	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/internal/webhook"
+	"github.com/sparecap/sparecap/internal/worklog"
 )
 
 // boot is a server being started: what each step of Start builds, for
@@ -532,6 +533,11 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 	}
 	metered := make(chan struct{})
 	go func() { s.Meter.Run(ctx, atLeastReal(time.Minute, 10*time.Second, s.Speed)); close(metered) }()
+	logged := make(chan struct{})
+	go func() {
+		worklog.New(b.fenced, b.cached, s.Drivers, s.Clock, o.Log).Run(ctx, atLeastReal(WorkEvery, 5*time.Second, s.Speed))
+		close(logged)
+	}()
 	queued := make(chan struct{})
 	go func() { b.queues().Run(ctx); close(queued) }()
 	hooked := make(chan struct{})
@@ -540,6 +546,7 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 		o.Log.Error("controller stopped", "err", err)
 	}
 	<-metered
+	<-logged
 	<-queued
 	<-hooked
 	// A later term starts the watches again, from a fresh LIST.
@@ -642,3 +649,7 @@ func (b *boot) settle() {
 		}
 	}
 }
+
+// WorkEvery is how often the work on each node is recorded for cost
+// allocation (worklog): a span's end is known to this much.
+const WorkEvery = 30 * time.Second

@@ -466,6 +466,29 @@ func (f *Fleet) Load(clusterID, nodeName string) domain.NodeLoad {
 	return domain.NodeLoad{Known: true, Idle: true}
 }
 
+// Running lists the node's pods, DaemonSets' aside, that have not gone
+// as of the clock's now: each holds the whole node (the simulated fleet's
+// pods ask for no GPU count) from when the node was added. A missing node
+// is not known.
+func (f *Fleet) Running(clusterID, nodeName string) ([]domain.Running, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.st.nodes[nodeKey{clusterID, nodeName}]
+	if !ok {
+		return nil, false
+	}
+	now := f.clock.Now()
+	var out []domain.Running
+	for _, p := range n.Pods {
+		if p.DaemonSet || p.state(now) == PodGone {
+			continue
+		}
+		out = append(out, domain.Running{Key: p.Namespace + "/" + p.Name, Namespace: p.Namespace, Name: p.Name,
+			Job: "pod/" + p.Namespace + "/" + p.Name, Start: n.AddedAt})
+	}
+	return out, true
+}
+
 // ListWork lists the pods on the node that have not exited as of the
 // clock's now. A missing node has no pods.
 func (f *Fleet) ListWork(ctx context.Context, clusterID, nodeName string) ([]driver.Work, error) {

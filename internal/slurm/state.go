@@ -67,7 +67,9 @@ type jobInfo struct {
 	StartTime     int64  `json:"start_time"`
 	Priority      int64  `json:"priority"`
 	BatchFlag     bool   `json:"batch_flag"`
-	Resources     *struct {
+	// TresAlloc is what the job holds on all its nodes, "cpu=2,...,gres/gpu=8".
+	TresAlloc string `json:"tres_alloc_str"`
+	Resources *struct {
 		Allocated []struct {
 			Name string `json:"nodename"`
 		} `json:"allocated_nodes"`

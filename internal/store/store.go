@@ -158,6 +158,9 @@ type Reader interface {
 	// ListLostWork lists the lost-work ledger's entries matching f,
 	// oldest notice first.
 	ListLostWork(ctx context.Context, f LostWorkFilter) ([]domain.LostWork, error)
+	// ScanWorkSpans calls fn with the work spans matching f, by node then
+	// start, as they are read (like ScanUsage: fn must not use the store).
+	ScanWorkSpans(ctx context.Context, f WorkSpanFilter, fn func(domain.WorkSpan) error) error
 }
 
 // BulkReader reads many rows by ID in few queries (a round trip to a
@@ -198,6 +201,12 @@ type Tx interface {
 	// AddLostWork writes entries of the lost-work ledger; an entry of a
 	// node that has one is left as it was (a node is drained once).
 	AddLostWork(ctx context.Context, ws []domain.LostWork) error
+	// AddWorkSpans writes spans that started (ID is not read); one of a
+	// node, key and start already written is left as it was.
+	AddWorkSpans(ctx context.Context, ws []domain.WorkSpan) error
+	// EndWorkSpans sets the End of each span of its node and key that is
+	// still open (one not open is left as it was).
+	EndWorkSpans(ctx context.Context, ws []domain.WorkSpan) error
 	// Create* return domain.ErrConflict when the ID is taken (the Tx stays
 	// usable; for a node, also when its machine already has a live node in
 	// the same stage: see UpdateNode) and domain.ErrNotFound when a row the value refers to (its
@@ -307,6 +316,15 @@ type UsageFilter struct {
 type LostWorkFilter struct {
 	ProjectID, ClusterID string
 	From, To             time.Time
+}
+
+// WorkSpanFilter selects work spans: of a project or cluster (empty: all),
+// overlapping [From, To) (zero: unbounded; an open span reaches every
+// later time), or only the open ones.
+type WorkSpanFilter struct {
+	ProjectID, ClusterID string
+	From, To             time.Time
+	Open                 bool
 }
 
 // EventFilter selects events. Zero values select everything.

@@ -57,6 +57,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"UnmeteredNodes", testUnmeteredNodes},
 		{"UsagePeriods", testUsagePeriods},
 		{"LostWork", testLostWork},
+		{"WorkSpans", testWorkSpans},
 		{"Prices", testPrices},
 		{"Kubeconfig", testKubeconfig},
 		{"KubeconfigDroppedWithCluster", testKubeconfigDroppedWithCluster},

@@ -1,0 +1,100 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// testWorkSpans: spans are written once per node, key and start, closed
+// once, listed by node then start, by project, cluster, period (an open
+// span reaches every later time) and openness; labels come back as
+// written; a write that fails or rolls back leaves nothing.
+func testWorkSpans(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	span := func(node, key, cluster, project string, start int) domain.WorkSpan {
+		return domain.WorkSpan{ProjectID: project, ClusterID: cluster, NodeID: node, Running: domain.Running{
+			Key: key, Namespace: "ml", Name: "train-" + key, Job: "jobset/ml/train", Account: "acct",
+			Labels: map[string]string{"team": "vision", "app": "x"}, GPUs: 4, Start: at(start)}}
+	}
+	a, b, c := span("n1", "u1", "c1", "p1", 10), span("n1", "u2", "c1", "p1", 5), span("n2", "u3", "c2", "p2", 20)
+	c.Labels = nil
+	update(t, s, func(tx store.Tx) error { return tx.AddWorkSpans(ctx, []domain.WorkSpan{a, b, c}) })
+	again := a
+	again.GPUs = 8
+	update(t, s, func(tx store.Tx) error { return tx.AddWorkSpans(ctx, []domain.WorkSpan{again}) })
+	endA := a
+	endA.End = at(40)
+	update(t, s, func(tx store.Tx) error { return tx.EndWorkSpans(ctx, []domain.WorkSpan{endA}) })
+	later := endA
+	later.End = at(50)
+	update(t, s, func(tx store.Tx) error { return tx.EndWorkSpans(ctx, []domain.WorkSpan{later}) })
+
+	list := func(f store.WorkSpanFilter) []domain.WorkSpan {
+		var got []domain.WorkSpan
+		if err := s.ScanWorkSpans(ctx, f, func(w domain.WorkSpan) error {
+			if w.ID == 0 {
+				t.Errorf("span %s has no ID", w.Key)
+			}
+			w.ID = 0
+			got = append(got, w)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := list(store.WorkSpanFilter{}); !reflect.DeepEqual(got, []domain.WorkSpan{b, endA, c}) {
+		t.Fatalf("all spans:\n got %+v\nwant %+v", got, []domain.WorkSpan{b, endA, c})
+	}
+	if got := list(store.WorkSpanFilter{ProjectID: "p2"}); !reflect.DeepEqual(got, []domain.WorkSpan{c}) {
+		t.Fatalf("p2's: %+v", got)
+	}
+	if got := list(store.WorkSpanFilter{ClusterID: "c1", Open: true}); !reflect.DeepEqual(got, []domain.WorkSpan{b}) {
+		t.Fatalf("c1's open: %+v", got)
+	}
+	// [40, 60): a ended at 40 (out), b and c are open (in).
+	if got := list(store.WorkSpanFilter{From: at(40), To: at(60)}); !reflect.DeepEqual(got, []domain.WorkSpan{b, c}) {
+		t.Fatalf("[40, 60): %+v", got)
+	}
+	// [0, 10): only b had started.
+	if got := list(store.WorkSpanFilter{From: at(0), To: at(10)}); !reflect.DeepEqual(got, []domain.WorkSpan{b}) {
+		t.Fatalf("[0, 10): %+v", got)
+	}
+
+	var burst []domain.WorkSpan
+	for i := range 130 {
+		burst = append(burst, span(fmt.Sprintf("b%03d", i), "k", "c3", "p3", 1))
+	}
+	update(t, s, func(tx store.Tx) error { return tx.AddWorkSpans(ctx, burst) })
+	if got := list(store.WorkSpanFilter{ProjectID: "p3"}); len(got) != len(burst) {
+		t.Fatalf("a burst of %d spans: %d listed", len(burst), len(got))
+	}
+
+	tooMany := span("n9", "u9", "c9", "p9", 1)
+	tooMany.Labels = map[string]string{}
+	for i := range domain.MaxWorkLabels + 1 {
+		tooMany.Labels[fmt.Sprint("k", i)] = strings.Repeat("v", 10)
+	}
+	ok := span("n8", "u8", "c9", "p9", 1)
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.AddWorkSpans(ctx, []domain.WorkSpan{ok, tooMany}) }); err == nil {
+		t.Error("a span with too many labels was written")
+	}
+	err := s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.AddWorkSpans(ctx, []domain.WorkSpan{ok}); err != nil {
+			return err
+		}
+		return errors.New("abort")
+	})
+	if err == nil {
+		t.Fatal("abort was not returned")
+	}
+	if got := list(store.WorkSpanFilter{ProjectID: "p9"}); len(got) != 0 {
+		t.Errorf("a failed or rolled-back write left %+v", got)
+	}
+}
