@@ -248,17 +248,7 @@ func (p *pricer) line(l billing.Line) {
 	}
 	out.byClass[class].Add(l)
 	r := l.Record
-	line := apiv1.UsageLine{
-		ProjectID: r.ProjectID, ClusterID: r.ClusterID, ClusterName: r.ClusterName, NodeID: r.NodeID, NodeName: r.NodeName,
-		ComputeClass: class, Region: r.Region, GPUType: r.GPUType, GPUs: r.GPUs, Start: l.Start, End: l.End,
-		BilledSeconds: l.Seconds, GPUSeconds: l.Seconds * int64(r.GPUs), Priced: l.Priced,
-	}
-	if l.Priced {
-		line.RatePerGPUHour = l.EffectiveRate()
-		if od, ok := b.OnDemandRate(r.Region, r.GPUType, l.Start.Unix()); ok {
-			line.OnDemandRatePerGPUHour = billing.FormatRate(od)
-		}
-	}
+	line := lineView(b, l)
 	if p.key == nil {
 		line.Amount, line.OnDemandAmount = l.Amount.Round(6), l.OnDemand.Round(6)
 		if p.emit != nil {
@@ -276,8 +266,30 @@ func (p *pricer) line(l billing.Line) {
 		p.sums = append(p.sums, groupSum{l.Amount, l.OnDemand})
 		return
 	}
-	g := &out.lines[i]
 	p.sums[i].amount, p.sums[i].onDemand = p.sums[i].amount.Add(l.Amount), p.sums[i].onDemand.Add(l.OnDemand)
+	mergeLine(&out.lines[i], line)
+}
+
+// lineView is l as a usage line, its amounts left out.
+func lineView(b *billing.Book, l billing.Line) apiv1.UsageLine {
+	r := l.Record
+	line := apiv1.UsageLine{
+		ProjectID: r.ProjectID, ClusterID: r.ClusterID, ClusterName: r.ClusterName, NodeID: r.NodeID, NodeName: r.NodeName,
+		ComputeClass: string(r.Class), Region: r.Region, GPUType: r.GPUType, GPUs: r.GPUs, Start: l.Start, End: l.End,
+		BilledSeconds: l.Seconds, GPUSeconds: l.Seconds * int64(r.GPUs), Priced: l.Priced,
+	}
+	if l.Priced {
+		line.RatePerGPUHour = l.EffectiveRate()
+		if od, ok := b.OnDemandRate(r.Region, r.GPUType, l.Start.Unix()); ok {
+			line.OnDemandRatePerGPUHour = billing.FormatRate(od)
+		}
+	}
+	return line
+}
+
+// mergeLine adds line to the group g: seconds summed, the period widened,
+// and every field on which they differ blanked.
+func mergeLine(g *apiv1.UsageLine, line apiv1.UsageLine) {
 	g.BilledSeconds += line.BilledSeconds
 	g.GPUSeconds += line.GPUSeconds
 	g.Priced = g.Priced && line.Priced
@@ -368,8 +380,13 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, p principal) {
 		groupBy = "node"
 	}
 	key, ok := groupKeys[groupBy]
-	if !ok && groupBy != "day" {
-		s.fail(w, r, invalid("group_by", "group_by must be node, cluster, compute_class or day; got %q", groupBy))
+	workKey, perCluster, byWork, err := workGroup(groupBy)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !ok && !byWork && groupBy != "day" {
+		s.fail(w, r, invalid("group_by", "group_by must be node, cluster, compute_class, day, namespace, job, account, work or label:<key>; got %q", boundQuery(groupBy)))
 		return
 	}
 	csvOut, err := wantCSV(r)
@@ -390,6 +407,10 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, p principal) {
 	case "day":
 		pr, err = s.dailyUsage(ctx, f, b, from, to)
 	default:
+		if byWork {
+			pr, err = s.splitUsage(ctx, f, b, from, to, workKey, perCluster)
+			break
+		}
 		pr, err = s.scanPriced(ctx, f, b, from, to, key)
 	}
 	if err != nil {
@@ -427,21 +448,29 @@ func startUsageCSV(w http.ResponseWriter, name string) *csv.Writer {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"project_id", "cluster_id", "cluster_name", "node_id", "node_name", "compute_class", "region", "gpu_type",
 		"gpus", "start", "end", "billed_seconds", "gpu_seconds", "rate_per_gpu_hour", "on_demand_rate_per_gpu_hour",
-		"amount_usd", "on_demand_amount_usd"})
+		"amount_usd", "on_demand_amount_usd", "group", "idle"})
 	return cw
 }
 
 func writeCSVLine(cw *csv.Writer, l apiv1.UsageLine) error {
 	return cw.Write([]string{l.ProjectID, l.ClusterID, l.ClusterName, l.NodeID, l.NodeName, l.ComputeClass, l.Region, l.GPUType,
 		strconv.Itoa(l.GPUs), l.Start.Format(time.RFC3339), l.End.Format(time.RFC3339), strconv.FormatInt(l.BilledSeconds, 10),
-		strconv.FormatInt(l.GPUSeconds, 10), l.RatePerGPUHour, l.OnDemandRatePerGPUHour, l.Amount, l.OnDemandAmount})
+		strconv.FormatInt(l.GPUSeconds, 10), l.RatePerGPUHour, l.OnDemandRatePerGPUHour, l.Amount, l.OnDemandAmount,
+		l.Group, csvBool(l.Idle)})
+}
+
+func csvBool(b bool) string {
+	if b {
+		return "true"
+	}
+	return ""
 }
 
 // endUsageCSV writes the total rows and flushes.
 func endUsageCSV(cw *csv.Writer, total apiv1.UsageTotals) {
 	cw.Write([]string{"TOTAL", "", "", "", "", "", "", "", "", "", "", "", strconv.FormatInt(total.GPUSeconds, 10), "", "",
-		total.Amount, total.OnDemandEquivalent})
-	cw.Write([]string{"SAVINGS", "", "", "", "", "", "", "", "", "", "", "", "", "", "", total.Savings, ""})
+		total.Amount, total.OnDemandEquivalent, "", ""})
+	cw.Write([]string{"SAVINGS", "", "", "", "", "", "", "", "", "", "", "", "", "", "", total.Savings, "", "", ""})
 	cw.Flush()
 }
 

@@ -29,6 +29,12 @@ type UsageLine struct {
 	OnDemandAmount         string    `json:"on_demand_amount"`
 	// Priced is false when the price book had no price for this usage.
 	Priced bool `json:"priced"`
+	// Group is the line's value of a group_by that splits nodes among
+	// their work (namespace, job, account, work, label:<key>): empty for
+	// work without one (no such label), and for the idle rest (Idle).
+	Group string `json:"group,omitempty"`
+	// Idle: the GPU-seconds of the lines' nodes that no work held.
+	Idle bool `json:"idle,omitempty"`
 }
 
 // UsageTotals add up a period's usage.

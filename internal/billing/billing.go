@@ -194,6 +194,9 @@ type Line struct {
 	// rate is RateMicros × FactorBP / 10000.
 	RateMicros uint64
 	FactorBP   uint64
+	// ODMicros is the on-demand rate OnDemand is priced at (0: none, and
+	// OnDemand is Amount).
+	ODMicros uint64
 	// Priced is false when the book has no price for this usage; Amount
 	// and OnDemand are then zero.
 	Priced   bool
@@ -273,16 +276,25 @@ func (b *Book) line(r *domain.UsageRecord, s, e int64) Line {
 	if !ok {
 		return l
 	}
-	l.Priced, l.RateMicros = true, rate
-	gpuSeconds := uint64(l.Seconds) * uint64(r.GPUs)
-	l.Amount = amount(rate, l.FactorBP, gpuSeconds)
-	l.OnDemand = amount(od, FullBP, gpuSeconds)
-	if od == 0 && rate != 0 {
+	l.Priced, l.RateMicros, l.ODMicros = true, rate, od
+	l.Amount, l.OnDemand = l.Part(l.Seconds * int64(r.GPUs))
+	return l
+}
+
+// Part is what gpuSeconds of the line cost, and would have on demand:
+// parts of a line add up to it exactly (amounts are linear in
+// GPU-seconds, with no rounding). Zero for an unpriced line.
+func (l Line) Part(gpuSeconds int64) (amt, onDemand Money) {
+	if !l.Priced || gpuSeconds <= 0 {
+		return Money{}, Money{}
+	}
+	amt = amount(l.RateMicros, l.FactorBP, uint64(gpuSeconds))
+	if l.ODMicros == 0 && l.RateMicros != 0 {
 		// A reserved price with no on-demand price to compare with: the
 		// usage saved nothing.
-		l.OnDemand = l.Amount
+		return amt, amt
 	}
-	return l
+	return amt, amount(l.ODMicros, FullBP, uint64(gpuSeconds))
 }
 
 // Totals add up lines.

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -42,16 +44,23 @@ func newUsageCmd(s *state) *cobra.Command {
 		Use:   "usage",
 		Short: "Show priced usage: what each node cost, the on-demand equivalent and the savings",
 		Long: `Show priced usage for a period: one line per node and stretch of constant
-prices (or grouped by cluster or compute class), what it cost, what the same
+prices (or grouped by cluster, compute class or day), what it cost, what the same
 usage would have cost on demand, and the savings. Preemptible nodes cost a
 flat discount off the on-demand price (50% unless the operator set another)
 and stop billing at the preemption notice; see docs/billing.md.
+
+Grouped by namespace, job, account, work (a pod, a Slurm job's run) or
+label:<key> (a pod label such as team, or "user" of a Slurm job), each
+node's cost is split among the work that ran on it by GPUs held and time;
+what no work held is "(idle)". A job is one line across all its reclaims
+and reruns; see docs/cost.md.
 
 The period is the current month up to now unless --month or --from/--to say
 otherwise. A project token sees its own project; the admin token sees every
 project, or one with --project-id.`,
 		Example: `  sparecap usage
   sparecap usage --cluster <cluster-id> --group-by compute_class
+  sparecap usage --month 2026-11 --group-by label:team
   sparecap usage --from 2026-11-01T00:00:00Z --to 2026-11-15T00:00:00Z -o csv > usage.csv`,
 		Args:              cobra.NoArgs,
 		PersistentPreRunE: allowCSV(s),
@@ -68,15 +77,45 @@ project, or one with --project-id.`,
 				return fmt.Errorf("usage: %w", err)
 			}
 			return s.print(cmd.OutOrStdout(), u, func(tw *tabwriter.Writer) {
-				s.usageTable(tw, u.LineItems)
+				if byWork(u.GroupBy) {
+					workTable(tw, u.LineItems)
+				} else {
+					s.usageTable(tw, u.LineItems)
+				}
 				fmt.Fprintln(tw)
 				s.totalsTable(tw, u.Currency, u.Totals, u.ByClass)
 			})
 		}),
 	}
 	periodFlags(cmd, &q, &from, &to, &month)
-	cmd.Flags().StringVar(&q.GroupBy, "group-by", "node", "node, cluster or compute_class")
+	cmd.Flags().StringVar(&q.GroupBy, "group-by", "node", "node, cluster, compute_class, day, or split among the work on the nodes: namespace, job, account, work or label:<key>")
 	return cmd
+}
+
+// byWork: the grouping splits nodes among their work (cost allocation).
+func byWork(groupBy string) bool {
+	switch groupBy {
+	case "namespace", "job", "account", "work":
+		return true
+	}
+	return strings.HasPrefix(groupBy, "label:")
+}
+
+// workTable shows usage split among work: a line per group, "(none)" for
+// work without the group's value, "(idle)" for what no work held.
+func workTable(tw *tabwriter.Writer, lines []apiv1.UsageLine) {
+	row(tw, "GROUP", "CLUSTER", "CLASS", "GPU-HOURS", "AMOUNT", "ON-DEMAND")
+	for _, l := range lines {
+		group := l.Group
+		switch {
+		case l.Idle:
+			group = "(idle)"
+		case group == "":
+			group = "(none)"
+		}
+		name := cmp.Or(l.ClusterName, l.ClusterID)
+		row(tw, group, orDash(name), orDash(l.ComputeClass), gpuHours(l.GPUSeconds), l.Amount, l.OnDemandAmount)
+	}
 }
 
 // periodFlags are the flags of a usage period and scope: --cluster,

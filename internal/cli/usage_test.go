@@ -111,3 +111,28 @@ func TestInvoiceAndPricesCommands(t *testing.T) {
 		t.Fatal("missing --value accepted")
 	}
 }
+
+func TestUsageByLabelCommand(t *testing.T) {
+	f := newFakeAPI(t)
+	u := usageFixture()
+	u.GroupBy = "label:team"
+	u.LineItems = []apiv1.UsageLine{
+		{ClusterID: "c1", ClusterName: "train", Group: "vision", GPUSeconds: 7200, Amount: "1.780000", OnDemandAmount: "1.780000", Priced: true},
+		{ClusterID: "c1", ClusterName: "train", GPUSeconds: 3600, Amount: "0.890000", OnDemandAmount: "0.890000", Priced: true},
+		{ClusterID: "c1", ClusterName: "train", ComputeClass: "preemptible", Idle: true, GPUSeconds: 1800, Amount: "0.222500",
+			OnDemandAmount: "0.445000", Priced: true},
+	}
+	f.handle("GET /v1/usage", 200, u)
+	r := f.run("usage", "--month", "2026-10", "--group-by", "label:team")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "work table", r.stdout, "GROUP", "vision", "(none)", "(idle)", "2.00", "1.780000", "0.222500")
+	if strings.Contains(r.stdout, "NODE") {
+		t.Errorf("a split by work shows the node table:\n%s", r.stdout)
+	}
+	got, _ := url.ParseQuery(f.only("GET", "/v1/usage")[0].Query)
+	if got.Get("group_by") != "label:team" {
+		t.Fatalf("query %v", got)
+	}
+}

@@ -9,6 +9,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -71,6 +72,7 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 			return min(100, a*100/b)
 		},
 		"gpuh":    func(s int64) string { return fmt.Sprintf("%.2f", float64(s)/3600) },
+		"splits":  func() []string { return workSplits },
 		"dur":     func(s int64) string { return (time.Duration(s) * time.Second).String() },
 		"list":    func(v ...int) []int { return v },
 		"latency": latency,
@@ -598,8 +600,16 @@ type usagePage struct {
 	Month     string
 	Daily     *apiv1.Usage
 	ByCluster *apiv1.Usage
-	CSVURL    string
+	// ByWork is the month split among the work on the nodes, by Split
+	// (namespace, job, account, work or label) and Label (its key).
+	ByWork       *apiv1.Usage
+	Split, Label string
+	CSVURL       string
+	WorkCSVURL   string
 }
+
+// workSplits are the splits the usage page offers.
+var workSplits = []string{"namespace", "job", "account", "work", "label"}
 
 func (c *Console) usage(w http.ResponseWriter, r *http.Request, s *session, api *client.Client) {
 	ctx := r.Context()
@@ -627,9 +637,25 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, s *session, api 
 		c.apiFailure(w, s, err)
 		return
 	}
+	split, label := cmp.Or(r.URL.Query().Get("split"), "namespace"), cmp.Or(r.URL.Query().Get("label"), "team")
+	if !slices.Contains(workSplits, split) {
+		c.render(w, http.StatusBadRequest, "error", view{Title: "Bad split", Error: "Split usage by namespace, job, account, work or label."}, s)
+		return
+	}
+	q.GroupBy = split
+	if split == "label" {
+		q.GroupBy = "label:" + label
+	}
+	byWork, err := api.Usage(ctx, q)
+	if err != nil {
+		c.apiFailure(w, s, err)
+		return
+	}
 	csv := url.Values{"from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}, "format": {"csv"}}
+	workCSV := url.Values{"from": csv["from"], "to": csv["to"], "format": {"csv"}, "group_by": {q.GroupBy}}
 	c.render(w, http.StatusOK, "usage", view{Title: "Usage and savings", Nav: "usage", Data: usagePage{From: from, To: to,
-		Month: from.Format("2006-01"), Daily: daily, ByCluster: byCluster, CSVURL: "/v1/usage?" + csv.Encode()}}, s)
+		Month: from.Format("2006-01"), Daily: daily, ByCluster: byCluster, ByWork: byWork, Split: split, Label: label,
+		CSVURL: "/v1/usage?" + csv.Encode(), WorkCSVURL: "/v1/usage?" + workCSV.Encode()}}, s)
 }
 
 type fleetRow struct {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,10 +22,12 @@ import (
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/fleet"
+	"github.com/sparecap/sparecap/internal/metering"
 	"github.com/sparecap/sparecap/internal/secret"
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/internal/store/sqlite"
+	"github.com/sparecap/sparecap/internal/worklog"
 )
 
 // env is the console in front of a real API on a simulated fleet.
@@ -34,6 +37,7 @@ type env struct {
 	ctrl   *controller.Controller
 	clk    *clock.Fake
 	sim    *sim.Fleet
+	st     store.Store
 	tokens map[string]string
 }
 
@@ -68,7 +72,7 @@ func newEnv(t *testing.T) *env {
 	mux := http.NewServeMux()
 	mux.Handle("/console/", console.New(a, sessions, clk, nil))
 	mux.Handle("/", a)
-	e := &env{t: t, srv: httptest.NewServer(mux), ctrl: ctrl, clk: clk, sim: fl, tokens: map[string]string{"admin": adm}}
+	e := &env{t: t, srv: httptest.NewServer(mux), ctrl: ctrl, clk: clk, sim: fl, st: st, tokens: map[string]string{"admin": adm}}
 	t.Cleanup(e.srv.Close)
 	for _, p := range []string{"p", "q"} {
 		var tok string
@@ -512,5 +516,51 @@ func TestPoolWeekPage(t *testing.T) {
 	}
 	if status, page, _ := b.get("/console/pools/week?region=us-central-2&gpu_type=H100"); status != 400 || !strings.Contains(page, "no pool") {
 		t.Fatalf("a pool the fleet lacks: %d\n%s", status, page)
+	}
+}
+
+// TestUsageSplitByWork: the usage page splits the month's cost among the
+// pods that ran, as the work recorder saw them in the cluster, by a label
+// the user picks; what no pod held is idle.
+func TestUsageSplitByWork(t *testing.T) {
+	e := newEnv(t)
+	id := e.readyCluster()
+	nodes, err := e.st.ListNodes(t.Context(), store.NodeFilter{ClusterID: id})
+	if err != nil || len(nodes) != 2 {
+		t.Fatal(nodes, err)
+	}
+	if err := e.sim.AddPod(id, nodes[0].Name, sim.PodTemplate{Namespace: "ml", Name: "trainer", GPUs: 4,
+		Labels: map[string]string{"team": "vision"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := worklog.New(e.st, e.st, e.sim, e.clk, nil)
+	for range 3 {
+		if err := rec.Pass(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		e.clk.Step(20 * time.Minute)
+	}
+	if err := metering.New(e.st, e.clk, nil).Cut(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	b.signIn(e.tokens["p"])
+	status, page, _ := b.get("/console/usage?split=label&label=team")
+	if status != 200 || !strings.Contains(page, `aria-label="Usage by work"`) {
+		t.Fatalf("usage page %d", status)
+	}
+	rows := regexp.MustCompile(`<tr( class="idle")?><td>([^<]*)</td><td>a</td>`).FindAllStringSubmatch(page, -1)
+	var groups []string
+	for _, r := range rows {
+		groups = append(groups, r[2])
+	}
+	if !slices.Equal(groups, []string{"vision", "(idle)"}) || !strings.Contains(page, "group_by=label%3Ateam") {
+		t.Fatalf("rows %v; want vision and (idle), and a CSV link of the split", groups)
+	}
+	if status, page, _ := b.get("/console/usage?split=label&label=bad%20key"); status != 400 || !strings.Contains(page, "label key") {
+		t.Fatalf("a bad label key: %d", status)
+	}
+	if status, _, _ := b.get("/console/usage?split=pods"); status != 400 {
+		t.Fatalf("a bad split: %d", status)
 	}
 }

@@ -2,12 +2,14 @@ package kube_test
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -97,7 +99,23 @@ func (h *harness) Join(t *testing.T, spec driver.NodeSpec) {
 
 func (h *harness) StartPod(t *testing.T, node string, p drivertest.PodSpec) {
 	t.Helper()
-	startPod(t, node, p.Namespace, p.Name, p.Grace, p.ExitAfter, p.DaemonSet)
+	_, err := kubelet.CreatePods(context.Background(), env.Client(), p.Namespace, node, 1, int64(p.Grace/time.Second),
+		podOptions(p.Name, p.ExitAfter, p.DaemonSet), func(pod *corev1.Pod) {
+			if len(p.Labels) > 0 {
+				pod.Labels = maps.Clone(p.Labels)
+			}
+			if p.GPUs > 0 {
+				c := &pod.Spec.Containers[0]
+				if c.Resources.Requests == nil {
+					c.Resources.Requests = corev1.ResourceList{}
+				}
+				c.Resources.Requests[kube.ResourceGPU] = *resource.NewQuantity(int64(p.GPUs), resource.DecimalSI)
+				c.Resources.Limits = c.Resources.Requests
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.pods == nil {

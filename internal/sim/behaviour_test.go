@@ -35,7 +35,7 @@ func (h *harness) Join(t *testing.T, spec driver.NodeSpec) {}
 func (h *harness) StartPod(t *testing.T, node string, p drivertest.PodSpec) {
 	t.Helper()
 	err := h.f.AddPod(h.ClusterID(), node, PodTemplate{Namespace: p.Namespace, Name: p.Name,
-		TerminationGracePeriod: p.Grace, ExitAfter: p.ExitAfter, DaemonSet: p.DaemonSet})
+		TerminationGracePeriod: p.Grace, ExitAfter: p.ExitAfter, DaemonSet: p.DaemonSet, GPUs: p.GPUs, Labels: p.Labels})
 	if err != nil {
 		t.Fatal(err)
 	}

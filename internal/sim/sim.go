@@ -60,6 +60,10 @@ type PodTemplate struct {
 	// deadline annotation first (PodView.Deadline), as the Kubernetes
 	// driver does.
 	ReadsDeadline bool
+	// GPUs it requests and its labels, as the Kubernetes driver reports
+	// them for cost allocation (a pod with no GPU has no share).
+	GPUs   int
+	Labels map[string]string
 	// External: something outside the simulation runs the pod (a real
 	// process, see package simjob) and reports its end with PodExited.
 	// Until then it is killed when its grace period ends; ExitAfter is
@@ -270,7 +274,8 @@ func (f *Fleet) AddPod(clusterID, nodeName string, t PodTemplate) error {
 
 func newPod(t PodTemplate) *pod {
 	p := &pod{Namespace: t.Namespace, Name: t.Name, TerminationGracePeriod: t.TerminationGracePeriod,
-		ExitAfter: t.ExitAfter, DaemonSet: t.DaemonSet, ReadsDeadline: t.ReadsDeadline, External: t.External}
+		ExitAfter: t.ExitAfter, DaemonSet: t.DaemonSet, ReadsDeadline: t.ReadsDeadline, External: t.External,
+		GPUs: t.GPUs, Labels: t.Labels}
 	if p.External {
 		p.ExitAfter = NeverExits // until PodExited says otherwise
 	}
@@ -467,9 +472,9 @@ func (f *Fleet) Load(clusterID, nodeName string) domain.NodeLoad {
 }
 
 // Running lists the node's pods, DaemonSets' aside, that have not gone
-// as of the clock's now: each holds the whole node (the simulated fleet's
-// pods ask for no GPU count) from when the node was added. A missing node
-// is not known.
+// as of the clock's now and hold GPUs (as the Kubernetes driver lists
+// them), from when the node was added, with their template's labels. A
+// missing node is not known.
 func (f *Fleet) Running(clusterID, nodeName string) ([]domain.Running, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -480,11 +485,11 @@ func (f *Fleet) Running(clusterID, nodeName string) ([]domain.Running, bool) {
 	now := f.clock.Now()
 	var out []domain.Running
 	for _, p := range n.Pods {
-		if p.DaemonSet || p.state(now) == PodGone {
+		if p.DaemonSet || p.GPUs <= 0 || p.state(now) == PodGone {
 			continue
 		}
 		out = append(out, domain.Running{Key: p.Namespace + "/" + p.Name, Namespace: p.Namespace, Name: p.Name,
-			Job: "pod/" + p.Namespace + "/" + p.Name, Start: n.AddedAt})
+			Job: "pod/" + p.Namespace + "/" + p.Name, GPUs: p.GPUs, Labels: maps.Clone(p.Labels), Start: n.AddedAt})
 	}
 	return out, true
 }
@@ -705,16 +710,19 @@ type profile struct {
 // minutes of grace, so its drain runs to the deadline.
 var defaultProfiles = []profile{
 	{"inference", []PodTemplate{
-		{Namespace: "ml", Name: "inference-server", TerminationGracePeriod: 30 * time.Second, ExitAfter: 10 * time.Second},
+		{Namespace: "ml", Name: "inference-server", TerminationGracePeriod: 30 * time.Second, ExitAfter: 10 * time.Second,
+			GPUs: 8, Labels: map[string]string{"team": "serving", "app": "inference"}},
 		{Namespace: "ml", Name: "metrics-sidecar", TerminationGracePeriod: 30 * time.Second, ExitAfter: time.Second},
 	}},
 	{"checkpointing-trainer", []PodTemplate{
 		// Writes a checkpoint on SIGTERM, then exits.
-		{Namespace: "ml", Name: "trainer", TerminationGracePeriod: 4 * time.Minute, ExitAfter: 150 * time.Second},
+		{Namespace: "ml", Name: "trainer", TerminationGracePeriod: 4 * time.Minute, ExitAfter: 150 * time.Second,
+			GPUs: 4, Labels: map[string]string{"team": "research", "app": "trainer"}},
 		{Namespace: "ml", Name: "data-loader", TerminationGracePeriod: 30 * time.Second, ExitAfter: 3 * time.Second},
 	}},
 	{"stubborn-trainer", []PodTemplate{
-		{Namespace: "ml", Name: "trainer", TerminationGracePeriod: 10 * time.Minute, ExitAfter: NeverExits},
+		{Namespace: "ml", Name: "trainer", TerminationGracePeriod: 10 * time.Minute, ExitAfter: NeverExits,
+			GPUs: 8, Labels: map[string]string{"team": "vision", "app": "trainer"}},
 		{Namespace: "ml", Name: "data-loader", TerminationGracePeriod: 30 * time.Second, ExitAfter: 3 * time.Second},
 	}},
 }

@@ -55,13 +55,15 @@ type event struct {
 }
 
 type pod struct {
-	Namespace              string        `json:"namespace"`
-	Name                   string        `json:"name"`
-	TerminationGracePeriod time.Duration `json:"terminationGracePeriod"`
-	ExitAfter              time.Duration `json:"exitAfter"`
-	DaemonSet              bool          `json:"daemonSet,omitempty"`
-	ReadsDeadline          bool          `json:"readsDeadline,omitempty"`
-	External               bool          `json:"external,omitempty"`
+	Namespace              string            `json:"namespace"`
+	Name                   string            `json:"name"`
+	TerminationGracePeriod time.Duration     `json:"terminationGracePeriod"`
+	ExitAfter              time.Duration     `json:"exitAfter"`
+	DaemonSet              bool              `json:"daemonSet,omitempty"`
+	ReadsDeadline          bool              `json:"readsDeadline,omitempty"`
+	External               bool              `json:"external,omitempty"`
+	GPUs                   int               `json:"gpus,omitempty"`
+	Labels                 map[string]string `json:"labels,omitempty"`
 	// Deadline is the deadline annotation a drain set, for a pod that
 	// reads it; zero if none.
 	Deadline time.Time `json:"deadline,omitzero"`

@@ -37,6 +37,10 @@ type PodSpec struct {
 	ExitAfter time.Duration
 	// DaemonSet: support work (Kubernetes only).
 	DaemonSet bool
+	// GPUs it requests (Kubernetes only: a Slurm job asks for one) and
+	// its labels (Kubernetes only).
+	GPUs   int
+	Labels map[string]string
 }
 
 // NodeState is what the cluster shows of a node: what every platform
@@ -121,6 +125,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Pods", func(t *testing.T) { testPods(t, h) })
 	t.Run("MissingNode", func(t *testing.T) { testMissingNode(t, h) })
 	t.Run("SetClass", func(t *testing.T) { testSetClass(t, h) })
+	t.Run("Running", func(t *testing.T) { testRunning(t, h) })
 }
 
 func spec(h Harness, node string, class domain.ComputeClass) driver.NodeSpec {
@@ -406,4 +411,55 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// testRunning: Running lists the tenant's work on a node for cost
+// allocation, with what groups it (namespace or account, labels), its
+// GPUs and start; support work and (on Kubernetes) pods holding no GPU
+// are not listed; work that ended is gone from it.
+func testRunning(t *testing.T, h Harness) {
+	ctx := context.Background()
+	d, id := h.Driver(), h.ClusterID()
+	addNode(t, h, "running-1", domain.Preemptible)
+	before := h.Now().Add(-time.Second)
+	h.StartPod(t, "running-1", PodSpec{Namespace: "vision", Name: "train", Grace: time.Second, ExitAfter: 0, GPUs: 2,
+		Labels: map[string]string{"team": "vision"}})
+	kube := h.Platform() == Kubernetes
+	if kube {
+		h.StartPod(t, "running-1", PodSpec{Namespace: "vision", Name: "cpu-only", Grace: time.Second, ExitAfter: 0})
+		h.StartPod(t, "running-1", PodSpec{Namespace: "kube-system", Name: "logs-r", Grace: time.Second, ExitAfter: 0,
+			DaemonSet: true, GPUs: 1})
+	}
+	var got []domain.Running
+	h.Eventually(t, func() error {
+		var ok bool
+		if got, ok = d.Running(id, "running-1"); !ok || len(got) != 1 {
+			return fmt.Errorf("running (%v): %+v", ok, got)
+		}
+		return nil
+	})
+	r := got[0]
+	if r.Key == "" || r.Name != "train" || r.Start.Before(before) || r.Start.After(h.Now().Add(time.Second)) {
+		t.Fatalf("train: %+v (started after %v)", r, before)
+	}
+	if kube && (r.Namespace != "vision" || r.GPUs != 2 || r.Labels["team"] != "vision" || r.Job != "pod/vision/train") {
+		t.Fatalf("train on Kubernetes: %+v", r)
+	}
+	if !kube && (r.Account != "vision" || r.GPUs != 1 || r.Job == "" || r.Labels["user"] == "") {
+		t.Fatalf("train on Slurm: %+v", r)
+	}
+	if _, ok := d.Running(id, "no-such-node"); ok && !kube {
+		t.Error("a node the cluster does not have is known")
+	}
+	work, err := d.ListWork(ctx, id, "running-1")
+	must(t, err)
+	for _, w := range work {
+		must(t, d.Notify(ctx, id, "running-1", w, time.Time{}))
+	}
+	h.Eventually(t, func() error {
+		if got, ok := d.Running(id, "running-1"); !ok || len(got) != 0 {
+			return fmt.Errorf("after its end (%v): %+v", ok, got)
+		}
+		return nil
+	})
 }
