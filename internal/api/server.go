@@ -216,6 +216,7 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/admin/reservations", s.admin(s.createReservation))
 	s.mux.Handle("GET /v1/admin/reservations", s.admin(s.listReservations))
 	s.webhookRoutes()
+	s.budgetRoutes()
 
 }
 

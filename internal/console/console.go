@@ -100,6 +100,7 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 	c.mux.HandleFunc("POST /console/clusters/{id}/scale", c.signedIn(c.scale))
 	c.mux.HandleFunc("POST /console/clusters/{id}/delete", c.signedIn(c.deleteCluster))
 	c.mux.HandleFunc("POST /console/clusters/{id}/nodes/{node}/convert", c.signedIn(c.convertNode))
+	c.mux.HandleFunc("POST /console/budgets", c.signedIn(c.createBudget))
 	c.mux.HandleFunc("GET /console/usage", c.signedIn(c.usage))
 	c.mux.HandleFunc("GET /console/fleet", c.signedIn(c.fleet))
 	c.mux.HandleFunc("GET /console/pools/week", c.signedIn(c.week))
@@ -606,6 +607,19 @@ type usagePage struct {
 	Split, Label string
 	CSVURL       string
 	WorkCSVURL   string
+	// Budgets with their month so far, and the alerts of the month.
+	Budgets *apiv1.BudgetList
+	Alerts  *apiv1.BudgetAlerts
+}
+
+// createBudget creates a budget from the usage page's form.
+func (c *Console) createBudget(w http.ResponseWriter, r *http.Request, s *session, api *client.Client) {
+	req := apiv1.CreateBudgetRequest{Name: r.PostFormValue("name"), Amount: r.PostFormValue("amount"), Label: r.PostFormValue("label")}
+	if _, err := api.CreateBudget(r.Context(), "", req); err != nil {
+		c.apiFailure(w, s, err)
+		return
+	}
+	http.Redirect(w, r, "/console/usage?flash="+url.QueryEscape("Budget "+req.Name+" created"), http.StatusSeeOther)
 }
 
 // workSplits are the splits the usage page offers.
@@ -651,11 +665,21 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, s *session, api 
 		c.apiFailure(w, s, err)
 		return
 	}
+	budgets, err := api.Budgets(ctx, "")
+	if err != nil {
+		c.apiFailure(w, s, err)
+		return
+	}
+	alerts, err := api.BudgetAlerts(ctx, "", from.Format("2006-01"))
+	if err != nil {
+		c.apiFailure(w, s, err)
+		return
+	}
 	csv := url.Values{"from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}, "format": {"csv"}}
 	workCSV := url.Values{"from": csv["from"], "to": csv["to"], "format": {"csv"}, "group_by": {q.GroupBy}}
 	c.render(w, http.StatusOK, "usage", view{Title: "Usage and savings", Nav: "usage", Data: usagePage{From: from, To: to,
 		Month: from.Format("2006-01"), Daily: daily, ByCluster: byCluster, ByWork: byWork, Split: split, Label: label,
-		CSVURL: "/v1/usage?" + csv.Encode(), WorkCSVURL: "/v1/usage?" + workCSV.Encode()}}, s)
+		Budgets: budgets, Alerts: alerts, CSVURL: "/v1/usage?" + csv.Encode(), WorkCSVURL: "/v1/usage?" + workCSV.Encode()}}, s)
 }
 
 type fleetRow struct {

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/api"
+	"github.com/sparecap/sparecap/internal/billing"
+	"github.com/sparecap/sparecap/internal/budget"
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/console"
 	"github.com/sparecap/sparecap/internal/controller"
@@ -562,5 +564,42 @@ func TestUsageSplitByWork(t *testing.T) {
 	}
 	if status, _, _ := b.get("/console/usage?split=pods"); status != 400 {
 		t.Fatalf("a bad split: %d", status)
+	}
+}
+
+// TestBudgetsOnTheUsagePage: a budget created from the usage page's form
+// is listed there with its spend; a bad amount shows the API's reason; an
+// alert the checker raised is listed.
+func TestBudgetsOnTheUsagePage(t *testing.T) {
+	e := newEnv(t)
+	e.readyCluster()
+	e.clk.Step(time.Hour)
+	if err := metering.New(e.st, e.clk, nil).Cut(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	csrf := b.signIn(e.tokens["p"])
+	if status, _, _ := b.post("/console/budgets", url.Values{"name": {"ml"}, "amount": {"0.05"}}); status == http.StatusSeeOther {
+		t.Fatal("a budget without the CSRF token was created")
+	}
+	if status, _, _ := b.post("/console/budgets", url.Values{"csrf": {csrf}, "name": {"ml"}, "amount": {"0.05"}}); status != http.StatusSeeOther {
+		t.Fatalf("create a budget: %d", status)
+	}
+	if status, page, _ := b.post("/console/budgets", url.Values{"csrf": {csrf}, "name": {"x"}, "amount": {"lots"}}); status != 400 ||
+		!strings.Contains(page, "amount") {
+		t.Fatalf("a bad amount: %d", status)
+	}
+	prices, _ := e.st.ListPrices(t.Context())
+	book, _ := billing.NewBook(prices)
+	if err := (&budget.Checker{Store: e.st}).Check(t.Context(), book, e.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	_, page, _ := b.get("/console/usage")
+	row := regexp.MustCompile(`<tr><td>ml</td><td>the project</td><td>\$0.05</td><td>\$([0-9.]+)</td>`).FindStringSubmatch(page)
+	if row == nil || row[1] == "0.00" || !strings.Contains(page, `id="budget-form"`) {
+		t.Fatalf("the budget's row is missing or spent nothing:\n%s", page)
+	}
+	if !strings.Contains(page, "budget ml: $") || !strings.Contains(page, "<td>spend</td>") {
+		t.Fatalf("no alert listed:\n%s", page)
 	}
 }

@@ -227,6 +227,11 @@ const (
 	// ReasonNodeConverted: the tenant converted the node to the other
 	// class in place (no drain); billing splits at that second.
 	ReasonNodeConverted EventReason = "NodeConverted"
+	// ReasonBudgetAlert: one of the project's budgets raised an alert (a
+	// threshold of spend, the forecast, a jump in a day's spend). It is
+	// the project's, about no cluster: it is delivered to the webhook
+	// endpoints that ask for it and filter no cluster.
+	ReasonBudgetAlert EventReason = "BudgetAlert"
 )
 
 // Project is a tenant.

@@ -23,6 +23,7 @@ var EventReasons = []EventReason{
 	ReasonJobRequeued,
 	ReasonWorkloadRequeued,
 	ReasonNodeConverted,
+	ReasonBudgetAlert,
 }
 
 // KnownReason reports whether r is one of EventReasons.

@@ -47,6 +47,10 @@ type Meter struct {
 	// compute class (for metrics). Seconds metered before this process
 	// started are not reported again.
 	OnBilled func(class string, gpuSeconds float64)
+	// AfterPass, if set, runs after each pass of the background loop
+	// (Run), on the records it wrote: budgets are checked there, so an
+	// alert comes within one metering pass of its threshold.
+	AfterPass func(ctx context.Context)
 	// last is each running node's End as last written: from the store at
 	// the first Cut, then from this process's cuts.
 	last map[string]time.Time
@@ -271,6 +275,9 @@ func (m *Meter) Run(ctx context.Context, every time.Duration) {
 	for {
 		if err := m.cut(ctx, false); err != nil && ctx.Err() == nil {
 			m.log.Error("metering", "err", err)
+		}
+		if m.AfterPass != nil && ctx.Err() == nil {
+			m.AfterPass(ctx)
 		}
 		select {
 		case <-ctx.Done():

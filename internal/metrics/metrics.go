@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sparecap/sparecap/internal/budget"
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
@@ -64,6 +65,7 @@ type Metrics struct {
 	noticeLatency    prometheus.Histogram
 	billed           *prometheus.CounterVec
 	requests         *prometheus.HistogramVec
+	budgets          budgetGauges
 	// wall times the requests: their latency is wall time, whatever
 	// speed the controller's clock runs at.
 	wall clock.Clock
@@ -117,9 +119,14 @@ func New(st store.Store, wall clock.Clock) *Metrics {
 	for _, c := range []domain.ComputeClass{domain.Standard, domain.Preemptible} {
 		m.billed.WithLabelValues(string(c))
 	}
+	m.budgets = newBudgetGauges()
+	for _, k := range []string{domain.AlertSpend, domain.AlertForecast, domain.AlertChange} {
+		m.budgets.alerts.WithLabelValues(k)
+	}
 
 	m.own = []prometheus.Collector{
 		m.reclaimsStarted, m.reclaimsFinished, m.drainDuration, m.noticeLatency, m.billed, m.requests,
+		m.budgets.spend, m.budgets.forecast, m.budgets.amount, m.budgets.alerts,
 	}
 	if st != nil {
 		m.own = append(m.own, newStateCollector(st))
@@ -388,3 +395,41 @@ func unmetReason(cl domain.Cluster, allocated int) domain.UnfulfilledReason {
 	}
 	return ""
 }
+
+// budgetGauges are the gauges of the budgets' last check.
+type budgetGauges struct {
+	spend, forecast, amount *prometheus.GaugeVec
+	alerts                  *prometheus.CounterVec
+}
+
+func newBudgetGauges() budgetGauges {
+	g := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, []string{"project", "budget"})
+	}
+	return budgetGauges{
+		spend:    g("budget_spend_dollars", "A budget's spend this month so far, in dollars, at the last check (after each metering pass)."),
+		forecast: g("budget_forecast_dollars", "A budget's forecast spend at the end of this month, in dollars."),
+		amount:   g("budget_amount_dollars", "A budget's monthly amount, in dollars."),
+		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "budget_alerts_total",
+			Help: "Budget alerts raised, by kind: spend (a threshold crossed), forecast (the month-end forecast reaches the budget) or change (a day's spend jumped)."},
+			[]string{"kind"}),
+	}
+}
+
+// ObserveBudgets sets the budget gauges to the statuses of a check; a
+// budget not among them (deleted) has its series removed.
+func (m *Metrics) ObserveBudgets(all []budget.Status) {
+	for _, v := range []*prometheus.GaugeVec{m.budgets.spend, m.budgets.forecast, m.budgets.amount} {
+		v.Reset()
+	}
+	for _, s := range all {
+		b := s.Budget
+		amount, _ := strconv.ParseFloat(b.Amount, 64)
+		m.budgets.spend.WithLabelValues(b.ProjectID, b.Name).Set(s.Spend)
+		m.budgets.forecast.WithLabelValues(b.ProjectID, b.Name).Set(s.Forecast)
+		m.budgets.amount.WithLabelValues(b.ProjectID, b.Name).Set(amount)
+	}
+}
+
+// BudgetAlert counts an alert raised.
+func (m *Metrics) BudgetAlert(a domain.BudgetAlert) { m.budgets.alerts.WithLabelValues(a.Kind).Inc() }

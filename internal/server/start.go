@@ -19,6 +19,8 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/sparecap/sparecap/internal/api"
+	"github.com/sparecap/sparecap/internal/billing"
+	"github.com/sparecap/sparecap/internal/budget"
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/console"
 	"github.com/sparecap/sparecap/internal/controller"
@@ -288,10 +290,30 @@ func (b *boot) drivers() error {
 	// trail; the leader's cut before every usage query is exact.
 	s.Meter.Refresh = atLeastReal(metering.DefaultRefresh, 5*time.Minute, s.Speed)
 	s.Meter.OnBilled = s.Metrics.AddBilledGPUSeconds
+	budgets := &budget.Checker{Store: b.fenced, Observe: s.Metrics.ObserveBudgets, Raised: s.Metrics.BudgetAlert}
+	s.Meter.AfterPass = func(ctx context.Context) {
+		if err := checkBudgets(ctx, budgets, s.Store, clk.Now()); err != nil && ctx.Err() == nil {
+			o.Log.Error("budgets", "err", err)
+		}
+	}
 	// Webhooks write only their own tables, fenced like the meter's.
 	s.Webhooks = webhook.New(webhook.Config{Store: b.fenced, Driver: s.Drivers, Sealer: b.sealer, Clock: o.Clock, Timer: o.Clock,
 		Policy: webhook.Policy{Allow: o.WebhookAllow}, MaxPending: o.WebhookMaxPending, Changed: s.Controller.Changed, Log: o.Log})
+	budgets.Queue = s.Webhooks.QueueBudgetAlerts
 	return nil
+}
+
+// checkBudgets checks every budget at now, priced by the price book.
+func checkBudgets(ctx context.Context, c *budget.Checker, st store.Store, now time.Time) error {
+	prices, err := st.ListPrices(ctx)
+	if err != nil {
+		return err
+	}
+	book, err := billing.NewBook(prices)
+	if err != nil {
+		return err
+	}
+	return c.Check(ctx, book, now)
 }
 
 // slurmDir clears and returns <data-dir>/slurm, owner only, where the

@@ -40,7 +40,7 @@ func runningOf(jobs []*jobInfo) []domain.Running {
 		}
 		id := strconv.FormatInt(j.ID, 10)
 		r := domain.Running{Key: id + "." + strconv.Itoa(j.Restarts), Name: bound.Text(j.Name, maxText), Job: id,
-			Account: bound.Text(j.Account, maxText), GPUs: gpusPerNode(j.TresAlloc, len(j.on))}
+			Account: bound.Text(j.Account, maxText), GPUs: gpusOf(j)}
 		if j.User != "" {
 			r.Labels = map[string]string{"user": bound.Text(j.User, maxText)}
 		}
@@ -54,6 +54,37 @@ func runningOf(jobs []*jobInfo) []domain.Running {
 
 // maxText bounds a job's name, account and user: the tenant's.
 const maxText = 200
+
+// gpusOf is the GPUs job j holds on each of its nodes: its allocated
+// TRES over its nodes, else what it asked per node; 0 when neither says.
+func gpusOf(j *jobInfo) int {
+	if n := gpusPerNode(j.TresAlloc, len(j.on)); n > 0 {
+		return n
+	}
+	return askedGPUs(j.TresPerNode)
+}
+
+// askedGPUs reads the GPUs of a per-node TRES request: "gres:gpu:2",
+// "gres/gpu:2", "gres:gpu:a100:2", "gpu:2"; a GPU request without a
+// count is one.
+func askedGPUs(tres string) int {
+	for _, f := range strings.Split(tres, ",") {
+		f = strings.TrimPrefix(strings.TrimPrefix(f, "gres:"), "gres/")
+		parts := strings.Split(f, ":")
+		if parts[0] != "gpu" {
+			continue
+		}
+		if len(parts) == 1 {
+			return 1
+		}
+		n, err := strconv.Atoi(parts[len(parts)-1])
+		if err != nil || n <= 0 {
+			return 0
+		}
+		return min(n, 1024)
+	}
+	return 0
+}
 
 // gpusPerNode reads "gres/gpu=N" of a TRES string, over nodes; 0 when
 // absent or unreadable.

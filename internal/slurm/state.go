@@ -67,8 +67,11 @@ type jobInfo struct {
 	StartTime     int64  `json:"start_time"`
 	Priority      int64  `json:"priority"`
 	BatchFlag     bool   `json:"batch_flag"`
-	// TresAlloc is what the job holds on all its nodes, "cpu=2,...,gres/gpu=8".
-	TresAlloc string `json:"tres_alloc_str"`
+	// TresAlloc is what the job holds on all its nodes, "cpu=2,...,gres/gpu=8"
+	// (GPUs only where accounting counts gres/gpu); TresPerNode what it
+	// asked per node, "gres:gpu:1" (22.05) or "gres/gpu:1".
+	TresAlloc   string `json:"tres_alloc_str"`
+	TresPerNode string `json:"tres_per_node"`
 	Resources *struct {
 		Allocated []struct {
 			Name string `json:"nodename"`

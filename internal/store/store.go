@@ -161,6 +161,11 @@ type Reader interface {
 	// ScanWorkSpans calls fn with the work spans matching f, by node then
 	// start, as they are read (like ScanUsage: fn must not use the store).
 	ScanWorkSpans(ctx context.Context, f WorkSpanFilter, fn func(domain.WorkSpan) error) error
+	// ListBudgets lists a project's budgets (every project's with ""),
+	// by project then name.
+	ListBudgets(ctx context.Context, projectID string) ([]domain.Budget, error)
+	// ListBudgetAlerts lists the alerts matching f, oldest first.
+	ListBudgetAlerts(ctx context.Context, f BudgetAlertFilter) ([]domain.BudgetAlert, error)
 }
 
 // BulkReader reads many rows by ID in few queries (a round trip to a
@@ -207,6 +212,15 @@ type Tx interface {
 	// EndWorkSpans sets the End of each span of its node and key that is
 	// still open (one not open is left as it was).
 	EndWorkSpans(ctx context.Context, ws []domain.WorkSpan) error
+	// CreateBudget returns domain.ErrConflict when the ID or the name in
+	// its project is taken, domain.ErrNotFound without the project.
+	CreateBudget(ctx context.Context, b domain.Budget) error
+	// DeleteBudget deletes a budget (its alerts stay); domain.ErrNotFound
+	// if absent.
+	DeleteBudget(ctx context.Context, id string) error
+	// AddBudgetAlerts writes alerts; one whose budget and key are written
+	// already is left as it was (an alert is raised once).
+	AddBudgetAlerts(ctx context.Context, as []domain.BudgetAlert) error
 	// Create* return domain.ErrConflict when the ID is taken (the Tx stays
 	// usable; for a node, also when its machine already has a live node in
 	// the same stage: see UpdateNode) and domain.ErrNotFound when a row the value refers to (its
@@ -325,6 +339,13 @@ type WorkSpanFilter struct {
 	ProjectID, ClusterID string
 	From, To             time.Time
 	Open                 bool
+}
+
+// BudgetAlertFilter selects budget alerts: of a project, a budget and a
+// month ("2026-11") when set; at most Limit (0: all).
+type BudgetAlertFilter struct {
+	ProjectID, BudgetID, Month string
+	Limit                      int
 }
 
 // EventFilter selects events. Zero values select everything.

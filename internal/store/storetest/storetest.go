@@ -58,6 +58,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"UsagePeriods", testUsagePeriods},
 		{"LostWork", testLostWork},
 		{"WorkSpans", testWorkSpans},
+		{"Budgets", testBudgets},
 		{"Prices", testPrices},
 		{"Kubeconfig", testKubeconfig},
 		{"KubeconfigDroppedWithCluster", testKubeconfigDroppedWithCluster},

@@ -1,0 +1,77 @@
+package api
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/budget"
+)
+
+func TestBudgets(t *testing.T) {
+	e, _, _ := usageWorld(t)
+	var b apiv1.Budget
+	e.do("p", "POST", "/v1/budgets", `{"name":"ml","amount":"20.5","thresholds":[80,50,80]}`, 201, &b)
+	if b.ID == "" || b.ProjectID != "p" || b.Amount != "20.50" || len(b.Thresholds) != 2 || b.Thresholds[0] != 50 ||
+		b.Month != e.clk.Now().UTC().Format("2006-01") {
+		t.Fatalf("created %+v", b)
+	}
+	// Three 8-GPU nodes for about an hour: $0.89 a GPU-hour standard,
+	// half that preemptible.
+	spend := b.Spend
+	if spend == "0.00" || b.SpentPercent <= 0 {
+		t.Fatalf("no spend: %+v", b)
+	}
+	e.do("p", "POST", "/v1/budgets", `{"name":"vision","amount":"100","label":"team=vision","change_percent":50}`, 201, nil)
+	var list apiv1.BudgetList
+	e.do("p", "GET", "/v1/budgets", "", 200, &list)
+	if len(list.Budgets) != 2 || list.Budgets[0].Name != "ml" || list.Budgets[1].Spend != "0.00" || list.Budgets[0].Spend != spend {
+		t.Fatalf("list %+v", list)
+	}
+	e.do("q", "GET", "/v1/budgets", "", 200, &list)
+	if len(list.Budgets) != 0 {
+		t.Fatalf("q sees p's budgets: %+v", list)
+	}
+	for _, c := range []struct{ body, field string }{
+		{`{"name":"x","amount":"0"}`, "amount"},
+		{`{"name":"x","amount":"1.0000001"}`, "amount"},
+		{`{"name":"x","amount":"lots"}`, "amount"},
+		{`{"name":"bad name","amount":"1"}`, "name"},
+		{`{"name":"x","amount":"1","label":"team"}`, "label"},
+		{`{"name":"x","amount":"1","label":"te am=x"}`, "label"},
+		{`{"name":"x","amount":"1","thresholds":[0]}`, "thresholds"},
+		{`{"name":"x","amount":"1","change_percent":-1}`, "change_percent"},
+		{`{"name":"x","amount":"1","extra":1}`, ""},
+	} {
+		got := e.apiErr("p", "POST", "/v1/budgets", c.body, 400)
+		if c.field != "" && got.Field != c.field {
+			t.Errorf("%s: %+v", c.body, got)
+		}
+	}
+	if got := e.apiErr("p", "POST", "/v1/budgets", `{"name":"ml","amount":"1"}`, 409); !strings.Contains(got.Message, "ml") {
+		t.Errorf("a taken name: %+v", got)
+	}
+	e.apiErr("admin", "POST", "/v1/budgets", `{"name":"x","amount":"1"}`, 400)
+	e.do("admin", "POST", "/v1/budgets?project_id=q", `{"name":"x","amount":"1"}`, 201, nil)
+	e.apiErr("q", "DELETE", "/v1/budgets/"+b.ID, "", 404)
+	e.do("p", "DELETE", "/v1/budgets/"+b.ID, "", 204, nil)
+	e.apiErr("p", "DELETE", "/v1/budgets/"+b.ID, "", 404)
+
+	// An alert the checker raised is listed, by month.
+	book, _ := e.api.book(e.ctx)
+	c := &budget.Checker{Store: e.st}
+	e.do("p", "POST", "/v1/budgets", `{"name":"tiny","amount":"0.01","thresholds":[100]}`, 201, nil)
+	if err := c.Check(e.ctx, book, e.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var alerts apiv1.BudgetAlerts
+	e.do("p", "GET", "/v1/budgets/alerts?month="+e.clk.Now().UTC().Format("2006-01"), "", 200, &alerts)
+	if len(alerts.Alerts) != 2 || alerts.Alerts[0].Name != "tiny" || alerts.Alerts[0].Kind != "spend" {
+		t.Fatalf("alerts %+v", alerts)
+	}
+	e.do("q", "GET", "/v1/budgets/alerts", "", 200, &alerts)
+	if len(alerts.Alerts) != 0 {
+		t.Fatalf("q sees p's alerts: %+v", alerts)
+	}
+	e.apiErr("p", "GET", "/v1/budgets/alerts?month=2026-13", "", 400)
+}

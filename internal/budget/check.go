@@ -1,0 +1,126 @@
+package budget
+
+import (
+	"context"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/billing"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// Status is a budget's month at an instant.
+type Status struct {
+	Budget domain.Budget
+	Projection
+	// Recent is the spend of the nine UTC days up to now's.
+	Recent []float64
+}
+
+// StatusAt works out b's month at now: one read of its project's usage
+// (and work spans, for a label budget) over the month and the nine days
+// before now.
+func StatusAt(ctx context.Context, r Reader, book *billing.Book, b domain.Budget, now time.Time) (Status, error) {
+	now = now.UTC()
+	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	end := start.AddDate(0, 1, 0)
+	from := start
+	if nine := now.Truncate(24*time.Hour).AddDate(0, 0, -8); nine.Before(from) {
+		from = nine
+	}
+	days, err := Daily(ctx, r, book, b.ProjectID, b.Label, from, now.Truncate(time.Second))
+	if err != nil {
+		return Status{}, err
+	}
+	f := make([]float64, len(days))
+	for i, d := range days {
+		v, _ := d.Rat().Float64()
+		f[i] = v
+	}
+	off := int(start.Sub(from) / (24 * time.Hour))
+	s := Status{Budget: b, Projection: Project(f[off:], start, end, now)}
+	if len(f) >= 9 {
+		s.Recent = f[len(f)-9:]
+	}
+	return s, nil
+}
+
+// Checker raises the alerts every budget is due, once each.
+type Checker struct {
+	Store store.Store
+	// Queue, if set, queues the alerts' webhook messages in the
+	// transaction that records them.
+	Queue func(ctx context.Context, tx store.Tx, as []domain.BudgetAlert, now time.Time) error
+	// Observe, if set, is told every budget's status after a check
+	// (metrics); a budget whose status failed is left out.
+	Observe func([]Status)
+	// Raised, if set, is told each alert once recorded.
+	Raised func(domain.BudgetAlert)
+}
+
+// Check checks every budget at now, priced by book. A budget that fails
+// does not stop the others; the first error is returned.
+func (c *Checker) Check(ctx context.Context, book *billing.Book, now time.Time) error {
+	budgets, err := c.Store.ListBudgets(ctx, "")
+	if err != nil {
+		return err
+	}
+	var first error
+	var all []Status
+	for _, b := range budgets {
+		s, err := c.check(ctx, book, b, now)
+		if err != nil && first == nil {
+			first = err
+		}
+		if err == nil {
+			all = append(all, s)
+		}
+	}
+	if c.Observe != nil {
+		c.Observe(all)
+	}
+	return first
+}
+
+func (c *Checker) check(ctx context.Context, book *billing.Book, b domain.Budget, now time.Time) (Status, error) {
+	s, err := StatusAt(ctx, c.Store, book, b, now)
+	if err != nil {
+		return s, err
+	}
+	return s, c.raise(ctx, b, s, now)
+}
+
+// raise records and queues the alerts s is due.
+func (c *Checker) raise(ctx context.Context, b domain.Budget, s Status, now time.Time) error {
+	month := now.UTC().Format("2006-01")
+	had, err := c.Store.ListBudgetAlerts(ctx, store.BudgetAlertFilter{BudgetID: b.ID, Month: month})
+	if err != nil {
+		return err
+	}
+	fired := map[string]bool{}
+	for _, a := range had {
+		fired[a.Key] = true
+	}
+	due := Due(b, s.Projection, s.Recent, now, fired)
+	if len(due) == 0 {
+		return nil
+	}
+	err = c.Store.Update(ctx, func(tx store.Tx) error {
+		if err := tx.AddBudgetAlerts(ctx, due); err != nil {
+			return err
+		}
+		if c.Queue != nil {
+			return c.Queue(ctx, tx, due, now)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, a := range due {
+		if c.Raised != nil {
+			c.Raised(a)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+// Package budget works out what a budget has spent, forecasts its month,
+// and decides the alerts it raises. Spend is priced exactly (billing);
+// forecasts and thresholds are in float dollars, shown to the cent.
+package budget
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/billing"
+	"github.com/sparecap/sparecap/internal/costsplit"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// Reader is what spend reads.
+type Reader interface {
+	ScanUsage(ctx context.Context, f store.UsageFilter, fn func(domain.UsageRecord) error) error
+	ScanWorkSpans(ctx context.Context, f store.WorkSpanFilter, fn func(domain.WorkSpan) error) error
+}
+
+// Daily is what the project (label "") or the work of one label value
+// (label "key=value") cost on each UTC day of [from, to), from's day
+// first: a label's share is the GPUs and time its work held of each node
+// (costsplit), the rest of the nodes' cost is not its. A record not final
+// (a running node, which the meter rewrites only every so often) counts
+// up to to: what a cut at to would write.
+func Daily(ctx context.Context, r Reader, b *billing.Book, project, label string, from, to time.Time) ([]billing.Money, error) {
+	day0 := from.UTC().Truncate(24 * time.Hour)
+	days := make([]billing.Money, int((to.Sub(day0)+24*time.Hour-1)/(24*time.Hour)))
+	key, value, byLabel := strings.Cut(label, "=")
+	type nodeWork struct {
+		claims []costsplit.Claim
+		match  []bool
+	}
+	nodes := map[string]*nodeWork{}
+	if byLabel {
+		err := r.ScanWorkSpans(ctx, store.WorkSpanFilter{ProjectID: project, From: from, To: to}, func(w domain.WorkSpan) error {
+			n := nodes[w.NodeID]
+			if n == nil {
+				n = &nodeWork{}
+				nodes[w.NodeID] = n
+			}
+			c := costsplit.Claim{GPUs: w.GPUs, Start: w.Start.Unix()}
+			if !w.End.IsZero() {
+				c.End = max(w.End.Unix(), c.Start+1)
+			}
+			n.claims, n.match = append(n.claims, c), append(n.match, w.Labels[key] == value)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	var buf []int64
+	add := func(l billing.Line) {
+		i := int(l.Start.Sub(day0) / (24 * time.Hour))
+		if !byLabel {
+			days[i] = days[i].Add(l.Amount)
+			return
+		}
+		n := nodes[l.Record.NodeID]
+		if n == nil {
+			return
+		}
+		var parts []int64
+		parts, _ = costsplit.GPUSeconds(l.Record.GPUs, l.Start.Unix(), l.End.Unix(), n.claims, buf)
+		for j, gs := range parts {
+			if n.match[j] && gs > 0 {
+				amt, _ := l.Part(gs)
+				days[i] = days[i].Add(amt)
+			}
+		}
+		buf = parts
+	}
+	var one [1]domain.UsageRecord
+	err := r.ScanUsage(ctx, store.UsageFilter{ProjectID: project, From: from, To: to}, func(u domain.UsageRecord) error {
+		if !u.Final && u.End.Before(to) {
+			u.End = to
+		}
+		one[0] = u
+		// Priced day by day, so a line never spans two days.
+		for d := maxT(u.Start, from).UTC().Truncate(24 * time.Hour); d.Before(minT(u.End, to)); d = d.Add(24 * time.Hour) {
+			b.Price(one[:], maxT(d, from), minT(d.Add(24*time.Hour), to), add)
+		}
+		return nil
+	})
+	return days, err
+}
+
+func maxT(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minT(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

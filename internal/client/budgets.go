@@ -1,0 +1,45 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+)
+
+func projectQuery(projectID string) url.Values {
+	if projectID == "" {
+		return nil
+	}
+	return url.Values{"project_id": {projectID}}
+}
+
+// Budgets lists a project's budgets with their month so far (projectID
+// only with the admin token; empty: the caller's, or every project's).
+func (c *Client) Budgets(ctx context.Context, projectID string) (*apiv1.BudgetList, error) {
+	return call[apiv1.BudgetList](ctx, c, http.MethodGet, "/v1/budgets", projectQuery(projectID), nil)
+}
+
+// CreateBudget creates a budget.
+func (c *Client) CreateBudget(ctx context.Context, projectID string, req apiv1.CreateBudgetRequest) (*apiv1.Budget, error) {
+	return call[apiv1.Budget](ctx, c, http.MethodPost, "/v1/budgets", projectQuery(projectID), req)
+}
+
+// DeleteBudget deletes a budget.
+func (c *Client) DeleteBudget(ctx context.Context, projectID, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/budgets/"+url.PathEscape(id), projectQuery(projectID), nil, nil)
+}
+
+// BudgetAlerts lists the alerts budgets raised, of a month ("2026-11") or
+// all.
+func (c *Client) BudgetAlerts(ctx context.Context, projectID, month string) (*apiv1.BudgetAlerts, error) {
+	q := projectQuery(projectID)
+	if month != "" {
+		if q == nil {
+			q = url.Values{}
+		}
+		q.Set("month", month)
+	}
+	return call[apiv1.BudgetAlerts](ctx, c, http.MethodGet, "/v1/budgets/alerts", q, nil)
+}

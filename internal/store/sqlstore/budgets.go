@@ -1,0 +1,104 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+const (
+	budgetCols = `id, project_id, name, label, amount, thresholds, change_percent, created_at`
+	alertCols  = `seq, budget_id, project_id, name, kind, threshold, alert_key, month, at, spend, forecast, message`
+)
+
+// CreateBudget inserts b; ErrConflict when its ID or its name in the
+// project is taken.
+func (t *tx) CreateBudget(ctx context.Context, b domain.Budget) error {
+	th, _ := json.Marshal(b.Thresholds)
+	return t.create(ctx, "budget "+b.ID, rebind(t.s.d, `INSERT INTO budgets (`+budgetCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`), b.ID, b.ProjectID, text(b.Name), text(b.Label), b.Amount, string(th), b.ChangePercent,
+		t.s.timeArg(b.CreatedAt))
+}
+
+// DeleteBudget deletes the budget (its alerts stay: history); ErrNotFound
+// if absent.
+func (t *tx) DeleteBudget(ctx context.Context, id string) error {
+	return t.update(ctx, "budget "+id, rebind(t.s.d, `DELETE FROM budgets WHERE id = ?`), id)
+}
+
+// AddBudgetAlerts inserts alerts; one whose budget and key are stored is
+// left as it was.
+func (t *tx) AddBudgetAlerts(ctx context.Context, as []domain.BudgetAlert) error {
+	q := rebind(t.s.d, `INSERT INTO budget_alerts (`+strings.TrimPrefix(alertCols, "seq, ")+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`)
+	for _, a := range as {
+		if _, err := t.q.ExecContext(ctx, q, a.BudgetID, a.ProjectID, text(a.Name), a.Kind, a.Threshold, a.Key, a.Month,
+			t.s.timeArg(a.At), a.Spend, a.Forecast, text(a.Message)); err != nil {
+			return t.writeErr("add a budget alert", err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) ListBudgets(ctx context.Context, projectID string) ([]domain.Budget, error) {
+	return s.rd().ListBudgets(ctx, projectID)
+}
+
+// ListBudgets lists the project's budgets (all with ""), by project and
+// name.
+func (r reader) ListBudgets(ctx context.Context, projectID string) ([]domain.Budget, error) {
+	q, args := `SELECT `+budgetCols+` FROM budgets`, []any{}
+	if projectID != "" {
+		q, args = q+` WHERE project_id = ?`, append(args, projectID)
+	}
+	return list(ctx, r, scanBudget, "budgets", rebind(r.s.d, q+` ORDER BY project_id, name`), args...)
+}
+
+func scanBudget(sc scanner) (b domain.Budget, err error) {
+	var th string
+	if err = sc.Scan(&b.ID, &b.ProjectID, &b.Name, &b.Label, &b.Amount, &th, &b.ChangePercent, timeCol{&b.CreatedAt}); err != nil {
+		return b, err
+	}
+	if th != "" {
+		err = json.Unmarshal([]byte(th), &b.Thresholds)
+	}
+	return b, err
+}
+
+func (s *Store) ListBudgetAlerts(ctx context.Context, f store.BudgetAlertFilter) ([]domain.BudgetAlert, error) {
+	return s.rd().ListBudgetAlerts(ctx, f)
+}
+
+// ListBudgetAlerts lists alerts matching f, oldest first.
+func (r reader) ListBudgetAlerts(ctx context.Context, f store.BudgetAlertFilter) ([]domain.BudgetAlert, error) {
+	var where []string
+	var args []any
+	if f.ProjectID != "" {
+		where, args = append(where, "project_id = ?"), append(args, f.ProjectID)
+	}
+	if f.BudgetID != "" {
+		where, args = append(where, "budget_id = ?"), append(args, f.BudgetID)
+	}
+	if f.Month != "" {
+		where, args = append(where, "month = ?"), append(args, f.Month)
+	}
+	q := `SELECT ` + alertCols + ` FROM budget_alerts`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY seq"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	return list(ctx, r, scanAlert, "budget alerts", rebind(r.s.d, q), args...)
+}
+
+func scanAlert(sc scanner) (a domain.BudgetAlert, err error) {
+	err = sc.Scan(&a.Seq, &a.BudgetID, &a.ProjectID, &a.Name, &a.Kind, &a.Threshold, &a.Key, &a.Month, timeCol{&a.At},
+		&a.Spend, &a.Forecast, &a.Message)
+	return a, err
+}
