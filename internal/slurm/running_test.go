@@ -4,7 +4,7 @@ import "testing"
 
 func TestGPUsOfAJob(t *testing.T) {
 	for _, c := range []struct {
-		alloc, per string
+		alloc, per  string
 		nodes, want int
 	}{
 		{"cpu=2,mem=1G,node=2,billing=2,gres/gpu=8", "", 2, 4},

@@ -72,7 +72,7 @@ type jobInfo struct {
 	// asked per node, "gres:gpu:1" (22.05) or "gres/gpu:1".
 	TresAlloc   string `json:"tres_alloc_str"`
 	TresPerNode string `json:"tres_per_node"`
-	Resources *struct {
+	Resources   *struct {
 		Allocated []struct {
 			Name string `json:"nodename"`
 		} `json:"allocated_nodes"`
