@@ -215,6 +215,7 @@ func (s *Server) routes() {
 	s.mux.Handle("PATCH /v1/admin/machines/{id}", s.admin(s.updateMachine))
 	s.mux.Handle("POST /v1/admin/reservations", s.admin(s.createReservation))
 	s.mux.Handle("GET /v1/admin/reservations", s.admin(s.listReservations))
+	s.mux.Handle("GET /v1/admin/lending", s.admin(s.lending))
 	s.webhookRoutes()
 	s.budgetRoutes()
 

@@ -67,3 +67,34 @@ type BudgetAlert struct {
 type BudgetAlerts struct {
 	Alerts []BudgetAlert `json:"alerts"`
 }
+
+// Lending is the body of GET /v1/admin/lending: what the fleet lent and
+// earned over a period, by pool.
+type Lending struct {
+	Currency string        `json:"currency"`
+	From     time.Time     `json:"from"`
+	To       time.Time     `json:"to"`
+	Pools    []LendingPool `json:"pools"`
+	Totals   LendingPool   `json:"totals"`
+}
+
+// LendingPool is one region and GPU type's period. GPU-hours lent are
+// preemptible usage, out of idle machines (no reservation) or out of
+// reserved ones their holders did not use; revenue is what tenants were
+// billed (USD, to the cent), preemptible and standard. Reclaims are the
+// drains sparecap started to take capacity back (preempted, fair share,
+// out of service); lost work what they put at risk (the ledger), valued
+// at the price the work was paid.
+type LendingPool struct {
+	Region               string  `json:"region,omitempty"`
+	GPUType              string  `json:"gpu_type,omitempty"`
+	LentIdleGPUHours     float64 `json:"lent_idle_gpu_hours"`
+	LentReservedGPUHours float64 `json:"lent_reserved_gpu_hours"`
+	StandardGPUHours     float64 `json:"standard_gpu_hours"`
+	PreemptibleRevenue   string  `json:"preemptible_revenue"`
+	StandardRevenue      string  `json:"standard_revenue"`
+	Revenue              string  `json:"revenue"`
+	Reclaims             int     `json:"reclaims"`
+	LostGPUHours         float64 `json:"lost_gpu_hours"`
+	LostValue            string  `json:"lost_value"`
+}

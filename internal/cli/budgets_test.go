@@ -43,3 +43,18 @@ func TestBudgetsCommands(t *testing.T) {
 		}
 	}
 }
+
+func TestStatsLendingCommand(t *testing.T) {
+	f := newFakeAPI(t)
+	f.handle("GET /v1/admin/lending", 200, apiv1.Lending{Currency: "USD", From: t0, To: t0.AddDate(0, 1, 0),
+		Pools:  []apiv1.LendingPool{{Region: "us-east-1", GPUType: "H100", LentIdleGPUHours: 120.5, LentReservedGPUHours: 40, PreemptibleRevenue: "240.10", StandardRevenue: "900.00", Revenue: "1140.10", Reclaims: 7, LostGPUHours: 3.5, LostValue: "5.23"}},
+		Totals: apiv1.LendingPool{LentIdleGPUHours: 120.5, Revenue: "1140.10", Reclaims: 7}})
+	r := f.run("stats", "lending", "--month", "2026-11")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "lending", r.stdout, "us-east-1", "120.5", "40.0", "240.10", "900.00", "7", "5.23", "total")
+	if q := f.only("GET", "/v1/admin/lending")[0].Query; !strings.Contains(q, "from=2026-11-01") {
+		t.Errorf("query %q", q)
+	}
+}

@@ -66,7 +66,7 @@ are fleet-wide, so any token may ask.
 			})
 		}),
 	}
-	cmd.AddCommand(newStatsWeekCmd(s), newStatsLostWorkCmd(s))
+	cmd.AddCommand(newStatsWeekCmd(s), newStatsLostWorkCmd(s), newStatsLendingCmd(s))
 	f := cmd.Flags()
 	f.StringVar(&fromText, "from", "", "start of the window, RFC 3339 (default: 7 days before --to)")
 	f.StringVar(&toText, "to", "", "end of the window, RFC 3339, excluded (default: now)")

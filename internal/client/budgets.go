@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 )
@@ -42,4 +43,12 @@ func (c *Client) BudgetAlerts(ctx context.Context, projectID, month string) (*ap
 		q.Set("month", month)
 	}
 	return call[apiv1.BudgetAlerts](ctx, c, http.MethodGet, "/v1/budgets/alerts", q, nil)
+}
+
+// Lending is the operator's view of [from, to) (admin token): GPU-hours
+// lent out of idle and reserved capacity, revenue, reclaims and lost work
+// per pool.
+func (c *Client) Lending(ctx context.Context, from, to time.Time) (*apiv1.Lending, error) {
+	q := url.Values{"from": {from.UTC().Format(time.RFC3339)}, "to": {to.UTC().Format(time.RFC3339)}}
+	return call[apiv1.Lending](ctx, c, http.MethodGet, "/v1/admin/lending", q, nil)
 }

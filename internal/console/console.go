@@ -84,7 +84,7 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 		"field":   func(m map[string]any, k string) any { return m[k] },
 		"per100":  func(r float64) float64 { return 100 * r },
 	}
-	for _, page := range []string{"login", "clusters", "new", "cluster", "scale", "usage", "fleet", "tokens", "webhooks", "webhook", "error", "plan", "simulations", "simulation", "week"} {
+	for _, page := range []string{"login", "clusters", "new", "cluster", "scale", "usage", "fleet", "tokens", "webhooks", "webhook", "error", "plan", "simulations", "simulation", "week", "lending"} {
 		c.pages[page] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html"))
 	}
 	static, _ := fs.Sub(staticFS, "static")
@@ -101,6 +101,7 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 	c.mux.HandleFunc("POST /console/clusters/{id}/delete", c.signedIn(c.deleteCluster))
 	c.mux.HandleFunc("POST /console/clusters/{id}/nodes/{node}/convert", c.signedIn(c.convertNode))
 	c.mux.HandleFunc("POST /console/budgets", c.signedIn(c.createBudget))
+	c.mux.HandleFunc("GET /console/lending", c.signedIn(c.lending))
 	c.mux.HandleFunc("GET /console/usage", c.signedIn(c.usage))
 	c.mux.HandleFunc("GET /console/fleet", c.signedIn(c.fleet))
 	c.mux.HandleFunc("GET /console/pools/week", c.signedIn(c.week))

@@ -603,3 +603,32 @@ func TestBudgetsOnTheUsagePage(t *testing.T) {
 		t.Fatalf("no alert listed:\n%s", page)
 	}
 }
+
+// TestLendingPage: the operator's page of a month's lending, linked from
+// the fleet page; a project is refused it.
+func TestLendingPage(t *testing.T) {
+	e := newEnv(t)
+	e.readyCluster()
+	e.clk.Step(time.Hour)
+	if err := metering.New(e.st, e.clk, nil).Cut(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	admin := e.browser()
+	admin.signIn(adm)
+	if _, page, _ := admin.get("/console/fleet"); !strings.Contains(page, `href="/console/lending"`) {
+		t.Fatal("the fleet page does not link the lending page")
+	}
+	status, page, _ := admin.get("/console/lending")
+	row := regexp.MustCompile(`<tr><td>us-central-2</td><td><a [^>]*>RTX_6000_PCI</a></td><td>([0-9.]+)</td><td>([0-9.]+)</td><td>([0-9.]+)</td><td>\$([0-9.]+)</td>`).FindStringSubmatch(page)
+	if status != 200 || row == nil || row[1] == "0.0" && row[2] == "0.0" || row[3] == "0.0" || row[4] == "0.00" {
+		t.Fatalf("lending page %d, pool row %q:\n%s", status, row, page)
+	}
+	if status, _, _ := admin.get("/console/lending?month=nov"); status != 400 {
+		t.Fatalf("a bad month: %d", status)
+	}
+	b := e.browser()
+	b.signIn(e.tokens["p"])
+	if status, _, _ := b.get("/console/lending"); status != 403 {
+		t.Fatalf("a project's lending page: %d", status)
+	}
+}

@@ -66,6 +66,7 @@ type Metrics struct {
 	billed           *prometheus.CounterVec
 	requests         *prometheus.HistogramVec
 	budgets          budgetGauges
+	lending          *lendingCollector
 	// wall times the requests: their latency is wall time, whatever
 	// speed the controller's clock runs at.
 	wall clock.Clock
@@ -129,7 +130,8 @@ func New(st store.Store, wall clock.Clock) *Metrics {
 		m.budgets.spend, m.budgets.forecast, m.budgets.amount, m.budgets.alerts,
 	}
 	if st != nil {
-		m.own = append(m.own, newStateCollector(st))
+		m.lending = newLendingCollector(st, wall)
+		m.own = append(m.own, newStateCollector(st), m.lending)
 	}
 	m.reg.MustRegister(m.own...)
 	m.reg.MustRegister(
@@ -144,6 +146,15 @@ func New(st store.Store, wall clock.Clock) *Metrics {
 		Registry:      m.reg,
 	})
 	return m
+}
+
+// SetPriceClock sets the clock the lending metrics price nodes at (the
+// controller's: under --speed the price book's entries are in simulated
+// time); wall by default. Call it before serving.
+func (m *Metrics) SetPriceClock(c clock.Clock) {
+	if m.lending != nil {
+		m.lending.clock = c
+	}
 }
 
 // Registry returns the registry the metrics are served from, for tests and

@@ -484,3 +484,32 @@ func TestRouteLabel(t *testing.T) {
 		}
 	}
 }
+
+// TestLendingMetrics: what the fleet lends, out of idle or reserved
+// machines, and at what price, under OpenCost's and Karpenter's names.
+func TestLendingMetrics(t *testing.T) {
+	w := newWorld(t)
+	f, err := fleet.Parse([]byte(testFleet + "prices: {RTX_6000_PCI: \"0.89\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.RegisterPrices(w.ctx, w.st, f, "50", t0.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	w.m.SetPriceClock(w.clk)
+	// Preemptible nodes go to reserved machines first: 16 GPUs on the two
+	// reserved machines, 8 on an idle one; 8 standard.
+	w.create("c1", "team", domain.BillingOnDemand, 8, 24)
+	w.advance(time.Minute)
+	fams := scrape(t, w.m.Handler())
+	expect(t, fams, "sparecap_lent_gpus", map[string]string{"source": "reserved", "region": region, "gpu_type": gpu}, 16)
+	expect(t, fams, "sparecap_lent_gpus", map[string]string{"source": "idle", "region": region, "gpu_type": gpu}, 8)
+	pre := w.nodes("c1", domain.Preemptible, domain.NodeReady)[0]
+	std := w.nodes("c1", domain.Standard, domain.NodeReady)[0]
+	expect(t, fams, "sparecap_node_gpu_hourly_cost", map[string]string{"node": pre.Name, "class": "preemptible"}, 0.445)
+	expect(t, fams, "sparecap_node_total_hourly_cost", map[string]string{"node": std.Name, "class": "standard"}, 8*0.89)
+	expect(t, fams, "sparecap_node_is_spot", map[string]string{"node": pre.Name}, 1)
+	expect(t, fams, "sparecap_node_is_spot", map[string]string{"node": std.Name}, 0)
+	expect(t, fams, "sparecap_instance_type_offering_price_estimate", map[string]string{"capacity_type": "spot", "gpu_type": gpu}, 0.445)
+	expect(t, fams, "sparecap_instance_type_offering_price_estimate", map[string]string{"capacity_type": "on-demand", "gpu_type": gpu}, 0.89)
+}

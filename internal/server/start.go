@@ -279,6 +279,7 @@ func (b *boot) drivers() error {
 	}, o.Log)
 	s.Controller.OnClusterGone = s.Drivers.Reload
 	s.Metrics = metrics.New(b.cached, o.Clock)
+	s.Metrics.SetPriceClock(s.Clock)
 	s.Controller.Observer = s.Metrics.Observe
 	// The meter writes only usage records, none of the snapshot's rows:
 	// its long transactions need not wait for the copy's writers.
