@@ -53,40 +53,29 @@ type splitter struct {
 	from, to   time.Time
 	key        func(*domain.WorkSpan) string
 	perCluster bool
-	nodes      map[string]*nodeWork
+	nodes      map[string]*costsplit.Work[string] // the groups of each node's work
 	total      billing.Totals
 	byClass    map[string]*billing.Totals
 	groups     map[string]int
 	lines      []apiv1.UsageLine
 	sums       []groupSum
 	one        [1]domain.UsageRecord
-	buf        []int64
-}
-
-// nodeWork is a node's spans as costsplit claims, and their groups.
-type nodeWork struct {
-	claims []costsplit.Claim
-	keys   []string
+	scratch    costsplit.Scratch
 }
 
 func newSplitter(b *billing.Book, from, to time.Time, key func(*domain.WorkSpan) string, perCluster bool) *splitter {
-	return &splitter{b: b, from: from, to: to, key: key, perCluster: perCluster, nodes: map[string]*nodeWork{},
+	return &splitter{b: b, from: from, to: to, key: key, perCluster: perCluster, nodes: map[string]*costsplit.Work[string]{},
 		byClass: map[string]*billing.Totals{}, groups: map[string]int{}}
 }
 
-// span adds a work span; spans come by node then start.
+// span adds a work span, in any order.
 func (s *splitter) span(w domain.WorkSpan) error {
 	n := s.nodes[w.NodeID]
 	if n == nil {
-		n = &nodeWork{}
+		n = &costsplit.Work[string]{}
 		s.nodes[w.NodeID] = n
 	}
-	c := costsplit.Claim{GPUs: w.GPUs, Start: w.Start.Unix()}
-	if !w.End.IsZero() {
-		c.End = max(w.End.Unix(), c.Start+1)
-	}
-	n.claims = append(n.claims, c)
-	n.keys = append(n.keys, s.key(&w))
+	n.Add(costsplit.ClaimOf(&w), w.Key, s.key(&w))
 	return nil
 }
 
@@ -104,24 +93,25 @@ func (s *splitter) line(l billing.Line) {
 		s.byClass[class] = &billing.Totals{}
 	}
 	s.byClass[class].Add(l)
+	view := lineView(s.b, l)
 	idle := l.Seconds * int64(l.Record.GPUs)
 	if n := s.nodes[l.Record.NodeID]; n != nil {
+		claims, groups := n.Ordered()
 		var parts []int64
-		parts, idle = costsplit.GPUSeconds(l.Record.GPUs, l.Start.Unix(), l.End.Unix(), n.claims, s.buf)
+		parts, idle = s.scratch.GPUSeconds(l.Record.GPUs, l.Start.Unix(), l.End.Unix(), claims)
 		for i, gs := range parts {
 			if gs > 0 {
-				s.part(l, n.keys[i], false, gs)
+				s.part(l, &view, groups[i], false, gs)
 			}
 		}
-		s.buf = parts
 	}
 	if idle > 0 {
-		s.part(l, "", true, idle)
+		s.part(l, &view, "", true, idle)
 	}
 }
 
-// part adds gpuSeconds of l to its group.
-func (s *splitter) part(l billing.Line, group string, idle bool, gpuSeconds int64) {
+// part adds gpuSeconds of l (whose usage line is view) to its group.
+func (s *splitter) part(l billing.Line, view *apiv1.UsageLine, group string, idle bool, gpuSeconds int64) {
 	amt, od := l.Part(gpuSeconds)
 	k := group
 	if idle {
@@ -130,7 +120,7 @@ func (s *splitter) part(l billing.Line, group string, idle bool, gpuSeconds int6
 	if s.perCluster || idle {
 		k = l.Record.ClusterID + "\x00" + k
 	}
-	line := lineView(s.b, l)
+	line := *view
 	line.Group, line.Idle, line.GPUSeconds, line.BilledSeconds = group, idle, gpuSeconds, 0
 	i, ok := s.groups[k]
 	if !ok {
@@ -161,11 +151,12 @@ func (s *splitter) result() priced {
 	return out
 }
 
-// splitUsage prices f's usage over [from, to) split among its work.
+// splitUsage prices f's usage over [from, to) split among its work; only
+// is the one field of the spans the split reads (store.WorkSpanFilter).
 func (s *Server) splitUsage(ctx context.Context, f store.UsageFilter, b *billing.Book, from, to time.Time,
-	key func(*domain.WorkSpan) string, perCluster bool) (priced, error) {
+	key func(*domain.WorkSpan) string, perCluster bool, only string) (priced, error) {
 	sp := newSplitter(b, from, to, key, perCluster)
-	wf := store.WorkSpanFilter{ProjectID: f.ProjectID, ClusterID: f.ClusterID, From: from, To: to}
+	wf := store.WorkSpanFilter{ProjectID: f.ProjectID, ClusterID: f.ClusterID, From: from, To: to, Only: only}
 	if err := s.store.ScanWorkSpans(ctx, wf, sp.span); err != nil {
 		return priced{}, err
 	}

@@ -408,7 +408,11 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, p principal) {
 		pr, err = s.dailyUsage(ctx, f, b, from, to)
 	default:
 		if byWork {
-			pr, err = s.splitUsage(ctx, f, b, from, to, workKey, perCluster)
+			only := groupBy
+			if only == "work" {
+				only = "" // namespace and name
+			}
+			pr, err = s.splitUsage(ctx, f, b, from, to, workKey, perCluster, only)
 			break
 		}
 		pr, err = s.scanPriced(ctx, f, b, from, to, key)

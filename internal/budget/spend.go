@@ -30,30 +30,23 @@ func Daily(ctx context.Context, r Reader, b *billing.Book, project, label string
 	day0 := from.UTC().Truncate(24 * time.Hour)
 	days := make([]billing.Money, int((to.Sub(day0)+24*time.Hour-1)/(24*time.Hour)))
 	key, value, byLabel := strings.Cut(label, "=")
-	type nodeWork struct {
-		claims []costsplit.Claim
-		match  []bool
-	}
-	nodes := map[string]*nodeWork{}
+	nodes := map[string]*costsplit.Work[bool]{} // whether each claim is the label's
 	if byLabel {
-		err := r.ScanWorkSpans(ctx, store.WorkSpanFilter{ProjectID: project, From: from, To: to}, func(w domain.WorkSpan) error {
+		f := store.WorkSpanFilter{ProjectID: project, From: from, To: to, Only: "label:" + key}
+		err := r.ScanWorkSpans(ctx, f, func(w domain.WorkSpan) error {
 			n := nodes[w.NodeID]
 			if n == nil {
-				n = &nodeWork{}
+				n = &costsplit.Work[bool]{}
 				nodes[w.NodeID] = n
 			}
-			c := costsplit.Claim{GPUs: w.GPUs, Start: w.Start.Unix()}
-			if !w.End.IsZero() {
-				c.End = max(w.End.Unix(), c.Start+1)
-			}
-			n.claims, n.match = append(n.claims, c), append(n.match, w.Labels[key] == value)
+			n.Add(costsplit.ClaimOf(&w), w.Key, w.Labels[key] == value)
 			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	var buf []int64
+	var scratch costsplit.Scratch
 	add := func(l billing.Line) {
 		i := int(l.Start.Sub(day0) / (24 * time.Hour))
 		if !byLabel {
@@ -64,15 +57,14 @@ func Daily(ctx context.Context, r Reader, b *billing.Book, project, label string
 		if n == nil {
 			return
 		}
-		var parts []int64
-		parts, _ = costsplit.GPUSeconds(l.Record.GPUs, l.Start.Unix(), l.End.Unix(), n.claims, buf)
+		claims, match := n.Ordered()
+		parts, _ := scratch.GPUSeconds(l.Record.GPUs, l.Start.Unix(), l.End.Unix(), claims)
 		for j, gs := range parts {
-			if n.match[j] && gs > 0 {
+			if match[j] && gs > 0 {
 				amt, _ := l.Part(gs)
 				days[i] = days[i].Add(amt)
 			}
 		}
-		buf = parts
 	}
 	var one [1]domain.UsageRecord
 	err := r.ScanUsage(ctx, store.UsageFilter{ProjectID: project, From: from, To: to}, func(u domain.UsageRecord) error {

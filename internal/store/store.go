@@ -158,8 +158,9 @@ type Reader interface {
 	// ListLostWork lists the lost-work ledger's entries matching f,
 	// oldest notice first.
 	ListLostWork(ctx context.Context, f LostWorkFilter) ([]domain.LostWork, error)
-	// ScanWorkSpans calls fn with the work spans matching f, by node then
-	// start, as they are read (like ScanUsage: fn must not use the store).
+	// ScanWorkSpans calls fn with the work spans matching f, in no
+	// particular order, as they are read (like ScanUsage: fn must not use
+	// the store).
 	ScanWorkSpans(ctx context.Context, f WorkSpanFilter, fn func(domain.WorkSpan) error) error
 	// ListBudgets lists a project's budgets (every project's with ""),
 	// by project then name.
@@ -339,6 +340,12 @@ type WorkSpanFilter struct {
 	ProjectID, ClusterID string
 	From, To             time.Time
 	Open                 bool
+	// Only, when set, reads no more of each span than a split by one
+	// field needs: its node, key, GPUs, start and end, and the field:
+	// "namespace", "job", "account" or "label:<key>" (Labels then holds
+	// that label alone, when the span has it). A fleet's month is
+	// hundreds of thousands of spans: every column read costs.
+	Only string
 }
 
 // BudgetAlertFilter selects budget alerts: of a project, a budget and a

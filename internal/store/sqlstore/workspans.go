@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
@@ -106,17 +107,21 @@ func (r reader) ScanWorkSpans(ctx context.Context, f store.WorkSpanFilter, fn fu
 	if f.Open {
 		where = append(where, "end_at IS NULL")
 	}
-	q := `SELECT ` + workSpanCols + ` FROM work_spans`
+	sc, err := newSpanScan(f.Only)
+	if err != nil {
+		return err
+	}
+	q := `SELECT ` + sc.cols + ` FROM work_spans`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	rows, err := r.q.QueryContext(ctx, rebind(r.s.d, q+" ORDER BY node_id, start_at, id"), args...)
+	rows, err := r.q.QueryContext(ctx, rebind(r.s.d, q), args...)
 	if err != nil {
 		return fmt.Errorf("%s: scan work spans: %w", r.s.d.Name, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		w, err := scanWorkSpan(rows)
+		w, err := sc.scan(rows)
 		if err != nil {
 			return fmt.Errorf("%s: scan work spans: %w", r.s.d.Name, err)
 		}
@@ -130,6 +135,56 @@ func (r reader) ScanWorkSpans(ctx context.Context, f store.WorkSpanFilter, fn fu
 	return nil
 }
 
+// spanScan reads the columns of a work span a scan asks for.
+type spanScan struct {
+	cols string
+	// field is the one column read beside the span's node, key, GPUs,
+	// start and end ("": all of them); label its label's key, quoted as
+	// stored, for a label.
+	field, key, quoted string
+}
+
+func newSpanScan(only string) (spanScan, error) {
+	const lean = `node_id, work_key, gpus, start_at, end_at`
+	switch only {
+	case "":
+		return spanScan{cols: workSpanCols}, nil
+	case "namespace", "job", "account":
+		return spanScan{cols: lean + ", " + only, field: only}, nil
+	}
+	key, ok := strings.CutPrefix(only, "label:")
+	if !ok || !utf8.ValidString(key) {
+		return spanScan{}, fmt.Errorf("scan work spans: cannot read only %q", only)
+	}
+	q, _ := json.Marshal(key)
+	return spanScan{cols: lean + ", labels", field: "labels", key: key, quoted: string(q)}, nil
+}
+
+func (sc spanScan) scan(rows scanner) (w domain.WorkSpan, err error) {
+	if sc.field == "" {
+		return scanWorkSpan(rows)
+	}
+	var v string
+	if err := rows.Scan(&w.NodeID, &w.Key, &w.GPUs, timeCol{&w.Start}, timeCol{&w.End}, &v); err != nil {
+		return w, err
+	}
+	switch sc.field {
+	case "namespace":
+		w.Namespace = v
+	case "job":
+		w.Job = v
+	case "account":
+		w.Account = v
+	default:
+		if l, ok, err := labelOf(v, sc.key, sc.quoted); err != nil {
+			return w, err
+		} else if ok {
+			w.Labels = map[string]string{sc.key: l}
+		}
+	}
+	return w, nil
+}
+
 func scanWorkSpan(sc scanner) (w domain.WorkSpan, err error) {
 	var labels string
 	err = sc.Scan(&w.ID, &w.ProjectID, &w.ClusterID, &w.NodeID, &w.Key, &w.Namespace, &w.Name, &w.Job, &w.Account,
@@ -138,4 +193,53 @@ func scanWorkSpan(sc scanner) (w domain.WorkSpan, err error) {
 		err = json.Unmarshal([]byte(labels), &w.Labels)
 	}
 	return w, err
+}
+
+// labelOf finds key's value in labels as stored (a JSON object of strings
+// that json.Marshal wrote) without decoding the rest: a key is a quoted
+// string right after '{' or ',' and before ':', which no string's escaped
+// text can hold, since it never has an unescaped quote.
+// quoted is key as json.Marshal writes it.
+func labelOf(labels, key, quoted string) (string, bool, error) {
+	for _, lead := range []byte{'{', ','} {
+		i := indexKey(labels, lead, quoted)
+		if i < 0 {
+			continue
+		}
+		rest := labels[i+1+len(quoted)+1:]
+		end := 1
+		for end < len(rest) && rest[end] != '"' {
+			if rest[end] == '\\' {
+				end++
+			}
+			end++
+		}
+		var v string
+		if end >= len(rest) {
+			return "", false, fmt.Errorf("labels %.40q: unterminated value of %q", labels, key)
+		}
+		if raw := rest[1:end]; !strings.ContainsRune(raw, '\\') {
+			return raw, true, nil // nothing escaped: the text is the value
+		}
+		if err := json.Unmarshal([]byte(rest[:end+1]), &v); err != nil {
+			return "", false, fmt.Errorf("labels %.40q: value of %q: %w", labels, key, err)
+		}
+		return v, true, nil
+	}
+	return "", false, nil
+}
+
+// indexKey is where lead, then quoted, then ':' are in labels; -1 if not.
+func indexKey(labels string, lead byte, quoted string) int {
+	for from := 0; ; {
+		i := strings.Index(labels[from:], quoted)
+		if i < 0 {
+			return -1
+		}
+		i += from
+		if i > 0 && labels[i-1] == lead && i+len(quoted) < len(labels) && labels[i+len(quoted)] == ':' {
+			return i - 1
+		}
+		from = i + 1
+	}
 }
