@@ -266,6 +266,33 @@ func TestConsole(t *testing.T) {
 	b.screenshot("clusters")
 	lap("scale page, clusters list")
 
+	// ---- usage: a budget through the form, the month split by a label ----
+	if st := b.clickAndLoad("open Usage", `nav a[href="/console/usage"]`); st != 200 {
+		t.Fatalf("usage page: status %d (%s)", st, b.text("main"))
+	}
+	b.do("fill the budget form", chromedp.SetValue(chromedp.ID("budget-name"), "ml"), chromedp.SetValue(chromedp.ID("budget-amount"), "0.01"))
+	if st := b.clickAndLoad("create the budget", `#budget-form button[type="submit"]`); st != 200 {
+		t.Fatalf("create a budget: status %d (%s)", st, b.text("main"))
+	}
+	budgetRow := evalJS[[]string](b, `[...document.querySelectorAll('table[aria-label="Budgets"] tbody tr')].map(tr => [...tr.cells].map(td => td.textContent.trim()).join("|"))`)
+	if len(budgetRow) != 1 || !strings.HasPrefix(budgetRow[0], "ml|the project|$0.01|$") || strings.Contains(budgetRow[0], "|$0.00|") {
+		t.Errorf("budgets table %q; want the budget ml of the project, $0.01, with what the training cluster spent", budgetRow)
+	}
+	b.do("split by the team label", chromedp.SetValue(chromedp.ID("split"), "label"), chromedp.SetValue(chromedp.ID("label"), "team"))
+	if st := b.clickAndLoad("split", `#split-form button[type="submit"]`); st != 200 {
+		t.Fatalf("split the usage: status %d (%s)", st, b.text("main"))
+	}
+	work := evalJS[[]string](b, `[...document.querySelectorAll('table[aria-label="Usage by work"] tbody tr')].map(tr => tr.cells[0].textContent.trim())`)
+	if len(work) == 0 || work[len(work)-1] != "(idle)" && !slices.ContainsFunc(work, func(g string) bool { return g == "serving" || g == "research" || g == "vision" }) {
+		t.Errorf("usage by team: groups %q; want the sim pods' teams or the idle line", work)
+	}
+	if head := b.text(`table[aria-label="Usage by work"] thead th`); head != "team" {
+		t.Errorf("the split's first column is %q; want team", head)
+	}
+	b.screenshot("usage-split")
+	b.checkConsole("usage page split")
+	lap("usage: budget and split")
+
 	// ---- the API refuses cookie-authenticated changes without the CSRF header ----
 	b.navigate(clusterPath)
 	b.expect("/v1/clusters", 401)
@@ -420,6 +447,21 @@ func TestConsole(t *testing.T) {
 	}
 	b.screenshot("usage")
 	b.checkConsole("usage page")
+	if st := b.navigate("/console/fleet"); st != 200 {
+		t.Fatalf("fleet page again: status %d", st)
+	}
+	if st := b.clickAndLoad("open Lending", `#lending-link`); st != 200 {
+		t.Fatalf("lending page: status %d (%s)", st, b.text("main"))
+	}
+	if rev := b.text("#revenue"); rev == "$0.00" || !strings.HasPrefix(rev, "$") {
+		t.Errorf("lending revenue = %q; want what the clusters that ran were billed", rev)
+	}
+	pools := evalJS[[]string](b, `[...document.querySelectorAll('table[aria-label="Lending by pool"] tbody tr')].map(tr => [...tr.cells].map(td => td.textContent.trim()).join("|"))`)
+	if len(pools) == 0 || !strings.HasPrefix(pools[0], region+"|"+consoleGPU+"|") {
+		t.Errorf("lending by pool %q; want a row for %s/%s", pools, region, consoleGPU)
+	}
+	b.screenshot("lending")
+	b.checkConsole("lending page")
 	lap("admin: fleet and usage")
 
 	// ---- planning: the planner's form and a simulation ----

@@ -28,19 +28,25 @@ func StatusAt(ctx context.Context, r Reader, book *billing.Book, b domain.Budget
 	if nine := now.Truncate(24*time.Hour).AddDate(0, 0, -8); nine.Before(from) {
 		from = nine
 	}
-	days, err := Daily(ctx, r, book, b.ProjectID, b.Label, from, now.Truncate(time.Second))
+	hours, err := Hourly(ctx, r, book, b.ProjectID, b.Label, from, now.Truncate(time.Second))
 	if err != nil {
 		return Status{}, err
 	}
-	f := make([]float64, len(days))
-	for i, d := range days {
-		v, _ := d.Rat().Float64()
+	f := make([]float64, len(hours))
+	for i, h := range hours {
+		v, _ := h.Rat().Float64()
 		f[i] = v
 	}
-	off := int(start.Sub(from) / (24 * time.Hour))
+	off := int(start.Sub(from) / time.Hour)
 	s := Status{Budget: b, Projection: Project(f[off:], start, end, now)}
-	if len(f) >= 9 {
-		s.Recent = f[len(f)-9:]
+	// The nine UTC days up to now's, for the change alert.
+	for d := 0; d < 9; d++ {
+		lo := len(f) - (now.Hour() + 1) - (8-d)*24
+		var sum float64
+		for i := max(lo, 0); i < min(lo+24, len(f)); i++ {
+			sum += f[i]
+		}
+		s.Recent = append(s.Recent, sum)
 	}
 	return s, nil
 }

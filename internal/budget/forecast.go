@@ -21,56 +21,70 @@ type Projection struct {
 	Note string
 }
 
-// window is how many days of recent spend the forecast's rate reads.
-const window = 7
+// window is how far back the forecast's rate reads.
+const window = 7 * 24 * time.Hour
 
-// Project forecasts the month [start, end) at now from days, its spend by
-// UTC day from start (days after now are not read): spend so far plus the
-// recent daily rate (the last seven days, today's part counted as the part
-// of the day gone) over the rest of the month. Days spend alike or not:
-// the 95% interval is 1.96 standard deviations of a complete day's spend,
-// scaled by the square root of the days left (sums of days that vary
-// independently).
-func Project(days []float64, start, end, now time.Time) Projection {
-	total := end.Sub(start).Hours() / 24
-	e := min(max(now.Sub(start).Hours()/24, 0), total)
-	p := Projection{Elapsed: e}
-	today := min(int(e), len(days)-1)
-	for i := 0; i <= today && i < len(days); i++ {
-		p.Spend += days[i]
+// Project forecasts the month [start, end) at now from hours, its spend
+// by UTC hour from start (hours after now are not read): spend so far
+// plus the recent rate (the last seven days since the first hour that
+// spent, the current hour counted as the part of it gone) over the rest
+// of the month. The hours before the first that spent are no history (a
+// project made mid-month). The 95% interval is 1.96 standard deviations
+// of a day's spend (24-hour windows back from now, after the first hour
+// that spent), scaled by the square root of the days left: sums of days
+// that vary independently. With fewer than three such days there is no
+// interval, and Note says so.
+func Project(hours []float64, start, end, now time.Time) Projection {
+	total := end.Sub(start).Hours()
+	e := min(max(now.Sub(start).Hours(), 0), total)
+	p := Projection{Elapsed: e / 24}
+	cur := min(int(e), len(hours)-1) // the current hour
+	for i := 0; i <= cur; i++ {
+		p.Spend += hours[i]
 	}
-	if e < 1.0/24 || today < 0 {
+	if e < 1 || cur < 0 {
 		p.Forecast, p.Note = p.Spend, "less than an hour of the month has gone: no forecast yet"
 		return p
 	}
-	first := max(today-(window-1), 0)
+	first := 0
+	for first <= cur && hours[first] == 0 {
+		first++
+	}
+	if first > cur {
+		p.Forecast, p.Note = p.Spend, "nothing spent this month yet: no forecast"
+		return p
+	}
+	from := max(first, cur-int(window/time.Hour)+1)
 	var recent float64
-	for i := first; i <= today; i++ {
-		recent += days[i]
+	for i := from; i <= cur; i++ {
+		recent += hours[i]
 	}
-	span := float64(today-first) + (e - float64(today))
-	if span <= 0 {
-		span = e
-	}
-	rate := recent / span
+	span := float64(cur-from) + (e - float64(cur)) // hours, the current one in part
 	left := total - e
-	p.Forecast = p.Spend + rate*left
-	complete := days[:today]
-	if len(complete) < 3 {
-		p.Note = fmt.Sprintf("%d complete days of the month: the forecast runs the recent rate on, with no interval yet", len(complete))
+	p.Forecast = p.Spend + recent/span*left
+	var daily []float64
+	for d := cur; d-24 >= first; d -= 24 { // the 24 complete hours before d
+		var sum float64
+		for _, h := range hours[d-24 : d] {
+			sum += h
+		}
+		daily = append(daily, sum)
+	}
+	if len(daily) < 3 {
+		p.Note = fmt.Sprintf("%d days of spend this month: the forecast runs the recent rate on, with no interval yet", len(daily))
 		p.Low, p.High = p.Forecast, p.Forecast
 		return p
 	}
 	var mean, sq float64
-	for _, d := range complete {
+	for _, d := range daily {
 		mean += d
 	}
-	mean /= float64(len(complete))
-	for _, d := range complete {
+	mean /= float64(len(daily))
+	for _, d := range daily {
 		sq += (d - mean) * (d - mean)
 	}
-	sd := math.Sqrt(sq / float64(len(complete)-1))
-	half := 1.96 * sd * math.Sqrt(left)
+	sd := math.Sqrt(sq / float64(len(daily)-1))
+	half := 1.96 * sd * math.Sqrt(left/24)
 	p.Interval, p.Low, p.High = true, max(p.Spend, p.Forecast-half), p.Forecast+half
 	return p
 }

@@ -11,47 +11,84 @@ import (
 
 var nov = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 
+// hoursOf spreads each day's spend evenly over its 24 hours.
+func hoursOf(days ...float64) []float64 {
+	var out []float64
+	for _, d := range days {
+		for range 24 {
+			out = append(out, d/24)
+		}
+	}
+	return out
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
+
+// upTo is hours as the store has them at at: nothing after it, the hour
+// it falls in only up to it.
+func upTo(hours []float64, at time.Time) []float64 {
+	out := append([]float64(nil), hours...)
+	for i := range out {
+		from := nov.Add(time.Duration(i) * time.Hour)
+		switch {
+		case !from.Before(at):
+			out[i] = 0
+		case from.Add(time.Hour).After(at):
+			out[i] *= at.Sub(from).Hours()
+		}
+	}
+	return out
+}
+
 func TestProjectASteadyMonth(t *testing.T) {
 	// $100 a day, ten and a half days in: $1,050 so far, $3,000 forecast.
-	days := make([]float64, 11)
-	for i := range days {
-		days[i] = 100
-	}
-	days[10] = 50
-	p := Project(days, nov, nov.AddDate(0, 1, 0), nov.Add(10*24*time.Hour+12*time.Hour))
-	if math.Abs(p.Spend-1050) > 1e-9 || math.Abs(p.Forecast-3000) > 1e-6 || !p.Interval || p.Low != p.Forecast || p.High != p.Forecast || p.Note != "" {
+	hours := hoursOf(100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100)
+	at := nov.Add(10*24*time.Hour + 12*time.Hour)
+	p := Project(upTo(hours, at), nov, nov.AddDate(0, 1, 0), at)
+	if !near(p.Spend, 1050) || !near(p.Forecast, 3000) || !p.Interval || !near(p.Low, 3000) || !near(p.High, 3000) || p.Note != "" {
 		t.Fatalf("%+v", p)
 	}
-	// Days that vary: an interval around the forecast, wider with more
-	// days left.
-	for i := range days[:10] {
-		days[i] = float64(80 + 40*(i%2))
-	}
-	p = Project(days, nov, nov.AddDate(0, 1, 0), nov.Add(10*24*time.Hour+12*time.Hour))
+	// Days that vary: an interval around the forecast, not below the
+	// spend so far.
+	hours = hoursOf(80, 120, 80, 120, 80, 120, 80, 120, 80, 120, 100)
+	p = Project(upTo(hours, at), nov, nov.AddDate(0, 1, 0), at)
 	if !p.Interval || p.Low >= p.Forecast || p.High <= p.Forecast || p.Low < p.Spend {
 		t.Fatalf("varying days: %+v", p)
 	}
 	// A rate that went up: the recent week counts, not the month's mean.
-	for i := range days {
-		days[i] = 50
-		if i >= 4 {
-			days[i] = 100
-		}
-	}
-	days[10] = 50
-	p = Project(days, nov, nov.AddDate(0, 1, 0), nov.Add(10*24*time.Hour+12*time.Hour))
-	if want := 50*4 + 100*6 + 50 + 100*19.5; math.Abs(p.Forecast-want) > 1e-6 {
+	hours = hoursOf(50, 50, 50, 50, 100, 100, 100, 100, 100, 100, 100)
+	p = Project(upTo(hours, at), nov, nov.AddDate(0, 1, 0), at)
+	// The last 168 hours: 11 at $50 a day, 156 at $100 a day.
+	if want := 50*4 + 100*6.5 + (11*50.0/24+156*100.0/24)/167*468; !near(p.Forecast, want) {
 		t.Fatalf("forecast %.2f, want %.2f", p.Forecast, want)
 	}
 }
 
 func TestProjectSaysWhenHistoryIsShort(t *testing.T) {
-	p := Project([]float64{10}, nov, nov.AddDate(0, 1, 0), nov.Add(30*time.Minute))
-	if p.Forecast != 10 || !strings.Contains(p.Note, "no forecast") {
+	p := Project(hoursOf(10), nov, nov.AddDate(0, 1, 0), nov.Add(30*time.Minute))
+	if !strings.Contains(p.Note, "no forecast") {
 		t.Fatalf("%+v", p)
 	}
-	p = Project([]float64{24, 12}, nov, nov.AddDate(0, 1, 0), nov.Add(36*time.Hour))
-	if p.Interval || !strings.Contains(p.Note, "1 complete days") || math.Abs(p.Forecast-36-24*28.5) > 1e-6 {
+	p = Project(upTo(hoursOf(24, 24), nov.Add(36*time.Hour)), nov, nov.AddDate(0, 1, 0), nov.Add(36*time.Hour))
+	if p.Interval || !strings.Contains(p.Note, "1 days of spend") || !near(p.Forecast, 36+24*28.5) {
+		t.Fatalf("%+v", p)
+	}
+}
+
+// TestProjectFromTheFirstHourThatSpent: a project made mid-month, at noon,
+// has no history before its first spend: its rate is its own.
+func TestProjectFromTheFirstHourThatSpent(t *testing.T) {
+	hours := hoursOf(0, 0, 0, 0, 96)
+	for i := 4 * 24; i < 4*24+12; i++ {
+		hours[i] = 0 // it started at noon on the 5th
+	}
+	at := nov.Add(4*24*time.Hour + 18*time.Hour) // six hours later
+	p := Project(upTo(hours, at), nov, nov.AddDate(0, 1, 0), at)
+	if !near(p.Spend, 24) || !near(p.Forecast, 24+4*(30*24-4*24-18)) || p.Interval {
+		t.Fatalf("%+v", p)
+	}
+	p = Project(hoursOf(0, 0, 0), nov, nov.AddDate(0, 1, 0), nov.Add(2*24*time.Hour+time.Hour))
+	if p.Forecast != 0 || !strings.Contains(p.Note, "nothing spent") {
 		t.Fatalf("%+v", p)
 	}
 }

@@ -20,15 +20,15 @@ type Reader interface {
 	ScanWorkSpans(ctx context.Context, f store.WorkSpanFilter, fn func(domain.WorkSpan) error) error
 }
 
-// Daily is what the project (label "") or the work of one label value
-// (label "key=value") cost on each UTC day of [from, to), from's day
-// first: a label's share is the GPUs and time its work held of each node
+// Hourly is what the project (label "") or the work of one label value
+// (label "key=value") cost in each UTC hour of [from, to), from's hour
+// first, to's last (so the current hour is the last when to is now): a label's share is the GPUs and time its work held of each node
 // (costsplit), the rest of the nodes' cost is not its. A record not final
 // (a running node, which the meter rewrites only every so often) counts
 // up to to: what a cut at to would write.
-func Daily(ctx context.Context, r Reader, b *billing.Book, project, label string, from, to time.Time) ([]billing.Money, error) {
-	day0 := from.UTC().Truncate(24 * time.Hour)
-	days := make([]billing.Money, int((to.Sub(day0)+24*time.Hour-1)/(24*time.Hour)))
+func Hourly(ctx context.Context, r Reader, b *billing.Book, project, label string, from, to time.Time) ([]billing.Money, error) {
+	day0 := from.UTC().Truncate(time.Hour)
+	days := make([]billing.Money, int(to.Sub(day0)/time.Hour)+1) // to's own hour too
 	key, value, byLabel := strings.Cut(label, "=")
 	nodes := map[string]*costsplit.Work[bool]{} // whether each claim is the label's
 	if byLabel {
@@ -48,7 +48,7 @@ func Daily(ctx context.Context, r Reader, b *billing.Book, project, label string
 	}
 	var scratch costsplit.Scratch
 	add := func(l billing.Line) {
-		i := int(l.Start.Sub(day0) / (24 * time.Hour))
+		i := int(l.Start.Sub(day0) / time.Hour)
 		if !byLabel {
 			days[i] = days[i].Add(l.Amount)
 			return
@@ -72,9 +72,9 @@ func Daily(ctx context.Context, r Reader, b *billing.Book, project, label string
 			u.End = to
 		}
 		one[0] = u
-		// Priced day by day, so a line never spans two days.
-		for d := maxT(u.Start, from).UTC().Truncate(24 * time.Hour); d.Before(minT(u.End, to)); d = d.Add(24 * time.Hour) {
-			b.Price(one[:], maxT(d, from), minT(d.Add(24*time.Hour), to), add)
+		// Priced hour by hour, so a line never spans two hours.
+		for d := maxT(u.Start, from).UTC().Truncate(time.Hour); d.Before(minT(u.End, to)); d = d.Add(time.Hour) {
+			b.Price(one[:], maxT(d, from), minT(d.Add(time.Hour), to), add)
 		}
 		return nil
 	})

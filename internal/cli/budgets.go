@@ -142,9 +142,14 @@ func budgetTable(tw *tabwriter.Writer, bs []apiv1.Budget) {
 		row(tw, b.ID, b.Name, dash(b.Label), "$"+b.Amount, b.Month, "$"+b.Spend, fmt.Sprintf("%.1f", b.SpentPercent),
 			"$"+b.Forecast, rng, strings.Join(th, " "))
 	}
+	first := true
 	for _, b := range bs {
 		if b.Note != "" {
-			fmt.Fprintf(tw, "\n%s: %s", b.Name, b.Note)
+			if first {
+				fmt.Fprintln(tw)
+				first = false
+			}
+			fmt.Fprintf(tw, "%s: %s\n", b.Name, b.Note)
 		}
 	}
 

@@ -46,7 +46,7 @@ func TestForecastOfASimulatedMonth(t *testing.T) {
 	ctx := context.Background()
 	start := simulate.Epoch
 	end := start.AddDate(0, 1, 0)
-	var days []billing.Money
+	var hours []billing.Money
 	_, err = simulate.RunInspect(ctx, sc, simulate.Generate(sc), sc.Policy, func(st store.Store) error {
 		prices, err := st.ListPrices(ctx)
 		if err != nil {
@@ -56,20 +56,20 @@ func TestForecastOfASimulatedMonth(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		days, err = budget.Daily(ctx, st, book, "", "", start, end)
+		hours, err = budget.Hourly(ctx, st, book, "", "", start, end)
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := make([]float64, len(days))
+	f := make([]float64, len(hours))
 	var month float64
-	for i, d := range days {
-		f[i], _ = d.Rat().Float64()
+	for i, h := range hours {
+		f[i], _ = h.Rat().Float64()
 		month += f[i]
 	}
 	for _, day := range []int{10, 15, 20} {
-		p := budget.Project(f[:day], start, end, start.Add(time.Duration(day)*24*time.Hour))
+		p := budget.Project(f[:day*24], start, end, start.Add(time.Duration(day)*24*time.Hour))
 		if miss := math.Abs(p.Forecast-month) / month; miss > 0.10 || (day == 10 && !p.Interval) {
 			t.Errorf("day %d: forecast $%.2f (%.2f to %.2f), the month cost $%.2f: %.1f%% off", day, p.Forecast, p.Low, p.High, month, 100*miss)
 		}
