@@ -104,15 +104,22 @@ func ledgerView(entries []domain.LostWork, group string, key func(*domain.LostWo
 		}
 		out.Totals.Drains++
 		out.Totals.LostGPUSeconds += e.GPUSeconds
+		if !e.SavedAt.IsZero() {
+			l.SavedGPUSeconds += e.GPUSeconds
+			out.Totals.SavedGPUSeconds += e.GPUSeconds
+		}
 	}
 	for j := range out.Lines {
-		out.Lines[j].LostGPUHours = float64(out.Lines[j].LostGPUSeconds) / 3600
-		out.Lines[j].LostAmount = sums[j].Round(6)
+		l := &out.Lines[j]
+		l.LostGPUHours = float64(l.LostGPUSeconds) / 3600
+		l.DestroyedGPUHours = float64(l.LostGPUSeconds-l.SavedGPUSeconds) / 3600
+		l.LostAmount = sums[j].Round(6)
 	}
 	if group != "reclaim" {
 		slices.SortStableFunc(out.Lines, func(a, b apiv1.LostWorkLine) int { return cmp.Compare(a.Key, b.Key) })
 	}
 	out.Totals.LostGPUHours = float64(out.Totals.LostGPUSeconds) / 3600
+	out.Totals.DestroyedGPUHours = float64(out.Totals.LostGPUSeconds-out.Totals.SavedGPUSeconds) / 3600
 	out.Totals.LostAmount = total.Round(2)
 	return out
 }

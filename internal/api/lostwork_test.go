@@ -13,7 +13,8 @@ import (
 // grouped by job (a gang's drains together, a node's own work alone), by
 // reclaim or by month, each valued at the preemptible price of its notice
 // ($0.445 a GPU-hour here), totalled next to what preemptible capacity
-// saved; bad input is refused.
+// saved; work checkpointed within its notice is saved, not destroyed; bad
+// input is refused.
 func TestLostWork(t *testing.T) {
 	e, c, start := usageWorld(t)
 	at := start.Add(10 * time.Minute)
@@ -21,10 +22,15 @@ func TestLostWork(t *testing.T) {
 		return domain.LostWork{NodeID: "n-" + node, NodeName: node, ClusterID: c.ClusterID, ClusterName: c.ClusterName, ProjectID: project,
 			Region: "us-central-2", GPUType: "RTX_6000_PCI", Class: domain.Preemptible, Cause: domain.CausePreempted, At: at, GPUSeconds: secs, Job: job}
 	}
+	// One of the gang's members checkpointed within its notice.
 	if err := e.st.Update(e.ctx, func(tx store.Tx) error {
-		return tx.AddLostWork(e.ctx, []domain.LostWork{
+		err := tx.AddLostWork(e.ctx, []domain.LostWork{
 			entry("gpu-preemptible-dp-2", "p", "jobset/ml/train", 3600), entry("gpu-preemptible-dp-3", "p", "jobset/ml/train", 3600),
 			entry("gpu-preemptible-dp-4", "p", "", 1800), entry("gpu-preemptible-dp-9", "q", "", 99999)})
+		if err != nil {
+			return err
+		}
+		return tx.SaveLostWork(e.ctx, "n-gpu-preemptible-dp-3", at.Add(time.Minute))
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -32,13 +38,14 @@ func TestLostWork(t *testing.T) {
 	var byJob apiv1.LostWork
 	e.do("p", "GET", "/v1/stats/lost-work"+q(start, end, "group_by", "job"), "", 200, &byJob)
 	want := []apiv1.LostWorkLine{
-		{Key: "jobset/ml/train", ClusterID: c.ClusterID, ClusterName: c.ClusterName, Job: "jobset/ml/train", Drains: 2, LostGPUSeconds: 7200, LostGPUHours: 2, LostAmount: "0.890000"},
-		{Key: "node/gpu-preemptible-dp-4", ClusterID: c.ClusterID, ClusterName: c.ClusterName, Drains: 1, LostGPUSeconds: 1800, LostGPUHours: 0.5, LostAmount: "0.222500"},
+		{Key: "jobset/ml/train", ClusterID: c.ClusterID, ClusterName: c.ClusterName, Job: "jobset/ml/train", Drains: 2, LostGPUSeconds: 7200, LostGPUHours: 2, LostAmount: "0.890000",
+			SavedGPUSeconds: 3600, DestroyedGPUHours: 1},
+		{Key: "node/gpu-preemptible-dp-4", ClusterID: c.ClusterID, ClusterName: c.ClusterName, Drains: 1, LostGPUSeconds: 1800, LostGPUHours: 0.5, LostAmount: "0.222500", DestroyedGPUHours: 0.5},
 	}
 	if len(byJob.Lines) != 2 || byJob.Lines[0] != want[0] || byJob.Lines[1] != want[1] {
 		t.Fatalf("by job: %+v", byJob.Lines)
 	}
-	if tt := byJob.Totals; tt.Drains != 3 || tt.LostGPUSeconds != 9000 || tt.LostAmount != "1.11" || tt.PreemptibleSavings == "" || tt.PreemptibleSavings == "0.00" {
+	if tt := byJob.Totals; tt.Drains != 3 || tt.LostGPUSeconds != 9000 || tt.LostAmount != "1.11" || tt.SavedGPUSeconds != 3600 || tt.DestroyedGPUHours != 1.5 || tt.PreemptibleSavings == "" || tt.PreemptibleSavings == "0.00" {
 		t.Fatalf("totals %+v", tt)
 	}
 	var byReclaim, byMonth apiv1.LostWork

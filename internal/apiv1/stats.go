@@ -160,6 +160,11 @@ type LostWorkLine struct {
 	LostGPUSeconds int64   `json:"lost_gpu_seconds"`
 	LostGPUHours   float64 `json:"lost_gpu_hours"`
 	LostAmount     string  `json:"lost_amount"`
+	// SavedGPUSeconds is the part of LostGPUSeconds whose work reported a
+	// checkpoint after its notice, before it went: saved, not destroyed.
+	// DestroyedGPUHours is the rest, in hours.
+	SavedGPUSeconds   int64   `json:"saved_gpu_seconds"`
+	DestroyedGPUHours float64 `json:"destroyed_gpu_hours"`
 }
 
 // LostWorkTotals sums the lines, with what preemptible capacity saved the
@@ -170,5 +175,7 @@ type LostWorkTotals struct {
 	LostGPUSeconds     int64   `json:"lost_gpu_seconds"`
 	LostGPUHours       float64 `json:"lost_gpu_hours"`
 	LostAmount         string  `json:"lost_amount"`
+	SavedGPUSeconds    int64   `json:"saved_gpu_seconds"`
+	DestroyedGPUHours  float64 `json:"destroyed_gpu_hours"`
 	PreemptibleSavings string  `json:"preemptible_savings"`
 }

@@ -24,8 +24,9 @@ work is node/<name>), cluster or month. Each line is valued at the price
 the work was paid at then, and the totals sit next to what preemptible
 capacity saved the same scope in the period: whether it paid.
 
-Work that saves a checkpoint within its notice (sparecap run asks for one)
-loses less than the ledger says; work that does not loses all of it. The
+Work that reports a checkpoint after its notice, before it goes (sparecap
+run and the SDKs report one), saved what was at risk: DESTROYED_GPU_HOURS
+leaves it out. Work that does not loses all of it. The
 period is the current month up to now unless --month or --from/--to say
 otherwise.`,
 		Example: `  sparecap stats lost-work
@@ -43,17 +44,18 @@ otherwise.`,
 			}
 			return s.print(cmd.OutOrStdout(), lw, func(tw *tabwriter.Writer) {
 				fmt.Fprintf(tw, "Period: %s to %s, by %s\n\n", lw.From.UTC().Format(time.RFC3339), lw.To.UTC().Format(time.RFC3339), lw.GroupBy)
-				row(tw, "KEY", "CLUSTER", "JOB", "CAUSE", "NOTICED", "DRAINS", "LOST_GPU_HOURS", "LOST_USD")
+				row(tw, "KEY", "CLUSTER", "JOB", "CAUSE", "NOTICED", "DRAINS", "LOST_GPU_HOURS", "LOST_USD", "DESTROYED_GPU_HOURS")
 				for _, l := range lw.Lines {
 					noticed := "-"
 					if l.NoticedAt != nil {
 						noticed = l.NoticedAt.UTC().Format(time.RFC3339)
 					}
-					row(tw, l.Key, dash(l.ClusterName), dash(l.Job), dash(l.Cause), noticed, l.Drains, fmt.Sprintf("%.2f", l.LostGPUHours), l.LostAmount)
+					row(tw, l.Key, dash(l.ClusterName), dash(l.Job), dash(l.Cause), noticed, l.Drains, fmt.Sprintf("%.2f", l.LostGPUHours), l.LostAmount,
+						fmt.Sprintf("%.2f", l.DestroyedGPUHours))
 				}
 				t := lw.Totals
-				fmt.Fprintf(tw, "\nTotal: %d drains, %.2f GPU-hours at risk worth $%s; preemptible capacity saved $%s in the period\n",
-					t.Drains, t.LostGPUHours, t.LostAmount, t.PreemptibleSavings)
+				fmt.Fprintf(tw, "\nTotal: %d drains, %.2f GPU-hours at risk worth $%s, %.2f destroyed (the rest checkpointed within the notice); preemptible capacity saved $%s in the period\n",
+					t.Drains, t.LostGPUHours, t.LostAmount, t.DestroyedGPUHours, t.PreemptibleSavings)
 			})
 		}),
 	}

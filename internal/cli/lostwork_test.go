@@ -14,8 +14,8 @@ func TestStatsLostWork(t *testing.T) {
 	noticed := t0.Add(-time.Hour)
 	lw := apiv1.LostWork{From: t0.Add(-24 * time.Hour), To: t0, GroupBy: "reclaim",
 		Lines: []apiv1.LostWorkLine{{Key: "n-1", ClusterName: "train", NodeName: "gpu-preemptible-dp-2", Job: "jobset/ml/train", Cause: "preempted",
-			NoticedAt: &noticed, Drains: 1, LostGPUSeconds: 7200, LostGPUHours: 2, LostAmount: "0.890000"}},
-		Totals: apiv1.LostWorkTotals{Drains: 1, LostGPUSeconds: 7200, LostGPUHours: 2, LostAmount: "0.89", PreemptibleSavings: "12.34"}}
+			NoticedAt: &noticed, Drains: 1, LostGPUSeconds: 7200, LostGPUHours: 2, LostAmount: "0.890000", DestroyedGPUHours: 1.5}},
+		Totals: apiv1.LostWorkTotals{Drains: 1, LostGPUSeconds: 7200, LostGPUHours: 2, LostAmount: "0.89", DestroyedGPUHours: 1.5, PreemptibleSavings: "12.34"}}
 	f := newFakeAPI(t)
 	f.handle("GET /v1/stats/lost-work", 200, lw)
 	r := f.run("stats", "lost-work", "--month", "2025-02", "--group-by", "job")
@@ -23,7 +23,7 @@ func TestStatsLostWork(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	mustContain(t, "lost-work output", r.stdout, "jobset/ml/train", "preempted", "0.890000",
-		"Total: 1 drains, 2.00 GPU-hours at risk worth $0.89; preemptible capacity saved $12.34")
+		"1.50", "Total: 1 drains, 2.00 GPU-hours at risk worth $0.89, 1.50 destroyed (the rest checkpointed within the notice); preemptible capacity saved $12.34")
 	q := f.only("GET", "/v1/stats/lost-work")[0].Query
 	if !strings.Contains(q, "group_by=job") || !strings.Contains(q, "from=2025-02-01T00%3A00%3A00Z") || !strings.Contains(q, "to=2025-03-01T00%3A00%3A00Z") {
 		t.Fatalf("query %q", q)

@@ -203,3 +203,8 @@ func (p port) Release(key string) { p.c.runner.Release(key) }
 func (p port) Observe(obs ...reclaim.Observation) { p.c.observeLocked(obs...) }
 
 func (p port) Kick() { p.c.movedNodes() }
+
+// SaveWork records a checkpoint within a drain's notice in the ledger.
+func (p port) SaveWork(ctx context.Context, id string, at time.Time) error {
+	return p.c.store.Update(ctx, func(tx store.Tx) error { return tx.SaveLostWork(ctx, id, at) })
+}

@@ -25,4 +25,8 @@ type LostWork struct {
 	// work (NodeLoad.Gang), empty for work of its own.
 	GPUSeconds int64
 	Job        string
+	// SavedAt is when the node's work reported a checkpoint after the
+	// notice, before it went: the work at risk at the notice was saved
+	// then, not lost. Zero: it saved none (or its driver cannot tell).
+	SavedAt time.Time
 }

@@ -1,5 +1,7 @@
 package domain
 
+import "time"
+
 // NodeLoad is what a ready node runs, as its cluster's driver sees it
 // from what it already watches. The allocator weighs it when it chooses
 // which of a cluster's nodes to take back: a preference among the nodes
@@ -36,6 +38,10 @@ type NodeLoad struct {
 	// Slurm job's): the nodes that must go are taken so that the highest
 	// priority of the work stopped is as low as it can be.
 	Priority int64
+	// LastCheckpoint is the latest checkpoint the node's work reported
+	// (zero: none). One after a drain's notice means the work at risk at
+	// the notice was saved (LostWork.SavedAt).
+	LastCheckpoint time.Time
 }
 
 // Pod annotations a tenant's work sets to tell sparecap what stopping it

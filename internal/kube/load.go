@@ -53,6 +53,9 @@ func loadOf(pods []*corev1.Pod, now time.Time, blocked func(*corev1.Pod) bool) d
 		if p.Spec.Priority != nil {
 			l.Priority = max(l.Priority, int64(*p.Spec.Priority))
 		}
+		if t, err := time.Parse(time.RFC3339, p.Annotations[domain.AnnotationLastCheckpoint]); err == nil && t.After(l.LastCheckpoint) && !t.After(now) {
+			l.LastCheckpoint = t
+		}
 		if key := gangKey(p); key != "" && gpus > gangGPUs {
 			gangGPUs, l.Gang, l.GangMin = gpus, key, gangMin(p)
 		}

@@ -45,7 +45,7 @@ func TestLoadOfANode(t *testing.T) {
 		{"a JobSet's, no checkpoint", []*corev1.Pod{pod(map[string]string{"jobset.sigs.k8s.io/jobset-name": "train"}, nil, 8, time.Hour)},
 			domain.NodeLoad{Known: true, Gang: "jobset/ml/train", LostGPUSeconds: 8 * 3600, WorkGPUSeconds: 8 * 3600}},
 		{"checkpointed a minute ago", []*corev1.Pod{pod(nil, map[string]string{domain.AnnotationLastCheckpoint: now.Add(-time.Minute).Format(time.RFC3339)}, 8, time.Hour)},
-			domain.NodeLoad{Known: true, LostGPUSeconds: 8 * 60, WorkGPUSeconds: 8 * 60}},
+			domain.NodeLoad{Known: true, LostGPUSeconds: 8 * 60, WorkGPUSeconds: 8 * 60, LastCheckpoint: now.Add(-time.Minute)}},
 		{"a checkpoint in the future", []*corev1.Pod{pod(nil, map[string]string{domain.AnnotationLastCheckpoint: now.Add(time.Hour).Format(time.RFC3339)}, 8, time.Hour)},
 			domain.NodeLoad{Known: true}},
 		{"an indexed Job's", []*corev1.Pod{pod(map[string]string{"batch.kubernetes.io/job-name": "sweep"}, map[string]string{"batch.kubernetes.io/job-completion-index": "3"}, 0, time.Minute)},

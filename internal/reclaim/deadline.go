@@ -18,6 +18,8 @@ import (
 // machine's return but that bounded attempt.
 func (m *Machine) endDrain(ctx context.Context, n domain.Node, outcome domain.DrainOutcome) (domain.Node, error) {
 	at := m.clock.Now()
+	m.noteCheckpoint(ctx, n) // work that checkpointed and went since the last pass
+	m.saved.Delete(n.ID)
 	res := m.tryCleanUp(ctx, n, outcome)
 	n, err := m.port.Transition(ctx, n.ID, domain.NodeDraining, func(n *domain.Node, _ time.Time) ([]domain.Event, error) {
 		n.State, n.DrainedAt, n.Outcome, n.RemovedAt = domain.NodeRemoving, at, outcome, at

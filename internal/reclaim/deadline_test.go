@@ -79,3 +79,28 @@ func TestWorkGoneInTheLastSecondWasEndedByTheDeadline(t *testing.T) {
 		t.Fatalf("work gone in the last second: outcome %s, events %+v", got.Outcome, s.port.events)
 	}
 }
+
+// TestACheckpointWithinTheNoticeIsRecordedOnce: work that reports a
+// checkpoint after its notice saved what the ledger put at risk; one
+// before the notice saves nothing; it is recorded once, and a failed
+// write is tried again on the next pass.
+func TestACheckpointWithinTheNoticeIsRecordedOnce(t *testing.T) {
+	s := newSpec(t, worker(10*time.Minute, sim.NeverExits))
+	n := s.reclaim(s.readyNode(), domain.CausePreempted)
+	s.api.checkpoint(n.Name, n.DrainStartedAt.Add(-time.Minute))
+	s.mustStep(n.ID)
+	if s.port.saves != 0 {
+		t.Fatalf("a checkpoint before the notice was recorded: %v", s.port.saved)
+	}
+	s.clk.Step(10 * time.Second)
+	at := s.clk.Now()
+	s.api.checkpoint(n.Name, at)
+	s.port.saveFails = 1
+	for range 3 {
+		s.mustStep(n.ID)
+		s.clk.Step(time.Second)
+	}
+	if !s.port.saved[n.ID].Equal(at) || s.port.saves != 1 {
+		t.Fatalf("saved %v in %d writes; want %v once", s.port.saved, s.port.saves, at)
+	}
+}

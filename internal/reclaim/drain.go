@@ -46,6 +46,7 @@ func (m *Machine) drainStep(ctx context.Context, n domain.Node) (domain.Node, er
 			return n, IgnoreStale(err)
 		}
 	}
+	m.noteCheckpoint(ctx, n)
 	if len(work) > 0 {
 		return n, nil
 	}
@@ -56,6 +57,29 @@ func (m *Machine) drainStep(ctx context.Context, n domain.Node) (domain.Node, er
 		return m.endDrain(ctx, n, domain.OutcomeDeadline)
 	}
 	return m.endDrain(ctx, n, domain.OutcomeEarly)
+}
+
+// noteCheckpoint records, once, a checkpoint the node's work reported
+// after its notice (the driver's Load, from what it watches): the work
+// the ledger put at risk at the notice was saved, not lost. It comes
+// after the notices, and is a courtesy: a failed write is logged and
+// tried again on the next pass.
+func (m *Machine) noteCheckpoint(ctx context.Context, n domain.Node) {
+	if n.DrainStartedAt.IsZero() {
+		return
+	}
+	if _, done := m.saved.Load(n.ID); done {
+		return
+	}
+	l := m.cluster.Load(n.ClusterID, n.Name)
+	if !l.Known || l.LastCheckpoint.Before(n.DrainStartedAt) {
+		return
+	}
+	if err := m.port.SaveWork(ctx, n.ID, l.LastCheckpoint); err != nil {
+		m.log.Warn("record a checkpoint within a notice", "node", n.Name, "err", err)
+		return
+	}
+	m.saved.Store(n.ID, true)
 }
 
 // notified stores that every unit of work on n had its notice.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/clock"
@@ -50,6 +51,9 @@ type Machine struct {
 	clock    clock.Clock
 	cfg      Config
 	log      *slog.Logger
+	// saved holds the draining nodes whose checkpoint within the notice
+	// is recorded (noteCheckpoint), so it is written once.
+	saved sync.Map
 }
 
 // New returns the machine the controller drives through port.

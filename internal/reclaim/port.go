@@ -47,6 +47,10 @@ type Port interface {
 	Observe(obs ...Observation)
 	// Kick asks the loop for a pass soon (a machine is free).
 	Kick()
+	// SaveWork records that node id's work reported a checkpoint at at,
+	// after its notice: the lost-work ledger's entry of its drain was
+	// saved (store.Tx.SaveLostWork).
+	SaveWork(ctx context.Context, id string, at time.Time) error
 }
 
 // Change changes node n, read in the transition's transaction, at now,

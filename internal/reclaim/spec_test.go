@@ -2,6 +2,7 @@ package reclaim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -40,6 +41,10 @@ type fakePort struct {
 	claims   map[string]bool
 	handed   []string // nodes whose machine was handed on
 	kicks    int
+	saved    map[string]time.Time // checkpoints within a notice (SaveWork)
+	saves    int
+	// saveFails is how many SaveWork calls fail next.
+	saveFails int
 	// others: machines another node occupies now (Owns fails).
 	others map[string]string
 }
@@ -155,6 +160,21 @@ func (p *fakePort) Observe(obs ...Observation) {
 	p.obs = append(p.obs, obs...)
 }
 
+func (p *fakePort) SaveWork(_ context.Context, id string, at time.Time) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.saveFails > 0 {
+		p.saveFails--
+		return errors.New("the database is down")
+	}
+	if p.saved == nil {
+		p.saved = map[string]time.Time{}
+	}
+	p.saved[id] = at
+	p.saves++
+	return nil
+}
+
 func (p *fakePort) Kick() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -168,6 +188,26 @@ type refusing struct {
 	refuse map[string]bool // by method name
 	calls  map[string]int
 	lost   map[string]string // NodeHealth.Lost by node name
+	// checkpoints are the NodeLoad.LastCheckpoint of nodes, by name.
+	checkpoints map[string]time.Time
+}
+
+// checkpoint has node's work report a checkpoint at at.
+func (r *refusing) checkpoint(node string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.checkpoints == nil {
+		r.checkpoints = map[string]time.Time{}
+	}
+	r.checkpoints[node] = at
+}
+
+func (r *refusing) Load(c, n string) domain.NodeLoad {
+	l := r.Fleet.Load(c, n)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l.LastCheckpoint = r.checkpoints[n]
+	return l
 }
 
 var errRefused = fmt.Errorf("the cluster refused the call: %w", driver.ErrRefused)

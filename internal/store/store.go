@@ -207,6 +207,10 @@ type Tx interface {
 	// AddLostWork writes entries of the lost-work ledger; an entry of a
 	// node that has one is left as it was (a node is drained once).
 	AddLostWork(ctx context.Context, ws []domain.LostWork) error
+	// SaveLostWork records that a drained node's work reported a
+	// checkpoint at at, after its notice (LostWork.SavedAt); an entry with
+	// one already, or no entry, is left as it was.
+	SaveLostWork(ctx context.Context, nodeID string, at time.Time) error
 	// AddWorkSpans writes spans that started (ID is not read); one of a
 	// node, key and start already written is left as it was.
 	AddWorkSpans(ctx context.Context, ws []domain.WorkSpan) error

@@ -53,6 +53,15 @@ func testLostWork(t *testing.T, s store.Store) {
 	if got := list(store.LostWorkFilter{ProjectID: "p3"}); !reflect.DeepEqual(got, burst) {
 		t.Fatalf("a burst of %d entries: %d listed", len(burst), len(got))
 	}
+	// A checkpoint within the notice is recorded once; a node without an
+	// entry records nothing.
+	update(t, s, func(tx store.Tx) error { return tx.SaveLostWork(ctx, "n1", at(12)) })
+	update(t, s, func(tx store.Tx) error { return tx.SaveLostWork(ctx, "n1", at(14)) })
+	update(t, s, func(tx store.Tx) error { return tx.SaveLostWork(ctx, "nobody", at(14)) })
+	a.SavedAt = at(12)
+	if got := list(store.LostWorkFilter{ProjectID: "p1"}); !reflect.DeepEqual(got, []domain.LostWork{a, c}) {
+		t.Fatalf("after a checkpoint within n1's notice: %+v", got)
+	}
 	err := s.Update(ctx, func(tx store.Tx) error {
 		if err := tx.AddLostWork(ctx, []domain.LostWork{entry("n9", "c9", "p9", 1, 1)}); err != nil {
 			return err
