@@ -278,6 +278,11 @@ func TestConsole(t *testing.T) {
 	if len(budgetRow) != 1 || !strings.HasPrefix(budgetRow[0], "ml|the project|$0.01|$") || strings.Contains(budgetRow[0], "|$0.00|") {
 		t.Errorf("budgets table %q; want the budget ml of the project, $0.01, with what the training cluster spent", budgetRow)
 	}
+	// The burst above reclaimed alpha's preemptible nodes, which ran the
+	// simulated fleet's pods: the ledger has their work.
+	if lost := b.text("#lost-total"); !strings.Contains(lost, "drains put") || strings.HasPrefix(lost, "0 drains") {
+		t.Errorf("the usage page's lost work: %q; want the reclaims of alpha's nodes", lost)
+	}
 	b.do("split by the team label", chromedp.SetValue(chromedp.ID("split"), "label"), chromedp.SetValue(chromedp.ID("label"), "team"))
 	if st := b.clickAndLoad("split", `#split-form button[type="submit"]`); st != 200 {
 		t.Fatalf("split the usage: status %d (%s)", st, b.text("main"))

@@ -611,6 +611,8 @@ type usagePage struct {
 	// Budgets with their month so far, and the alerts of the month.
 	Budgets *apiv1.BudgetList
 	Alerts  *apiv1.BudgetAlerts
+	// Lost is the month's lost-work ledger by job, next to the savings.
+	Lost *apiv1.LostWork
 }
 
 // createBudget creates a budget from the usage page's form.
@@ -676,11 +678,16 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, s *session, api 
 		c.apiFailure(w, s, err)
 		return
 	}
+	lost, err := api.LostWork(ctx, client.UsageQuery{From: from, To: to, GroupBy: "job"})
+	if err != nil {
+		c.apiFailure(w, s, err)
+		return
+	}
 	csv := url.Values{"from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}, "format": {"csv"}}
 	workCSV := url.Values{"from": csv["from"], "to": csv["to"], "format": {"csv"}, "group_by": {q.GroupBy}}
 	c.render(w, http.StatusOK, "usage", view{Title: "Usage and savings", Nav: "usage", Data: usagePage{From: from, To: to,
 		Month: from.Format("2006-01"), Daily: daily, ByCluster: byCluster, ByWork: byWork, Split: split, Label: label,
-		Budgets: budgets, Alerts: alerts, CSVURL: "/v1/usage?" + csv.Encode(), WorkCSVURL: "/v1/usage?" + workCSV.Encode()}}, s)
+		Budgets: budgets, Alerts: alerts, Lost: lost, CSVURL: "/v1/usage?" + csv.Encode(), WorkCSVURL: "/v1/usage?" + workCSV.Encode()}}, s)
 }
 
 type fleetRow struct {

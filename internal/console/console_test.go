@@ -602,6 +602,26 @@ func TestBudgetsOnTheUsagePage(t *testing.T) {
 	if !strings.Contains(page, "budget ml: $") || !strings.Contains(page, "<td>spend</td>") {
 		t.Fatalf("no alert listed:\n%s", page)
 	}
+	if !strings.Contains(page, "No reclaim put work at risk this month.") {
+		t.Fatalf("the lost-work table is missing or not empty:\n%s", page)
+	}
+	// A reclaim of a gang's node, its work checkpointed within the notice.
+	err := e.st.Update(t.Context(), func(tx store.Tx) error {
+		if err := tx.AddLostWork(t.Context(), []domain.LostWork{{NodeID: "n-x", NodeName: "gpu-preemptible-dp-9", ClusterID: "c-x",
+			ClusterName: "a", ProjectID: "p", Region: "us-central-2", GPUType: "RTX_6000_PCI", Class: domain.Preemptible,
+			Cause: domain.CausePreempted, At: e.clk.Now(), GPUSeconds: 7200, Job: "jobset/ml/train"}}); err != nil {
+			return err
+		}
+		return tx.SaveLostWork(t.Context(), "n-x", e.clk.Now().Add(time.Minute))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, page, _ = b.get("/console/usage")
+	if !strings.Contains(page, "<tr><td>jobset/ml/train</td><td>a</td><td>1</td><td>2.00</td><td>$0.890000</td><td>0.00</td></tr>") ||
+		!strings.Contains(page, "1 drains put 2.0 GPU-hours of work at risk") {
+		t.Fatalf("the reclaim is not in the lost-work table:\n%s", page)
+	}
 }
 
 // TestLendingPage: the operator's page of a month's lending, linked from
