@@ -20,6 +20,7 @@ import (
 	"github.com/sparecap/sparecap/docs"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/kube/kubelet"
+	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/pkg/preempt"
 )
 
@@ -58,22 +59,7 @@ func TestCheckpointReportReachesTheDriver(t *testing.T) {
 	if _, err := env.Client().CoreV1().ServiceAccounts(ns).Create(f.ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	as := func(sa string) func(context.Context, time.Time) error {
-		tok, err := env.Client().CoreV1().ServiceAccounts(ns).CreateToken(f.ctx, sa, &authv1.TokenRequest{}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		file := filepath.Join(t.TempDir(), "token")
-		if err := os.WriteFile(file, []byte(tok.Status.Token), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		rest := env.RESTConfig()
-		rep, err := preempt.NewPodReporter(rest.Host, file, rest.CAData, ns, "train-0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rep.Report
-	}
+	as := func(sa string) func(context.Context, time.Time) error { return reporter(t, f.ctx, ns, sa, "train-0") }
 	var refused *preempt.ReportError
 	if err := as("nobody")(f.ctx, time.Now()); !errors.As(err, &refused) || refused.Status != 403 || !strings.Contains(refused.Message, "forbidden") {
 		t.Fatalf("a service account without the role: %v, want 403 forbidden", err)
@@ -95,6 +81,72 @@ func TestCheckpointReportReachesTheDriver(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// reporter is the SDK's checkpoint reporter of pod in ns, as service
+// account sa.
+func reporter(t *testing.T, ctx context.Context, ns, sa, pod string) func(context.Context, time.Time) error {
+	t.Helper()
+	tok, err := env.Client().CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(tok.Status.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rest := env.RESTConfig()
+	rep, err := preempt.NewPodReporter(rest.Host, file, rest.CAData, ns, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep.Report
+}
+
+// TestACheckpointWithinTheNoticeSavesTheWork: a pod that reports a
+// checkpoint (through the SDK) after its node's notice and is gone at
+// once saved the work the lost-work ledger put at risk at the notice: its
+// entry is marked saved at that checkpoint, though no drain pass saw the
+// pod with it.
+func TestACheckpointWithinTheNoticeSavesTheWork(t *testing.T) {
+	const ns = "tenant-ckpt-notice"
+	f := newFixture(t, fixtureConfig{machines: 1, window: 30 * time.Second, attached: []string{"c-ckpt2"}})
+	kl, err := kubelet.Start(f.ctx, env.Client(), kubelet.Config{ExitAfter: exitAfter, RunPods: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kl.Stop()
+	f.createCluster("c-ckpt2", 0, 8)
+	node := f.waitNodes("c-ckpt2", domain.Preemptible, domain.NodeReady, 1, 30*time.Second)[0]
+	if _, err := kubelet.CreatePods(f.ctx, env.Client(), ns, node.Name, 1, 30, podOptions("train-1", -1, false)); err != nil {
+		t.Fatal(err)
+	}
+	applyCheckpointRBAC(t, ns)
+	setStarted(t, f, ns, "train-1", time.Now().Add(-time.Hour))
+	eventually(t, 10*time.Second, func() error {
+		if l := f.router.Load("c-ckpt2", node.Name); l.WorkGPUSeconds < 3000 {
+			return fmt.Errorf("load %+v: the hour since the start not seen yet", l)
+		}
+		return nil
+	})
+	report := reporter(t, f.ctx, ns, "train-llm", "train-1")
+	drained := f.reclaim(node.ID)
+	f.waitNotified(node.ID)
+	at := time.Now().Truncate(time.Second)
+	if err := report(f.ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client().CoreV1().Pods(ns).Delete(f.ctx, "train-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitUndrained(drained)
+	entries, err := f.st.ListLostWork(f.ctx, store.LostWorkFilter{ClusterID: "c-ckpt2"})
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("ledger %+v (%v)", entries, err)
+	}
+	if e := entries[0]; e.GPUSeconds < 3000 || !e.SavedAt.Equal(at.UTC()) {
+		t.Fatalf("the entry %+v: want about an hour at risk, saved at %v", e, at.UTC())
+	}
 }
 
 // applyCheckpointRBAC creates docs/workloads.md's service account, role

@@ -175,6 +175,10 @@ type Cluster struct {
 	// they were cordoned, until they are deleted): only their pods'
 	// exits wake the controller, not every pod deletion in the cluster.
 	draining sync.Map // node name -> struct{}
+	// checkpoints are the latest checkpoints the pods of draining nodes
+	// reported, kept after the pods go (Load), so a checkpoint on the way
+	// out counts for the lost-work ledger: node name -> time.Time.
+	checkpoints sync.Map
 	// refused are the permissions the cluster refused (see may).
 	refused refusals
 	// hooksNow are Options.Hooks, or those SetHooks set since.
@@ -246,8 +250,11 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 	}
 	if _, err := c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
-			if p, ok := obj.(*corev1.Pod); ok && exited(p) {
-				c.podGone(p.Spec.NodeName)
+			if p, ok := obj.(*corev1.Pod); ok {
+				c.keepCheckpoint(p)
+				if exited(p) {
+					c.podGone(p.Spec.NodeName)
+				}
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -255,6 +262,7 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 				obj = t.Obj
 			}
 			if p, ok := obj.(*corev1.Pod); ok {
+				c.keepCheckpoint(p)
 				c.podGone(p.Spec.NodeName)
 			}
 		},
@@ -359,6 +367,23 @@ func trimPod(obj any) (any, error) {
 
 func exited(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// keepCheckpoint remembers the checkpoint a pod of a draining node
+// reported, the latest of the node's.
+func (c *Cluster) keepCheckpoint(p *corev1.Pod) {
+	node := p.Spec.NodeName
+	if _, ok := c.draining.Load(node); !ok || node == "" {
+		return
+	}
+	t, err := time.Parse(time.RFC3339, p.Annotations[domain.AnnotationLastCheckpoint])
+	if err != nil {
+		return
+	}
+	if prev, ok := c.checkpoints.Load(node); ok && !t.After(prev.(time.Time)) {
+		return
+	}
+	c.checkpoints.Store(node, t)
 }
 
 // podGone tells the controller when a node has no workload pods left.

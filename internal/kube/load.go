@@ -24,7 +24,13 @@ func (c *Cluster) Load(clusterID, nodeName string) domain.NodeLoad {
 	for i, o := range objs {
 		pods[i] = o.(*corev1.Pod)
 	}
-	return loadOf(pods, c.opts.Clock.Now(), c.blocked())
+	l := loadOf(pods, c.opts.Clock.Now(), c.blocked())
+	// A draining node's pods that checkpointed on their way out are gone
+	// from the watch, not from what they reported.
+	if t, ok := c.checkpoints.Load(nodeName); ok && t.(time.Time).After(l.LastCheckpoint) && !t.(time.Time).After(c.opts.Clock.Now()) {
+		l.LastCheckpoint = t.(time.Time)
+	}
+	return l
 }
 
 // loadOf is what a node running pods runs at now: idle when no pod but

@@ -323,6 +323,7 @@ func (c *Cluster) Release(ctx context.Context, clusterID, nodeName string) error
 	err := c.client.CoreV1().Nodes().Delete(ctx, nodeName, metav1.DeleteOptions{})
 	if err == nil || apierrors.IsNotFound(err) {
 		c.draining.Delete(nodeName)
+		c.checkpoints.Delete(nodeName)
 		return nil
 	}
 	c.refusal(permDeleteNodes, nodeName, err)

@@ -71,8 +71,10 @@ func (m *Machine) noteCheckpoint(ctx context.Context, n domain.Node) {
 	if _, done := m.saved.Load(n.ID); done {
 		return
 	}
+	// Checkpoints are reported to the second (RFC 3339): one in the
+	// notice's second counts as after it.
 	l := m.cluster.Load(n.ClusterID, n.Name)
-	if !l.Known || l.LastCheckpoint.Before(n.DrainStartedAt) {
+	if !l.Known || l.LastCheckpoint.Before(n.DrainStartedAt.Truncate(time.Second)) {
 		return
 	}
 	if err := m.port.SaveWork(ctx, n.ID, l.LastCheckpoint); err != nil {
