@@ -427,7 +427,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, p principal) {
 		out.LineItems = []apiv1.UsageLine{}
 	}
 	if csvOut {
-		writeUsageCSV(w, usageCSVName(from, to), out.LineItems, out.Totals)
+		writeUsageCSV(w, usageCSVName(from, to), out.LineItems, out.Totals, byWork)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -437,30 +437,39 @@ func usageCSVName(from, to time.Time) string {
 	return fmt.Sprintf("usage-%s-%s.csv", from.Format("20060102T150405Z"), to.Format("20060102T150405Z"))
 }
 
-func writeUsageCSV(w http.ResponseWriter, name string, lines []apiv1.UsageLine, total apiv1.UsageTotals) {
-	cw := startUsageCSV(w, name)
+// writeUsageCSV writes a usage CSV; a split among the work on the nodes
+// (work) has the columns group and idle last.
+func writeUsageCSV(w http.ResponseWriter, name string, lines []apiv1.UsageLine, total apiv1.UsageTotals, work bool) {
+	cw := startUsageCSV(w, name, work)
 	for _, l := range lines {
-		writeCSVLine(cw, l)
+		writeCSVLine(cw, l, work)
 	}
-	endUsageCSV(cw, total)
+	endUsageCSV(cw, total, work)
 }
 
 // startUsageCSV sends the headers and the header row of a usage CSV.
-func startUsageCSV(w http.ResponseWriter, name string) *csv.Writer {
+func startUsageCSV(w http.ResponseWriter, name string, work bool) *csv.Writer {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"project_id", "cluster_id", "cluster_name", "node_id", "node_name", "compute_class", "region", "gpu_type",
+	head := []string{"project_id", "cluster_id", "cluster_name", "node_id", "node_name", "compute_class", "region", "gpu_type",
 		"gpus", "start", "end", "billed_seconds", "gpu_seconds", "rate_per_gpu_hour", "on_demand_rate_per_gpu_hour",
-		"amount_usd", "on_demand_amount_usd", "group", "idle"})
+		"amount_usd", "on_demand_amount_usd"}
+	if work {
+		head = append(head, "group", "idle")
+	}
+	cw.Write(head)
 	return cw
 }
 
-func writeCSVLine(cw *csv.Writer, l apiv1.UsageLine) error {
-	return cw.Write([]string{l.ProjectID, l.ClusterID, l.ClusterName, l.NodeID, l.NodeName, l.ComputeClass, l.Region, l.GPUType,
+func writeCSVLine(cw *csv.Writer, l apiv1.UsageLine, work bool) error {
+	row := []string{l.ProjectID, l.ClusterID, l.ClusterName, l.NodeID, l.NodeName, l.ComputeClass, l.Region, l.GPUType,
 		strconv.Itoa(l.GPUs), l.Start.Format(time.RFC3339), l.End.Format(time.RFC3339), strconv.FormatInt(l.BilledSeconds, 10),
-		strconv.FormatInt(l.GPUSeconds, 10), l.RatePerGPUHour, l.OnDemandRatePerGPUHour, l.Amount, l.OnDemandAmount,
-		l.Group, csvBool(l.Idle)})
+		strconv.FormatInt(l.GPUSeconds, 10), l.RatePerGPUHour, l.OnDemandRatePerGPUHour, l.Amount, l.OnDemandAmount}
+	if work {
+		row = append(row, l.Group, csvBool(l.Idle))
+	}
+	return cw.Write(row)
 }
 
 func csvBool(b bool) string {
@@ -471,10 +480,15 @@ func csvBool(b bool) string {
 }
 
 // endUsageCSV writes the total rows and flushes.
-func endUsageCSV(cw *csv.Writer, total apiv1.UsageTotals) {
-	cw.Write([]string{"TOTAL", "", "", "", "", "", "", "", "", "", "", "", strconv.FormatInt(total.GPUSeconds, 10), "", "",
-		total.Amount, total.OnDemandEquivalent, "", ""})
-	cw.Write([]string{"SAVINGS", "", "", "", "", "", "", "", "", "", "", "", "", "", "", total.Savings, "", "", ""})
+func endUsageCSV(cw *csv.Writer, total apiv1.UsageTotals, work bool) {
+	totalRow := []string{"TOTAL", "", "", "", "", "", "", "", "", "", "", "", strconv.FormatInt(total.GPUSeconds, 10), "", "",
+		total.Amount, total.OnDemandEquivalent}
+	savingsRow := []string{"SAVINGS", "", "", "", "", "", "", "", "", "", "", "", "", "", "", total.Savings, ""}
+	if work {
+		totalRow, savingsRow = append(totalRow, "", ""), append(savingsRow, "", "")
+	}
+	cw.Write(totalRow)
+	cw.Write(savingsRow)
 	cw.Flush()
 }
 
@@ -531,7 +545,7 @@ func (s *Server) invoice(w http.ResponseWriter, r *http.Request, p principal) {
 		inv.Lines = []apiv1.UsageLine{}
 	}
 	if csvOut {
-		writeUsageCSV(w, fmt.Sprintf("invoice-%s-%s.csv", f.ProjectID, from.Format("2006-01-02")), inv.Lines, inv.Total)
+		writeUsageCSV(w, fmt.Sprintf("invoice-%s-%s.csv", f.ProjectID, from.Format("2006-01-02")), inv.Lines, inv.Total, false)
 		return
 	}
 	writeJSON(w, http.StatusOK, inv)

@@ -117,7 +117,7 @@ func refUsage(b *billing.Book, recs []domain.UsageRecord, from, to time.Time, gr
 	}
 	w := httptest.NewRecorder()
 	if csvOut {
-		writeUsageCSV(w, usageCSVName(from, to), out.LineItems, out.Totals)
+		writeUsageCSV(w, usageCSVName(from, to), out.LineItems, out.Totals, false)
 	} else {
 		writeJSON(w, 200, out)
 	}

@@ -95,7 +95,7 @@ func (u *usageStream) start() {
 	u.rc = http.NewResponseController(u.w)
 	u.rc.SetWriteDeadline(u.wall.Now().Add(streamWriteTimeout))
 	if u.csv {
-		u.cw = startUsageCSV(u.w, usageCSVName(u.from, u.to))
+		u.cw = startUsageCSV(u.w, usageCSVName(u.from, u.to), false)
 		return
 	}
 	u.w.Header().Set("Content-Type", "application/json")
@@ -120,7 +120,7 @@ func (u *usageStream) line(l apiv1.UsageLine) error {
 		u.rc.SetWriteDeadline(u.wall.Now().Add(streamWriteTimeout))
 	}
 	if u.csv {
-		if err := writeCSVLine(u.cw, l); err != nil {
+		if err := writeCSVLine(u.cw, l, false); err != nil {
 			return err
 		}
 		return u.cw.Error()
@@ -144,7 +144,7 @@ func (u *usageStream) finish() error {
 		u.start()
 	}
 	if u.csv {
-		endUsageCSV(u.cw, u.head.Totals)
+		endUsageCSV(u.cw, u.head.Totals, false)
 		return u.cw.Error()
 	}
 	if u.n > 0 && !u.compact {
