@@ -57,6 +57,8 @@ type splitter struct {
 	total      billing.Totals
 	byClass    map[string]*billing.Totals
 	groups     map[string]int
+	keys       []string         // each line's group key
+	units      map[string]int64 // the most progress of each group's work
 	lines      []apiv1.UsageLine
 	sums       []groupSum
 	one        [1]domain.UsageRecord
@@ -65,7 +67,20 @@ type splitter struct {
 
 func newSplitter(b *billing.Book, from, to time.Time, key func(*domain.WorkSpan) string, perCluster bool) *splitter {
 	return &splitter{b: b, from: from, to: to, key: key, perCluster: perCluster, nodes: map[string]*costsplit.Work[string]{},
-		byClass: map[string]*billing.Totals{}, groups: map[string]int{}}
+		byClass: map[string]*billing.Totals{}, groups: map[string]int{}, units: map[string]int64{}}
+}
+
+// groupKey is the key of group's line: of its cluster too when groups are
+// each cluster's, and for the idle line.
+func (s *splitter) groupKey(cluster, group string, idle bool) string {
+	k := group
+	if idle {
+		k = "\x00idle"
+	}
+	if s.perCluster || idle {
+		k = cluster + "\x00" + k
+	}
+	return k
 }
 
 // span adds a work span, in any order.
@@ -75,7 +90,12 @@ func (s *splitter) span(w domain.WorkSpan) error {
 		n = &costsplit.Work[string]{}
 		s.nodes[w.NodeID] = n
 	}
-	n.Add(costsplit.ClaimOf(&w), w.Key, s.key(&w))
+	g := s.key(&w)
+	n.Add(costsplit.ClaimOf(&w), w.Key, g)
+	if w.Progress > 0 {
+		k := s.groupKey(w.ClusterID, g, false)
+		s.units[k] = max(s.units[k], w.Progress)
+	}
 	return nil
 }
 
@@ -113,19 +133,14 @@ func (s *splitter) line(l billing.Line) {
 // part adds gpuSeconds of l (whose usage line is view) to its group.
 func (s *splitter) part(l billing.Line, view *apiv1.UsageLine, group string, idle bool, gpuSeconds int64) {
 	amt, od := l.Part(gpuSeconds)
-	k := group
-	if idle {
-		k = "\x00idle"
-	}
-	if s.perCluster || idle {
-		k = l.Record.ClusterID + "\x00" + k
-	}
+	k := s.groupKey(l.Record.ClusterID, group, idle)
 	line := *view
 	line.Group, line.Idle, line.GPUSeconds, line.BilledSeconds = group, idle, gpuSeconds, 0
 	i, ok := s.groups[k]
 	if !ok {
 		s.groups[k] = len(s.lines)
 		s.lines = append(s.lines, line)
+		s.keys = append(s.keys, k)
 		s.sums = append(s.sums, groupSum{amt, od})
 		return
 	}
@@ -138,6 +153,9 @@ func (s *splitter) result() priced {
 	out := priced{lines: s.lines, total: s.total, byClass: s.byClass}
 	for i := range s.sums {
 		out.lines[i].Amount, out.lines[i].OnDemandAmount = s.sums[i].amount.Round(6), s.sums[i].onDemand.Round(6)
+		if u := s.units[s.keys[i]]; u > 0 {
+			out.lines[i].Units, out.lines[i].CostPerUnit = u, s.sums[i].amount.PerUnit(u, 6)
+		}
 	}
 	slices.SortStableFunc(out.lines, func(a, b apiv1.UsageLine) int {
 		if a.Idle != b.Idle {

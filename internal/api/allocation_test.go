@@ -2,7 +2,9 @@ package api
 
 import (
 	"fmt"
+	"math"
 	"math/big"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -205,4 +207,44 @@ func TestSplitAddsUpExactly(t *testing.T) {
 				sp.total.Amount.Exact(), sp.total.OnDemand.Exact(), sp.total.GPUSeconds)
 		}
 	})
+}
+
+// TestCostPerUnitOfWork: a training run reclaimed at epoch 6 and rerun
+// from its epoch-4 checkpoint to epoch 10 is one job line of 10 units:
+// its cost per epoch counts the two epochs it did twice.
+func TestCostPerUnitOfWork(t *testing.T) {
+	e, c, start := usageWorld(t)
+	end := e.clk.Now()
+	nodes, err := e.st.ListNodes(e.ctx, store.NodeFilter{ClusterID: c.ClusterID})
+	if err != nil || len(nodes) != 3 {
+		t.Fatal(nodes, err)
+	}
+	ready := nodes[0].ReadyAt
+	half := ready.Add(end.Sub(ready) / 2).Truncate(time.Second)
+	run := func(n domain.Node, key string, from, to time.Time, epochs int64) domain.WorkSpan {
+		return domain.WorkSpan{ProjectID: "p", ClusterID: c.ClusterID, NodeID: n.ID, End: to, Running: domain.Running{
+			Key: key, Namespace: "ml", Name: "train-" + key, Job: "jobset/ml/train", GPUs: 8, Start: from, Progress: epochs}}
+	}
+	ws := []domain.WorkSpan{run(nodes[1], "first", ready, half, 6), run(nodes[2], "rerun", half, time.Time{}, 10)}
+	if err := e.st.Update(e.ctx, func(tx store.Tx) error { return tx.AddWorkSpans(e.ctx, ws) }); err != nil {
+		t.Fatal(err)
+	}
+	var u apiv1.Usage
+	e.do("p", "GET", "/v1/usage"+q(start, end, "group_by", "job"), "", 200, &u)
+	var job apiv1.UsageLine
+	for _, l := range u.LineItems {
+		if l.Group == "jobset/ml/train" {
+			job = l
+		}
+	}
+	amount, _ := strconv.ParseFloat(job.Amount, 64)
+	per, _ := strconv.ParseFloat(job.CostPerUnit, 64)
+	if job.Units != 10 || amount == 0 || math.Abs(per-amount/10) > 1e-6 {
+		t.Fatalf("the run's line %+v: want 10 units at a tenth of its amount", job)
+	}
+	for _, l := range u.LineItems {
+		if l.Idle && (l.Units != 0 || l.CostPerUnit != "") {
+			t.Fatalf("the idle line has units: %+v", l)
+		}
+	}
 }

@@ -35,6 +35,12 @@ type UsageLine struct {
 	Group string `json:"group,omitempty"`
 	// Idle: the GPU-seconds of the lines' nodes that no work held.
 	Idle bool `json:"idle,omitempty"`
+	// Units is the most units of work (epochs, steps) the group's work
+	// reported completed (sparecap.dev/progress); CostPerUnit is Amount
+	// over Units (6 decimals): work redone after a reclaim is in the
+	// amount, not in the units. Left out when the work reports none.
+	Units       int64  `json:"units,omitempty"`
+	CostPerUnit string `json:"cost_per_unit,omitempty"`
 }
 
 // UsageTotals add up a period's usage.

@@ -73,6 +73,12 @@ func (m Money) Round(decimals int) string {
 	return roundRat(m.Rat(), decimals)
 }
 
+// PerUnit returns m divided by n (above 0), in dollars rounded half to
+// even at decimals places: the cost of one of n units of work.
+func (m Money) PerUnit(n int64, decimals int) string {
+	return roundRat(new(big.Rat).Quo(m.Rat(), big.NewRat(n, 1)), decimals)
+}
+
 func roundRat(r *big.Rat, decimals int) string {
 	scale := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(decimals)), nil)
 	n := new(big.Int).Mul(r.Num(), scale)

@@ -3,6 +3,8 @@ package cli
 import (
 	"cmp"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -104,7 +106,12 @@ func byWork(groupBy string) bool {
 // workTable shows usage split among work: a line per group, "(none)" for
 // work without the group's value, "(idle)" for what no work held.
 func workTable(tw *tabwriter.Writer, lines []apiv1.UsageLine) {
-	row(tw, "GROUP", "CLUSTER", "CLASS", "GPU-HOURS", "AMOUNT", "ON-DEMAND")
+	units := slices.ContainsFunc(lines, func(l apiv1.UsageLine) bool { return l.Units > 0 })
+	head := []any{"GROUP", "CLUSTER", "CLASS", "GPU-HOURS", "AMOUNT", "ON-DEMAND"}
+	if units {
+		head = append(head, "UNITS", "PER-UNIT")
+	}
+	row(tw, head...)
 	for _, l := range lines {
 		group := l.Group
 		switch {
@@ -114,7 +121,15 @@ func workTable(tw *tabwriter.Writer, lines []apiv1.UsageLine) {
 			group = "(none)"
 		}
 		name := cmp.Or(l.ClusterName, l.ClusterID)
-		row(tw, group, orDash(name), orDash(l.ComputeClass), gpuHours(l.GPUSeconds), l.Amount, l.OnDemandAmount)
+		cols := []any{group, orDash(name), orDash(l.ComputeClass), gpuHours(l.GPUSeconds), l.Amount, l.OnDemandAmount}
+		if units {
+			n := "-"
+			if l.Units > 0 {
+				n = strconv.FormatInt(l.Units, 10)
+			}
+			cols = append(cols, n, orDash(l.CostPerUnit))
+		}
+		row(tw, cols...)
 	}
 }
 

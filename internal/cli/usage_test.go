@@ -128,11 +128,18 @@ func TestUsageByLabelCommand(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	mustContain(t, "work table", r.stdout, "GROUP", "vision", "(none)", "(idle)", "2.00", "1.780000", "0.222500")
-	if strings.Contains(r.stdout, "NODE") {
-		t.Errorf("a split by work shows the node table:\n%s", r.stdout)
+	if strings.Contains(r.stdout, "NODE") || strings.Contains(r.stdout, "UNITS") {
+		t.Errorf("a split by work shows the node table, or units none reported:\n%s", r.stdout)
 	}
 	got, _ := url.ParseQuery(f.only("GET", "/v1/usage")[0].Query)
 	if got.Get("group_by") != "label:team" {
 		t.Fatalf("query %v", got)
 	}
+	// A job that reports its epochs: its cost per epoch.
+	u.GroupBy = "job"
+	u.LineItems[0].Group, u.LineItems[0].Units, u.LineItems[0].CostPerUnit = "jobset/ml/train", 10, "0.178000"
+	f = newFakeAPI(t)
+	f.handle("GET /v1/usage", 200, u)
+	r = f.run("usage", "--month", "2026-10", "--group-by", "job")
+	mustContain(t, "work table with units", r.stdout, "UNITS", "PER-UNIT", "jobset/ml/train", "10", "0.178000")
 }

@@ -56,4 +56,8 @@ const (
 	// AnnotationDoNotDisrupt ("true"): reclaim this pod's node last.
 	// Karpenter's karpenter.sh/do-not-disrupt is honoured the same way.
 	AnnotationDoNotDisrupt = "sparecap.dev/do-not-disrupt"
+	// AnnotationProgress: the units of work (epochs, steps) the pod's job
+	// has completed, a decimal count; the SDKs write it. Cost allocation
+	// divides a job's cost by the most it reached.
+	AnnotationProgress = "sparecap.dev/progress"
 )

@@ -28,7 +28,13 @@ type Running struct {
 	// Start is when it started on the node (zero: unknown, taken as when
 	// it was first seen).
 	Start time.Time
+	// Progress is the units of work (epochs, steps) its job reported
+	// completed, 0 when it reports none.
+	Progress int64
 }
+
+// MaxProgress bounds a reported progress: tenant input.
+const MaxProgress = 1 << 50
 
 // MaxWorkLabels bounds the labels kept of a unit of work: a tenant's.
 const MaxWorkLabels = 32

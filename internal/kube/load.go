@@ -156,7 +156,7 @@ const (
 
 // loadAnnotations are the annotations loadOf reads, which the watch's
 // trimmed pods keep (trimLoad).
-var loadAnnotations = []string{domain.AnnotationLastCheckpoint, domain.AnnotationGangMin, domain.AnnotationDoNotDisrupt,
+var loadAnnotations = []string{domain.AnnotationLastCheckpoint, domain.AnnotationProgress, domain.AnnotationGangMin, domain.AnnotationDoNotDisrupt,
 	annotationKarpenterDoNotDisrupt, annotationDeletionCost, annotationVolcanoGroup, annotationCompletionIndex}
 
 // trimLoad keeps in t, the watch's trimmed copy of p, what loadOf reads

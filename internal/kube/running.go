@@ -2,6 +2,7 @@ package kube
 
 import (
 	"maps"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -42,6 +43,9 @@ func runningOf(pods []*corev1.Pod) []domain.Running {
 			Labels: maps.Clone(p.Labels), GPUs: int(min(gpus, maxGPUs))}
 		if p.Status.StartTime != nil {
 			r.Start = p.Status.StartTime.Time
+		}
+		if n, err := strconv.ParseInt(p.Annotations[domain.AnnotationProgress], 10, 64); err == nil && n > 0 {
+			r.Progress = min(n, domain.MaxProgress)
 		}
 		out = append(out, r)
 	}

@@ -217,6 +217,9 @@ type Tx interface {
 	// EndWorkSpans sets the End of each span of its node and key that is
 	// still open (one not open is left as it was).
 	EndWorkSpans(ctx context.Context, ws []domain.WorkSpan) error
+	// SetWorkProgress sets the Progress of each open span of its node and
+	// key (one not open is left as it was).
+	SetWorkProgress(ctx context.Context, ws []domain.WorkSpan) error
 	// CreateBudget returns domain.ErrConflict when the ID or the name in
 	// its project is taken, domain.ErrNotFound without the project.
 	CreateBudget(ctx context.Context, b domain.Budget) error
@@ -345,7 +348,8 @@ type WorkSpanFilter struct {
 	From, To             time.Time
 	Open                 bool
 	// Only, when set, reads no more of each span than a split by one
-	// field needs: its node, key, GPUs, start and end, and the field:
+	// field needs: its cluster, node, key, GPUs, start, end and progress,
+	// and the field:
 	// "namespace", "job", "account" or "label:<key>" (Labels then holds
 	// that label alone, when the span has it). A fleet's month is
 	// hundreds of thousands of spans: every column read costs.

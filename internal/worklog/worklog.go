@@ -87,12 +87,15 @@ func (r *Recorder) Pass(ctx context.Context) error {
 		return err
 	}
 	now := r.clock.Now().UTC().Truncate(time.Second)
-	add, end := r.changes(snap, now)
-	if len(add) == 0 && len(end) == 0 {
+	add, end, progressed := r.changes(snap, now)
+	if len(add) == 0 && len(end) == 0 && len(progressed) == 0 {
 		return nil
 	}
 	err = r.store.Update(ctx, func(tx store.Tx) error {
 		if err := tx.AddWorkSpans(ctx, add); err != nil {
+			return err
+		}
+		if err := tx.SetWorkProgress(ctx, progressed); err != nil {
 			return err
 		}
 		return tx.EndWorkSpans(ctx, end)
@@ -101,6 +104,9 @@ func (r *Recorder) Pass(ctx context.Context) error {
 		return err
 	}
 	for _, w := range add {
+		r.keep(w)
+	}
+	for _, w := range progressed {
 		r.keep(w)
 	}
 	for _, w := range end {
@@ -128,8 +134,10 @@ func (r *Recorder) load(ctx context.Context) error {
 	return err
 }
 
-// changes are the spans that started and those that ended as of now.
-func (r *Recorder) changes(snap store.Snapshot, now time.Time) (add, end []domain.WorkSpan) {
+// changes are the spans that started, those that ended as of now, and
+// the open ones whose job reported more progress (a span keeps the most
+// its work reached).
+func (r *Recorder) changes(snap store.Snapshot, now time.Time) (add, end, progressed []domain.WorkSpan) {
 	project := make(map[string]string, len(snap.Clusters))
 	for _, c := range snap.Clusters {
 		project[c.ID] = c.ProjectID
@@ -152,7 +160,11 @@ func (r *Recorder) changes(snap store.Snapshot, now time.Time) (add, end []domai
 				continue
 			}
 			seen[u.Key] = true
-			if _, ok := r.open[n.ID][u.Key]; ok {
+			if w, ok := r.open[n.ID][u.Key]; ok {
+				if p := min(max(u.Progress, 0), domain.MaxProgress); p > w.Progress {
+					w.Progress = p
+					progressed = append(progressed, w)
+				}
 				continue
 			}
 			add = append(add, domain.WorkSpan{ProjectID: project[n.ClusterID], ClusterID: n.ClusterID, NodeID: n.ID,
@@ -180,7 +192,7 @@ func (r *Recorder) changes(snap store.Snapshot, now time.Time) (add, end []domai
 	slices.SortFunc(end, func(a, b domain.WorkSpan) int {
 		return cmp.Or(cmp.Compare(a.NodeID, b.NodeID), cmp.Compare(a.Key, b.Key))
 	})
-	return add, end
+	return add, end, progressed
 }
 
 // started is u as recorded: its start within [ready, now] (unknown: now),
@@ -203,5 +215,6 @@ func started(u domain.Running, ready, now time.Time) domain.Running {
 		u.Labels = kept
 	}
 	u.GPUs = max(u.GPUs, 0)
+	u.Progress = min(max(u.Progress, 0), domain.MaxProgress)
 	return u
 }

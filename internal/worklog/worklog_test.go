@@ -158,3 +158,24 @@ func TestATenantCannotGrowTheStore(t *testing.T) {
 		t.Fatalf("%d spans, %d labels kept", len(got), len(got[0].Labels))
 	}
 }
+
+// TestProgressIsKept: a span keeps the most progress its job reported.
+func TestProgressIsKept(t *testing.T) {
+	st, f, clk := setup(t)
+	r := New(st, f, f, clk, nil)
+	report := func(p int64) {
+		f.running["node-0"] = []domain.Running{{Key: "a", GPUs: 8, Start: t0, Progress: p}}
+		clk.Step(30 * time.Second)
+		pass(t, r)
+	}
+	report(0)
+	report(5)
+	report(3) // resumed from an older checkpoint: the span keeps 5
+	if got := spans(t, st); len(got) != 1 || got[0].Progress != 5 {
+		t.Fatalf("%+v", got)
+	}
+	report(9)
+	if got := spans(t, st); got[0].Progress != 9 {
+		t.Fatalf("%+v", got)
+	}
+}

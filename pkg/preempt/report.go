@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -23,6 +24,13 @@ import (
 // among the nodes a reclaim must take, one whose work checkpointed a
 // moment ago goes before one whose work has run for hours since.
 const AnnotationLastCheckpoint = "sparecap.dev/last-checkpoint"
+
+// AnnotationProgress is the pod annotation that says how many units of
+// work (epochs, steps) the pod's job has completed so far, as a decimal
+// count: after a restart from a checkpoint, the count it resumed from.
+// sparecap's cost allocation divides a job's cost by the most it
+// reached, so work redone after a reclaim counts as cost.
+const AnnotationProgress = "sparecap.dev/progress"
 
 // The service account's files in a pod.
 const (
@@ -82,39 +90,56 @@ func NewPodReporter(server, tokenFile string, ca []byte, ns, pod string) (*PodRe
 
 // ReportError is a report the API server answered with an error.
 type ReportError struct {
+	// What was reported: "checkpoint" or "progress".
+	What   string
 	Status int
 	// Message is the server's, cut to 200 bytes.
 	Message string
 }
 
 func (e *ReportError) Error() string {
-	return fmt.Sprintf("report the checkpoint: the API server answered %d: %s", e.Status, e.Message)
+	return fmt.Sprintf("report the %s: the API server answered %d: %s", cmpOr(e.What, "checkpoint"), e.Status, e.Message)
 }
 
 // Report writes at (to the second, UTC) to the pod's
 // AnnotationLastCheckpoint. Call it after Save with the checkpoint's
 // Time; it gives up after 10 seconds.
 func (r *PodReporter) Report(ctx context.Context, at time.Time) error {
+	return r.patch(ctx, "checkpoint", AnnotationLastCheckpoint, at.UTC().Truncate(time.Second).Format(time.RFC3339))
+}
+
+// ReportProgress writes units, the units of work the job has completed
+// (epochs, steps), to the pod's AnnotationProgress; negative is refused.
+// Report it now and then (each report is an API call), and after a
+// restart the count the job resumed from.
+func (r *PodReporter) ReportProgress(ctx context.Context, units int64) error {
+	if units < 0 {
+		return fmt.Errorf("report the progress: %d units is negative", units)
+	}
+	return r.patch(ctx, "progress", AnnotationProgress, strconv.FormatInt(units, 10))
+}
+
+// patch sets the pod's annotation key to value: one merge patch.
+func (r *PodReporter) patch(ctx context.Context, what, key, value string) error {
 	token, err := os.ReadFile(r.TokenFile)
 	if err != nil {
-		return fmt.Errorf("report the checkpoint: the service account's token: %w", err)
+		return fmt.Errorf("report the %s: the service account's token: %w", what, err)
 	}
-	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		AnnotationLastCheckpoint: at.UTC().Truncate(time.Second).Format(time.RFC3339)}}})
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
 	u := fmt.Sprintf("%s/api/v1/namespaces/%s/pods/%s?fieldManager=sparecap-checkpoint",
 		r.Server, url.PathEscape(r.Namespace), url.PathEscape(r.Pod))
 	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, u, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("report the checkpoint: %w", err)
+		return fmt.Errorf("report the %s: %w", what, err)
 	}
 	req.Header.Set("Content-Type", "application/merge-patch+json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 	resp, err := r.Client.Do(req)
 	if err != nil {
-		return fmt.Errorf("report the checkpoint: %w", err)
+		return fmt.Errorf("report the %s: %w", what, err)
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
@@ -125,9 +150,16 @@ func (r *PodReporter) Report(ctx context.Context, at time.Time) error {
 		if json.Unmarshal(msg, &st) == nil && st.Message != "" {
 			msg = []byte(st.Message)
 		}
-		return &ReportError{Status: resp.StatusCode, Message: cut(string(msg), 200)}
+		return &ReportError{What: what, Status: resp.StatusCode, Message: cut(string(msg), 200)}
 	}
 	return nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // cut is s cut to n bytes at a rune boundary.

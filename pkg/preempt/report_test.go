@@ -55,6 +55,16 @@ func TestPodReporter(t *testing.T) {
 	if len(calls) != 2 || calls[0] != want || calls[1].auth != "Bearer rotated" {
 		t.Fatalf("calls %+v\nwant first %+v", calls, want)
 	}
+	status = http.StatusOK
+	if err := rep.ReportProgress(context.Background(), 42); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls[2].body; got != `{"metadata":{"annotations":{"sparecap.dev/progress":"42"}}}` {
+		t.Fatalf("progress report %s", got)
+	}
+	if err := rep.ReportProgress(context.Background(), -1); err == nil || len(calls) != 3 {
+		t.Fatalf("a negative progress: %v, %d calls", err, len(calls))
+	}
 
 	if _, err := NewPodReporter(srv.URL, token, []byte("not a certificate"), "ml", "p"); err == nil {
 		t.Error("a CA without a certificate was taken")

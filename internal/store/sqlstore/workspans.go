@@ -12,27 +12,27 @@ import (
 )
 
 // workSpanCols are the columns of work_spans, in scan order.
-const workSpanCols = `id, project_id, cluster_id, node_id, work_key, namespace, name, job, account, labels, gpus, start_at, end_at`
+const workSpanCols = `id, project_id, cluster_id, node_id, work_key, namespace, name, job, account, labels, gpus, start_at, end_at, progress`
 
 // workSpanChunk is how many spans one statement inserts.
 const workSpanChunk = 64
 
 // AddWorkSpans inserts the spans, up to workSpanChunk per statement.
 func (t *tx) AddWorkSpans(ctx context.Context, ws []domain.WorkSpan) error {
-	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	for len(ws) > 0 {
 		chunk := ws[:min(len(ws), workSpanChunk)]
 		ws = ws[len(chunk):]
 		q := rebind(t.s.d, `INSERT INTO work_spans (`+strings.TrimPrefix(workSpanCols, "id, ")+`) VALUES `+
 			strings.TrimSuffix(strings.Repeat(row+", ", len(chunk)), ", ")+` ON CONFLICT DO NOTHING`)
-		args := make([]any, 0, 12*len(chunk))
+		args := make([]any, 0, 13*len(chunk))
 		for _, w := range chunk {
 			labels, err := labelsText(w.Labels)
 			if err != nil {
 				return err
 			}
 			args = append(args, w.ProjectID, w.ClusterID, w.NodeID, text(w.Key), text(w.Namespace), text(w.Name),
-				text(w.Job), text(w.Account), labels, w.GPUs, t.s.timeArg(w.Start), t.s.timeArg(w.End))
+				text(w.Job), text(w.Account), labels, w.GPUs, t.s.timeArg(w.Start), t.s.timeArg(w.End), w.Progress)
 		}
 		if _, err := t.q.ExecContext(ctx, q, args...); err != nil {
 			return t.writeErr(fmt.Sprintf("add %d work spans", len(chunk)), err)
@@ -47,6 +47,17 @@ func (t *tx) EndWorkSpans(ctx context.Context, ws []domain.WorkSpan) error {
 	for _, w := range ws {
 		if _, err := t.q.ExecContext(ctx, q, t.s.timeArg(w.End), w.NodeID, text(w.Key)); err != nil {
 			return t.writeErr("end a work span", err)
+		}
+	}
+	return nil
+}
+
+// SetWorkProgress sets the Progress of each open span of its node and key.
+func (t *tx) SetWorkProgress(ctx context.Context, ws []domain.WorkSpan) error {
+	q := rebind(t.s.d, `UPDATE work_spans SET progress = ? WHERE node_id = ? AND work_key = ? AND end_at IS NULL`)
+	for _, w := range ws {
+		if _, err := t.q.ExecContext(ctx, q, w.Progress, w.NodeID, text(w.Key)); err != nil {
+			return t.writeErr("set a work span's progress", err)
 		}
 	}
 	return nil
@@ -145,7 +156,7 @@ type spanScan struct {
 }
 
 func newSpanScan(only string) (spanScan, error) {
-	const lean = `node_id, work_key, gpus, start_at, end_at`
+	const lean = `cluster_id, node_id, work_key, gpus, start_at, end_at, progress`
 	switch only {
 	case "":
 		return spanScan{cols: workSpanCols}, nil
@@ -165,7 +176,7 @@ func (sc spanScan) scan(rows scanner) (w domain.WorkSpan, err error) {
 		return scanWorkSpan(rows)
 	}
 	var v string
-	if err := rows.Scan(&w.NodeID, &w.Key, &w.GPUs, timeCol{&w.Start}, timeCol{&w.End}, &v); err != nil {
+	if err := rows.Scan(&w.ClusterID, &w.NodeID, &w.Key, &w.GPUs, timeCol{&w.Start}, timeCol{&w.End}, &w.Progress, &v); err != nil {
 		return w, err
 	}
 	switch sc.field {
@@ -188,7 +199,7 @@ func (sc spanScan) scan(rows scanner) (w domain.WorkSpan, err error) {
 func scanWorkSpan(sc scanner) (w domain.WorkSpan, err error) {
 	var labels string
 	err = sc.Scan(&w.ID, &w.ProjectID, &w.ClusterID, &w.NodeID, &w.Key, &w.Namespace, &w.Name, &w.Job, &w.Account,
-		&labels, &w.GPUs, timeCol{&w.Start}, timeCol{&w.End})
+		&labels, &w.GPUs, timeCol{&w.Start}, timeCol{&w.End}, &w.Progress)
 	if err == nil && labels != "" {
 		err = json.Unmarshal([]byte(labels), &w.Labels)
 	}

@@ -30,6 +30,8 @@ func testWorkSpans(t *testing.T, s store.Store) {
 	again := a
 	again.GPUs = 8
 	update(t, s, func(tx store.Tx) error { return tx.AddWorkSpans(ctx, []domain.WorkSpan{again}) })
+	b.Progress = 3
+	update(t, s, func(tx store.Tx) error { return tx.SetWorkProgress(ctx, []domain.WorkSpan{b}) })
 	endA := a
 	endA.End = at(40)
 	update(t, s, func(tx store.Tx) error { return tx.EndWorkSpans(ctx, []domain.WorkSpan{endA}) })
@@ -84,7 +86,7 @@ func testWorkSpans(t *testing.T, s store.Store) {
 	if got := list(store.WorkSpanFilter{ProjectID: "p7", Only: "label:nope"}); len(got) != 1 || got[0].Labels != nil {
 		t.Fatalf("a label the span lacks: %+v", got)
 	}
-	want := domain.WorkSpan{NodeID: "n7", Running: domain.Running{Key: "u7", Namespace: "ml", GPUs: 4, Start: at(1)}}
+	want := domain.WorkSpan{ClusterID: "c7", NodeID: "n7", Running: domain.Running{Key: "u7", Namespace: "ml", GPUs: 4, Start: at(1)}}
 	if got := list(store.WorkSpanFilter{ProjectID: "p7", Only: "namespace"}); len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 		t.Fatalf("the namespace alone: %+v", got)
 	}

@@ -36,7 +36,7 @@ from .notice import (
     slurm_deadline,
 )
 from .checkpoint import Checkpoint, NoCheckpoint, Store
-from .report import ANNOTATION_LAST_CHECKPOINT, PodReporter, ReportError
+from .report import ANNOTATION_LAST_CHECKPOINT, ANNOTATION_PROGRESS, PodReporter, ReportError
 from .interval import Advice, AdviceError, Expected, advise, checkpoint_interval, daly, expect, interval, mtbf, young
 from . import webhooks
 from .webhooks import Dedup, WebhookVerificationError
@@ -44,6 +44,7 @@ from .webhooks import Dedup, WebhookVerificationError
 __all__ = [
     "ANNOTATION_DEADLINE",
     "ANNOTATION_LAST_CHECKPOINT",
+    "ANNOTATION_PROGRESS",
     "PodReporter",
     "ReportError",
     "Advice",

@@ -19,6 +19,10 @@ import urllib.request
 from typing import Optional
 
 ANNOTATION_LAST_CHECKPOINT = "sparecap.dev/last-checkpoint"
+# The units of work (epochs, steps) the job has completed: sparecap's cost
+# allocation divides the job's cost by the most it reached, so work redone
+# after a reclaim counts as cost.
+ANNOTATION_PROGRESS = "sparecap.dev/progress"
 
 _SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 _TIMEOUT = 10.0
@@ -77,10 +81,22 @@ class PodReporter:
         checkpoint's ``time``. It gives up after 10 seconds."""
         if at.tzinfo is None:
             raise ValueError("report needs an aware datetime (with its time zone)")
+        stamp = at.astimezone(_dt.timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self._patch(ANNOTATION_LAST_CHECKPOINT, stamp)
+
+    def report_progress(self, units: int) -> None:
+        """Writes ``units``, the units of work (epochs, steps) the job has
+        completed, to the pod's ``sparecap.dev/progress``; after a restart,
+        the count it resumed from. Each report is an API call: report now
+        and then. It gives up after 10 seconds."""
+        if not isinstance(units, int) or isinstance(units, bool) or units < 0:
+            raise ValueError("report_progress needs a count of units, 0 or more")
+        self._patch(ANNOTATION_PROGRESS, str(units))
+
+    def _patch(self, key: str, value: str) -> None:
         with open(self.token_file) as f:
             token = f.read().strip()
-        stamp = at.astimezone(_dt.timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = json.dumps({"metadata": {"annotations": {ANNOTATION_LAST_CHECKPOINT: stamp}}}).encode()
+        body = json.dumps({"metadata": {"annotations": {key: value}}}).encode()
         url = "%s/api/v1/namespaces/%s/pods/%s?fieldManager=sparecap-checkpoint" % (
             self.server, urllib.parse.quote(self.namespace, safe=""), urllib.parse.quote(self.pod, safe=""))
         req = urllib.request.Request(url, data=body, method="PATCH", headers={

@@ -427,6 +427,23 @@ class PodReporterTest(unittest.TestCase):
         self.assertEqual(json.loads(body), {"metadata": {"annotations": {sp.ANNOTATION_LAST_CHECKPOINT: "2026-12-06T00:02:03Z"}}})
         self.assertEqual(_PatchHandler.calls[1][2], "Bearer rotated")
 
+    def test_report_progress(self):
+        _PatchHandler.calls, _PatchHandler.status = [], 200
+        srv = http.server.HTTPServer(("127.0.0.1", 0), _PatchHandler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.shutdown)
+        with tempfile.TemporaryDirectory() as d:
+            token = os.path.join(d, "token")
+            with open(token, "w") as f:
+                f.write("t")
+            rep = sp.PodReporter("http://127.0.0.1:%d" % srv.server_port, token, "ml", "train-0")
+            rep.report_progress(42)
+            for bad in (-1, 1.5, True, "3"):
+                with self.assertRaises(ValueError):
+                    rep.report_progress(bad)
+        self.assertEqual(len(_PatchHandler.calls), 1)
+        self.assertEqual(json.loads(_PatchHandler.calls[0][3]), {"metadata": {"annotations": {sp.ANNOTATION_PROGRESS: "42"}}})
+
     def test_outside_a_pod(self):
         with mock.patch.dict(os.environ, {"POD_NAME": "", "POD_NAMESPACE": ""}):
             with self.assertRaises(sp.ReportError) as cm:
