@@ -47,10 +47,32 @@ func Hourly(ctx context.Context, r Reader, b *billing.Book, project, label strin
 		}
 	}
 	var scratch costsplit.Scratch
+	// hour spreads gpuSeconds of line l held evenly over [from, to) into
+	// the hours they fall in, in whole GPU-seconds (the last hour takes
+	// what division leaves), priced as l is.
+	spread := func(l billing.Line, gpuSeconds, from, to int64) {
+		span := to - from
+		if span <= 0 || gpuSeconds <= 0 {
+			return
+		}
+		var given int64
+		for t := from; t < to; {
+			next := min((t/3600+1)*3600, to)
+			gs := gpuSeconds * (next - t) / span
+			if next == to {
+				gs = gpuSeconds - given
+			}
+			given += gs
+			amt, _ := l.Part(gs)
+			i := int((t - day0.Unix()) / 3600)
+			days[i] = days[i].Add(amt)
+			t = next
+		}
+	}
 	add := func(l billing.Line) {
-		i := int(l.Start.Sub(day0) / time.Hour)
+		ls, le := l.Start.Unix(), l.End.Unix()
 		if !byLabel {
-			days[i] = days[i].Add(l.Amount)
+			spread(l, l.Seconds*int64(l.Record.GPUs), ls, le)
 			return
 		}
 		n := nodes[l.Record.NodeID]
@@ -58,11 +80,15 @@ func Hourly(ctx context.Context, r Reader, b *billing.Book, project, label strin
 			return
 		}
 		claims, match := n.Ordered()
-		parts, _ := scratch.GPUSeconds(l.Record.GPUs, l.Start.Unix(), l.End.Unix(), claims)
+		parts, _ := scratch.GPUSeconds(l.Record.GPUs, ls, le, claims)
 		for j, gs := range parts {
 			if match[j] && gs > 0 {
-				amt, _ := l.Part(gs)
-				days[i] = days[i].Add(amt)
+				c := claims[j]
+				end := le
+				if c.End != 0 {
+					end = min(c.End, le)
+				}
+				spread(l, gs, max(c.Start, ls), end)
 			}
 		}
 	}
@@ -72,10 +98,7 @@ func Hourly(ctx context.Context, r Reader, b *billing.Book, project, label strin
 			u.End = to
 		}
 		one[0] = u
-		// Priced hour by hour, so a line never spans two hours.
-		for d := maxT(u.Start, from).UTC().Truncate(time.Hour); d.Before(minT(u.End, to)); d = d.Add(time.Hour) {
-			b.Price(one[:], maxT(d, from), minT(d.Add(time.Hour), to), add)
-		}
+		b.Price(one[:], from, to, add)
 		return nil
 	})
 	return days, err
