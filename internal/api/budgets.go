@@ -123,17 +123,12 @@ func (s *Server) createBudget(w http.ResponseWriter, r *http.Request, p principa
 		s.fail(w, r, err)
 		return
 	}
-	book, err := s.budgetBook(ctx)
+	views, err := s.budgetViews(ctx, []domain.Budget{b})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	view, err := s.budgetView(ctx, book, b)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, view)
+	writeJSON(w, http.StatusCreated, views[0])
 }
 
 func (s *Server) listBudgets(w http.ResponseWriter, r *http.Request, p principal) {
@@ -148,32 +143,36 @@ func (s *Server) listBudgets(w http.ResponseWriter, r *http.Request, p principal
 		s.fail(w, r, err)
 		return
 	}
-	book, err := s.budgetBook(ctx)
+	views, err := s.budgetViews(ctx, bs)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	out := apiv1.BudgetList{Budgets: []apiv1.Budget{}}
-	for _, b := range bs {
-		v, err := s.budgetView(ctx, book, b)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		out.Budgets = append(out.Budgets, v)
-	}
+	out := apiv1.BudgetList{Budgets: views}
 	writeJSON(w, http.StatusOK, out)
 }
 
-// budgetBook cuts fresh usage records, as usage queries do, and reads
-// the price book: what budgetView needs.
-func (s *Server) budgetBook(ctx context.Context) (*billing.Book, error) {
+// budgetViews are the budgets with their month so far: after a cut of
+// fresh usage records, as usage queries make, priced by the book.
+func (s *Server) budgetViews(ctx context.Context, bs []domain.Budget) ([]apiv1.Budget, error) {
 	if s.Meter != nil {
 		if err := s.Meter.Cut(ctx); err != nil {
 			return nil, err
 		}
 	}
-	return s.book(ctx)
+	book, err := s.book(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []apiv1.Budget{}
+	for _, b := range bs {
+		v, err := s.budgetView(ctx, book, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // budgetView is b with its month so far, as the checker sees it.

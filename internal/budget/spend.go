@@ -103,17 +103,3 @@ func Hourly(ctx context.Context, r Reader, b *billing.Book, project, label strin
 	})
 	return days, err
 }
-
-func maxT(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minT(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}

@@ -75,26 +75,15 @@ func (s *Store) ListBudgetAlerts(ctx context.Context, f store.BudgetAlertFilter)
 
 // ListBudgetAlerts lists alerts matching f, oldest first.
 func (r reader) ListBudgetAlerts(ctx context.Context, f store.BudgetAlertFilter) ([]domain.BudgetAlert, error) {
-	var where []string
-	var args []any
-	if f.ProjectID != "" {
-		where, args = append(where, "project_id = ?"), append(args, f.ProjectID)
-	}
-	if f.BudgetID != "" {
-		where, args = append(where, "budget_id = ?"), append(args, f.BudgetID)
-	}
-	if f.Month != "" {
-		where, args = append(where, "month = ?"), append(args, f.Month)
-	}
-	q := `SELECT ` + alertCols + ` FROM budget_alerts`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY seq"
+	var c conds
+	c.eq("project_id", f.ProjectID)
+	c.eq("budget_id", f.BudgetID)
+	c.eq("month", f.Month)
+	q := `SELECT ` + alertCols + ` FROM budget_alerts` + c.sql() + " ORDER BY seq"
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
-	return list(ctx, r, scanAlert, "budget alerts", rebind(r.s.d, q), args...)
+	return list(ctx, r, scanAlert, "budget alerts", rebind(r.s.d, q), c.args...)
 }
 
 func scanAlert(sc scanner) (a domain.BudgetAlert, err error) {

@@ -54,25 +54,17 @@ func (s *Store) ListLostWork(ctx context.Context, f store.LostWorkFilter) ([]dom
 }
 
 func (r reader) ListLostWork(ctx context.Context, f store.LostWorkFilter) ([]domain.LostWork, error) {
-	var where []string
-	var args []any
-	if f.ProjectID != "" {
-		where, args = append(where, "project_id = ?"), append(args, f.ProjectID)
-	}
-	if f.ClusterID != "" {
-		where, args = append(where, "cluster_id = ?"), append(args, f.ClusterID)
-	}
+	var c conds
+	c.eq("project_id", f.ProjectID)
+	c.eq("cluster_id", f.ClusterID)
 	if !f.From.IsZero() {
-		where, args = append(where, "noticed_at >= ?"), append(args, r.s.timeArg(f.From))
+		c.add("noticed_at >= ?", r.s.timeArg(f.From))
 	}
 	if !f.To.IsZero() {
-		where, args = append(where, "noticed_at < ?"), append(args, r.s.timeArg(f.To))
+		c.add("noticed_at < ?", r.s.timeArg(f.To))
 	}
-	q := `SELECT ` + lostWorkCols + ` FROM lost_work`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	return list(ctx, r, scanLostWork, "lost work", rebind(r.s.d, q+" ORDER BY noticed_at, node_id"), args...)
+	q := `SELECT ` + lostWorkCols + ` FROM lost_work` + c.sql()
+	return list(ctx, r, scanLostWork, "lost work", rebind(r.s.d, q+" ORDER BY noticed_at, node_id"), c.args...)
 }
 
 func scanLostWork(sc scanner) (w domain.LostWork, err error) {
@@ -82,4 +74,30 @@ func scanLostWork(sc scanner) (w domain.LostWork, err error) {
 		err = fmt.Errorf("scan lost work: %w", err)
 	}
 	return w, err
+}
+
+// conds is a WHERE clause built from the conditions that apply.
+type conds struct {
+	where []string
+	args  []any
+}
+
+// add adds a condition and its arguments.
+func (c *conds) add(cond string, args ...any) {
+	c.where, c.args = append(c.where, cond), append(c.args, args...)
+}
+
+// eq adds col = v, when v is set.
+func (c *conds) eq(col, v string) {
+	if v != "" {
+		c.add(col+" = ?", v)
+	}
+}
+
+// sql is " WHERE a AND b", or "" without conditions.
+func (c *conds) sql() string {
+	if len(c.where) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(c.where, " AND ")
 }

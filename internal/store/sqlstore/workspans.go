@@ -101,32 +101,23 @@ func (s *Store) ScanWorkSpans(ctx context.Context, f store.WorkSpanFilter, fn fu
 }
 
 func (r reader) ScanWorkSpans(ctx context.Context, f store.WorkSpanFilter, fn func(domain.WorkSpan) error) error {
-	var where []string
-	var args []any
-	if f.ProjectID != "" {
-		where, args = append(where, "project_id = ?"), append(args, f.ProjectID)
-	}
-	if f.ClusterID != "" {
-		where, args = append(where, "cluster_id = ?"), append(args, f.ClusterID)
-	}
+	var c conds
+	c.eq("project_id", f.ProjectID)
+	c.eq("cluster_id", f.ClusterID)
 	if !f.To.IsZero() {
-		where, args = append(where, "start_at < ?"), append(args, r.s.timeArg(f.To))
+		c.add("start_at < ?", r.s.timeArg(f.To))
 	}
 	if !f.From.IsZero() {
-		where, args = append(where, "(end_at IS NULL OR end_at > ?)"), append(args, r.s.timeArg(f.From))
+		c.add("(end_at IS NULL OR end_at > ?)", r.s.timeArg(f.From))
 	}
 	if f.Open {
-		where = append(where, "end_at IS NULL")
+		c.add("end_at IS NULL")
 	}
 	sc, err := newSpanScan(f.Only)
 	if err != nil {
 		return err
 	}
-	q := `SELECT ` + sc.cols + ` FROM work_spans`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	rows, err := r.q.QueryContext(ctx, rebind(r.s.d, q), args...)
+	rows, err := r.q.QueryContext(ctx, rebind(r.s.d, `SELECT `+sc.cols+` FROM work_spans`+c.sql()), c.args...)
 	if err != nil {
 		return fmt.Errorf("%s: scan work spans: %w", r.s.d.Name, err)
 	}

@@ -394,19 +394,24 @@ class _PatchHandler(http.server.BaseHTTPRequestHandler):
 
 
 class PodReporterTest(unittest.TestCase):
-    # The same request as the Go SDK's TestPodReporter: one merge patch of
-    # the annotation, the token as the file holds it now, to the second
-    # in UTC; a refusal is a ReportError with the server's message, cut.
-    def test_report(self):
+    def serve(self) -> int:
+        """Starts a fresh _PatchHandler server; returns its port."""
         _PatchHandler.calls, _PatchHandler.status = [], 200
         srv = http.server.HTTPServer(("127.0.0.1", 0), _PatchHandler)
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         self.addCleanup(srv.shutdown)
+        return srv.server_port
+
+    # The same request as the Go SDK's TestPodReporter: one merge patch of
+    # the annotation, the token as the file holds it now, to the second
+    # in UTC; a refusal is a ReportError with the server's message, cut.
+    def test_report(self):
+        port = self.serve()
         with tempfile.TemporaryDirectory() as d:
             token = os.path.join(d, "token")
             with open(token, "w") as f:
                 f.write("first\n")
-            rep = sp.PodReporter("http://127.0.0.1:%d/" % srv.server_port, token, "ml team", "train-0")
+            rep = sp.PodReporter("http://127.0.0.1:%d/" % port, token, "ml team", "train-0")
             at = dt.datetime(2026, 12, 6, 1, 2, 3, 400000, tzinfo=dt.timezone(dt.timedelta(hours=1)))
             rep.report(at)
             with open(token, "w") as f:
@@ -428,15 +433,12 @@ class PodReporterTest(unittest.TestCase):
         self.assertEqual(_PatchHandler.calls[1][2], "Bearer rotated")
 
     def test_report_progress(self):
-        _PatchHandler.calls, _PatchHandler.status = [], 200
-        srv = http.server.HTTPServer(("127.0.0.1", 0), _PatchHandler)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        self.addCleanup(srv.shutdown)
+        port = self.serve()
         with tempfile.TemporaryDirectory() as d:
             token = os.path.join(d, "token")
             with open(token, "w") as f:
                 f.write("t")
-            rep = sp.PodReporter("http://127.0.0.1:%d" % srv.server_port, token, "ml", "train-0")
+            rep = sp.PodReporter("http://127.0.0.1:%d" % port, token, "ml", "train-0")
             rep.report_progress(42)
             for bad in (-1, 1.5, True, "3"):
                 with self.assertRaises(ValueError):
