@@ -29,11 +29,12 @@ const (
 // a machine provider that boots each node's slurmd as a machine's boot
 // hook does.
 type fixture struct {
-	t    testing.TB
-	ctx  context.Context
-	env  *slurmenv.Env
-	st   store.Store
-	ctrl *controller.Controller
+	t      testing.TB
+	ctx    context.Context
+	env    *slurmenv.Env
+	st     store.Store
+	ctrl   *controller.Controller
+	router *slurm.Router
 }
 
 type fixtureConfig struct {
@@ -69,7 +70,7 @@ func newFixture(t testing.TB, cfg fixtureConfig) *fixture {
 	ctrl := controller.New(st, router, &bootProvider{env: e}, clk, controller.Config{
 		DrainWindow: cfg.window, Cooldown: -1, Interval: 500 * time.Millisecond,
 	}, nil)
-	f := &fixture{t: t, ctx: ctx, env: e, st: st, ctrl: ctrl}
+	f := &fixture{t: t, ctx: ctx, env: e, st: st, ctrl: ctrl, router: router}
 	err = st.Update(ctx, func(tx store.Tx) error {
 		if err := tx.CreateProject(ctx, domain.Project{ID: "p", CreatedAt: time.Now()}); err != nil {
 			return err
