@@ -152,6 +152,9 @@ func (r *Recorder) changes(snap store.Snapshot, now time.Time) (add, end, progre
 		if !known {
 			continue
 		}
+		if len(running) == 0 && len(r.open[n.ID]) == 0 {
+			continue // nothing ran, nothing runs: most of an idle fleet
+		}
 		seen := map[string]bool{}
 		told[n.ID] = seen
 		slices.SortFunc(running, func(a, b domain.Running) int { return cmp.Compare(a.Key, b.Key) })
