@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/billing"
@@ -21,34 +22,53 @@ type Status struct {
 // (and work spans, for a label budget) over the month and the nine days
 // before now.
 func StatusAt(ctx context.Context, r Reader, book *billing.Book, b domain.Budget, now time.Time) (Status, error) {
-	now = now.UTC()
-	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	end := start.AddDate(0, 1, 0)
-	from := start
-	if nine := now.Truncate(24*time.Hour).AddDate(0, 0, -8); nine.Before(from) {
-		from = nine
-	}
-	hours, err := Hourly(ctx, r, book, b.ProjectID, b.Label, from, now.Truncate(time.Second))
+	w := windowAt(now)
+	sp, err := spendOf(ctx, r, book, b.ProjectID, labelKey(b.Label), w.from, w.now)
 	if err != nil {
 		return Status{}, err
 	}
+	return w.status(b, sp.of(b.Label)), nil
+}
+
+// labelKey is the key of a budget's label ("" for the whole project).
+func labelKey(label string) string {
+	k, _, _ := strings.Cut(label, "=")
+	return k
+}
+
+// checkWindow is what a check at now reads: the month, and the nine days
+// before now for the change alert.
+type checkWindow struct{ start, end, from, now time.Time }
+
+func windowAt(now time.Time) checkWindow {
+	now = now.UTC().Truncate(time.Second)
+	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	w := checkWindow{start: start, end: start.AddDate(0, 1, 0), from: start, now: now}
+	if nine := now.Truncate(24*time.Hour).AddDate(0, 0, -8); nine.Before(w.from) {
+		w.from = nine
+	}
+	return w
+}
+
+// status is b's month from its spend by hour over the window.
+func (w checkWindow) status(b domain.Budget, hours []billing.Money) Status {
 	f := make([]float64, len(hours))
 	for i, h := range hours {
 		v, _ := h.Rat().Float64()
 		f[i] = v
 	}
-	off := int(start.Sub(from) / time.Hour)
-	s := Status{Budget: b, Projection: Project(f[off:], start, end, now)}
+	off := int(w.start.Sub(w.from) / time.Hour)
+	s := Status{Budget: b, Projection: Project(f[off:], w.start, w.end, w.now)}
 	// The nine UTC days up to now's, for the change alert.
 	for d := 0; d < 9; d++ {
-		lo := len(f) - (now.Hour() + 1) - (8-d)*24
+		lo := len(f) - (w.now.Hour() + 1) - (8-d)*24
 		var sum float64
 		for i := max(lo, 0); i < min(lo+24, len(f)); i++ {
 			sum += f[i]
 		}
 		s.Recent = append(s.Recent, sum)
 	}
-	return s, nil
+	return s
 }
 
 // Checker raises the alerts every budget is due, once each.
@@ -71,29 +91,38 @@ func (c *Checker) Check(ctx context.Context, book *billing.Book, now time.Time) 
 	if err != nil {
 		return err
 	}
+	// One read of a project's usage (and spans, for a label key) serves
+	// all its budgets of that key.
+	w := windowAt(now)
+	type read struct {
+		sp  *spend
+		err error
+	}
+	reads := map[[2]string]read{}
 	var first error
 	var all []Status
 	for _, b := range budgets {
-		s, err := c.check(ctx, book, b, now)
+		k := [2]string{b.ProjectID, labelKey(b.Label)}
+		rd, ok := reads[k]
+		if !ok {
+			rd.sp, rd.err = spendOf(ctx, c.Store, book, b.ProjectID, k[1], w.from, w.now)
+			reads[k] = rd
+		}
+		err := rd.err
+		if err == nil {
+			s := w.status(b, rd.sp.of(b.Label))
+			if err = c.raise(ctx, b, s, now); err == nil {
+				all = append(all, s)
+			}
+		}
 		if err != nil && first == nil {
 			first = err
-		}
-		if err == nil {
-			all = append(all, s)
 		}
 	}
 	if c.Observe != nil {
 		c.Observe(all)
 	}
 	return first
-}
-
-func (c *Checker) check(ctx context.Context, book *billing.Book, b domain.Budget, now time.Time) (Status, error) {
-	s, err := StatusAt(ctx, c.Store, book, b, now)
-	if err != nil {
-		return s, err
-	}
-	return s, c.raise(ctx, b, s, now)
 }
 
 // raise records and queues the alerts s is due.

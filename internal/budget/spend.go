@@ -22,24 +22,66 @@ type Reader interface {
 
 // Hourly is what the project (label "") or the work of one label value
 // (label "key=value") cost in each UTC hour of [from, to), from's hour
-// first, to's last (so the current hour is the last when to is now): a label's share is the GPUs and time its work held of each node
+// first, to's last (so the current hour is the last when to is now): a
+// label's share is the GPUs and time its work held of each node
 // (costsplit), the rest of the nodes' cost is not its. A record not final
 // (a running node, which the meter rewrites only every so often) counts
 // up to to: what a cut at to would write.
 func Hourly(ctx context.Context, r Reader, b *billing.Book, project, label string, from, to time.Time) ([]billing.Money, error) {
+	key, _, byLabel := strings.Cut(label, "=")
+	if !byLabel {
+		key = ""
+	}
+	sp, err := spendOf(ctx, r, b, project, key, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return sp.of(label), nil
+}
+
+// spend is a project's cost by hour from one read of its usage: the
+// whole project's, and each value's of one label key.
+type spend struct {
+	key     string
+	total   []billing.Money
+	byValue map[string][]billing.Money
+}
+
+// of is the hours of label ("" or "key=value" of the spend's key).
+func (sp *spend) of(label string) []billing.Money {
+	if label == "" {
+		return sp.total
+	}
+	_, v, _ := strings.Cut(label, "=")
+	if h := sp.byValue[v]; h != nil {
+		return h
+	}
+	return make([]billing.Money, len(sp.total))
+}
+
+// spendOf reads the project's usage over [from, to) once, and its work
+// spans' key label when key is set, into a spend.
+func spendOf(ctx context.Context, r Reader, b *billing.Book, project, key string, from, to time.Time) (*spend, error) {
 	day0 := from.UTC().Truncate(time.Hour)
-	days := make([]billing.Money, int(to.Sub(day0)/time.Hour)+1) // to's own hour too
-	key, value, byLabel := strings.Cut(label, "=")
-	nodes := map[string]*costsplit.Work[bool]{} // whether each claim is the label's
-	if byLabel {
+	n := int(to.Sub(day0)/time.Hour) + 1 // to's own hour too
+	sp := &spend{key: key, total: make([]billing.Money, n), byValue: map[string][]billing.Money{}}
+	nodes := map[string]*costsplit.Work[string]{} // each claim's value of the key
+	if key != "" {
 		f := store.WorkSpanFilter{ProjectID: project, From: from, To: to, Only: "label:" + key}
 		err := r.ScanWorkSpans(ctx, f, func(w domain.WorkSpan) error {
-			n := nodes[w.NodeID]
-			if n == nil {
-				n = &costsplit.Work[bool]{}
-				nodes[w.NodeID] = n
+			v, ok := w.Labels[key]
+			if !ok {
+				return nil
 			}
-			n.Add(costsplit.ClaimOf(&w), w.Key, w.Labels[key] == value)
+			nd := nodes[w.NodeID]
+			if nd == nil {
+				nd = &costsplit.Work[string]{}
+				nodes[w.NodeID] = nd
+			}
+			nd.Add(costsplit.ClaimOf(&w), w.Key, v)
+			if sp.byValue[v] == nil {
+				sp.byValue[v] = make([]billing.Money, n)
+			}
 			return nil
 		})
 		if err != nil {
@@ -47,10 +89,10 @@ func Hourly(ctx context.Context, r Reader, b *billing.Book, project, label strin
 		}
 	}
 	var scratch costsplit.Scratch
-	// hour spreads gpuSeconds of line l held evenly over [from, to) into
-	// the hours they fall in, in whole GPU-seconds (the last hour takes
-	// what division leaves), priced as l is.
-	spread := func(l billing.Line, gpuSeconds, from, to int64) {
+	// spread adds gpuSeconds of line l, held evenly over [from, to), to
+	// the hours of into they fall in, in whole GPU-seconds (the last hour
+	// takes what division leaves), priced as l is.
+	spread := func(into []billing.Money, l billing.Line, gpuSeconds, from, to int64) {
 		span := to - from
 		if span <= 0 || gpuSeconds <= 0 {
 			return
@@ -65,31 +107,29 @@ func Hourly(ctx context.Context, r Reader, b *billing.Book, project, label strin
 			given += gs
 			amt, _ := l.Part(gs)
 			i := int((t - day0.Unix()) / 3600)
-			days[i] = days[i].Add(amt)
+			into[i] = into[i].Add(amt)
 			t = next
 		}
 	}
 	add := func(l billing.Line) {
 		ls, le := l.Start.Unix(), l.End.Unix()
-		if !byLabel {
-			spread(l, l.Seconds*int64(l.Record.GPUs), ls, le)
+		spread(sp.total, l, l.Seconds*int64(l.Record.GPUs), ls, le)
+		nd := nodes[l.Record.NodeID]
+		if nd == nil {
 			return
 		}
-		n := nodes[l.Record.NodeID]
-		if n == nil {
-			return
-		}
-		claims, match := n.Ordered()
+		claims, values := nd.Ordered()
 		parts, _ := scratch.GPUSeconds(l.Record.GPUs, ls, le, claims)
 		for j, gs := range parts {
-			if match[j] && gs > 0 {
-				c := claims[j]
-				end := le
-				if c.End != 0 {
-					end = min(c.End, le)
-				}
-				spread(l, gs, max(c.Start, ls), end)
+			if gs <= 0 {
+				continue
 			}
+			c := claims[j]
+			end := le
+			if c.End != 0 {
+				end = min(c.End, le)
+			}
+			spread(sp.byValue[values[j]], l, gs, max(c.Start, ls), end)
 		}
 	}
 	var one [1]domain.UsageRecord
@@ -101,5 +141,5 @@ func Hourly(ctx context.Context, r Reader, b *billing.Book, project, label strin
 		b.Price(one[:], from, to, add)
 		return nil
 	})
-	return days, err
+	return sp, err
 }
