@@ -104,3 +104,20 @@ func TestACheckpointWithinTheNoticeIsRecordedOnce(t *testing.T) {
 		t.Fatalf("saved %v in %d writes; want %v once", s.port.saved, s.port.saves, at)
 	}
 }
+
+// TestAStoreThatHangsNeverHoldsTheNodePastItsDeadline: recording a
+// checkpoint within the notice is bounded, so at the deadline the node
+// goes whatever the store does.
+func TestAStoreThatHangsNeverHoldsTheNodePastItsDeadline(t *testing.T) {
+	s := newSpec(t, worker(10*time.Minute, sim.NeverExits))
+	n := s.reclaim(s.readyNode(), domain.CausePreempted)
+	s.mustStep(n.ID)
+	s.api.checkpoint(n.Name, s.clk.Now())
+	s.port.saveHangs = true
+	s.clk.Set(n.Deadline)
+	start := time.Now()
+	got, _ := s.mustStep(n.ID)
+	if got.State != domain.NodeRemoved || time.Since(start) > 3*saveWorkWait {
+		t.Fatalf("at the deadline with a hanging store: %s after %s", got.State, time.Since(start))
+	}
+}

@@ -77,12 +77,19 @@ func (m *Machine) noteCheckpoint(ctx context.Context, n domain.Node) {
 	if !l.Known || l.LastCheckpoint.Before(n.DrainStartedAt.Truncate(time.Second)) {
 		return
 	}
-	if err := m.port.SaveWork(ctx, n.ID, l.LastCheckpoint); err != nil {
+	// Bounded: at a drain's end it goes before the machine's return, and a
+	// store that does not answer must not hold the node.
+	sctx, cancel := context.WithTimeout(ctx, saveWorkWait)
+	defer cancel()
+	if err := m.port.SaveWork(sctx, n.ID, l.LastCheckpoint); err != nil {
 		m.log.Warn("record a checkpoint within a notice", "node", n.Name, "err", err)
 		return
 	}
 	m.saved.Store(n.ID, true)
 }
+
+// saveWorkWait bounds noteCheckpoint's write.
+const saveWorkWait = time.Second
 
 // notified stores that every unit of work on n had its notice.
 func (m *Machine) notified(ctx context.Context, n domain.Node) (domain.Node, error) {

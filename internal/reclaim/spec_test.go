@@ -43,8 +43,10 @@ type fakePort struct {
 	kicks    int
 	saved    map[string]time.Time // checkpoints within a notice (SaveWork)
 	saves    int
-	// saveFails is how many SaveWork calls fail next.
+	// saveFails is how many SaveWork calls fail next; saveHangs makes
+	// them wait for their context.
 	saveFails int
+	saveHangs bool
 	// others: machines another node occupies now (Owns fails).
 	others map[string]string
 }
@@ -160,7 +162,14 @@ func (p *fakePort) Observe(obs ...Observation) {
 	p.obs = append(p.obs, obs...)
 }
 
-func (p *fakePort) SaveWork(_ context.Context, id string, at time.Time) error {
+func (p *fakePort) SaveWork(ctx context.Context, id string, at time.Time) error {
+	p.mu.Lock()
+	hang := p.saveHangs
+	p.mu.Unlock()
+	if hang {
+		<-ctx.Done() // a store that does not answer
+		return ctx.Err()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.saveFails > 0 {
