@@ -138,7 +138,7 @@ func (e *env) apiErr(who, method, path, body string, want int) apiv1.ErrorBody {
 func (e *env) settle() {
 	e.t.Helper()
 	for i := 0; i < 40; i++ {
-		if _, err := e.ctrl.Reconcile(e.ctx); err != nil {
+		if _, err := e.ctrl.Turn(e.ctx); err != nil {
 			e.t.Fatal(err)
 		}
 		e.clk.Step(5 * time.Second)
@@ -521,7 +521,7 @@ func TestEventStream(t *testing.T) {
 	go func() {
 		var err error
 		for i := 0; i < 40 && err == nil; i++ {
-			_, err = e.ctrl.Reconcile(e.ctx)
+			_, err = e.ctrl.Turn(e.ctx)
 			e.clk.Step(5 * time.Second)
 		}
 		done <- err

@@ -394,7 +394,7 @@ func (e *env) readyCluster() string {
 	body := e.apiAs(e.tokens["p"], "POST", "/v1/clusters", `{"cluster_name":"a","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8,"num_preemptible_gpus":8}`, 201)
 	id := regexp.MustCompile(`"cluster_id":\s*"([^"]+)"`).FindStringSubmatch(body)[1]
 	for i := 0; i < 10; i++ {
-		e.ctrl.Reconcile(context.Background())
+		e.ctrl.Turn(context.Background())
 		e.clk.Step(10 * time.Second)
 	}
 	return id
@@ -409,7 +409,7 @@ func TestClusterPageShowsLostNode(t *testing.T) {
 	if err := e.sim.Release(context.Background(), id, name); err != nil {
 		t.Fatal(err)
 	}
-	e.ctrl.Reconcile(context.Background())
+	e.ctrl.Turn(context.Background())
 	b := e.browser()
 	b.signIn(e.tokens["p"])
 	status, page, _ := b.get("/console/clusters/" + id)
@@ -446,7 +446,7 @@ func TestClusterPageShowsMissingPermissions(t *testing.T) {
 	}
 	e.ctrl.RecordAccess(driver.AccessReport{ClusterID: id, Missing: []domain.MissingPermission{
 		{Permission: "patch pods/status", Effect: "Jobs count the reclaim as a <failure>: grant patch on pods/status"}}})
-	e.ctrl.Reconcile(context.Background())
+	e.ctrl.Turn(context.Background())
 	_, page, _ := b.get("/console/clusters/" + id)
 	if !strings.Contains(page, "Missing permissions") || !strings.Contains(page, "<code>patch pods/status</code> (courtesy): Jobs count the reclaim as a &lt;failure&gt;") {
 		t.Fatalf("cluster page does not show the missing permission:\n%s", page)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/allocator"
 	"github.com/sparecap/sparecap/internal/domain"
-	"github.com/sparecap/sparecap/internal/reclaim"
+	"github.com/sparecap/sparecap/internal/lifecycle"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -185,7 +185,7 @@ func (t *commitTx) addEvent(e domain.Event) {
 	e.ID = t.c.NewID("ev-")
 	e.Timestamp = t.now
 	t.events = append(t.events, e)
-	t.obs = append(t.obs, reclaim.EventObservation(e))
+	t.obs = append(t.obs, lifecycle.EventObservation(e))
 }
 
 // lostWork is the ledger's entry of ready node n drained now with load l:
@@ -228,7 +228,7 @@ func (t *commitTx) reclaim() error {
 			// whole window like any node holding its machine.
 			deadline = t.now.Add(t.c.cfg.DrainWindow)
 		}
-		st := reclaim.Start(n, r.Cause, r.Why, deadline, t.now)
+		st := lifecycle.Start(n, r.Cause, r.Why, deadline, t.now)
 		if st.Event != nil {
 			t.addEvent(*st.Event)
 		}

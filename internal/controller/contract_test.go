@@ -14,6 +14,7 @@ import (
 	"github.com/sparecap/sparecap/internal/billing"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
+	"github.com/sparecap/sparecap/internal/lifecycle"
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/store"
 )
@@ -387,11 +388,11 @@ func TestStaleStepNeverWipesAnotherNodesMachine(t *testing.T) {
 	}
 	w := &countingWipes{MachineProvider: h.sim, h: h}
 	h.c = New(h.st, h.sim, w, h.clk, h.cfg, nil)
-	if _, err := h.c.reclaim.Remove(h.ctx, stale); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.c.step(h.ctx, stale.ID); err != nil {
-		t.Fatal(err)
+	// A turn of the old node, as a step that read it removing would run:
+	// it reads the node as it is now.
+	h.c.exec.Runner().Add(stale.ID, lifecycle.Due{})
+	if errs := h.c.exec.Runner().RunDue(h.ctx); len(errs) > 0 {
+		t.Fatal(errs)
 	}
 	if w.wipes != 0 {
 		t.Fatalf("machine %s wiped %d times while it serves b", stale.MachineID, w.wipes)
@@ -415,7 +416,7 @@ func TestOverdueWorkBacksOff(t *testing.T) {
 		t.Fatalf("state %s", n.State)
 	}
 	for range 20 {
-		next, _ := h.c.Reconcile(h.ctx)
+		next, _ := h.c.Turn(h.ctx)
 		if !next.IsZero() && !next.After(h.clk.Now()) { // zero: sleep the interval
 			t.Fatalf("next wake %v is not after now %v", next, h.clk.Now())
 		}
@@ -642,7 +643,7 @@ func TestPreparingForgetsNodesThatLeft(t *testing.T) {
 	h.create("a", 8, 0)
 	n := h.onlyNode("a", domain.Standard)
 	h.reconcile()
-	if h.c.provision.FirstPrepare(n.ID).IsZero() {
+	if h.c.exec.FirstPrepare(n.ID).IsZero() {
 		t.Fatal("the first Prepare was not recorded")
 	}
 	if _, err := h.c.DeleteCluster(h.ctx, "a"); err != nil {
@@ -652,7 +653,7 @@ func TestPreparingForgetsNodesThatLeft(t *testing.T) {
 	if got := h.node(n.ID); got.State.Live() {
 		t.Fatalf("node of a deleted cluster: %s", got.State)
 	}
-	if at := h.c.provision.FirstPrepare(n.ID); !at.IsZero() {
+	if at := h.c.exec.FirstPrepare(n.ID); !at.IsZero() {
 		t.Fatalf("the record of its first Prepare (%s) is left", at)
 	}
 }

@@ -13,10 +13,8 @@ import (
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
-	"github.com/sparecap/sparecap/internal/provision"
+	"github.com/sparecap/sparecap/internal/lifecycle"
 	"github.com/sparecap/sparecap/internal/random"
-	"github.com/sparecap/sparecap/internal/reclaim"
-	"github.com/sparecap/sparecap/internal/steprun"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -34,8 +32,9 @@ type Config struct {
 	Cooldown time.Duration
 	// EventRetention is how long lifecycle events are kept (default 72h).
 	EventRetention time.Duration
-	// Interval between reconciles when nothing wakes the loop earlier, in
-	// clock time (default 1s).
+	// Interval between passes of the loop when nothing wakes it earlier,
+	// in clock time (default 1s); a node's turn that waits for what its
+	// platform cannot tell looks again this often.
 	Interval time.Duration
 	// Workers is how many node steps run at once (default 256). Steps wait
 	// on their cluster's API, so this bounds concurrent API calls, not CPU.
@@ -65,6 +64,9 @@ type Config struct {
 	// cluster whose API is slow or down gets its cleanup retried in the
 	// background instead.
 	CleanupBudget time.Duration
+	// Instant: the drivers answer at once (the simulated fleet on a
+	// virtual clock), so driver calls are not cut off by timers.
+	Instant bool
 	// Random is the source of the controller's retry jitter and of the
 	// identifiers it makes (default: seeded from the system's entropy); a
 	// test that seeds it replays its run.
@@ -150,9 +152,9 @@ type Controller struct {
 	// Kubernetes watch).
 	OnClusterGone func(clusterID string)
 
-	// reclaim moves draining and removing nodes on (see package
-	// reclaim), through the controller's port.
-	reclaim *reclaim.Machine
+	// exec runs the node turns (package lifecycle): when each is due, its
+	// steps' writes, driver calls and answers.
+	exec *lifecycle.Executor
 
 	mu planLock // serializes plan + commit
 	// settled is the last plan replan found nothing to commit in, and the
@@ -191,36 +193,28 @@ type Controller struct {
 	moved                     atomic.Int64 // node transitions so far
 	inFlight                  atomic.Pointer[inFlightNodes]
 
-	// runner runs the node steps (provisioning's and reclaim's) and the
-	// cleanups, each when it is due; lastResync is when it was last handed
-	// every node in flight (see pass).
-	runner     *steprun.Runner
+	// lastResync is when the executor was last handed every node in
+	// flight (see pass).
 	lastResync time.Time
-	// provision moves pending and provisioning nodes on (see package
-	// provision), through the controller's port.
-	provision *provision.Provisioner
 	// lastSweep is when ready nodes were last checked for loss;
 	// sweepNow asks the next pass to check them at once.
 	lastSweep time.Time
 	sweepNow  atomic.Bool
-	// lostDue is when the first NotReady node the last sweep saw reaches
-	// NodeLostAfter (zero: none is NotReady).
-	lostDue time.Time
 }
 
 // Observation is a step the controller took on a node (see
-// reclaim.Observation).
-type Observation = reclaim.Observation
+// lifecycle.Observation).
+type Observation = lifecycle.Observation
 
 // ObservationKind says what an Observation reports.
-type ObservationKind = reclaim.ObservationKind
+type ObservationKind = lifecycle.ObservationKind
 
-// The kinds of observation (see reclaim).
+// The kinds of observation (see lifecycle).
 const (
-	KindEvent           = reclaim.KindEvent
-	KindDrainStarted    = reclaim.KindDrainStarted
-	KindNoticeDelivered = reclaim.KindNoticeDelivered
-	KindDrainFinished   = reclaim.KindDrainFinished
+	KindEvent           = lifecycle.KindEvent
+	KindDrainStarted    = lifecycle.KindDrainStarted
+	KindNoticeDelivered = lifecycle.KindNoticeDelivered
+	KindDrainFinished   = lifecycle.KindDrainFinished
 )
 
 // Observers returns an Observer that calls each non-nil f in turn, so
@@ -253,16 +247,17 @@ func New(st store.Store, cd driver.ClusterDriver, mp driver.MachineProvider, clk
 		changed: make(chan struct{}),
 		mu:      newPlanLock(),
 	}
-	c.runner = steprun.New(steprun.Config{Clock: clk, Random: cfg.Random, Backoff: stepBackoff,
-		Pools: []int{reclaim.Workers: cfg.Workers, reclaim.Notices: cfg.NoticeWorkers}}, c.step)
-	c.reclaim = reclaim.New(port{c}, cd, mp, clk, reclaim.Config{CleanupBudget: cfg.CleanupBudget, NodeLostAfter: cfg.NodeLostAfter, Poll: cfg.Interval}, log)
-	c.provision = provision.New(port{c}, cd, mp, c.reclaim, clk, provision.Config{RegisterTimeout: cfg.RegisterTimeout,
-		MaxFailures: MaxFailures, Poll: cfg.Interval, LastErr: c.runner.Err}, log)
-	// The driver's watches wake the steps and the loop: work gone from a
-	// draining node pokes the drains, a Node deleted or changing readiness
-	// asks for a sweep; and it reports what it learns of a cluster's
-	// permissions.
-	cd.SetHooks(driver.Hooks{WorkGone: func() { c.runner.Poke(reclaim.TagDrain) }, NodeChanged: c.SweepSoon, Access: c.RecordAccess, Note: c.RecordNote})
+	c.exec = lifecycle.NewExecutor(world{c}, cd, mp, lifecycle.ExecutorConfig{
+		Steps: lifecycle.Config{CleanupBudget: cfg.CleanupBudget, NodeLostAfter: cfg.NodeLostAfter, Poll: cfg.Interval,
+			RegisterTimeout: cfg.RegisterTimeout, MaxFailures: MaxFailures},
+		Clock: clk, Random: cfg.Random, Workers: cfg.Workers, NoticeWorkers: cfg.NoticeWorkers, Instant: cfg.Instant, Log: log})
+	// What a driver sees of a node wakes that node's turn alone; it also
+	// reports what it learns of a cluster's permissions, and notes.
+	hooks := driver.Hooks{Wake: c.wake, Access: c.RecordAccess, Note: c.RecordNote}
+	cd.SetHooks(hooks)
+	if hp, ok := mp.(interface{ SetHooks(driver.Hooks) }); ok && any(mp) != any(cd) {
+		hp.SetHooks(hooks)
+	}
 	return c
 }
 
@@ -289,8 +284,7 @@ func (c *Controller) notify() {
 }
 
 // SweepSoon asks the loop to check ready nodes against their clusters'
-// Node objects now (a node watch saw a managed Node deleted or change
-// readiness).
+// Node objects now.
 func (c *Controller) SweepSoon() {
 	c.sweepNow.Store(true)
 	c.Kick()

@@ -38,7 +38,13 @@ func TestScaleDownDrainsIdleNodesFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.reconcile()
-	draining := h.nodes("a", domain.NodeDraining)
+	// The idle node's drain may be over already: no work to wait for.
+	var draining []domain.Node
+	for _, n := range h.nodes("a") {
+		if !n.DrainStartedAt.IsZero() {
+			draining = append(draining, n)
+		}
+	}
 	if len(draining) != 1 || draining[0].ID != idle.ID {
 		t.Fatalf("draining %+v, want only the idle node %s (the youngest is %s)", draining, idle.ID, nodes[2].ID)
 	}

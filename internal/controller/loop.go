@@ -7,57 +7,103 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/lifecycle"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
-// Run reconciles until ctx ends: after each pass it sleeps until a
-// cooldown ends, a NotReady node is due to be declared lost, a Kick, or
-// Interval. Node steps are the step runner's (package steprun), which
-// runs each node when its last step said it is due, and each node a
-// commit changed at once, in worker pools of its own: a pass never walks
-// the nodes to find the due ones, and a cluster whose API is slow or down
-// never holds up another cluster's drains. A new term starts by handing
-// the runner every node in flight once.
+// Run runs the control plane until ctx ends: passes of its loop (Turn's
+// pass) after each of which it sleeps until a cooldown ends, a Kick, a
+// node's turn moved a node, or Interval; and node turns, which the
+// executor runs in its worker pools as each comes due (by its own answer,
+// by a commit that changed its node, or when its driver woke it), never
+// found by a walk of every node. A new term starts by handing the
+// executor every node in flight once.
 func (c *Controller) Run(ctx context.Context) error {
-	c.runner.Reset()
+	r := c.exec.Runner()
+	r.Reset()
 	c.lastResync = time.Time{}
 	var wg sync.WaitGroup
-	wg.Go(func() { c.runner.Run(ctx) })
+	wg.Go(func() { r.Run(ctx) })
 	defer wg.Wait()
 	for {
 		start := c.clock.Now()
-		next, err := c.pass(ctx, false)
+		next, err := c.pass(ctx)
 		if err != nil && ctx.Err() == nil {
 			c.log.Error("reconcile", "err", err)
 		}
-		took := c.clock.Now().Sub(start)
-		wait := nextWait(next, c.clock.Now(), c.cfg.Interval)
-		c.waiting(wait, false)
-		select {
-		case <-ctx.Done():
+		if !c.sleep(ctx, start, c.clock.Now().Sub(start), next) {
 			return nil
-		case <-c.kick:
-			c.woke()
-		case <-c.moves:
-			c.woke()
-			// Steps that moved nodes come by the thousand while a fleet
-			// comes up: replanning after each batch kept the plan lock
-			// from their transitions, so the loop replans for them at most
-			// every replanGap.
-			if gap := start.Add(replanGap(c.cfg.Interval, took)).Sub(c.clock.Now()); gap > 0 {
-				c.waiting(gap, true)
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-c.kick:
-				case <-c.clock.After(gap):
-				}
-				c.woke()
-			}
-		case <-c.clock.After(wait):
-			c.woke()
 		}
 	}
+}
+
+// sleep waits after a pass that started at start and took took until the
+// loop is due again (next, at most Interval), kicked, or a node moved
+// (then at least the replan gap after start); false once ctx ended.
+func (c *Controller) sleep(ctx context.Context, start time.Time, took time.Duration, next time.Time) bool {
+	wait := nextWait(next, c.clock.Now(), c.cfg.Interval)
+	c.waiting(wait, false)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.kick:
+		c.woke()
+	case <-c.moves:
+		c.woke()
+		// Turns that moved nodes come by the thousand while a fleet comes
+		// up: replanning after each batch kept the plan lock from their
+		// commits, so the loop replans for them at most every replanGap.
+		if gap := start.Add(replanGap(c.cfg.Interval, took)).Sub(c.clock.Now()); gap > 0 {
+			c.waiting(gap, true)
+			select {
+			case <-ctx.Done():
+				return false
+			case <-c.kick:
+			case <-c.clock.After(gap):
+			}
+			c.woke()
+		}
+	case <-c.clock.After(wait):
+		c.woke()
+	}
+	return true
+}
+
+// Turn is one turn of the control plane at the clock's now, for a caller
+// that drives it on a virtual clock (the simulator, tests): a pass (plan
+// and commit what changed, hand new nodes to the executor, sweep, finish
+// deleted clusters, prune), then the turns of every node due now, inline
+// and in a fixed order (by due time, then key). No goroutine runs and
+// nothing sleeps, so a run repeats exactly.
+//
+// It returns when something is next due, as Due would answer once Run's
+// loop slept after the same pass: the plan's wake-up, the executor's
+// first queued turn, and, if the turns moved nodes, the replan Run would
+// make for them half an Interval after the pass (virtual time does not
+// pass during a pass). Zero: nothing is due.
+func (c *Controller) Turn(ctx context.Context) (time.Time, error) {
+	moved := c.moved.Load()
+	next, err := c.pass(ctx)
+	errs := []error{err}
+	r := c.exec.Runner()
+	errs = append(errs, r.RunDue(ctx)...)
+	now := c.clock.Now()
+	earlier := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if c.moved.Load() != moved {
+		earlier(now.Add(replanGap(c.cfg.Interval, 0)))
+	}
+	if at, ok := r.Earliest(); ok {
+		if at.Before(now) {
+			at = now // one a turn added for now: at once
+		}
+		earlier(at)
+	}
+	return next, errors.Join(errs...)
 }
 
 // replanGap is the least time between the starts of two passes the loop
@@ -84,23 +130,13 @@ func nextWait(next, now time.Time, interval time.Duration) time.Duration {
 	return min(d, interval)
 }
 
-// Reconcile runs one pass and, in it, the step of every node in flight
-// and every cleanup pending whose backoff has passed (concurrently, up to
-// Config.Workers at a time; with one worker in order, on the caller's
-// goroutine), and waits for them: plan and commit what changed, step,
-// check ready nodes for loss, finish deleted clusters, prune old events
-// and archive old removed nodes. It returns the earliest time something
-// is due (a drain deadline, a registration timeout, a cooldown end, a
-// retry), or zero. Tests and tools drive the controller with it; the
-// server runs Run.
-func (c *Controller) Reconcile(ctx context.Context) (time.Time, error) {
-	return c.pass(ctx, true)
-}
-
-// pass is Reconcile; with steps false (Run) it leaves the node steps to
-// the runner, and hands it every node once a term and then every
-// SweepEvery, the backstop for a change no commit reported.
-func (c *Controller) pass(ctx context.Context, steps bool) (time.Time, error) {
+// pass is one pass of the loop: it records what drivers reported, plans
+// and commits what changed, hands the executor every node in flight once a
+// term and then every SweepEvery (the backstop for a change no commit or
+// driver reported), checks ready nodes for loss when due, finishes
+// deleted clusters and prunes old events. It returns when the plan wakes
+// next (a cooldown's end), or zero.
+func (c *Controller) pass(ctx context.Context) (time.Time, error) {
 	if err := c.recordAccess(ctx); err != nil {
 		c.log.Warn("cannot record what a cluster's permission check found", "err", err)
 	}
@@ -113,11 +149,8 @@ func (c *Controller) pass(ctx context.Context, steps bool) (time.Time, error) {
 	}
 	now := c.clock.Now()
 	w := &wake{now: now, next: pl.NextWake}
-	moved := c.moved.Load()
 	var errs []error
-	if steps {
-		errs = append(errs, c.runSteps(ctx, now, w)...)
-	} else if c.lastResync.IsZero() || now.Sub(c.lastResync) >= c.cfg.SweepEvery {
+	if c.lastResync.IsZero() || now.Sub(c.lastResync) >= c.cfg.SweepEvery {
 		if err := c.resync(ctx, now); err != nil {
 			errs = append(errs, err)
 		}
@@ -125,37 +158,13 @@ func (c *Controller) pass(ctx context.Context, steps bool) (time.Time, error) {
 	if err := c.sweepIfDue(ctx, now); err != nil {
 		errs = append(errs, err)
 	}
-	w.earlier(c.lostDue)
 	if err := c.finishDeletions(ctx); err != nil {
 		errs = append(errs, err)
-	}
-	// Nodes that became ready or left in this pass's steps change cluster
-	// states and may free capacity: plan again rather than wait for the
-	// next pass. (Run's steps are the runner's: their moves wake the loop.)
-	if steps && c.moved.Load() != moved {
-		pl, err := c.replan(ctx)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			w.earlier(pl.NextWake)
-		}
 	}
 	if err := c.pruneIfDue(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	return w.next, errors.Join(errs...)
-}
-
-// runSteps runs every step there is now (see Reconcile) and notes when
-// the loop must wake for them in w.
-func (c *Controller) runSteps(ctx context.Context, now time.Time, w *wake) []error {
-	items, err := c.work(ctx, now)
-	if err != nil {
-		return []error{err}
-	}
-	next, errs := c.runner.RunNow(ctx, items, c.cfg.Workers == 1)
-	w.earlier(next)
-	return errs
 }
 
 // wake is the earliest time something is due, as a pass works it out.
@@ -171,16 +180,28 @@ func (w *wake) earlier(t time.Time) {
 	}
 }
 
-// sweepIfDue checks ready nodes for loss when a node watch asked for it,
-// when the backstop's time has come, or when a node seen not Ready
-// reaches Config.NodeLostAfter.
+// sweepIfDue checks ready nodes for loss when the backstop's time has
+// come (a change no watch reported): every ready node whose cluster says
+// something of it that needs its step (lifecycle.Attention) is handed to
+// the executor. Changes a driver sees reach their node alone (wake).
 func (c *Controller) sweepIfDue(ctx context.Context, now time.Time) error {
-	if !c.sweepNow.Swap(false) && now.Sub(c.lastSweep) < c.cfg.SweepEvery && (c.lostDue.IsZero() || now.Before(c.lostDue)) {
+	if !c.sweepNow.Swap(false) && now.Sub(c.lastSweep) < c.cfg.SweepEvery {
 		return nil
 	}
-	due, err := c.reclaim.Sweep(ctx)
-	c.lostDue, c.lastSweep = due, now
-	return err
+	c.lastSweep = now
+	s, err := c.snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("list ready nodes: %w", err)
+	}
+	for _, n := range s.Nodes {
+		if n.State != domain.NodeReady {
+			continue
+		}
+		if h, err := c.cluster.Health(ctx, n.ClusterID, n.Name); err == nil && lifecycle.Attention(*n, h) {
+			c.exec.Runner().Wake(n.ID, time.Time{})
+		}
+	}
+	return nil
 }
 
 // pruneIfDue prunes old events and archives old removed nodes, once a

@@ -122,56 +122,91 @@ func withCounting(h *harness) *countingAPI {
 	return api
 }
 
-// A drain waiting for its work looks at it once a poll, however often
-// the loop runs: the loop's passes do not step nodes.
-func TestADrainPollsOnItsOwnScheduleNotOnEveryPass(t *testing.T) {
-	h := newHarness(t, stubbornPods, 2)
-	pre := fillPreemptible(h)
-	api := withCounting(h)
-	h.run()
-	reclaimFor(h)
-	h.until("the notice", func() bool { return h.node(pre.ID).Notified })
-	from := api.lists.Load()
-	for range 300 { // 30 s of clock time, the loop kicked at every tick
-		h.clk.Step(100 * time.Millisecond)
-		h.c.Kick()
-		time.Sleep(time.Millisecond)
-	}
-	if got := api.lists.Load() - from; got < 10 || got > 40 {
-		t.Errorf("the drain listed its work %d times in 30 s of polls at 1 s, with the loop kicked 300 times", got)
+// silent is a cluster driver that cannot tell: no wakes reach the
+// controller, and it does not say it tells (no Tells), so steps poll.
+type silent struct{ *countingAPI }
+
+func (silent) SetHooks(driver.Hooks) {}
+
+func (silent) Tells(string) bool { return false }
+
+// A drain waiting for its work is woken by its driver, never by the loop's
+// passes: on a driver that tells, it does not look at its work again
+// until told (its stubborn pod never exits: until the deadline); on one
+// that cannot tell, once a poll, however often the loop runs.
+func TestADrainWaitsToBeToldNotForThePasses(t *testing.T) {
+	for _, tells := range []bool{true, false} {
+		t.Run(map[bool]string{true: "tells", false: "polls"}[tells], func(t *testing.T) {
+			h := newHarness(t, stubbornPods, 2)
+			pre := fillPreemptible(h)
+			api := withCounting(h)
+			if !tells {
+				h.c = New(h.st, silent{api}, h.sim, h.clk, h.cfg, nil)
+			}
+			h.run()
+			reclaimFor(h)
+			h.until("the notice", func() bool { return h.node(pre.ID).Notified })
+			from := api.lists.Load()
+			for range 300 { // 30 s of clock time, the loop kicked at every tick
+				h.clk.Step(100 * time.Millisecond)
+				h.c.Kick()
+				time.Sleep(time.Millisecond)
+			}
+			got := api.lists.Load() - from
+			if tells && got != 0 {
+				t.Errorf("the drain listed its work %d times in 30 s with nothing to tell it, the loop kicked 300 times", got)
+			}
+			if !tells && (got < 10 || got > 40) {
+				t.Errorf("the drain listed its work %d times in 30 s of polls at 1 s, with the loop kicked 300 times", got)
+			}
+		})
 	}
 }
 
-// Work gone from a draining node (the driver's WorkGone) pokes the
-// drains: the node goes without waiting for its next poll.
-func TestWorkGonePokesTheDrains(t *testing.T) {
-	h := newHarness(t, quickPods, 2)
-	pre := fillPreemptible(h)
-	// No poll comes before the deadline, nor the backstop that hands the
-	// runner every node in flight (the clock runs on while the test waits
-	// for the notice: under load past the default minute).
-	h.cfg.Interval, h.cfg.SweepEvery = time.Hour, time.Hour
-	api := withCounting(h)
-	h.run()
-	reclaimFor(h)
-	h.until("the notice", func() bool { return h.node(pre.ID).Notified })
-	deadline := h.node(pre.ID).Deadline
-	h.until("the drain to wait for its deadline", func() bool {
-		at, ok := h.c.runner.Next(pre.ID)
-		return ok && at.Equal(deadline)
-	})
-	h.clk.Step(31 * time.Second) // the pods exit 30 s after their notice
-	time.Sleep(50 * time.Millisecond)
-	if got := h.node(pre.ID); got.State != domain.NodeDraining {
-		t.Fatalf("%s before the poke: a poll came", got.State)
+// What a driver sees of one node wakes that node alone: of two drains
+// whose pods are both gone, the one woken ends early, the other waits (no
+// poll: the driver tells) for its own word or its deadline.
+func TestAWakeReachesItsNodeAlone(t *testing.T) {
+	h := newHarness(t, quickPods, 3)
+	h.create("a", 8, 16)
+	h.advance(time.Minute)
+	pres := h.nodes("a", domain.NodeReady)
+	var ids []string
+	for _, n := range pres {
+		if n.Class == domain.Preemptible {
+			ids = append(ids, n.ID)
+		}
 	}
+	if len(ids) != 2 {
+		t.Fatalf("preemptible nodes %v", ids)
+	}
+	h.cfg.SweepEvery = time.Hour // no backstop meanwhile
+	api := withCounting(h)
+	h.c = New(h.st, api, h.sim, h.clk, h.cfg, nil)
 	api.mu.Lock()
-	gone := api.hooks.WorkGone
+	wake := api.hooks.Wake
 	api.mu.Unlock()
-	gone()
-	h.until("the early end", func() bool { return h.node(pre.ID).State != domain.NodeDraining })
-	if got := h.node(pre.ID); got.Outcome != domain.OutcomeEarly {
-		t.Errorf("outcome %s", got.Outcome)
+	h.sim.SetHooks(driver.Hooks{}) // the fleet's own word is lost
+	zero := 0
+	if _, err := h.c.UpdateCluster(h.ctx, "a", Change{PreemptibleGPUs: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile() // the notices
+	h.clk.Step(31 * time.Second)
+	h.reconcile()
+	for _, id := range ids {
+		if got := h.node(id); got.State != domain.NodeDraining || !got.Notified {
+			t.Fatalf("%s before any word: %s", id, got.State)
+		}
+	}
+	first := h.node(ids[0])
+	wake("a", first.Name, time.Time{})
+	h.reconcile()
+	if got := h.node(ids[0]); got.State == domain.NodeDraining || got.Outcome != domain.OutcomeEarly {
+		t.Errorf("the woken node: %s, outcome %s", got.State, got.Outcome)
+	}
+	if got := h.node(ids[1]); got.State != domain.NodeDraining {
+		t.Errorf("the other node moved without a word: %s", got.State)
 	}
 }
 
@@ -269,7 +304,7 @@ func TestRunMeetsTheDeadlineWhileTheAPIIsDown(t *testing.T) {
 	// run at it, not wait for the backoff to end. (A clock stepped on
 	// while a busy machine runs the step would make it look late.)
 	h.stepTo(deadline)
-	if h.c.runner.Err(pre.ID) == nil {
+	if h.c.exec.Runner().Err(pre.ID) == nil {
 		t.Fatal("the notice never failed")
 	}
 	h.wait("the deadline step at the deadline", func() bool { return h.node(pre.ID).State != domain.NodeDraining })

@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
-	"github.com/sparecap/sparecap/internal/reclaim"
-	"github.com/sparecap/sparecap/internal/steprun"
+	"github.com/sparecap/sparecap/internal/lifecycle"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -37,7 +36,7 @@ var errStale = domain.ErrStale
 // node sees the same transaction as if each write had been made at once.
 func (c *Controller) transition(ctx context.Context, id string, from domain.NodeState, change changeFunc) (domain.Node, error) {
 	t := &pendingTransition{id: id, from: from, change: change, done: make(chan struct{}),
-		self: steprun.KeyOf(ctx) == id}
+		self: lifecycle.KeyOf(ctx) == id}
 	c.tq.push(t)
 	if c.lockUnless(ctx, t.done) {
 		c.flushTransitions(ctx)
@@ -129,7 +128,7 @@ func (c *Controller) enqueueAfter(t *pendingTransition) {
 		c.enqueue(t.n, c.clock.Now())
 		return
 	}
-	c.runner.Add(reclaim.CleanupKey(t.n.ID), steprun.Due{})
+	c.exec.Runner().Add(lifecycle.CleanupKey(t.n.ID), lifecycle.Due{})
 }
 
 // batchWrites are the writes of a batch of transitions held back to be

@@ -169,11 +169,12 @@ func (NoLoad) Running(clusterID, nodeName string) ([]domain.Running, bool) { ret
 // Hooks are how a driver tells the controller of changes it sees. Each may
 // be nil; none may block or call the driver.
 type Hooks struct {
-	// WorkGone: the last work on a draining node ended (it can go now).
-	WorkGone func()
-	// NodeChanged: a managed node was deleted or changed readiness (look
-	// for lost nodes now rather than at the backstop sweep).
-	NodeChanged func()
+	// Wake: something a node's step waits for changed for the node named
+	// nodeName in cluster clusterID (its last work ended, it registered,
+	// it was deleted, it changed readiness, its machine is ready), or will
+	// at at (not zero: the simulated fleet knows when a pod exits or a
+	// machine is ready): that node's turn runs then, and no other's.
+	Wake func(clusterID, nodeName string, at time.Time)
 	// Access: what the driver learned of the cluster's permissions.
 	Access func(AccessReport)
 	// Note: something about a node the operator should read in its

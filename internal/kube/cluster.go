@@ -217,11 +217,16 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	if _, err := c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*corev1.Node); ok && managed(n) {
+				c.wake(n.Name) // registered: its provisioning step asks again
+			}
+		},
 		UpdateFunc: func(old, obj any) {
 			o, ok1 := old.(*corev1.Node)
 			n, ok2 := obj.(*corev1.Node)
-			if ok1 && ok2 && managed(n) && Ready(o) != Ready(n) {
-				c.nodeChanged()
+			if ok1 && ok2 && managed(n) && (Ready(o) != Ready(n) || c.unmarked(o, n)) {
+				c.wake(n.Name)
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -229,7 +234,7 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 				obj = t.Obj
 			}
 			if n, ok := obj.(*corev1.Node); ok && managed(n) {
-				c.nodeChanged()
+				c.wake(n.Name)
 			}
 		},
 	}); err != nil {
@@ -249,11 +254,19 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	if _, err := c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) {
+		AddFunc: func(obj any) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				c.podBound(p)
+			}
+		},
+		UpdateFunc: func(old, obj any) {
 			if p, ok := obj.(*corev1.Pod); ok {
 				c.keepCheckpoint(p)
-				if exited(p) {
+				switch o, _ := old.(*corev1.Pod); {
+				case exited(p):
 					c.podGone(p.Spec.NodeName)
+				case o != nil && o.Spec.NodeName == "":
+					c.podBound(p)
 				}
 			}
 		},
@@ -278,9 +291,34 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 // managed: the Node is one of sparecap's (it carries the node-id label).
 func managed(n *corev1.Node) bool { return n.Labels[domain.LabelNodeID] != "" }
 
-func (c *Cluster) nodeChanged() {
-	if f := c.hooks().NodeChanged; f != nil {
-		f()
+// wake tells the controller that something its step waits for changed
+// for node name: that node's turn runs now.
+func (c *Cluster) wake(name string) {
+	if f := c.hooks().Wake; f != nil && name != "" {
+		f(c.id, name, time.Time{})
+	}
+}
+
+// Tells: the driver's watches wake a node whenever what its step waits
+// for changes (see wake's callers).
+func (c *Cluster) Tells(string) bool { return true }
+
+// unmarked: n, draining, lost a mark o had (someone uncordoned it or
+// removed its taint or deadline): its drain puts them back.
+func (c *Cluster) unmarked(o, n *corev1.Node) bool {
+	if _, ok := c.draining.Load(n.Name); !ok {
+		return false
+	}
+	_, hadDeadline := o.Annotations[domain.AnnotationDeadline]
+	_, hasDeadline := n.Annotations[domain.AnnotationDeadline]
+	return (o.Spec.Unschedulable && !n.Spec.Unschedulable) || (hadDeadline && !hasDeadline) || len(n.Spec.Taints) < len(o.Spec.Taints)
+}
+
+// podBound wakes a draining node a pod was bound to after its notice:
+// the pod gets its own notice.
+func (c *Cluster) podBound(p *corev1.Pod) {
+	if _, ok := c.draining.Load(p.Spec.NodeName); ok && !exited(p) {
+		c.wake(p.Spec.NodeName)
 	}
 }
 
@@ -386,10 +424,11 @@ func (c *Cluster) keepCheckpoint(p *corev1.Pod) {
 	c.checkpoints.Store(node, t)
 }
 
-// podGone tells the controller when a node has no workload pods left.
+// podGone wakes a draining node whose workload is gone: it can go now,
+// or give its support pods their notice (each of whose ends wakes it
+// again, the last one to go).
 func (c *Cluster) podGone(node string) {
-	gone := c.hooks().WorkGone
-	if node == "" || gone == nil {
+	if node == "" {
 		return
 	}
 	if _, ok := c.draining.Load(node); !ok {
@@ -404,7 +443,7 @@ func (c *Cluster) podGone(node string) {
 			return
 		}
 	}
-	gone()
+	c.wake(node)
 }
 
 func isDaemon(p *corev1.Pod) bool {

@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,14 +15,23 @@ import (
 	"github.com/sparecap/sparecap/internal/kube/kubelet"
 )
 
-// TestPodsGoneWakesTheController: the pod watch calls the WorkGone hook when the
-// last workload pod of a draining node goes (the early release does not
-// wait for a poll), and not for pods of nodes that are not draining.
-func TestPodsGoneWakesTheController(t *testing.T) {
+// TestPodsGoneWakesTheirNode: the pod watch wakes a draining node, by
+// name, when its last workload pod goes (the early release does not wait
+// for a poll) and when a pod is bound to it after its notice, and wakes
+// nothing for pods of nodes that are not draining.
+func TestPodsGoneWakesTheirNode(t *testing.T) {
 	reset(t)
 	ctx := context.Background()
 	var kicks atomic.Int64
-	c, err := kube.NewCluster("c-kick", env.RESTConfig(), kube.Options{Hooks: driver.Hooks{WorkGone: func() { kicks.Add(1) }}})
+	var mu sync.Mutex
+	var woken []string
+	wake := func(cluster, node string, at time.Time) {
+		kicks.Add(1)
+		mu.Lock()
+		woken = append(woken, cluster+"/"+node)
+		mu.Unlock()
+	}
+	c, err := kube.NewCluster("c-kick", env.RESTConfig(), kube.Options{Hooks: driver.Hooks{Wake: wake}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +67,21 @@ func TestPodsGoneWakesTheController(t *testing.T) {
 	eventually(t, 10*time.Second, func() error {
 		if kicks.Load() == 0 {
 			return errors.New("not woken when the last workload pod went")
+		}
+		return nil
+	})
+	mu.Lock()
+	if woken[0] != "c-kick/draining" {
+		t.Errorf("woke %v, want the draining node", woken)
+	}
+	mu.Unlock()
+	// A pod bound to the draining node after its notice wakes it too: the
+	// pod gets its own notice.
+	before := kicks.Load()
+	startPod(t, "draining", "tenant-a", "late", 30*time.Second, -1, false)
+	eventually(t, 10*time.Second, func() error {
+		if kicks.Load() == before {
+			return errors.New("not woken when a pod was bound to the draining node")
 		}
 		return nil
 	})

@@ -24,7 +24,11 @@ func TestRouterPassesNodeChangesOfItsFallback(t *testing.T) {
 	}
 	r := kube.NewRouter(func(context.Context, string) ([]byte, error) { return nil, nil }, fl, kube.Options{})
 	var changes atomic.Int64
-	r.SetHooks(driver.Hooks{NodeChanged: func() { changes.Add(1) }})
+	r.SetHooks(driver.Hooks{Wake: func(c, n string, _ time.Time) {
+		if c == "c" && n == "n" {
+			changes.Add(1)
+		}
+	}})
 	if err := fl.AddNode(ctx, driver.NodeSpec{ClusterID: "c", NodeName: "n", MachineID: "m", Class: domain.Preemptible, GPUs: 8}); err != nil {
 		t.Fatal(err)
 	}
@@ -32,6 +36,6 @@ func TestRouterPassesNodeChangesOfItsFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	if changes.Load() != 1 {
-		t.Fatalf("deleting a simulated Node reported %d changes, want 1", changes.Load())
+		t.Fatalf("deleting a simulated Node woke it %d times, want once", changes.Load())
 	}
 }

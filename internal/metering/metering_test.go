@@ -95,7 +95,7 @@ func scenario(t *testing.T, crashAt map[int]bool) []domain.UsageRecord {
 			w.close()
 			w = open(t, dir, clk, &ids)
 		}
-		if _, err := w.ctrl.Reconcile(ctx); err != nil {
+		if _, err := w.ctrl.Turn(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if step%12 == 0 || crashAt[step-1] { // every minute, and right after a restart
@@ -189,7 +189,7 @@ func TestRunningNodeShowsWhileItRuns(t *testing.T) {
 	var billed float64
 	w.meter.OnBilled = func(class string, s float64) { billed += s }
 	for i := 0; i < 5; i++ {
-		w.ctrl.Reconcile(ctx)
+		w.ctrl.Turn(ctx)
 		clk.Step(30 * time.Second)
 		w.meter.Cut(ctx)
 	}
@@ -226,7 +226,7 @@ func TestConcurrentCuts(t *testing.T) {
 	w.ctrl.CreateCluster(ctx, domain.Cluster{ID: "c", Name: "c", ProjectID: "a", Region: "r", GPUType: "H100",
 		Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, NumGPUs: 16})
 	for i := 0; i < 6; i++ {
-		w.ctrl.Reconcile(ctx)
+		w.ctrl.Turn(ctx)
 		clk.Step(10 * time.Second)
 	}
 	w.meter.OnBilled = func(string, float64) {}
@@ -265,7 +265,7 @@ func TestBackgroundPassWritesWhatChanged(t *testing.T) {
 		}
 	}
 	for i := 0; i < 10; i++ { // provisioning takes the simulated 20s
-		w.ctrl.Reconcile(ctx)
+		w.ctrl.Turn(ctx)
 		clk.Step(5 * time.Second)
 	}
 	pass()
@@ -298,7 +298,7 @@ func TestBackgroundPassWritesWhatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 200; i++ { // its pod exits 90s after SIGTERM
-		w.ctrl.Reconcile(ctx)
+		w.ctrl.Turn(ctx)
 		if n, err := w.st.ListNodes(ctx, store.NodeFilter{ClusterID: "c"}); err == nil && len(n) == 0 {
 			break
 		}
@@ -337,9 +337,9 @@ func TestLookupFollowsTheSnapshot(t *testing.T) {
 	cached := store.NewCached(w.st)
 	cached.Enable()
 	w.meter.Reads = cached
-	w.ctrl.Reconcile(ctx)
+	w.ctrl.Turn(ctx)
 	clk.Step(30 * time.Second)
-	w.ctrl.Reconcile(ctx)
+	w.ctrl.Turn(ctx)
 	reservation := func() string {
 		t.Helper()
 		if err := w.meter.Cut(ctx); err != nil {
@@ -408,9 +408,9 @@ func TestPassReadsReadyNodesFromTheCopy(t *testing.T) {
 	cached.Enable()
 	spy := &listSpy{Store: w.st}
 	w.meter.store, w.meter.Reads = spy, cached
-	w.ctrl.Reconcile(ctx)
+	w.ctrl.Turn(ctx)
 	clk.Step(30 * time.Second)
-	w.ctrl.Reconcile(ctx)
+	w.ctrl.Turn(ctx)
 	if err := w.meter.Cut(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func newWorld(t *testing.T) *world {
 
 func (w *world) reconcile() {
 	w.t.Helper()
-	if _, err := w.c.Reconcile(w.ctx); err != nil {
+	if _, err := w.c.Turn(w.ctx); err != nil {
 		w.t.Fatal(err)
 	}
 }

@@ -108,24 +108,9 @@ type Fleet struct {
 	st world
 	// store persists st; nil without Config.StatePath.
 	store *store
-	// onNodeChange is called (under mu; it must not call the Fleet) when a
-	// Node is deleted or changes readiness, as a node watch would see it.
-	onNodeChange func()
-}
-
-// SetHooks sets the callback for Nodes deleted or changing readiness
-// (the controller's SweepSoon). The simulation reports no pods gone: the
-// controller's next pass finds them.
-func (f *Fleet) SetHooks(h driver.Hooks) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.onNodeChange = h.NodeChanged
-}
-
-func (f *Fleet) nodeChanged() {
-	if f.onNodeChange != nil {
-		f.onNodeChange()
-	}
+	// wakeHook wakes a node's step (the controller's Hooks.Wake); called
+	// under mu, it must not call the Fleet (see wake.go).
+	wakeHook func(clusterID, nodeName string, at time.Time)
 }
 
 // New returns a Fleet, loading its state from cfg.StatePath (the snapshot
@@ -269,6 +254,7 @@ func (f *Fleet) AddPod(clusterID, nodeName string, t PodTemplate) error {
 		return fmt.Errorf("sim: add pod %s/%s: already on node %s", t.Namespace, t.Name, nodeName)
 	}
 	n.Pods = append(n.Pods, newPod(t))
+	f.wake(clusterID, nodeName, time.Time{}) // a pod bound to a node that may be draining
 	return f.finish(ctx, changedNode(n, true))
 }
 
@@ -311,6 +297,7 @@ func (f *Fleet) PodExited(clusterID, nodeName, namespace, name string) error {
 	if p.SIGTERMAt.IsZero() {
 		p.End = PodCompleted
 	}
+	f.wakeWhenQuiet(n, now)
 	return f.finish(ctx, changedNode(n, true))
 }
 
@@ -505,6 +492,9 @@ func (f *Fleet) ListWork(ctx context.Context, clusterID, nodeName string) ([]dri
 	var out []driver.Work
 	if n, ok := f.st.nodes[nodeKey{clusterID, nodeName}]; ok {
 		now := f.clock.Now()
+		// Told again at every ask, as Prepare: when the pods a drain waits
+		// for are gone.
+		f.wakeWhenQuiet(n, now)
 		for _, p := range n.Pods {
 			if p.state(now) == PodGone {
 				continue
@@ -565,6 +555,9 @@ func (f *Fleet) deletePod(ctx context.Context, clusterID, nodeName string, dp dr
 		p.Deadline, changed = by, true
 	}
 	changed = p.delete(now, grace(p, now)) || changed
+	if changed {
+		f.wakeWhenQuiet(n, now)
+	}
 	return f.finish(ctx, changedNode(n, changed))
 }
 
@@ -579,8 +572,10 @@ func (f *Fleet) Release(ctx context.Context, clusterID, nodeName string) error {
 	if _, ok := f.st.nodes[k]; !ok {
 		return f.finish(ctx, change{})
 	}
+	if !marked(f.st.nodes[k]) {
+		f.wake(clusterID, nodeName, time.Time{}) // deleted behind sparecap's back
+	}
 	delete(f.st.nodes, k)
-	f.nodeChanged()
 	return f.finish(ctx, change{DeleteNodes: []nodeRef{{clusterID, nodeName}}})
 }
 
@@ -630,7 +625,7 @@ func (f *Fleet) SetReady(clusterID, nodeName string, ready bool) error {
 	case n.NotReadySince.IsZero():
 		n.NotReadySince = f.clock.Now()
 	}
-	f.nodeChanged()
+	f.wake(clusterID, nodeName, time.Time{})
 	return f.finish(ctx, changedNode(n, true))
 }
 
@@ -645,6 +640,7 @@ func (f *Fleet) Uncordon(clusterID, nodeName string) error {
 		return err
 	}
 	n.Unschedulable, n.Taints = false, nil
+	f.wake(clusterID, nodeName, time.Time{}) // a drain puts its marks back
 	return f.finish(ctx, changedNode(n, true))
 }
 
@@ -665,7 +661,13 @@ func (f *Fleet) Prepare(ctx context.Context, m domain.Machine, spec driver.NodeS
 	now := f.clock.Now()
 	mc, ok := f.st.machines[m.ID]
 	if ok && mc.Job == jobPrepare && mc.ClusterID == spec.ClusterID && mc.NodeName == spec.NodeName {
-		return !now.Before(mc.StartedAt.Add(f.provision)), f.finish(ctx, change{})
+		done := !now.Before(mc.StartedAt.Add(f.provision))
+		if !done {
+			// Told again at every ask: a step that ran early (for another
+			// reason) keeps its appointment.
+			f.wake(spec.ClusterID, spec.NodeName, mc.StartedAt.Add(f.provision))
+		}
+		return done, f.finish(ctx, change{})
 	}
 	f.st.machines[m.ID] = &machine{
 		ID:        m.ID,
@@ -673,6 +675,9 @@ func (f *Fleet) Prepare(ctx context.Context, m domain.Machine, spec driver.NodeS
 		ClusterID: spec.ClusterID,
 		NodeName:  spec.NodeName,
 		StartedAt: now,
+	}
+	if f.provision > 0 {
+		f.wake(spec.ClusterID, spec.NodeName, now.Add(f.provision))
 	}
 	return f.provision <= 0, f.finish(ctx, change{Machines: []*machine{f.st.machines[m.ID]}})
 }
@@ -691,10 +696,17 @@ func (f *Fleet) Wipe(ctx context.Context, m domain.Machine, clusterID, nodeName 
 	now := f.clock.Now()
 	mc, ok := f.st.machines[m.ID]
 	if ok && mc.Job == jobWipe && mc.NodeName == nodeName {
-		return !now.Before(mc.StartedAt.Add(f.wipe)), f.finish(ctx, change{})
+		done := !now.Before(mc.StartedAt.Add(f.wipe))
+		if !done {
+			f.wake(clusterID, nodeName, mc.StartedAt.Add(f.wipe)) // as Prepare
+		}
+		return done, f.finish(ctx, change{})
 	}
 	next := &machine{ID: m.ID, Job: jobWipe, ClusterID: clusterID, NodeName: nodeName, StartedAt: now}
 	f.st.machines[m.ID] = next
+	if f.wipe > 0 {
+		f.wake(clusterID, nodeName, now.Add(f.wipe))
+	}
 	return f.wipe <= 0, f.finish(ctx, change{Machines: []*machine{next}})
 }
 

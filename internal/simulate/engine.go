@@ -29,6 +29,11 @@ const project = "sim"
 // and can be archived, so a long run's live tables stay small.
 const meterEvery = 10 * time.Minute
 
+// interval is the controller's Interval, the server's: how long its loop
+// waits at most between passes, and half of it between the replans for
+// nodes that moved.
+const interval = time.Second
+
 // maxSameInstant bounds the ticks at one virtual instant: a control
 // plane that keeps finding work due now never lets time move.
 const maxSameInstant = 10_000
@@ -107,8 +112,8 @@ func newWorld(ctx context.Context, sc Scenario, pol Policy) (*world, error) {
 		cooldown = -1 // the controller reads 0 as its default
 	}
 	w.ctrl = controller.New(w.st, &loadFleet{Fleet: w.fl, w: w, cache: map[string]*tenantLoads{}}, w.fl, clk, controller.Config{
-		DrainWindow: pol.DrainWindow.D, Cooldown: cooldown, Interval: pol.Poll.D, MinLease: pol.minLease(),
-		Workers: 1, NoticeWorkers: 1, Random: random.New(sc.Seed),
+		DrainWindow: pol.DrainWindow.D, Cooldown: cooldown, Interval: interval, MinLease: pol.minLease(),
+		Workers: 1, NoticeWorkers: 1, Instant: true, Random: random.New(sc.Seed),
 		// Nothing goes behind the simulated control plane's back: the
 		// backstop sweeps would only cost time.
 		SweepEvery: 24 * time.Hour,
@@ -176,7 +181,7 @@ func (w *world) loop(ctx context.Context, evs []Event, progress func(Progress)) 
 			lastMeter = t
 		}
 		var err error
-		next, err = w.ctrl.Tick(ctx)
+		next, err = w.ctrl.Turn(ctx)
 		if err != nil {
 			w.errs++
 		}

@@ -26,8 +26,7 @@ import (
 
 // fidelityScenario is small enough for a server to live through on a
 // fake clock in seconds, busy enough that on-demand clusters reclaim
-// preemptible nodes in both pools, and polls every second as a server
-// on the real clock does.
+// preemptible nodes in both pools.
 const fidelityScenario = `
 seed: 11
 horizon: 2h
@@ -53,7 +52,6 @@ jobs:
   exit_after_notice: 20s
 policy:
   name: server
-  poll: 1s
   cooldown: 30s
   # The server's simulated fleet tells whether a node runs pods, not
   # what its jobs would lose: the simulator sees as much.
@@ -137,9 +135,6 @@ func startServer(t *testing.T, sc simulate.Scenario) *serverHarness {
 		t.Fatal(err)
 	}
 	pol := sc.Policy
-	if pol.Poll.D != time.Second {
-		t.Fatalf("the server polls every second; the scenario every %s", pol.Poll.D)
-	}
 	h := &serverHarness{sc: sc, clk: clock.NewFake(simulate.Epoch), ids: map[string]string{}}
 	h.srv, err = server.Start(context.Background(), server.Options{Addr: "127.0.0.1:0", DataDir: dir, FleetFile: fleetFile,
 		Clock: h.clk, DrainWindow: pol.DrainWindow.D, Cooldown: pol.Cooldown.D, SimSeed: int64(sc.Seed),
@@ -159,8 +154,8 @@ func startServer(t *testing.T, sc simulate.Scenario) *serverHarness {
 }
 
 // replay applies evs through the API at their instants, jumping the
-// clock from one due time to the next (an event's, or the earliest any
-// of the server's goroutines waits for) once the server has settled, and
+// clock from one due time to the next (an event's, or what the server's
+// controller says is due next) once the server has settled, and
 // ends with the meter's cut at the horizon. It returns how many
 // on-demand requests the server refused for capacity.
 func (h *serverHarness) replay(t *testing.T, evs []simulate.Event) int {
@@ -172,7 +167,9 @@ func (h *serverHarness) replay(t *testing.T, evs []simulate.Event) int {
 		if i < len(evs) {
 			next = simulate.Epoch.Add(evs[i].At)
 		}
-		if at, ok := h.clk.Next(); ok && at.Before(next) {
+		// The server's own answer to "what is due next": the same one the
+		// simulator jumps on.
+		if at, idle := h.srv.Controller.Due(); idle && !at.IsZero() && at.Before(next) {
 			next = at
 		}
 		if next.After(end) {
@@ -247,7 +244,7 @@ func (h *serverHarness) apply(t *testing.T, e simulate.Event) bool {
 }
 
 // settle waits until the server has nothing left to do at the clock's
-// now: its controller settled at three looks in a row.
+// now: its controller idle (Controller.Due) at three looks in a row.
 func (h *serverHarness) settle(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for calm := 0; calm < 3; {
@@ -255,7 +252,7 @@ func (h *serverHarness) settle(t *testing.T) {
 			t.Fatalf("the server did not settle at T+%s", h.clk.Now().Sub(simulate.Epoch))
 		}
 		time.Sleep(100 * time.Microsecond)
-		if h.srv.Controller.Settled() {
+		if _, idle := h.srv.Controller.Due(); idle {
 			calm++
 		} else {
 			calm = 0

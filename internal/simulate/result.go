@@ -398,7 +398,7 @@ func (w outcome) operator(ctx context.Context, r *Result, spans []span, mach map
 	slices.Sort(waits)
 	provision := 20 * time.Second // sim.DefaultProvisionTime
 	for _, d := range waits {
-		if d > provision+w.pol.Poll.D {
+		if d > provision {
 			op.WaitedForDrain++
 		}
 	}

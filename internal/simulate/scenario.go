@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -122,9 +123,6 @@ type Policy struct {
 	// Cooldown keeps a machine a standard node gave back out of lending
 	// this long (default 30s; "0s" is none).
 	Cooldown *Duration `json:"cooldown,omitempty"`
-	// Poll is how often a step looks again at a drain or a provisioning
-	// node (the controller's interval, default 10s).
-	Poll Duration `json:"poll"`
 	// Victims is how a cluster's nodes to give up are chosen, as far as
 	// what a node runs goes (docs/reclaim.md): "least-harm" (the
 	// default, also when empty: what the tenants' jobs would lose, from
@@ -175,6 +173,9 @@ func Parse(data []byte) (Scenario, error) {
 func Decode(data []byte) (Scenario, error) {
 	var s Scenario
 	if err := yaml.UnmarshalStrict(data, &s); err != nil {
+		if strings.Contains(err.Error(), `unknown field "poll"`) {
+			return Scenario{}, errors.New("parse scenario: policy.poll is gone: nothing polls the simulated fleet, which says when each node is next due (docs/planning.md); remove it")
+		}
 		return Scenario{}, fmt.Errorf("parse scenario: %w", err)
 	}
 	return s, nil
@@ -278,14 +279,9 @@ func (p *Policy) check(field string) error {
 	if p.DrainWindow.D == 0 {
 		p.DrainWindow.D = 5 * time.Minute
 	}
-	if p.Poll.D == 0 {
-		p.Poll.D = 10 * time.Second
-	}
 	switch {
 	case p.DrainWindow.D < time.Second || p.DrainWindow.D > 24*time.Hour:
 		return fmt.Errorf("%s.drain_window must be between 1s and 24h; got %s", field, p.DrainWindow.D)
-	case p.Poll.D < 100*time.Millisecond || p.Poll.D > 10*time.Minute:
-		return fmt.Errorf("%s.poll must be between 100ms and 10m; got %s", field, p.Poll.D)
 	case p.Cooldown != nil && (p.Cooldown.D < 0 || p.Cooldown.D > 24*time.Hour):
 		return fmt.Errorf("%s.cooldown must be between 0s and 24h; got %s", field, p.Cooldown.D)
 	case p.MinLease != nil && (p.MinLease.D < 0 || p.MinLease.D > fleet.MaxMinLease):

@@ -250,34 +250,43 @@ func (c *Cluster) invalidate() {
 	c.mu.Unlock()
 }
 
-// changed tells the controller what changed between two polls: a
-// draining node of the cluster's whose last job ended (WorkGone), one that
-// went or stopped responding (NodeChanged).
+// changed tells the controller what changed between two polls, node by
+// node: a draining node of the cluster's whose last job ended, one that
+// went or stopped responding.
 func (c *Cluster) changed(prev, next *snapshot) {
 	if prev == nil {
 		return
 	}
-	h := c.hook()
-	gone, nodes := false, false
 	for name, p := range prev.nodes {
 		if !c.managed(p) {
 			continue
 		}
 		n, ok := next.nodes[name]
-		if !ok || p.responding() != n.responding() {
-			nodes = true
-		}
-		if ok && n.drained() && len(next.work(name)) == 0 && len(prev.work(name)) > 0 {
-			gone = true
+		switch {
+		case !ok || p.responding() != n.responding():
+			c.wake(name)
+		case n.drained() && len(next.work(name)) == 0 && len(prev.work(name)) > 0:
+			c.wake(name)
 		}
 	}
-	if gone && h.WorkGone != nil {
-		h.WorkGone()
-	}
-	if nodes && h.NodeChanged != nil {
-		h.NodeChanged()
+	for name, n := range next.nodes {
+		if _, seen := prev.nodes[name]; !seen && c.managed(n) {
+			c.wake(name) // registered: its provisioning step asks again
+		}
 	}
 }
+
+// wake tells the controller that something node name's step waits for
+// changed: that node's turn runs now.
+func (c *Cluster) wake(name string) {
+	if h := c.hook(); h.Wake != nil {
+		h.Wake(c.id, name, time.Time{})
+	}
+}
+
+// Tells: the driver's poll wakes a node whenever what its step waits for
+// changes (its last job ended, it stopped responding, it registered).
+func (c *Cluster) Tells(string) bool { return true }
 
 // work lists the jobs that count as work on the node: active ones, and
 // noticed ones that ended and wait for their requeue.

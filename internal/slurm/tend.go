@@ -232,9 +232,7 @@ func (c *Cluster) lose(ctx context.Context, name string) {
 		p.lost = why + "; sparecap set it DOWN, so Slurm requeued its jobs at once"
 	}
 	c.tend.mu.Unlock()
-	if h := c.hook(); h.NodeChanged != nil {
-		h.NodeChanged()
-	}
+	c.wake(name)
 }
 
 // dial connects to the slurmd of each of the cluster's nodes once every

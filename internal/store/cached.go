@@ -54,7 +54,7 @@ type Cached struct {
 	// changed by the Update that changes cur, just before it (nmu is never
 	// held across a backend call).
 	nmu      sync.RWMutex
-	nodes    map[string]*domain.Node
+	ni       nodeIndex
 	machines map[string]*domain.Machine
 	clusters map[string]*domain.Cluster
 }
@@ -139,10 +139,7 @@ func (c *Cached) Snapshot(ctx context.Context) (Snapshot, error) {
 	}
 	c.loads.Add(1)
 	idx := newIndex(s)
-	byID := make(map[string]*domain.Node, len(s.Nodes))
-	for _, n := range s.Nodes {
-		byID[n.ID] = n
-	}
+	ni := newNodeIndex(s.Nodes)
 	machines := make(map[string]*domain.Machine, len(s.Machines))
 	for i := range s.Machines {
 		machines[s.Machines[i].ID] = &s.Machines[i]
@@ -152,7 +149,7 @@ func (c *Cached) Snapshot(ctx context.Context) (Snapshot, error) {
 		clusters[s.Clusters[i].ID] = &s.Clusters[i]
 	}
 	c.nmu.Lock()
-	c.nodes, c.machines, c.clusters = byID, machines, clusters
+	c.ni, c.machines, c.clusters = ni, machines, clusters
 	c.nmu.Unlock()
 	c.amu.Lock()
 	c.pend, c.idx = overlay{}, idx
@@ -168,7 +165,7 @@ func (c *Cached) Snapshot(ctx context.Context) (Snapshot, error) {
 // as a read just before that commit would: whoever acts on the node
 // checks its state again in its transaction.
 func (c *Cached) GetNode(ctx context.Context, id string) (domain.Node, error) {
-	if n, ok := fromCopy(c, func() map[string]*domain.Node { return c.nodes }, id); ok {
+	if n, ok := fromCopy(c, func() map[string]*domain.Node { return c.ni.byID }, id); ok {
 		return n, nil
 	}
 	return c.Store.GetNode(ctx, id)
@@ -275,10 +272,10 @@ func (c *Cached) Update(ctx context.Context, fn func(Tx) error) error {
 	case err == nil:
 		c.nmu.Lock()
 		for _, id := range wrote.goneNodes {
-			delete(c.nodes, id)
+			c.ni.remove(id)
 		}
 		for _, n := range wrote.nodes {
-			c.nodes[n.ID] = n
+			c.ni.put(n)
 		}
 		for _, m := range wrote.machines {
 			c.machines[m.ID] = &m
@@ -502,7 +499,7 @@ func (t *recordingTx) copied(id string) (domain.Node, bool) {
 	if t.w.wroteNode[id] {
 		return domain.Node{}, false
 	}
-	return fromCopy(t.c, func() map[string]*domain.Node { return t.c.nodes }, id)
+	return fromCopy(t.c, func() map[string]*domain.Node { return t.c.ni.byID }, id)
 }
 
 func (t *recordingTx) GetNode(ctx context.Context, id string) (domain.Node, error) {

@@ -1,0 +1,74 @@
+package store
+
+import "github.com/sparecap/sparecap/internal/domain"
+
+// nodeIndex finds the in-memory copy's live nodes by ID, by cluster and
+// name (a driver speaks of a node by its name in its cluster), and by the
+// machine an active node occupies. Cached keeps it under nmu.
+type nodeIndex struct {
+	byID   map[string]*domain.Node
+	byName map[nameKey]*domain.Node
+	active map[string]*domain.Node // by machine ID
+}
+
+type nameKey struct{ cluster, name string }
+
+func newNodeIndex(nodes []*domain.Node) nodeIndex {
+	ni := nodeIndex{byID: make(map[string]*domain.Node, len(nodes)), byName: make(map[nameKey]*domain.Node, len(nodes)),
+		active: make(map[string]*domain.Node, len(nodes))}
+	for _, n := range nodes {
+		ni.put(n)
+	}
+	return ni
+}
+
+// put indexes n, replacing the node of its ID.
+func (ni nodeIndex) put(n *domain.Node) {
+	ni.remove(n.ID)
+	ni.byID[n.ID] = n
+	ni.byName[nameKey{n.ClusterID, n.Name}] = n
+	if n.State.Active() {
+		ni.active[n.MachineID] = n
+	}
+}
+
+// remove forgets node id.
+func (ni nodeIndex) remove(id string) {
+	old, ok := ni.byID[id]
+	if !ok {
+		return
+	}
+	delete(ni.byID, id)
+	if k := (nameKey{old.ClusterID, old.Name}); ni.byName[k] == old {
+		delete(ni.byName, k)
+	}
+	if ni.active[old.MachineID] == old {
+		delete(ni.active, old.MachineID)
+	}
+}
+
+// NodeNamed reads the live node named name in cluster clusterID from the
+// copy, false if the copy is not loaded or has no such node.
+func (c *Cached) NodeNamed(clusterID, name string) (domain.Node, bool) {
+	return c.indexed(func(ni nodeIndex) *domain.Node { return ni.byName[nameKey{clusterID, name}] })
+}
+
+// ActiveOn reads the active node (provisioning, ready, draining,
+// removing) that occupies machine id from the copy; false if none does
+// or the copy is not loaded.
+func (c *Cached) ActiveOn(machineID string) (domain.Node, bool) {
+	return c.indexed(func(ni nodeIndex) *domain.Node { return ni.active[machineID] })
+}
+
+func (c *Cached) indexed(find func(nodeIndex) *domain.Node) (domain.Node, bool) {
+	if !c.enabled.Load() || c.cur.Load() == nil {
+		return domain.Node{}, false
+	}
+	c.nmu.RLock()
+	n := find(c.ni)
+	c.nmu.RUnlock()
+	if n == nil {
+		return domain.Node{}, false
+	}
+	return *n, true
+}
