@@ -20,6 +20,7 @@ func TestPlanInvariants(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		w := newWorld(t0)
 		w.memo = &memoCheck{fatal: rt.Fatalf}
+		w.parts = &partCheck{fatal: rt.Fatalf}
 		w.lease = time.Duration(rapid.SampledFrom([]int{0, 0, 5, 30}).Draw(rt, "leaseMinutes")) * time.Minute
 		regions := []string{"r1", "r2"}
 		gpus := []string{"A", "B"}

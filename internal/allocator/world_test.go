@@ -21,6 +21,10 @@ type world struct {
 	// the way store.Cached feeds the controller's, and fails the test if
 	// the two plans differ.
 	memo *memoCheck
+	// parts, when set, also plans every snapshot through a Partitioned fed
+	// the rows that changed, and fails the test if its plan is not the
+	// whole plan for what it planned.
+	parts *partCheck
 	// idle, when set, makes Config.Load: the IDs of nodes running no work.
 	idle map[string]bool
 	// loads, when set, is Config.Load by node ID (over idle).
@@ -111,6 +115,10 @@ func (w *world) plan() Plan {
 	if w.lease > 0 {
 		cfg.MinLease = func(*domain.Machine) time.Duration { return w.lease }
 	}
+	if pc := w.parts; pc != nil {
+		w.s = storeOrder(w.s)
+		pc.check(w.s, w.now, cfg)
+	}
 	pl := Compute(w.s, w.now, cfg)
 	if mc := w.memo; mc != nil {
 		mc.plans++
@@ -145,6 +153,9 @@ func (w *world) tryCluster(c domain.Cluster) (Plan, *Shortfall) {
 
 // apply writes a plan into the snapshot.
 func (w *world) apply(pl Plan) {
+	if w.parts != nil {
+		w.parts.applied()
+	}
 	cidx := make(map[string]*domain.Cluster, len(w.s.Clusters))
 	for i := range w.s.Clusters {
 		cidx[w.s.Clusters[i].ID] = &w.s.Clusters[i]

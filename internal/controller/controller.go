@@ -131,10 +131,9 @@ func (c *Config) defaults() {
 // Controller plans and applies. Create it with New.
 type Controller struct {
 	store store.Store
-	// planner keeps the allocator's indexes of the tables that did not
-	// change since the last plan (the in-memory copy hands out the same
-	// slices until a row changes).
-	planner  allocator.Planner
+	// parts plans what changed: the partitions whose inputs changed since
+	// they were last settled (fed the in-memory copy's commits).
+	parts    allocator.Partitioned
 	cluster  driver.ClusterDriver
 	machines driver.MachineProvider
 	clock    clock.Clock
@@ -157,16 +156,9 @@ type Controller struct {
 	exec *lifecycle.Executor
 
 	mu planLock // serializes plan + commit
-	// settled is the last plan replan found nothing to commit in, and the
-	// snapshot it was made from (under mu; see replan).
-	settled *settledPlan
-	// settledHits counts plans reused; checkSettled, set by tests, is
-	// given each reused plan with the one planning afresh would make.
-	settledHits  atomic.Int64
-	checkSettled func(settled, fresh allocator.Plan, s allocator.Snapshot, now time.Time)
-	// checkPlan, set by tests, is given each plan with the one made
-	// without the planner's kept indexes.
-	checkPlan func(got, fresh allocator.Plan)
+	// checkParts, set by tests, is given each plan the loop makes with the
+	// partitions' snapshot it was planned on.
+	checkParts func(s allocator.Snapshot, pl allocator.Plan, now time.Time, cfg allocator.Config)
 	// tq holds transitions waiting for the next holder of mu to commit
 	// them together (see transition).
 	tq batchQueue[*pendingTransition]
@@ -326,13 +318,9 @@ func (c *Controller) snapshot(ctx context.Context) (allocator.Snapshot, error) {
 	return allocator.Snapshot(s), nil
 }
 
-func (c *Controller) plan(s allocator.Snapshot, now time.Time) allocator.Plan {
-	cfg := allocator.Config{DrainWindow: c.cfg.DrainWindow, Cooldown: max(c.cfg.Cooldown, 0), Load: c.load(), MinLease: c.cfg.MinLease}
-	pl := c.planner.Compute(s, now, cfg)
-	if c.checkPlan != nil {
-		c.checkPlan(pl, allocator.Compute(s, now, cfg))
-	}
-	return pl
+// planConfig is the allocator's configuration of one plan.
+func (c *Controller) planConfig() allocator.Config {
+	return allocator.Config{DrainWindow: c.cfg.DrainWindow, Cooldown: max(c.cfg.Cooldown, 0), Load: c.load(), MinLease: c.cfg.MinLease}
 }
 
 // load is the allocator's Config.Load for one plan: what the cluster's

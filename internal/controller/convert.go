@@ -53,16 +53,18 @@ func (c *Controller) ConvertNode(ctx context.Context, clusterID, node string, to
 	}
 	converted := n
 	converted.Class, converted.ClassSince = to, at
-	s.Nodes = slices.Clone(s.Nodes)
-	s.Nodes[ni] = &converted
 	moveCounts(cl, n.GPUs, to)
-	pl := c.plan(s, now)
-	err = c.commit(ctx, s, pl, now, commitWrites{before: func(tx store.Tx) error {
+	ps, pl, tok, err := c.planWith(ctx, now, allocator.With{Clusters: []domain.Cluster{*cl}, Nodes: []*domain.Node{&converted}})
+	if err != nil {
+		return domain.Node{}, err
+	}
+	err = c.commit(ctx, ps, pl, now, commitWrites{before: func(tx store.Tx) error {
 		return c.writeConversion(ctx, tx, n, to, at)
 	}})
 	if err != nil {
 		return domain.Node{}, fmt.Errorf("convert node %s to %s: %w", n.Name, to, err)
 	}
+	c.parts.Settle(tok)
 	c.notify()
 	c.SweepSoon()
 	return c.store.GetNode(ctx, n.ID)

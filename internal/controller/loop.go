@@ -226,27 +226,18 @@ func (c *Controller) pruneIfDue(ctx context.Context) error {
 }
 
 // finishDeletions marks deleted clusters whose nodes are all removed as
-// gone.
+// gone: those the planner counts no node of (it follows every commit; no
+// walk of the clusters).
 func (c *Controller) finishDeletions(ctx context.Context) error {
-	// The snapshot (in memory on the leader) lists the same clusters as
-	// ListClusters without a query per pass.
-	s, err := c.store.Snapshot(ctx)
-	if err != nil {
-		return fmt.Errorf("list clusters: %w", err)
-	}
-	for i := range s.Clusters {
-		cl := &s.Clusters[i] // not a copy of every cluster on every pass
-		if !cl.Deleting {
-			continue
-		}
+	for _, id := range c.parts.Finished() {
 		c.mu.Lock()
 		gone := false
 		err := c.store.Update(ctx, func(tx store.Tx) error {
-			nodes, err := tx.ListNodes(ctx, store.NodeFilter{ClusterID: cl.ID})
+			nodes, err := tx.ListNodes(ctx, store.NodeFilter{ClusterID: id})
 			if err != nil || len(nodes) > 0 {
 				return err
 			}
-			cur, err := tx.GetCluster(ctx, cl.ID)
+			cur, err := tx.GetCluster(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -255,10 +246,10 @@ func (c *Controller) finishDeletions(ctx context.Context) error {
 		})
 		c.mu.Unlock()
 		if err != nil {
-			return fmt.Errorf("finish deleting cluster %s: %w", cl.ID, err)
+			return fmt.Errorf("finish deleting cluster %s: %w", id, err)
 		}
 		if gone && c.OnClusterGone != nil {
-			c.OnClusterGone(cl.ID)
+			c.OnClusterGone(id)
 		}
 	}
 	return nil

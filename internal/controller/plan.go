@@ -10,51 +10,73 @@ import (
 	"github.com/sparecap/sparecap/internal/store"
 )
 
-// replan commits the allocator's plan when it changes anything.
+// replan plans what changed (allocator.Partitioned: the partitions whose
+// inputs changed, or whose plan's wake-up came) and commits that plan
+// when it changes anything; the partitions it planned are then settled
+// (unless the commit's own writes changed their inputs: they are planned
+// again, and settle then).
 func (c *Controller) replan(ctx context.Context) (allocator.Plan, error) {
 	c.lock(ctx)
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	s, err := c.snapshot(ctx)
+	s, pl, tok, err := c.planWith(ctx, now, allocator.With{})
 	if err != nil {
 		return allocator.Plan{}, err
 	}
-	if p := c.settled; p != nil && p.valid(s, now) {
-		c.settledHits.Add(1)
-		if c.checkSettled != nil {
-			c.checkSettled(p.plan, c.plan(s, now), s, now)
+	if changes(s, pl, now) {
+		if err := c.commit(ctx, s, pl, now, commitWrites{}); err != nil {
+			return allocator.Plan{}, fmt.Errorf("commit plan: %w", err)
 		}
-		return p.plan, nil
 	}
-	pl := c.plan(s, now)
-	if !changes(s, pl, now) {
-		c.settled = &settledPlan{snap: s, plan: pl}
-		return pl, nil
-	}
-	c.settled = nil
-	if err := c.commit(ctx, s, pl, now, commitWrites{}); err != nil {
-		return allocator.Plan{}, fmt.Errorf("commit plan: %w", err)
-	}
+	c.parts.Settle(tok)
 	return pl, nil
 }
 
-// settledPlan is a plan that changed nothing. Planned again from the
-// same snapshot before its NextWake it would change nothing again: a
-// plan depends on time only through cooldowns (NextWake) and through
-// what it changes (deadlines, unmet_since), and this one changed
-// nothing. The leader's in-memory snapshot keeps its slices while nothing
-// is written (store.Cached rebuilds a table when read after a change), so
-// a settled loop plans once, not every pass.
-type settledPlan struct {
-	snap allocator.Snapshot
-	plan allocator.Plan
+// planWith plans, with the plan lock held, what changed and the
+// partitions with's rows fall in (a request's cluster, planned as the
+// request would leave it). It returns the snapshot of the partitions
+// planned (the plan's Clusters line up with its Clusters), the plan, and
+// the token that settles them once the plan is committed.
+func (c *Controller) planWith(ctx context.Context, now time.Time, with allocator.With) (allocator.Snapshot, allocator.Plan, allocator.Token, error) {
+	if err := c.loadParts(ctx); err != nil {
+		return allocator.Snapshot{}, allocator.Plan{}, allocator.Token{}, err
+	}
+	cfg := c.planConfig()
+	s, pl, tok := c.parts.Plan(now, cfg, with)
+	if c.checkParts != nil && len(with.Clusters)+len(with.Nodes) == 0 {
+		c.checkParts(s, pl, now, cfg)
+	}
+	return s, pl, tok, nil
 }
 
-func (p *settledPlan) valid(s allocator.Snapshot, now time.Time) bool {
-	return (p.plan.NextWake.IsZero() || now.Before(p.plan.NextWake)) &&
-		store.Same(p.snap.Machines, s.Machines) && store.Same(p.snap.Reservations, s.Reservations) &&
-		store.Same(p.snap.Clusters, s.Clusters) && store.Same(p.snap.Nodes, s.Nodes)
+// loadParts makes sure the planner holds the world: on the leader it
+// follows the in-memory copy's commits (store.Cached.Watch), loaded once a
+// term; over a store without that copy every plan loads the world afresh
+// (every partition is planned).
+func (c *Controller) loadParts(ctx context.Context) error {
+	if ca, ok := c.store.(*store.Cached); ok && ca.Enabled() {
+		if c.parts.Loaded() {
+			return nil
+		}
+		if err := ca.Watch(ctx, partsWatcher{&c.parts}); err != nil {
+			return fmt.Errorf("read snapshot: %w", err)
+		}
+		return nil
+	}
+	s, err := c.store.Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("read snapshot: %w", err)
+	}
+	c.parts.Load(allocator.Snapshot(s))
+	return nil
 }
+
+// partsWatcher feeds the planner what the in-memory copy commits.
+type partsWatcher struct{ pp *allocator.Partitioned }
+
+func (w partsWatcher) Load(s store.Snapshot) { w.pp.Load(allocator.Snapshot(s)) }
+func (w partsWatcher) Apply(x store.Written) { w.pp.Apply(allocator.Changes(x)) }
+func (w partsWatcher) Reset()                { w.pp.Reset() }
 
 func changes(s allocator.Snapshot, pl allocator.Plan, now time.Time) bool {
 	if len(pl.Reclaims) > 0 || len(pl.Provisions) > 0 {

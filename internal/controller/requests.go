@@ -69,45 +69,26 @@ func (c *Controller) flushCreates(ctx context.Context) {
 // answer.
 func (c *Controller) createBatch(ctx context.Context, rs []*createReq) {
 	now := c.clock.Now()
-	s, err := c.snapshot(ctx)
-	if err != nil {
-		for _, r := range rs {
-			r.err = err
-		}
-		return
-	}
-	existing := s.Clusters
-	var accepted []*createReq
-	for _, r := range rs {
-		cl := &r.cl
-		if cl.ID == "" {
-			cl.ID = c.NewID("c-")
-		}
-		cl.CreatedAt, cl.Status = now, domain.StatusWaiting
-		if cl.Weight <= 0 {
-			cl.Weight = 1
-		}
-		r.err = nil
-		clash := func(o domain.Cluster) bool { return o.ProjectID == cl.ProjectID && o.Name == cl.Name && !o.Deleting }
-		if i := slices.IndexFunc(existing, clash); i >= 0 {
-			r.err = fmt.Errorf("project %s already has a cluster named %q (%s): %w", cl.ProjectID, cl.Name, existing[i].ID, domain.ErrConflict)
-			continue
-		}
-		if i := slices.IndexFunc(accepted, func(a *createReq) bool { return clash(a.cl) }); i >= 0 {
-			r.err = fmt.Errorf("project %s already has a cluster named %q (%s): %w", cl.ProjectID, cl.Name, accepted[i].cl.ID, domain.ErrConflict)
-			continue
-		}
-		accepted = append(accepted, r)
-	}
+	accepted := c.acceptCreates(ctx, rs, now)
 	// Plan with every accepted create; refuse those left short and plan
 	// again without them, until none is.
-	var pl allocator.Plan
+	var (
+		s   allocator.Snapshot
+		pl  allocator.Plan
+		tok allocator.Token
+		err error
+	)
 	for len(accepted) > 0 {
-		s.Clusters = slices.Clip(existing)
-		for _, r := range accepted {
-			s.Clusters = append(s.Clusters, r.cl)
+		with := allocator.With{Clusters: make([]domain.Cluster, len(accepted))}
+		for i, r := range accepted {
+			with.Clusters[i] = r.cl
 		}
-		pl = c.plan(s, now)
+		if s, pl, tok, err = c.planWith(ctx, now, with); err != nil {
+			for _, r := range accepted {
+				r.err = err
+			}
+			return
+		}
 		var keep []*createReq
 		for _, r := range accepted {
 			if sf := shortfallOf(pl, r.cl.ID); sf != nil {
@@ -124,11 +105,69 @@ func (c *Controller) createBatch(ctx context.Context, rs []*createReq) {
 	if len(accepted) == 0 {
 		return
 	}
+	c.commitCreates(ctx, s, pl, tok, now, accepted)
+}
+
+// acceptCreates gives each create its ID and first state, and refuses
+// those whose name its project has for another cluster (or another create
+// of the batch has); it returns the others.
+func (c *Controller) acceptCreates(ctx context.Context, rs []*createReq, now time.Time) []*createReq {
+	var accepted []*createReq
+	for _, r := range rs {
+		cl := &r.cl
+		if cl.ID == "" {
+			cl.ID = c.NewID("c-")
+		}
+		cl.CreatedAt, cl.Status = now, domain.StatusWaiting
+		if cl.Weight <= 0 {
+			cl.Weight = 1
+		}
+		r.err = nil
+		clash := func(o *domain.Cluster) bool { return o.ProjectID == cl.ProjectID && o.Name == cl.Name && !o.Deleting }
+		if o, found, err := c.clusterWhere(ctx, cl.ProjectID, clash); err != nil || found {
+			if r.err = err; found {
+				r.err = fmt.Errorf("project %s already has a cluster named %q (%s): %w", cl.ProjectID, cl.Name, o.ID, domain.ErrConflict)
+			}
+			continue
+		}
+		if i := slices.IndexFunc(accepted, func(a *createReq) bool { return clash(&a.cl) }); i >= 0 {
+			r.err = fmt.Errorf("project %s already has a cluster named %q (%s): %w", cl.ProjectID, cl.Name, accepted[i].cl.ID, domain.ErrConflict)
+			continue
+		}
+		accepted = append(accepted, r)
+	}
+	return accepted
+}
+
+// clusterWhere finds a cluster of project for which match says so: in the
+// leader's memory, else in the store.
+func (c *Controller) clusterWhere(ctx context.Context, project string, match func(*domain.Cluster) bool) (domain.Cluster, bool, error) {
+	if ca, ok := c.store.(*store.Cached); ok {
+		if cl, found, loaded := ca.FindCluster(match); loaded {
+			return cl, found, nil
+		}
+	}
+	cs, err := c.store.ListClusters(ctx, project)
+	if err != nil {
+		return domain.Cluster{}, false, err
+	}
+	for i := range cs {
+		if match(&cs[i]) {
+			return cs[i], true, nil
+		}
+	}
+	return domain.Cluster{}, false, nil
+}
+
+// commitCreates commits the plan of the accepted creates with their
+// clusters; if that fails (one request's own writes, say), each is
+// planned and committed alone, for its own answer.
+func (c *Controller) commitCreates(ctx context.Context, s allocator.Snapshot, pl allocator.Plan, tok allocator.Token, now time.Time, accepted []*createReq) {
 	fresh := make([]domain.Cluster, len(accepted))
 	for i, r := range accepted {
 		fresh[i] = r.cl
 	}
-	err = c.commit(ctx, s, pl, now, commitWrites{create: fresh, created: func(tx store.Tx) error {
+	err := c.commit(ctx, s, pl, now, commitWrites{create: fresh, created: func(tx store.Tx) error {
 		for _, r := range accepted {
 			for _, f := range r.also {
 				if err := f(tx, r.cl.ID); err != nil {
@@ -140,6 +179,7 @@ func (c *Controller) createBatch(ctx context.Context, rs []*createReq) {
 	}})
 	switch {
 	case err == nil:
+		c.parts.Settle(tok)
 	case len(accepted) == 1:
 		accepted[0].err = fmt.Errorf("create cluster %s: %w", accepted[0].cl.ID, err)
 	default:
@@ -205,17 +245,18 @@ func (c *Controller) changeCluster(ctx context.Context, what, id string, change 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	s, i, err := c.snapshotWith(ctx, id)
+	cl, err := c.store.GetCluster(ctx, id)
 	if err != nil {
 		return domain.Cluster{}, err
 	}
-	cl := s.Clusters[i]
 	if cl.Deleting {
 		return domain.Cluster{}, ErrDeleting
 	}
 	change(&cl)
-	s.Clusters[i] = cl
-	pl := c.plan(s, now)
+	s, pl, tok, err := c.planWith(ctx, now, allocator.With{Clusters: []domain.Cluster{cl}})
+	if err != nil {
+		return domain.Cluster{}, err
+	}
 	if sf := shortfallOf(pl, id); sf != nil && refuseShortfall != nil && refuseShortfall() {
 		return domain.Cluster{}, &ShortfallError{*sf}
 	}
@@ -232,6 +273,7 @@ func (c *Controller) changeCluster(ctx context.Context, what, id string, change 
 	if err != nil {
 		return domain.Cluster{}, fmt.Errorf("%s cluster %s: %w", what, id, err)
 	}
+	c.parts.Settle(tok)
 	c.Kick()
 	return c.store.GetCluster(ctx, id)
 }
@@ -254,12 +296,15 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	s, i, err := c.snapshotWith(ctx, id)
+	cl, err := c.store.GetCluster(ctx, id)
 	if err != nil {
 		return domain.Cluster{}, err
 	}
-	s.Clusters[i].Deleting = true
-	pl := c.plan(s, now)
+	cl.Deleting = true
+	s, pl, tok, err := c.planWith(ctx, now, allocator.With{Clusters: []domain.Cluster{cl}})
+	if err != nil {
+		return domain.Cluster{}, err
+	}
 	added := false
 	err = c.commit(ctx, s, pl, now, commitWrites{before: func(tx store.Tx) error {
 		added = false
@@ -282,6 +327,7 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 	if err != nil {
 		return domain.Cluster{}, fmt.Errorf("delete cluster %s: %w", id, err)
 	}
+	c.parts.Settle(tok)
 	if added {
 		// ClusterDeleting is an event too: wake the event streams even
 		// when the plan itself added none (a cluster with no nodes).
@@ -323,5 +369,5 @@ func (c *Controller) Plan(ctx context.Context) (allocator.Plan, error) {
 	if err != nil {
 		return allocator.Plan{}, err
 	}
-	return c.plan(s, c.clock.Now()), nil
+	return allocator.Compute(s, c.clock.Now(), c.planConfig()), nil
 }

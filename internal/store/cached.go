@@ -57,6 +57,8 @@ type Cached struct {
 	ni       nodeIndex
 	machines map[string]*domain.Machine
 	clusters map[string]*domain.Cluster
+	// watchers follow the copy's commits (Watch); under wmu.
+	watchers []Watcher
 }
 
 // NewCached wraps st; the cache starts disabled.
@@ -78,8 +80,10 @@ func (c *Cached) Disable() {
 	c.drop()
 }
 
-// drop forgets the copy, and what was written since it was last rebuilt.
+// drop forgets the copy, and what was written since it was last rebuilt;
+// its watchers are reset.
 func (c *Cached) drop() {
+	c.resetWatchers()
 	c.amu.Lock()
 	defer c.amu.Unlock()
 	c.cur.Store(nil)
@@ -133,6 +137,15 @@ func (c *Cached) Snapshot(ctx context.Context) (Snapshot, error) {
 	if s, ok := c.current(); ok {
 		return shared(s), nil
 	}
+	s, err := c.load(ctx)
+	if err != nil {
+		return s, err
+	}
+	return shared(s), nil
+}
+
+// load reads the copy from the backend; c.wmu is held.
+func (c *Cached) load(ctx context.Context) (Snapshot, error) {
 	s, err := c.Store.Snapshot(ctx)
 	if err != nil {
 		return s, err
@@ -155,7 +168,7 @@ func (c *Cached) Snapshot(ctx context.Context) (Snapshot, error) {
 	c.pend, c.idx = overlay{}, idx
 	c.cur.Store(&s)
 	c.amu.Unlock()
-	return shared(s), nil
+	return s, nil
 }
 
 // GetNode reads a live node from the copy while it is loaded (a node step
@@ -291,6 +304,7 @@ func (c *Cached) Update(ctx context.Context, fn func(Tx) error) error {
 		c.pend.add(&wrote)
 		c.dirty.Store(!c.pend.empty())
 		c.amu.Unlock()
+		c.tell(&wrote)
 	case ran && !errors.Is(err, ErrFenced) && !errors.Is(err, context.Canceled):
 		// fn and the read-back succeeded but the commit did not say so: it
 		// may have committed. Load again rather than guess.

@@ -129,9 +129,26 @@ func testCached(t *testing.T, s store.Store) {
 			wantEqual(t, fmt.Sprintf("step %d (%s): cluster %s", step, what, cl.ID), gc, wc)
 		}
 	}
+	// A watcher follows every commit from the start: its tables, built
+	// from the copy it was handed and the writes since, are the backend's.
+	w := &mirror{}
+	if err := c.Watch(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	mirrored := func(step int, what string) {
+		t.Helper()
+		want, err := s.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.equal(t, fmt.Sprintf("step %d (%s): the watcher's", step, what), want)
+	}
 	boom := errors.New("rolled back on purpose")
 	check(0, "empty")
 	for step := 1; step <= steps; step++ {
+		if step > 1 {
+			mirrored(step-1, "after it")
+		}
 		var what string
 		rollback := rng.IntN(8) == 0
 		// The bookkeeping of this step, kept only if it commits.

@@ -1,0 +1,143 @@
+package allocator
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// Apply takes the rows one commit wrote (in commit order: the store's
+// in-memory copy calls it under its commit): each partition's tables get
+// their new rows, and a partition whose plan reads something that changed
+// is to be planned again. Before Load it does nothing.
+func (pp *Partitioned) Apply(ch Changes) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if !pp.loaded {
+		return
+	}
+	if ch.Reserved {
+		// Which project a reservation is for is every partition's input.
+		pp.res = ch.Reservations
+		for _, p := range pp.order {
+			touch(p)
+		}
+	}
+	b := batches{}
+	pp.applyMachines(ch.Machines, b)
+	pp.applyClusters(ch.Clusters, ch.GoneClusters, b)
+	pp.applyNodes(ch.Nodes, ch.GoneNodes, b)
+	for p, u := range b {
+		p.machines = upsertRows(p.machines, u.machines, nil, machineKey)
+		p.clusters = upsertRows(p.clusters, u.clusters, u.goneClusters, clusterKey)
+		p.nodes = upsertRows(p.nodes, u.nodes, u.goneNodes, nodeKey)
+	}
+	if len(pp.order) > 1 && len(ch.Machines)+len(ch.Clusters) > 0 {
+		pp.sortParts() // a new part, or a part's first row
+	}
+}
+
+// batches are one Apply's rows by part.
+type batches map[*part]*batch
+
+type batch struct {
+	machines     []domain.Machine
+	clusters     []domain.Cluster
+	goneClusters []string
+	nodes        []*domain.Node
+	goneNodes    []string
+}
+
+func (b batches) of(p *part) *batch {
+	u := b[p]
+	if u == nil {
+		u = &batch{}
+		b[p] = u
+	}
+	return u
+}
+
+func (pp *Partitioned) applyMachines(ms []domain.Machine, b batches) {
+	for _, m := range ms {
+		p := pp.mPart[m.ID]
+		if p == nil {
+			p = pp.partOf(m.Region, m.GPUType)
+			pp.mPart[m.ID] = p
+			touch(p)
+		} else if old, ok := find(p.machines, m.CreatedAt, m.ID, machineKey); !ok || !machinePlanned(&old, &m) {
+			touch(p)
+		}
+		u := b.of(p)
+		u.machines = append(u.machines, m)
+	}
+}
+
+func (pp *Partitioned) applyClusters(cs []domain.Cluster, gone []string, b batches) {
+	for _, c := range cs {
+		p := pp.cPart[c.ID]
+		if p == nil {
+			p = pp.partOf(c.Region, c.GPUType)
+			pp.cPart[c.ID] = p
+			touch(p)
+		} else if old, ok := find(p.clusters, c.CreatedAt, c.ID, clusterKey); !ok || !clusterPlanned(&old, &c) {
+			touch(p)
+		}
+		u := b.of(p)
+		u.clusters = append(u.clusters, c)
+		if c.Deleting {
+			pp.deleting[c.ID] = p
+		}
+	}
+	for _, id := range gone {
+		delete(pp.deleting, id)
+		if p := pp.cPart[id]; p != nil {
+			delete(pp.cPart, id)
+			touch(p)
+			u := b.of(p)
+			u.goneClusters = append(u.goneClusters, id)
+		}
+	}
+}
+
+func (pp *Partitioned) applyNodes(ns []*domain.Node, gone []string, b batches) {
+	for _, n := range ns {
+		p := pp.nPart[n.ID].p
+		if p == nil {
+			if p = pp.nodePart(n); p == nil {
+				continue // of a cluster gone already, on a machine unknown
+			}
+			pp.nPart[n.ID] = nodeRef{p, n.ClusterID}
+			pp.nodes[n.ClusterID]++
+			touch(p)
+		} else if old, ok := find(p.nodes, n.CreatedAt, n.ID, nodeKey); !ok || !nodePlanned(old, n) {
+			touch(p)
+		}
+		u := b.of(p)
+		u.nodes = append(u.nodes, n)
+	}
+	for _, id := range gone {
+		if r, ok := pp.nPart[id]; ok {
+			p := r.p
+			pp.nodes[r.cluster]--
+			delete(pp.nPart, id)
+			touch(p)
+			u := b.of(p)
+			u.goneNodes = append(u.goneNodes, id)
+		}
+	}
+}
+
+// find looks up the row of id, created at created, in rows (in the
+// store's order).
+func find[T any](rows []T, created time.Time, id string, key func(T) (time.Time, string)) (T, bool) {
+	i, ok := slices.BinarySearchFunc(rows, id, func(r T, id string) int {
+		t, rid := key(r)
+		return byCreated(t, rid, created, id)
+	})
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return rows[i], true
+}

@@ -1,0 +1,145 @@
+package allocator
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// part is one partition's share of the fleet as Partitioned keeps it: its
+// machines, clusters and live nodes in the store's order (creation time,
+// then ID), whether an input of its plan changed since it was last
+// settled (dirty), and when its last plan wakes.
+type part struct {
+	key      partKey
+	machines []domain.Machine
+	clusters []domain.Cluster
+	nodes    []*domain.Node
+	// version counts the changes of its inputs; dirty: one came since the
+	// part was last settled.
+	version uint64
+	dirty   bool
+	// wake is the NextWake of its last settled plan (zero: none).
+	wake time.Time
+	// planner keeps the part's indexes between its plans.
+	planner Planner
+}
+
+// first is the creation key of the part's first machine, or of its first
+// cluster for a part with no machines: parts are planned in that order,
+// the order Compute numbers partitions in.
+func (p *part) first() (time.Time, string, bool) {
+	if len(p.machines) > 0 {
+		return p.machines[0].CreatedAt, p.machines[0].ID, true
+	}
+	if len(p.clusters) > 0 {
+		return p.clusters[0].CreatedAt, p.clusters[0].ID, false
+	}
+	return time.Time{}, "", false
+}
+
+// partBefore orders parts as Compute numbers partitions: those with
+// machines by their first machine, then those with clusters only by their
+// first cluster.
+func partBefore(a, b *part) int {
+	ta, ia, ma := a.first()
+	tb, ib, mb := b.first()
+	if ma != mb {
+		if ma {
+			return -1
+		}
+		return 1
+	}
+	if c := byCreated(ta, ia, tb, ib); c != 0 {
+		return c
+	}
+	return cmpString(a.key.region+"\x00"+a.key.gpuType, b.key.region+"\x00"+b.key.gpuType)
+}
+
+// byCreated orders rows as the store lists them: by creation time (a zero
+// time first), then ID.
+func byCreated(ta time.Time, ia string, tb time.Time, ib string) int {
+	if za, zb := ta.IsZero(), tb.IsZero(); za != zb {
+		if za {
+			return -1
+		}
+		return 1
+	}
+	if c := ta.Compare(tb); c != 0 {
+		return c
+	}
+	return cmpString(ia, ib)
+}
+
+// upsertRows returns rows (in the store's order) with ups replacing the
+// rows of their IDs or joining them, and the rows of gone IDs left out: a
+// new slice when anything changed (a plan's kept indexes are keyed by the
+// slices they were built from), rows itself otherwise.
+func upsertRows[T any](rows, ups []T, gone []string, key func(T) (time.Time, string)) []T {
+	if len(ups) == 0 && len(gone) == 0 {
+		return rows
+	}
+	drop := make(map[string]bool, len(ups)+len(gone))
+	for _, id := range gone {
+		drop[id] = true
+	}
+	for _, u := range ups {
+		_, id := key(u)
+		drop[id] = true
+	}
+	out := make([]T, 0, len(rows)+len(ups))
+	for _, r := range rows {
+		if _, id := key(r); !drop[id] {
+			out = append(out, r)
+		}
+	}
+	sorted := slices.Clone(ups)
+	slices.SortStableFunc(sorted, func(a, b T) int {
+		ta, ia := key(a)
+		tb, ib := key(b)
+		return byCreated(ta, ia, tb, ib)
+	})
+	// Merge the sorted writes into the kept rows.
+	merged := make([]T, 0, len(out)+len(sorted))
+	i := 0
+	for _, u := range sorted {
+		tu, iu := key(u)
+		for i < len(out) {
+			tr, ir := key(out[i])
+			if byCreated(tr, ir, tu, iu) > 0 {
+				break
+			}
+			merged = append(merged, out[i])
+			i++
+		}
+		merged = append(merged, u)
+	}
+	return append(merged, out[i:]...)
+}
+
+func machineKey(m domain.Machine) (time.Time, string) { return m.CreatedAt, m.ID }
+func clusterKey(c domain.Cluster) (time.Time, string) { return c.CreatedAt, c.ID }
+func nodeKey(n *domain.Node) (time.Time, string)      { return n.CreatedAt, n.ID }
+func machinePlanned(a, b *domain.Machine) bool {
+	return a.OutOfService == b.OutOfService && a.CooldownUntil.Equal(b.CooldownUntil) && a.ReservationID == b.ReservationID &&
+		a.GPUs == b.GPUs && a.Region == b.Region && a.GPUType == b.GPUType && a.CreatedAt.Equal(b.CreatedAt)
+}
+
+// clusterPlanned reports whether a and b are the same to a plan: the
+// cluster's demand, and how long its target has been unmet (who gets the
+// next freed node). Its status is the plan's output, written by the plan
+// that computed it: a plan of unchanged inputs computes it again.
+func clusterPlanned(a, b *domain.Cluster) bool {
+	return a.NumGPUs == b.NumGPUs && a.TargetPreemptibleGPUs() == b.TargetPreemptibleGPUs() && a.Weight == b.Weight &&
+		a.Deleting == b.Deleting && a.BillingType == b.BillingType && a.ProjectID == b.ProjectID && a.CreatedAt.Equal(b.CreatedAt) &&
+		a.UnmetSince.Equal(b.UnmetSince) && a.Region == b.Region && a.GPUType == b.GPUType
+}
+
+// nodePlanned reports whether a and b are the same to a plan: what the
+// allocator reads of a node (a step that only records its notice, or an
+// error, changes nothing a plan sees).
+func nodePlanned(a, b *domain.Node) bool {
+	return a.State == b.State && a.Class == b.Class && a.GPUs == b.GPUs && a.MachineID == b.MachineID && a.ClusterID == b.ClusterID &&
+		a.CreatedAt.Equal(b.CreatedAt) && a.ReadyAt.Equal(b.ReadyAt) && a.ClassSince.Equal(b.ClassSince)
+}
