@@ -219,8 +219,7 @@ func (t *tx) ArchiveNodes(ctx context.Context, removedBefore time.Time, limit in
 	for _, n := range done {
 		t.putNode(n, nil, false)
 		t.st.metered.delete(t.gen, n.ID)
-		rowid, _ := t.st.rowidOf.delete(t.gen, n.ID)
-		t.st.rowids.delete(t.gen, rowid)
+		t.st.rowidOf.delete(t.gen, n.ID)
 		k := created(n)
 		t.st.history.set(t.gen, n.ID, n)
 		t.st.historyOrder.set(t.gen, k, n)

@@ -1,7 +1,6 @@
 package memstore
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -33,11 +32,13 @@ type nodeTables struct {
 	// activeOn and pendingOn are, by machine, its one active node and its
 	// one pending node: the schema's partial unique indexes.
 	activeOn, pendingOn tree[string, string]
-	// rowids are the nodes' row numbers, as SQLite gives them (one past
-	// the largest in the table): a statement that updates many nodes
-	// writes them in that order (see UpdateNodes).
-	rowids  tree[int64, string]
-	rowidOf tree[string, int64]
+	// rowidOf are the nodes' row numbers: a statement that updates many
+	// nodes writes them in that order (see UpdateNodes). SQLite numbers a
+	// row one past the largest in the table, which may be the number of a
+	// row deleted since; lastRowid, never handed out twice, orders the
+	// rows there are as SQLite's numbers do.
+	rowidOf   tree[string, int64]
+	lastRowid int64
 
 	history          tree[string, *domain.Node]
 	historyOrder     tree[tid, *domain.Node]
@@ -52,8 +53,7 @@ func newNodeTables() nodeTables {
 		byMachine: newTree[stid, *domain.Node](cmpSTID), unmetered: newTree[tid, *domain.Node](cmpTID),
 		metered: newTree[string, struct{}](cmpString), cleanup: newTree[tid, *domain.Node](cmpTID),
 		removed: newTree[tid, *domain.Node](cmpTID), activeOn: newTree[string, string](cmpString),
-		pendingOn: newTree[string, string](cmpString), rowids: newTree[int64, string](cmp.Compare[int64]),
-		rowidOf: newTree[string, int64](cmpString),
+		pendingOn: newTree[string, string](cmpString), rowidOf: newTree[string, int64](cmpString),
 		history: newTree[string, *domain.Node](cmpString), historyOrder: newTree[tid, *domain.Node](cmpTID),
 		historyByCluster: newTree[stid, *domain.Node](cmpSTID), historyByMachine: newTree[stid, *domain.Node](cmpSTID),
 	}
@@ -117,9 +117,8 @@ func (t *tx) insertNode(n domain.Node) {
 	if metered {
 		t.st.metered.set(t.gen, n.ID, struct{}{})
 	}
-	last, _, _ := t.st.rowids.last()
-	t.st.rowids.set(t.gen, last+1, n.ID)
-	t.st.rowidOf.set(t.gen, n.ID, last+1)
+	t.st.lastRowid++
+	t.st.rowidOf.set(t.gen, n.ID, t.st.lastRowid)
 	t.putNode(nil, storedNode(n), metered)
 }
 

@@ -372,12 +372,3 @@ func (t *tree[K, V]) values() []V {
 	t.each(func(_ K, v V) bool { out = append(out, v); return true })
 	return out
 }
-
-// last returns the largest entry.
-func (t *tree[K, V]) last() (k K, v V, ok bool) {
-	t.descend(nil, func(lk K, lv V) bool {
-		k, v, ok = lk, lv, true
-		return false
-	})
-	return k, v, ok
-}
