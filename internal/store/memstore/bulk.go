@@ -184,7 +184,7 @@ func (t *tx) updateNodes(chunk []domain.Node) error {
 	var rows []row
 	absent := ""
 	for i := range chunk {
-		old, ok := t.st.nodes.get(chunk[i].ID)
+		old, ok := t.node(chunk[i].ID)
 		if !ok {
 			absent = cmpOr(absent, chunk[i].ID)
 			continue

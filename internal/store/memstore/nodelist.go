@@ -100,35 +100,32 @@ func (v view) listLive(q *nodeQuery) (out []domain.Node, sorted bool) {
 			out = append(out, *n)
 		}
 	}
-	each := func(tr *tree[tid, *domain.Node]) {
-		tr.each(func(_ tid, n *domain.Node) bool { add(n); return true })
+	keys := func(tr *tree[tid, struct{}]) {
+		tr.each(func(k tid, _ struct{}) bool { add(v.at(k.t, k.id)); return true })
 	}
 	switch {
 	case f.MachineID != "":
-		within(&v.st.byMachine, f.MachineID, add)
+		v.within(&v.st.byMachine, f.MachineID, add)
 	case f.ClusterID != "":
-		within(&v.st.byCluster, f.ClusterID, add)
+		v.within(&v.st.byCluster, f.ClusterID, add)
 	case len(f.ClusterIDs) > 0:
 		ids := distinctStrings(f.ClusterIDs)
 		for _, id := range ids {
-			within(&v.st.byCluster, id, add)
+			v.within(&v.st.byCluster, id, add)
 		}
 		return out, len(ids) == 1
 	case f.CleanupPending:
-		each(&v.st.cleanup)
+		keys(&v.st.cleanup)
 	case q.mode == unmeteredStopped || q.mode == unmeteredAll:
-		each(&v.st.unmetered)
+		keys(&v.st.unmetered)
 	case q.mode == inStates:
 		states := distinctStrings(f.States)
 		for _, st := range states {
-			within(&v.st.byState, string(st), add)
+			v.within(&v.st.byState, string(st), add)
 		}
 		return out, len(states) == 1
-	case q.mode == notRemoved:
-		each(&v.st.live)
 	default:
-		v.st.nodes.each(func(_ string, n *domain.Node) bool { add(n); return true })
-		return out, false
+		v.st.nodes.each(func(_ tid, n *domain.Node) bool { add(n); return true })
 	}
 	return out, true
 }
@@ -143,13 +140,13 @@ func (v view) listHistory(q *nodeQuery) (out []domain.Node, sorted bool) {
 	}
 	switch {
 	case f.MachineID != "":
-		within(&v.st.historyByMachine, f.MachineID, add)
+		archived(&v.st.historyByMachine, f.MachineID, add)
 	case f.ClusterID != "":
-		within(&v.st.historyByCluster, f.ClusterID, add)
+		archived(&v.st.historyByCluster, f.ClusterID, add)
 	case len(f.ClusterIDs) > 0:
 		ids := distinctStrings(f.ClusterIDs)
 		for _, id := range ids {
-			within(&v.st.historyByCluster, id, add)
+			archived(&v.st.historyByCluster, id, add)
 		}
 		return out, len(ids) == 1
 	default:
@@ -158,9 +155,21 @@ func (v view) listHistory(q *nodeQuery) (out []domain.Node, sorted bool) {
 	return out, true
 }
 
-// within calls fn with the nodes of index tr whose key starts with s, in
-// order.
-func within(tr *tree[stid, *domain.Node], s string, fn func(*domain.Node)) {
+// within calls fn with the nodes whose key in index tr starts with s, in
+// listing order.
+func (v view) within(tr *tree[stid, struct{}], s string, fn func(*domain.Node)) {
+	tr.ascend(&stid{s: s, t: minKey}, func(k stid, _ struct{}) bool {
+		if k.s != s {
+			return false
+		}
+		fn(v.at(k.t, k.id))
+		return true
+	})
+}
+
+// archived calls fn with the archived nodes whose key in index tr starts
+// with s, in listing order.
+func archived(tr *tree[stid, *domain.Node], s string, fn func(*domain.Node)) {
 	tr.ascend(&stid{s: s, t: minKey}, func(k stid, n *domain.Node) bool {
 		if k.s != s {
 			return false
@@ -207,10 +216,11 @@ func (t *tx) ArchiveNodes(ctx context.Context, removedBefore time.Time, limit in
 	// with nothing left to meter and no cleanup pending.
 	before := tkey(dbTime(removedBefore))
 	var done []*domain.Node
-	t.st.removed.each(func(k tid, n *domain.Node) bool {
+	t.st.removed.each(func(k tid, _ struct{}) bool {
 		if k.t >= before {
 			return false
 		}
+		n, _ := t.node(k.id)
 		if !n.CleanupPending && (n.ReadyAt.IsZero() || t.st.metered.has(n.ID)) {
 			done = append(done, n)
 		}

@@ -9,26 +9,28 @@ import (
 )
 
 // nodeTables are the nodes table and its indexes, and the archive
-// (node_history) that ArchiveNodes moves finished nodes to. A stored node
-// is never changed: a write stores a new one, so the pointers a Snapshot
-// hands out keep what they pointed to.
+// (node_history) that ArchiveNodes moves finished nodes to. The nodes are
+// kept in listing order (created_at NULLS FIRST, id), with their listing
+// key by ID; the other indexes hold keys only, ending with the listing
+// key, so a write that changes none of a node's keys writes one tree. A
+// stored node is never changed: a write stores a new one, so the pointers
+// a Snapshot hands out keep what they pointed to.
 type nodeTables struct {
-	nodes tree[string, *domain.Node]
-	// live: the nodes not removed, in listing order (the Snapshot's).
-	live      tree[tid, *domain.Node]
-	byState   tree[stid, *domain.Node]
-	byCluster tree[stid, *domain.Node]
-	byMachine tree[stid, *domain.Node]
+	nodes    tree[tid, *domain.Node]
+	nodeKeys tree[string, int64]
+	// byState, byCluster and byMachine: a state, cluster or machine,
+	// then the listing key.
+	byState, byCluster, byMachine tree[stid, struct{}]
 	// unmetered: the nodes that became ready and whose current period
 	// has no final usage record yet (the meter's work list); metered
 	// holds the IDs of the nodes that have one (PutUsage sets it).
-	unmetered tree[tid, *domain.Node]
+	unmetered tree[tid, struct{}]
 	metered   tree[string, struct{}]
 	// cleanup: the nodes whose tenant-side objects are still to delete.
-	cleanup tree[tid, *domain.Node]
-	// removed: the removed nodes, by removal time (NULL first), then ID:
+	cleanup tree[tid, struct{}]
+	// removed: the removed nodes by removal time (NULL first), then ID:
 	// the archiver's candidates.
-	removed tree[tid, *domain.Node]
+	removed tree[tid, struct{}]
 	// activeOn and pendingOn are, by machine, its one active node and its
 	// one pending node: the schema's partial unique indexes.
 	activeOn, pendingOn tree[string, string]
@@ -39,6 +41,8 @@ type nodeTables struct {
 	// rows there are as SQLite's numbers do.
 	rowidOf   tree[string, int64]
 	lastRowid int64
+	// liveNodes counts the nodes not removed.
+	liveNodes int
 
 	history          tree[string, *domain.Node]
 	historyOrder     tree[tid, *domain.Node]
@@ -48,11 +52,11 @@ type nodeTables struct {
 
 func newNodeTables() nodeTables {
 	return nodeTables{
-		nodes: newTree[string, *domain.Node](cmpString), live: newTree[tid, *domain.Node](cmpTID),
-		byState: newTree[stid, *domain.Node](cmpSTID), byCluster: newTree[stid, *domain.Node](cmpSTID),
-		byMachine: newTree[stid, *domain.Node](cmpSTID), unmetered: newTree[tid, *domain.Node](cmpTID),
-		metered: newTree[string, struct{}](cmpString), cleanup: newTree[tid, *domain.Node](cmpTID),
-		removed: newTree[tid, *domain.Node](cmpTID), activeOn: newTree[string, string](cmpString),
+		nodes: newTree[tid, *domain.Node](cmpTID), nodeKeys: newTree[string, int64](cmpString),
+		byState: newTree[stid, struct{}](cmpSTID), byCluster: newTree[stid, struct{}](cmpSTID),
+		byMachine: newTree[stid, struct{}](cmpSTID), unmetered: newTree[tid, struct{}](cmpTID),
+		metered: newTree[string, struct{}](cmpString), cleanup: newTree[tid, struct{}](cmpTID),
+		removed: newTree[tid, struct{}](cmpTID), activeOn: newTree[string, string](cmpString),
 		pendingOn: newTree[string, string](cmpString), rowidOf: newTree[string, int64](cmpString),
 		history: newTree[string, *domain.Node](cmpString), historyOrder: newTree[tid, *domain.Node](cmpTID),
 		historyByCluster: newTree[stid, *domain.Node](cmpSTID), historyByMachine: newTree[stid, *domain.Node](cmpSTID),
@@ -62,11 +66,26 @@ func newNodeTables() nodeTables {
 // created is a node's place in the listing order.
 func created(n *domain.Node) tid { return tid{tkey(n.CreatedAt), n.ID} }
 
+// node returns the node id of the nodes table.
+func (v view) node(id string) (*domain.Node, bool) {
+	t, ok := v.st.nodeKeys.get(id)
+	if !ok {
+		return nil, false
+	}
+	return v.st.nodes.get(tid{t, id})
+}
+
+// at returns the node at listing key k of an index.
+func (v view) at(t int64, id string) *domain.Node {
+	n, _ := v.st.nodes.get(tid{t, id})
+	return n
+}
+
 func (v view) GetNode(ctx context.Context, id string) (domain.Node, error) {
 	if err := v.check(ctx); err != nil {
 		return domain.Node{}, err
 	}
-	if n, ok := v.st.nodes.get(id); ok {
+	if n, ok := v.node(id); ok {
 		return *n, nil
 	}
 	if n, ok := v.st.history.get(id); ok {
@@ -99,7 +118,7 @@ func (t *tx) CreateNode(ctx context.Context, n domain.Node) error {
 // already holding a node in its stage is a conflict (ON CONFLICT DO
 // NOTHING skips the row), a missing cluster or machine a missing parent.
 func (t *tx) createNode(n domain.Node) error {
-	if t.st.nodes.has(n.ID) || t.clashIn(nil, &n) {
+	if t.st.nodeKeys.has(n.ID) || t.clashIn(nil, &n) {
 		return conflict("node " + n.ID)
 	}
 	if !t.parents(&n) {
@@ -132,7 +151,7 @@ func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
 // updateNode writes every field of n over the stored node, as UPDATE …
 // WHERE id does: an archived node is not there to update.
 func (t *tx) updateNode(n domain.Node) error {
-	old, ok := t.st.nodes.get(n.ID)
+	old, ok := t.node(n.ID)
 	if !ok {
 		return missing("update node " + n.ID)
 	}
@@ -149,7 +168,8 @@ func (t *tx) updateNode(n domain.Node) error {
 
 // putNode writes n over old (nil: a new node; n nil: old leaves the
 // table) and keeps every index of the nodes table to it; metered is
-// whether n's current period is metered.
+// whether n's current period is metered. An index entry whose key does
+// not change is not written.
 func (t *tx) putNode(old, n *domain.Node, metered bool) {
 	g := t.gen
 	var o, w domain.Node
@@ -160,21 +180,35 @@ func (t *tx) putNode(old, n *domain.Node, metered bool) {
 	}
 	if has {
 		w = *n
-		t.st.nodes.set(g, w.ID, n)
-	} else {
-		t.st.nodes.delete(g, o.ID)
+	}
+	if had && o.State != domain.NodeRemoved {
+		t.st.liveNodes--
+	}
+	if has && w.State != domain.NodeRemoved {
+		t.st.liveNodes++
 	}
 	ok, wk := created(&o), created(&w)
-	reindex(&t.st.live, g, had && o.State != domain.NodeRemoved, ok, has && w.State != domain.NodeRemoved, wk, n)
-	reindex(&t.st.byState, g, had, stid{string(o.State), ok.t, o.ID}, has, stid{string(w.State), wk.t, w.ID}, n)
-	reindex(&t.st.byCluster, g, had, stid{o.ClusterID, ok.t, o.ID}, has, stid{w.ClusterID, wk.t, w.ID}, n)
-	reindex(&t.st.byMachine, g, had, stid{o.MachineID, ok.t, o.ID}, has, stid{w.MachineID, wk.t, w.ID}, n)
-	reindex(&t.st.unmetered, g, had && !o.ReadyAt.IsZero() && !oldMetered, ok, has && !w.ReadyAt.IsZero() && !metered, wk, n)
-	reindex(&t.st.cleanup, g, had && o.CleanupPending, ok, has && w.CleanupPending, wk, n)
-	reindex(&t.st.removed, g, had && o.State == domain.NodeRemoved, tid{tkey(o.RemovedAt), o.ID},
-		has && w.State == domain.NodeRemoved, tid{tkey(w.RemovedAt), w.ID}, n)
-	reindex(&t.st.activeOn, g, had && o.State.Active(), o.MachineID, has && w.State.Active(), w.MachineID, w.ID)
-	reindex(&t.st.pendingOn, g, had && o.State == domain.NodePending, o.MachineID,
+	if had && (!has || ok != wk) {
+		t.st.nodes.delete(g, ok)
+	}
+	switch {
+	case has:
+		t.st.nodes.set(g, wk, n)
+		if !had || ok != wk {
+			t.st.nodeKeys.set(g, w.ID, wk.t)
+		}
+	default:
+		t.st.nodeKeys.delete(g, o.ID)
+	}
+	rekey(&t.st.byState, g, had, stid{string(o.State), ok.t, o.ID}, has, stid{string(w.State), wk.t, w.ID})
+	rekey(&t.st.byCluster, g, had, stid{o.ClusterID, ok.t, o.ID}, has, stid{w.ClusterID, wk.t, w.ID})
+	rekey(&t.st.byMachine, g, had, stid{o.MachineID, ok.t, o.ID}, has, stid{w.MachineID, wk.t, w.ID})
+	rekey(&t.st.unmetered, g, had && !o.ReadyAt.IsZero() && !oldMetered, ok, has && !w.ReadyAt.IsZero() && !metered, wk)
+	rekey(&t.st.cleanup, g, had && o.CleanupPending, ok, has && w.CleanupPending, wk)
+	rekey(&t.st.removed, g, had && o.State == domain.NodeRemoved, tid{tkey(o.RemovedAt), o.ID},
+		has && w.State == domain.NodeRemoved, tid{tkey(w.RemovedAt), w.ID})
+	moveClaim(&t.st.activeOn, g, had && o.State.Active(), o.MachineID, has && w.State.Active(), w.MachineID, w.ID)
+	moveClaim(&t.st.pendingOn, g, had && o.State == domain.NodePending, o.MachineID,
 		has && w.State == domain.NodePending, w.MachineID, w.ID)
 }
 
@@ -187,6 +221,24 @@ func reindex[K, V any](tr *tree[K, V], gen uint64, wasIn bool, oldKey K, isIn bo
 	if isIn {
 		tr.set(gen, newKey, v)
 	}
+}
+
+// rekey is reindex for an index of keys only: a key that stays is not
+// written.
+func rekey[K any](tr *tree[K, struct{}], gen uint64, wasIn bool, oldKey K, isIn bool, newKey K) {
+	if wasIn && isIn && tr.cmp(oldKey, newKey) == 0 {
+		return
+	}
+	reindex(tr, gen, wasIn, oldKey, isIn, newKey, struct{}{})
+}
+
+// moveClaim is reindex for a machine's claim by node id: a claim that
+// stays is not written.
+func moveClaim(tr *tree[string, string], gen uint64, wasIn bool, oldMachine string, isIn bool, newMachine, id string) {
+	if wasIn && isIn && oldMachine == newMachine {
+		return
+	}
+	reindex(tr, gen, wasIn, oldMachine, isIn, newMachine, id)
 }
 
 // finalFrom reports whether node id has a final usage record starting at
@@ -211,7 +263,7 @@ func (v view) finalFrom(id string, from time.Time) bool {
 // final record of a period before the node's last conversion does not
 // end its billing.
 func (t *tx) markMetered(u *domain.UsageRecord) {
-	n, ok := t.st.nodes.get(u.NodeID)
+	n, ok := t.node(u.NodeID)
 	if !ok || t.st.metered.has(u.NodeID) {
 		return
 	}
@@ -229,7 +281,7 @@ func (v view) nodesByID(ids []string) []domain.Node {
 	out := make([]domain.Node, 0, len(ids))
 	inLists(ids, func(list []string) {
 		for _, id := range list {
-			if n, ok := v.st.nodes.get(id); ok {
+			if n, ok := v.node(id); ok {
 				out = append(out, *n)
 			}
 		}

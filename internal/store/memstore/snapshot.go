@@ -31,17 +31,41 @@ type built[K, P, T any] struct {
 	ok   bool
 }
 
-// of returns tr's rows, rebuilt by row only if tr changed.
-func (b *built[K, P, T]) of(tr *tree[K, P], row func(P) T) []T {
+// of returns the rows add makes of tr's values (n of them), rebuilt only
+// if tr changed.
+func (b *built[K, P, T]) of(tr *tree[K, P], n int, add func(rows []T, vals []P) []T) []T {
 	if b.ok && b.root == tr.root {
 		return b.rows
 	}
-	rows := make([]T, 0, tr.Len())
-	tr.each(func(_ K, p P) bool {
-		rows = append(rows, row(p))
-		return true
-	})
+	rows := make([]T, 0, n)
+	tr.runs(func(_ []K, vals []P) { rows = add(rows, vals) })
 	b.root, b.rows, b.ok = tr.root, rows, true
+	return rows
+}
+
+// values appends the values ps point to.
+func values[T any](rows []T, ps []*T) []T {
+	for _, p := range ps {
+		rows = append(rows, *p)
+	}
+	return rows
+}
+
+// clusters appends the clusters of rs.
+func clusters(rows []domain.Cluster, rs []*clusterRow) []domain.Cluster {
+	for _, r := range rs {
+		rows = append(rows, r.cluster())
+	}
+	return rows
+}
+
+// liveNodes appends the nodes of ns not removed.
+func liveNodes(rows []*domain.Node, ns []*domain.Node) []*domain.Node {
+	for _, n := range ns {
+		if n.State != domain.NodeRemoved {
+			rows = append(rows, n)
+		}
+	}
 	return rows
 }
 
@@ -56,10 +80,11 @@ func (s *Store) Snapshot(ctx context.Context) (store.Snapshot, error) {
 	c := &s.d.snap
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	st := v.st
 	return store.Snapshot{
-		Machines:     slices.Clip(c.machines.of(&v.st.machineOrder, func(m *domain.Machine) domain.Machine { return *m })),
-		Reservations: slices.Clip(c.reservations.of(&v.st.reservationOrder, func(r *domain.Reservation) domain.Reservation { return *r })),
-		Clusters:     slices.Clip(c.clusters.of(&v.st.clusterOrder, (*clusterRow).cluster)),
-		Nodes:        slices.Clip(c.nodes.of(&v.st.live, func(n *domain.Node) *domain.Node { return n })),
+		Machines:     slices.Clip(c.machines.of(&st.machineOrder, st.machineOrder.Len(), values)),
+		Reservations: slices.Clip(c.reservations.of(&st.reservationOrder, st.reservationOrder.Len(), values)),
+		Clusters:     slices.Clip(c.clusters.of(&st.clusterOrder, st.clusterOrder.Len(), clusters)),
+		Nodes:        slices.Clip(c.nodes.of(&st.nodes, st.liveNodes, liveNodes)),
 	}, nil
 }

@@ -21,7 +21,7 @@ type tree[K, V any] struct {
 // A node holds at most maxKeys entries and, but for the root, at least
 // minKeys.
 const (
-	degree  = 16
+	degree  = 8
 	maxKeys = 2*degree - 1
 	minKeys = degree - 1
 )
@@ -361,6 +361,27 @@ func (x *bnode[K, V]) descend(hi *K, cmp func(K, K) int, fn func(K, V) bool) boo
 		}
 	}
 	return true
+}
+
+// runs calls fn with every entry in order, in runs of consecutive
+// entries of a node: a leaf's all at once, an inner node's one by one.
+// For reads of a whole table, with one call a run rather than an entry.
+func (t *tree[K, V]) runs(fn func(keys []K, vals []V)) {
+	if t.root != nil {
+		t.root.runs(fn)
+	}
+}
+
+func (x *bnode[K, V]) runs(fn func(keys []K, vals []V)) {
+	if x.leaf {
+		fn(x.keys[:x.n], x.vals[:x.n])
+		return
+	}
+	for i := range x.n {
+		x.kids[i].runs(fn)
+		fn(x.keys[i:i+1], x.vals[i:i+1])
+	}
+	x.kids[x.n].runs(fn)
 }
 
 // each calls fn with every entry in order until fn returns false.
