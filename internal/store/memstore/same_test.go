@@ -22,8 +22,8 @@ import (
 // each: values, orders and errors.
 func TestSameAsSQLite(t *testing.T) {
 	steps := 400
-	if testing.Short() {
-		steps = 60
+	if testing.Short() || race {
+		steps = 100
 	}
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {

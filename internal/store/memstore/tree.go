@@ -386,10 +386,3 @@ func (x *bnode[K, V]) runs(fn func(keys []K, vals []V)) {
 
 // each calls fn with every entry in order until fn returns false.
 func (t *tree[K, V]) each(fn func(K, V) bool) { t.ascend(nil, fn) }
-
-// values returns the values in key order.
-func (t *tree[K, V]) values() []V {
-	out := make([]V, 0, t.n)
-	t.each(func(_ K, v V) bool { out = append(out, v); return true })
-	return out
-}
