@@ -79,11 +79,11 @@ func (t *tx) AddEvents(ctx context.Context, es []domain.Event) error {
 }
 
 func (t *tx) PruneEvents(ctx context.Context, before time.Time) (int, error) {
-	if err := t.write(ctx); err != nil {
-		return 0, err
-	}
 	if before.IsZero() {
 		return 0, nil // nothing is before the zero time
+	}
+	if err := t.write(ctx); err != nil {
+		return 0, err
 	}
 	// Events without a timestamp count as older than any time.
 	cut := tkey(dbTime(before))

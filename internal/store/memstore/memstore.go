@@ -66,6 +66,9 @@ func (s *Store) view() view {
 
 // acquire takes the writer's lock, or gives up with ctx.
 func (d *DB) acquire(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	select {
 	case d.lock <- struct{}{}:
 		return nil
