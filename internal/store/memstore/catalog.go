@@ -39,7 +39,7 @@ func (v view) GetProject(ctx context.Context, id string) (domain.Project, error)
 	if err := v.check(ctx); err != nil {
 		return domain.Project{}, err
 	}
-	return getRow(&v.st.projects, id, "project "+id)
+	return getRow(&v.st.projects, id, "project ", id)
 }
 
 func (v view) ListProjects(ctx context.Context) ([]domain.Project, error) {
@@ -67,14 +67,14 @@ func (v view) TokenByHash(ctx context.Context, hash string) (domain.Token, error
 		return domain.Token{}, err
 	}
 	// The hash is a credential: it stays out of the error.
-	return getRow(&v.st.tokenHashes, hash, "token")
+	return getRow(&v.st.tokenHashes, hash, "token", "")
 }
 
 func (v view) GetToken(ctx context.Context, id string) (domain.Token, error) {
 	if err := v.check(ctx); err != nil {
 		return domain.Token{}, err
 	}
-	return getRow(&v.st.tokens, id, "token "+id)
+	return getRow(&v.st.tokens, id, "token ", id)
 }
 
 func (v view) ListTokens(ctx context.Context, projectID string) ([]domain.Token, error) {
@@ -88,12 +88,11 @@ func (t *tx) CreateToken(ctx context.Context, tok domain.Token) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
-	what := "create token " + tok.ID
 	if t.st.tokens.has(tok.ID) || t.st.tokenHashes.has(tok.Hash) {
 		return conflict("token " + tok.ID)
 	}
 	if tok.ProjectID != "" && !t.st.projects.has(tok.ProjectID) {
-		return missingParent(what)
+		return missingParent("create token " + tok.ID)
 	}
 	tok.CreatedAt, tok.ExpiresAt = dbTime(tok.CreatedAt), dbTime(tok.ExpiresAt)
 	tok.RevokedAt, tok.LastUsedAt = dbTime(tok.RevokedAt), dbTime(tok.LastUsedAt)
@@ -163,7 +162,7 @@ func (v view) GetMachine(ctx context.Context, id string) (domain.Machine, error)
 	if err := v.check(ctx); err != nil {
 		return domain.Machine{}, err
 	}
-	return getRow(&v.st.machines, id, "machine "+id)
+	return getRow(&v.st.machines, id, "machine ", id)
 }
 
 func (v view) ListMachines(ctx context.Context) ([]domain.Machine, error) {
@@ -226,13 +225,13 @@ func (t *tx) CreatePrice(ctx context.Context, p domain.Price) error {
 	return nil
 }
 
-// getRow reads the row at k; what names it in the error.
-func getRow[K, V any](tr *tree[K, *V], k K, what string) (V, error) {
+// getRow reads the row at k; what and id name it in the error.
+func getRow[K, V any](tr *tree[K, *V], k K, what, id string) (V, error) {
 	if p, ok := tr.get(k); ok {
 		return *p, nil
 	}
 	var zero V
-	return zero, fmt.Errorf("get %s: %w", what, domain.ErrNotFound)
+	return zero, fmt.Errorf("get %s%s: %w", what, id, domain.ErrNotFound)
 }
 
 // rows copies the rows of tr from lo on (all if lo is nil) while in

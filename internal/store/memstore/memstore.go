@@ -144,17 +144,6 @@ func (t *tx) write(ctx context.Context) error {
 	return nil
 }
 
-// savepoint returns t's version as it is, for rollbackTo: a statement
-// that writes several rows is written whole or not at all. Later writes
-// are made in a new generation, so they never change the saved version.
-func (t *tx) savepoint() state {
-	t.gen = t.d.nextGen()
-	return *t.st
-}
-
-// rollbackTo undoes what t wrote since sp was taken.
-func (t *tx) rollbackTo(sp state) { *t.st = sp }
-
 // view reads one version of the database: the committed one, or a
 // transaction's own.
 type view struct{ st *state }
