@@ -1,0 +1,5 @@
+//go:build !race
+
+package memstore_test
+
+const race = false
