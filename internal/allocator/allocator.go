@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
@@ -194,13 +193,11 @@ func (p *planner) index(pl *Planner) {
 	nm, nc, nn := len(s.Machines), len(s.Clusters), len(s.Nodes)
 	ml, cl, nj := pl.layouts(s)
 
-	p.resProject = make(map[string]string, len(s.Reservations))
-	for i := range s.Reservations {
-		p.resProject[s.Reservations[i].ID] = s.Reservations[i].ProjectID
-	}
+	scr := &pl.scratch
+	p.resProject = scr.resProject(s.Reservations)
 
 	p.mPart = ml.mPart
-	p.occ = make([]int32, 2*nm)
+	p.occ = grow(&scr.occ, 2*nm)
 	p.claim = p.occ[nm:]
 	p.occ = p.occ[:nm]
 	for i := range p.occ {
@@ -208,14 +205,14 @@ func (p *planner) index(pl *Planner) {
 	}
 
 	p.cPart = cl.cPart
-	ints := make([]int32, 5*nc)
+	ints := grow(&scr.ints, 5*nc)
 	p.stdLive, p.preLive, p.preReady = ints[:nc], ints[nc:2*nc], ints[2*nc:3*nc]
-	p.fair, p.dem, p.cStart = ints[3*nc:4*nc], ints[4*nc:5*nc], make([]int32, nc+1)
-	bools := make([]bool, 2*nc)
+	p.fair, p.dem, p.cStart = ints[3*nc:4*nc], ints[4*nc:5*nc], grow(&scr.cStart, nc+1)
+	bools := grow(&scr.bools, 2*nc)
 	p.stdWait, p.short = bools[:nc], bools[nc:]
 
-	p.nCluster, p.nMachine, p.facts, p.cNodes = nj.nCluster, nj.nMachine, nj.facts, make([]int32, nn)
-	p.gone = make([]bool, nn)
+	p.nCluster, p.nMachine, p.facts, p.cNodes = nj.nCluster, nj.nMachine, nj.facts, grow(&scr.cNodes, nn)
+	p.gone = grow(&scr.gone, nn)
 	for i, f := range p.facts {
 		ci, mi := p.nCluster[i], p.nMachine[i]
 		if ci >= 0 {
@@ -237,7 +234,8 @@ func (p *planner) index(pl *Planner) {
 	for i := 1; i <= nc; i++ {
 		p.cStart[i] += p.cStart[i-1]
 	}
-	fill := slices.Clone(p.cStart[:nc])
+	fill := grow(&scr.fill, nc)
+	copy(fill, p.cStart[:nc])
 	for i := range s.Nodes {
 		if ci := p.nCluster[i]; ci >= 0 {
 			p.cNodes[fill[ci]] = int32(i)
@@ -249,18 +247,22 @@ func (p *planner) index(pl *Planner) {
 	p.oos, p.oosIdx = ml.oos, ml.oosIdx
 
 	// New nodes go mostly to free or draining machines, at most one each:
-	// sizing Provisions for those spares the slice its growth copies.
+	// sizing Provisions for those spares the slice its growth copies (a
+	// plan from nothing places thousands).
 	open := 16
 	for mi := range p.claim {
 		if p.claim[mi] < 0 && !p.oos[mi] && (p.occ[mi] < 0 || !p.facts[p.occ[mi]].is(fLive)) {
 			open++
 		}
 	}
+	if pl.kept {
+		open = min(open, 64) // a plan of what moved places a few
+	}
 	p.out.Provisions = make([]Provision, 0, open)
 
 	// Free machines of a pool are found with a cursor instead of a scan.
-	p.pools = make(map[poolKey]*poolRange, len(ml.pools))
-	ranges := make([]poolRange, len(ml.pools))
+	p.pools = scr.poolMap(len(ml.pools))
+	ranges := grow(&scr.ranges, len(ml.pools))
 	for i, sp := range ml.pools {
 		ranges[i].ms = sp.ms
 		p.pools[sp.key] = &ranges[i]

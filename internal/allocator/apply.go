@@ -24,11 +24,11 @@ func (pp *Partitioned) Apply(ch Changes) {
 			touch(p)
 		}
 	}
-	b := batches{}
+	b := batches{by: map[*part]*batch{}, own: ownParts(ch.By)}
 	pp.applyMachines(ch.Machines, b)
 	pp.applyClusters(ch.Clusters, ch.GoneClusters, b)
 	pp.applyNodes(ch.Nodes, ch.GoneNodes, b)
-	for p, u := range b {
+	for p, u := range b.by {
 		p.machines = upsertRows(p.machines, u.machines, nil, machineKey)
 		p.clusters = upsertRows(p.clusters, u.clusters, u.goneClusters, clusterKey)
 		p.nodes = upsertRows(p.nodes, u.nodes, u.goneNodes, nodeKey)
@@ -38,22 +38,33 @@ func (pp *Partitioned) Apply(ch Changes) {
 	}
 }
 
-// batches are one Apply's rows by part.
-type batches map[*part]*batch
+// batches are one Apply's rows by part, and the parts whose plan's own
+// commit they are (own).
+type batches struct {
+	by  map[*part]*batch
+	own map[*part]bool
+}
+
+// touch records a change of p's inputs, unless it is p's plan's own.
+func (b batches) touch(p *part) {
+	if !b.own[p] {
+		touch(p)
+	}
+}
 
 type batch struct {
 	machines     []domain.Machine
 	clusters     []domain.Cluster
-	goneClusters []string
+	goneClusters []rowKey
 	nodes        []*domain.Node
-	goneNodes    []string
+	goneNodes    []rowKey
 }
 
 func (b batches) of(p *part) *batch {
-	u := b[p]
+	u := b.by[p]
 	if u == nil {
 		u = &batch{}
-		b[p] = u
+		b.by[p] = u
 	}
 	return u
 }
@@ -65,12 +76,31 @@ func (pp *Partitioned) applyMachines(ms []domain.Machine, b batches) {
 			p = pp.partOf(m.Region, m.GPUType)
 			pp.mPart[m.ID] = p
 			touch(p)
-		} else if old, ok := find(p.machines, m.CreatedAt, m.ID, machineKey); !ok || !machinePlanned(&old, &m) {
-			touch(p)
+		} else if i, ok := slices.BinarySearchFunc(p.machines, m, func(r, m domain.Machine) int {
+			return byCreated(r.CreatedAt, r.ID, m.CreatedAt, m.ID)
+		}); ok && sameLayout(&p.machines[i], &m) {
+			// What a plan's kept indexes hold of the machine is the same:
+			// written in place, no copy of the part's machines (a cooldown
+			// set at every standard node's removal). Nothing outside
+			// pp.mu reads the part's machines.
+			if !machinePlanned(&p.machines[i], &m) {
+				b.touch(p)
+			}
+			p.machines[i] = m
+			continue
+		} else {
+			b.touch(p)
 		}
 		u := b.of(p)
 		u.machines = append(u.machines, m)
 	}
+}
+
+// sameLayout: a and b are the same to a machine layout (layout.go): its
+// partition, pool and service.
+func sameLayout(a, b *domain.Machine) bool {
+	return a.Region == b.Region && a.GPUType == b.GPUType && a.ReservationID == b.ReservationID &&
+		a.OutOfService == b.OutOfService && a.GPUs == b.GPUs
 }
 
 func (pp *Partitioned) applyClusters(cs []domain.Cluster, gone []string, b batches) {
@@ -79,9 +109,9 @@ func (pp *Partitioned) applyClusters(cs []domain.Cluster, gone []string, b batch
 		if p == nil {
 			p = pp.partOf(c.Region, c.GPUType)
 			pp.cPart[c.ID] = p
-			touch(p)
+			b.touch(p)
 		} else if old, ok := find(p.clusters, c.CreatedAt, c.ID, clusterKey); !ok || !clusterPlanned(&old, &c) {
-			touch(p)
+			b.touch(p)
 		}
 		u := b.of(p)
 		u.clusters = append(u.clusters, c)
@@ -93,9 +123,9 @@ func (pp *Partitioned) applyClusters(cs []domain.Cluster, gone []string, b batch
 		delete(pp.deleting, id)
 		if p := pp.cPart[id]; p != nil {
 			delete(pp.cPart, id)
-			touch(p)
+			b.touch(p)
 			u := b.of(p)
-			u.goneClusters = append(u.goneClusters, id)
+			u.goneClusters = append(u.goneClusters, rowKey{id: id})
 		}
 	}
 }
@@ -107,11 +137,11 @@ func (pp *Partitioned) applyNodes(ns []*domain.Node, gone []string, b batches) {
 			if p = pp.nodePart(n); p == nil {
 				continue // of a cluster gone already, on a machine unknown
 			}
-			pp.nPart[n.ID] = nodeRef{p, n.ClusterID}
+			pp.nPart[n.ID] = nodeRef{p, n.ClusterID, n.CreatedAt}
 			pp.nodes[n.ClusterID]++
-			touch(p)
+			b.touch(p)
 		} else if old, ok := find(p.nodes, n.CreatedAt, n.ID, nodeKey); !ok || !nodePlanned(old, n) {
-			touch(p)
+			b.touch(p)
 		}
 		u := b.of(p)
 		u.nodes = append(u.nodes, n)
@@ -121,9 +151,9 @@ func (pp *Partitioned) applyNodes(ns []*domain.Node, gone []string, b batches) {
 			p := r.p
 			pp.nodes[r.cluster]--
 			delete(pp.nPart, id)
-			touch(p)
+			b.touch(p)
 			u := b.of(p)
-			u.goneNodes = append(u.goneNodes, id)
+			u.goneNodes = append(u.goneNodes, rowKey{created: r.created, known: true, id: id})
 		}
 	}
 }
@@ -140,4 +170,18 @@ func find[T any](rows []T, created time.Time, id string, key func(T) (time.Time,
 		return zero, false
 	}
 	return rows[i], true
+}
+
+// ownParts are the partitions the plan by (a *Token) planned: its own
+// commit's writes are no change to them (see Committed).
+func ownParts(by any) map[*part]bool {
+	t, ok := by.(*Token)
+	if !ok {
+		return nil
+	}
+	own := make(map[*part]bool, len(t.parts))
+	for _, s := range t.parts {
+		own[s.p] = true
+	}
+	return own
 }

@@ -25,12 +25,17 @@ type Planner struct {
 	m  *machineLayout
 	c  *clusterLayout
 	j  *nodeJoin
+	// kept: the Planner is kept between plans (not Compute's one-off);
+	// scratch is its plans' working memory.
+	kept    bool
+	scratch scratch
 }
 
 // Compute plans as the package-level Compute does.
 func (pl *Planner) Compute(s Snapshot, now time.Time, cfg Config) Plan {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	pl.kept = true
 	return compute(s, now, cfg, pl)
 }
 

@@ -44,6 +44,9 @@ type Partitioned struct {
 // clusters and nodes written (as stored), clusters fully deleted and
 // nodes removed since (gone), and all reservations when any changed.
 type Changes struct {
+	// By, if set, is the plan whose commit wrote them (its Token): the
+	// partitions it planned are at their plan's fixed point, not changed.
+	By           any
 	Machines     []domain.Machine
 	Clusters     []domain.Cluster
 	GoneClusters []string
@@ -71,6 +74,8 @@ type settling struct {
 	p       *part
 	version uint64
 	wake    time.Time
+	// with: planned with a request's rows (settled only once committed).
+	with bool
 }
 
 // Loaded reports whether the world was loaded (Load) since the last Reset.
@@ -115,7 +120,7 @@ func (pp *Partitioned) Load(s Snapshot) {
 	for _, n := range s.Nodes {
 		if p := pp.nodePart(n); p != nil {
 			p.nodes = append(p.nodes, n)
-			pp.nPart[n.ID] = nodeRef{p, n.ClusterID}
+			pp.nPart[n.ID] = nodeRef{p, n.ClusterID, n.CreatedAt}
 			pp.nodes[n.ClusterID]++
 		}
 	}
@@ -148,6 +153,7 @@ func (pp *Partitioned) sortParts() { slices.SortStableFunc(pp.order, partBefore)
 type nodeRef struct {
 	p       *part
 	cluster string
+	created time.Time
 }
 
 // touch records that an input of p changed.

@@ -221,3 +221,39 @@ func TestPartitionedPlansARequestWithItsRowsWithoutSettlingIt(t *testing.T) {
 		t.Fatalf("after a dropped create: planned %v", partsOf(sub))
 	}
 }
+
+// TestACommittedPlanIsItsOwnFixedPoint: once a plan is committed, its own
+// writes (tagged as its, Changes.By) leave the partitions it planned
+// settled: nothing is planned again, and the whole plan would change
+// nothing.
+func TestACommittedPlanIsItsOwnFixedPoint(t *testing.T) {
+	w := benchWorld(1, false) // no node yet: the first plan places thousands
+	w.s = storeOrder(w.s)
+	var pp Partitioned
+	pp.Load(w.s)
+	_, pl, tok := pp.Plan(w.now, Config{}, With{})
+	if len(pl.Provisions) == 0 {
+		t.Fatal("nothing to place")
+	}
+	before := w.s
+	w.apply(pl)
+	w.s = storeOrder(w.s)
+	ch := changes(before, w.s)
+	ch.By = &tok
+	pp.Apply(ch)
+	pp.Committed(&tok)
+	sub, again, _ := pp.Plan(w.now, Config{}, With{})
+	if len(sub.Clusters) != 0 {
+		t.Fatalf("after its commit, %d partitions planned again", len(partsOf(sub)))
+	}
+	if err := Covers(w.s, sub, again, w.now, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	// A write of another's, to a partition the plan planned, is a change.
+	n := *w.s.Nodes[0]
+	n.State = domain.NodeReady
+	pp.Apply(Changes{Nodes: []*domain.Node{&n}})
+	if sub, _, _ := pp.Plan(w.now, Config{}, With{}); len(sub.Clusters) == 0 {
+		t.Fatal("a node that became ready planned nothing")
+	}
+}

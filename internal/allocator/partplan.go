@@ -10,18 +10,20 @@ import (
 // Plan plans the partitions to be planned at now (see Partitioned) and
 // those with's rows fall in, the latter with those rows in place of the
 // stored ones. It returns the plan, with the NextWake of every partition
-// (planned or settled), the snapshot of the partitions it planned (the
-// plan's Clusters line up with its Clusters, its Reclaims name nodes of
-// its Nodes) and the token to settle them with once the plan is
+// (planned or settled), the clusters and nodes of the partitions it
+// planned (the plan's Clusters line up with them, its Reclaims name nodes
+// of them; shared: not to be changed) and the token to settle them with once the plan is
 // committed, or changed nothing. A partition planned with with's rows is
 // not settled by it: its rows in the store did not change.
 func (pp *Partitioned) Plan(now time.Time, cfg Config, with With) (Snapshot, Plan, Token) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	extra := pp.withParts(with)
-	sub := Snapshot{Reservations: pp.res}
-	var pl Plan
-	var tok Token
+	var (
+		pl      Plan
+		tok     Token
+		planned []Snapshot
+	)
 	for _, p := range append(slices.Clip(pp.order), extra...) {
 		w, changed := with.of(p)
 		if !changed && !p.dirty && (p.wake.IsZero() || now.Before(p.wake)) {
@@ -29,17 +31,16 @@ func (pp *Partitioned) Plan(now time.Time, cfg Config, with With) (Snapshot, Pla
 			continue
 		}
 		s := Snapshot{Machines: p.machines, Reservations: pp.res, Clusters: p.clusters, Nodes: p.nodes}
-		var ppl Plan
 		if changed {
-			ppl = Compute(w.apply(s), now, cfg)
-		} else {
-			ppl = p.planner.Compute(s, now, cfg)
-			tok.parts = append(tok.parts, settling{p: p, version: p.version, wake: ppl.NextWake})
+			s = w.apply(s)
 		}
-		s = w.apply(s)
-		sub.Machines = append(sub.Machines, s.Machines...)
-		sub.Clusters = append(sub.Clusters, s.Clusters...)
-		sub.Nodes = append(sub.Nodes, s.Nodes...)
+		// Through the part's planner, which keeps its indexes (with a
+		// request's rows, those of its machines and nodes still serve).
+		ppl := p.planner.Compute(s, now, cfg)
+		if pp.parts[p.key] == p {
+			tok.parts = append(tok.parts, settling{p: p, version: p.version, wake: ppl.NextWake, with: changed})
+		}
+		planned = append(planned, s)
 		merge(&pl, ppl)
 	}
 	// Compute places every partition's standard nodes before any
@@ -48,17 +49,46 @@ func (pp *Partitioned) Plan(now time.Time, cfg Config, with With) (Snapshot, Pla
 	slices.SortStableFunc(pl.Provisions, func(a, b Provision) int {
 		return classRank(a.Class) - classRank(b.Class)
 	})
-	return sub, pl, tok
+	return joined(planned, pp.res), pl, tok
+}
+
+// joined is the snapshot of the partitions planned: their clusters and
+// nodes, in order (a plan's Clusters line up with them), without a copy
+// for one partition. Its machines are left out: nobody reads them from it.
+func joined(planned []Snapshot, res []domain.Reservation) Snapshot {
+	switch len(planned) {
+	case 0:
+		return Snapshot{Reservations: res}
+	case 1:
+		s := planned[0]
+		return Snapshot{Reservations: res, Clusters: slices.Clip(s.Clusters), Nodes: slices.Clip(s.Nodes)}
+	}
+	out := Snapshot{Reservations: res}
+	for _, s := range planned {
+		out.Clusters = append(out.Clusters, s.Clusters...)
+		out.Nodes = append(out.Nodes, s.Nodes...)
+	}
+	return out
 }
 
 // Settle marks the partitions of t settled whose inputs did not change
-// since t's plan was made: that plan was committed (and wrote nothing a
-// plan reads), or changed nothing. Each keeps its plan's wake-up.
-func (pp *Partitioned) Settle(t Token) {
+// since t's plan was made, the plan having changed nothing (those planned
+// with a request's rows are not: the store does not hold those rows). Each
+// keeps its plan's wake-up.
+func (pp *Partitioned) Settle(t Token) { pp.settle(t, false) }
+
+// Committed marks the partitions of t settled once t's plan was committed
+// with its changes tagged as t's (store.WithTag: Apply with Changes.By),
+// which moved no partition: a plan committed is its own fixed point, so
+// planning them again would change nothing. A partition whose inputs
+// something else changed meanwhile stays to be planned.
+func (pp *Partitioned) Committed(t *Token) { pp.settle(*t, true) }
+
+func (pp *Partitioned) settle(t Token, committed bool) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	for _, s := range t.parts {
-		if s.p.version == s.version && pp.parts[s.p.key] == s.p {
+		if (committed || !s.with) && s.p.version == s.version && pp.parts[s.p.key] == s.p {
 			s.p.dirty, s.p.wake = false, s.wake
 		}
 	}

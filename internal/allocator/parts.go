@@ -75,47 +75,49 @@ func byCreated(ta time.Time, ia string, tb time.Time, ib string) int {
 // upsertRows returns rows (in the store's order) with ups replacing the
 // rows of their IDs or joining them, and the rows of gone IDs left out: a
 // new slice when anything changed (a plan's kept indexes are keyed by the
-// slices they were built from), rows itself otherwise.
-func upsertRows[T any](rows, ups []T, gone []string, key func(T) (time.Time, string)) []T {
+// slices they were built from), rows itself otherwise. Each change costs a
+// binary search and at most one move of the rows after it (a commit writes
+// a few rows of a partition).
+func upsertRows[T any](rows, ups []T, gone []rowKey, key func(T) (time.Time, string)) []T {
 	if len(ups) == 0 && len(gone) == 0 {
 		return rows
 	}
-	drop := make(map[string]bool, len(ups)+len(gone))
-	for _, id := range gone {
-		drop[id] = true
+	out := make([]T, len(rows), len(rows)+len(ups))
+	copy(out, rows)
+	at := func(t time.Time, id string) (int, bool) {
+		return slices.BinarySearchFunc(out, id, func(r T, id string) int {
+			rt, rid := key(r)
+			return byCreated(rt, rid, t, id)
+		})
+	}
+	for _, g := range gone {
+		i, found := at(g.created, g.id)
+		if !g.known {
+			// Its creation time is not known (a cluster gone, which is
+			// rare): found by a walk.
+			i = slices.IndexFunc(out, func(r T) bool { _, rid := key(r); return rid == g.id })
+			found = i >= 0
+		}
+		if found {
+			out = slices.Delete(out, i, i+1)
+		}
 	}
 	for _, u := range ups {
-		_, id := key(u)
-		drop[id] = true
-	}
-	out := make([]T, 0, len(rows)+len(ups))
-	for _, r := range rows {
-		if _, id := key(r); !drop[id] {
-			out = append(out, r)
+		t, id := key(u)
+		if i, found := at(t, id); found {
+			out[i] = u
+		} else {
+			out = slices.Insert(out, i, u)
 		}
 	}
-	sorted := slices.Clone(ups)
-	slices.SortStableFunc(sorted, func(a, b T) int {
-		ta, ia := key(a)
-		tb, ib := key(b)
-		return byCreated(ta, ia, tb, ib)
-	})
-	// Merge the sorted writes into the kept rows.
-	merged := make([]T, 0, len(out)+len(sorted))
-	i := 0
-	for _, u := range sorted {
-		tu, iu := key(u)
-		for i < len(out) {
-			tr, ir := key(out[i])
-			if byCreated(tr, ir, tu, iu) > 0 {
-				break
-			}
-			merged = append(merged, out[i])
-			i++
-		}
-		merged = append(merged, u)
-	}
-	return append(merged, out[i:]...)
+	return out
+}
+
+// rowKey names a row gone: its ID and, when known, its creation time.
+type rowKey struct {
+	created time.Time
+	known   bool
+	id      string
 }
 
 func machineKey(m domain.Machine) (time.Time, string) { return m.CreatedAt, m.ID }
