@@ -93,9 +93,9 @@ func (c *Controller) applyAccess(ctx context.Context, tx store.Tx, r driver.Acce
 
 // nodeNamed finds the live node of a cluster by name in the snapshot.
 func (c *Controller) nodeNamed(ctx context.Context, clusterID, name string) (domain.Node, bool) {
-	if ca, ok := c.store.(*store.Cached); ok {
-		if _, loaded := ca.Loaded(); loaded {
-			return ca.NodeNamed(clusterID, name)
+	if ca, ok := store.MemoryOf(c.store); ok {
+		if n, ok, loaded := ca.NodeNamed(clusterID, name); loaded {
+			return n, ok
 		}
 	}
 	s, err := c.store.Snapshot(ctx)

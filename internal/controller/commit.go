@@ -58,16 +58,21 @@ type commitWrites struct {
 // imply, and the states of the clusters that changed from s, the snapshot
 // pl was planned on (a fleet's thousand clusters are not rewritten for
 // every node).
-func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl allocator.Plan, now time.Time, w commitWrites) error {
+//
+// Its writes are tagged as the plan's (tok, store.WithTag), and once it
+// committed the partitions the plan planned are settled: a plan committed
+// is its own fixed point.
+func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl allocator.Plan, tok *allocator.Token, now time.Time, w commitWrites) error {
 	var ct *commitTx
 	loads := c.reclaimLoads(s, pl)
-	err := c.store.Update(ctx, func(tx store.Tx) error {
+	err := c.store.Update(store.WithTag(ctx, tok), func(tx store.Tx) error {
 		ct = &commitTx{c: c, ctx: ctx, s: s, pl: pl, now: now, w: w, loads: loads}
 		return ct.run(tx)
 	})
 	if err != nil {
 		return err
 	}
+	c.parts.Committed(tok)
 	c.observe(ct.obs)
 	if len(ct.events) > 0 {
 		c.notify()

@@ -176,7 +176,7 @@ type Controller struct {
 	moves chan struct{}
 	// kicked and movedSig are set before a kick or a move is sent, and
 	// cleared by the loop once it woke; waitUntil (Unix ns, 0: awake) and
-	// waitGap say what the loop waits for (see Settled).
+	// waitGap say what the loop waits for (see Due).
 	kicked, movedSig, waitGap atomic.Bool
 	waitUntil                 atomic.Int64
 	changedMu                 sync.Mutex

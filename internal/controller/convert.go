@@ -58,13 +58,12 @@ func (c *Controller) ConvertNode(ctx context.Context, clusterID, node string, to
 	if err != nil {
 		return domain.Node{}, err
 	}
-	err = c.commit(ctx, ps, pl, now, commitWrites{before: func(tx store.Tx) error {
+	err = c.commit(ctx, ps, pl, &tok, now, commitWrites{before: func(tx store.Tx) error {
 		return c.writeConversion(ctx, tx, n, to, at)
 	}})
 	if err != nil {
 		return domain.Node{}, fmt.Errorf("convert node %s to %s: %w", n.Name, to, err)
 	}
-	c.parts.Settle(tok)
 	c.notify()
 	c.SweepSoon()
 	return c.store.GetNode(ctx, n.ID)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,9 +13,7 @@ import (
 
 // replan plans what changed (allocator.Partitioned: the partitions whose
 // inputs changed, or whose plan's wake-up came) and commits that plan
-// when it changes anything; the partitions it planned are then settled
-// (unless the commit's own writes changed their inputs: they are planned
-// again, and settle then).
+// when it changes anything; the partitions it planned are then settled.
 func (c *Controller) replan(ctx context.Context) (allocator.Plan, error) {
 	c.lock(ctx)
 	defer c.mu.Unlock()
@@ -23,12 +22,13 @@ func (c *Controller) replan(ctx context.Context) (allocator.Plan, error) {
 	if err != nil {
 		return allocator.Plan{}, err
 	}
-	if changes(s, pl, now) {
-		if err := c.commit(ctx, s, pl, now, commitWrites{}); err != nil {
-			return allocator.Plan{}, fmt.Errorf("commit plan: %w", err)
-		}
+	if !changes(s, pl, now) {
+		c.parts.Settle(tok)
+		return pl, nil
 	}
-	c.parts.Settle(tok)
+	if err := c.commit(ctx, s, pl, &tok, now, commitWrites{}); err != nil {
+		return allocator.Plan{}, fmt.Errorf("commit plan: %w", err)
+	}
 	return pl, nil
 }
 
@@ -49,19 +49,22 @@ func (c *Controller) planWith(ctx context.Context, now time.Time, with allocator
 	return s, pl, tok, nil
 }
 
-// loadParts makes sure the planner holds the world: on the leader it
-// follows the in-memory copy's commits (store.Cached.Watch), loaded once a
-// term; over a store without that copy every plan loads the world afresh
-// (every partition is planned).
+// loadParts makes sure the planner holds the world: over a store that
+// holds it in memory (store.Memory: the leader's copy) it follows that
+// world's commits (Watch), loaded once a term; over any other every plan
+// loads the world afresh (every partition is planned).
 func (c *Controller) loadParts(ctx context.Context) error {
-	if ca, ok := c.store.(*store.Cached); ok && ca.Enabled() {
+	if ca, ok := store.MemoryOf(c.store); ok {
 		if c.parts.Loaded() {
 			return nil
 		}
-		if err := ca.Watch(ctx, partsWatcher{&c.parts}); err != nil {
+		err := ca.Watch(ctx, partsWatcher{&c.parts})
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, store.ErrNotCached) {
 			return fmt.Errorf("read snapshot: %w", err)
 		}
-		return nil
 	}
 	s, err := c.store.Snapshot(ctx)
 	if err != nil {

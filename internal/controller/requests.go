@@ -124,7 +124,7 @@ func (c *Controller) acceptCreates(ctx context.Context, rs []*createReq, now tim
 		}
 		r.err = nil
 		clash := func(o *domain.Cluster) bool { return o.ProjectID == cl.ProjectID && o.Name == cl.Name && !o.Deleting }
-		if o, found, err := c.clusterWhere(ctx, cl.ProjectID, clash); err != nil || found {
+		if o, found, err := c.clusterNamed(ctx, cl.ProjectID, cl.Name, clash); err != nil || found {
 			if r.err = err; found {
 				r.err = fmt.Errorf("project %s already has a cluster named %q (%s): %w", cl.ProjectID, cl.Name, o.ID, domain.ErrConflict)
 			}
@@ -139,17 +139,18 @@ func (c *Controller) acceptCreates(ctx context.Context, rs []*createReq, now tim
 	return accepted
 }
 
-// clusterWhere finds a cluster of project for which match says so: in the
-// leader's memory, else in the store.
-func (c *Controller) clusterWhere(ctx context.Context, project string, match func(*domain.Cluster) bool) (domain.Cluster, bool, error) {
-	if ca, ok := c.store.(*store.Cached); ok {
-		if cl, found, loaded := ca.FindCluster(match); loaded {
-			return cl, found, nil
-		}
+// clusterNamed finds a cluster of project named name for which match
+// says so: in the leader's memory, else in the store.
+func (c *Controller) clusterNamed(ctx context.Context, project, name string, match func(*domain.Cluster) bool) (domain.Cluster, bool, error) {
+	cs, loaded := []domain.Cluster(nil), false
+	if ca, ok := store.MemoryOf(c.store); ok {
+		cs, loaded = ca.ClustersNamed(project, name)
 	}
-	cs, err := c.store.ListClusters(ctx, project)
-	if err != nil {
-		return domain.Cluster{}, false, err
+	if !loaded {
+		var err error
+		if cs, err = c.store.ListClusters(ctx, project); err != nil {
+			return domain.Cluster{}, false, err
+		}
 	}
 	for i := range cs {
 		if match(&cs[i]) {
@@ -167,7 +168,7 @@ func (c *Controller) commitCreates(ctx context.Context, s allocator.Snapshot, pl
 	for i, r := range accepted {
 		fresh[i] = r.cl
 	}
-	err := c.commit(ctx, s, pl, now, commitWrites{create: fresh, created: func(tx store.Tx) error {
+	err := c.commit(ctx, s, pl, &tok, now, commitWrites{create: fresh, created: func(tx store.Tx) error {
 		for _, r := range accepted {
 			for _, f := range r.also {
 				if err := f(tx, r.cl.ID); err != nil {
@@ -179,7 +180,6 @@ func (c *Controller) commitCreates(ctx context.Context, s allocator.Snapshot, pl
 	}})
 	switch {
 	case err == nil:
-		c.parts.Settle(tok)
 	case len(accepted) == 1:
 		accepted[0].err = fmt.Errorf("create cluster %s: %w", accepted[0].cl.ID, err)
 	default:
@@ -260,7 +260,7 @@ func (c *Controller) changeCluster(ctx context.Context, what, id string, change 
 	if sf := shortfallOf(pl, id); sf != nil && refuseShortfall != nil && refuseShortfall() {
 		return domain.Cluster{}, &ShortfallError{*sf}
 	}
-	err = c.commit(ctx, s, pl, now, commitWrites{before: func(tx store.Tx) error {
+	err = c.commit(ctx, s, pl, &tok, now, commitWrites{before: func(tx store.Tx) error {
 		cur, err := tx.GetCluster(ctx, id)
 		if err != nil {
 			return err
@@ -273,7 +273,6 @@ func (c *Controller) changeCluster(ctx context.Context, what, id string, change 
 	if err != nil {
 		return domain.Cluster{}, fmt.Errorf("%s cluster %s: %w", what, id, err)
 	}
-	c.parts.Settle(tok)
 	c.Kick()
 	return c.store.GetCluster(ctx, id)
 }
@@ -306,7 +305,7 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 		return domain.Cluster{}, err
 	}
 	added := false
-	err = c.commit(ctx, s, pl, now, commitWrites{before: func(tx store.Tx) error {
+	err = c.commit(ctx, s, pl, &tok, now, commitWrites{before: func(tx store.Tx) error {
 		added = false
 		cur, err := tx.GetCluster(ctx, id)
 		if err != nil {
@@ -327,7 +326,6 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 	if err != nil {
 		return domain.Cluster{}, fmt.Errorf("delete cluster %s: %w", id, err)
 	}
-	c.parts.Settle(tok)
 	if added {
 		// ClusterDeleting is an event too: wake the event streams even
 		// when the plan itself added none (a cluster with no nodes).

@@ -22,7 +22,7 @@ func TestReclaimOfANodeSeenPending(t *testing.T) {
 	now := h.clk.Now()
 	pl := allocator.Plan{Reclaims: []allocator.Reclaim{{NodeID: pre.ID, ClusterID: pre.ClusterID, MachineID: pre.MachineID, Cause: domain.CausePreempted}}}
 	h.c.mu.Lock()
-	err = h.c.commit(h.ctx, s, pl, now, commitWrites{})
+	err = h.c.commit(h.ctx, s, pl, &allocator.Token{}, now, commitWrites{})
 	h.c.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)

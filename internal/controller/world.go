@@ -53,9 +53,8 @@ func (w world) Facts(ctx context.Context, n domain.Node, f *lifecycle.Facts) err
 // machineBusy reports whether an active node other than n occupies n's
 // machine: from the leader's memory when it is loaded.
 func (c *Controller) machineBusy(ctx context.Context, n domain.Node) (bool, error) {
-	if ca, ok := c.store.(*store.Cached); ok {
-		if _, loaded := ca.Loaded(); loaded {
-			o, ok := ca.ActiveOn(n.MachineID)
+	if ca, ok := store.MemoryOf(c.store); ok {
+		if o, ok, loaded := ca.ActiveOn(n.MachineID); loaded {
 			return ok && o.ID != n.ID, nil
 		}
 	}

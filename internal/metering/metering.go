@@ -67,6 +67,8 @@ type Meter struct {
 		cByID    map[string]*domain.Cluster
 		mByID    map[string]*domain.Machine
 	}
+	// follower notes the nodes written since the last pass (follow.go).
+	follower follower
 	// mu serializes cuts: the background loop and usage queries both cut.
 	mu sync.Mutex
 }
@@ -106,14 +108,7 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 		}
 		m.loaded = true
 	}
-	var snap store.Snapshot
-	if m.Reads != nil {
-		var err error
-		if snap, err = m.Reads.Snapshot(ctx); err != nil {
-			return fmt.Errorf("meter: read nodes, clusters and machines: %w", err)
-		}
-	}
-	nodes, err := m.workList(ctx, snap)
+	nodes, snap, err := m.workList(ctx, all)
 	if err != nil {
 		return err
 	}
@@ -121,7 +116,7 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 		return nil
 	}
 	lk := &m.lookup
-	if m.Reads != nil {
+	if snap != nil {
 		if lk.cByID == nil || !store.Same(lk.clusters, snap.Clusters) || !store.Same(lk.machines, snap.Machines) {
 			lk.clusters, lk.machines = snap.Clusters, snap.Machines
 			lk.cByID = make(map[string]*domain.Cluster, len(snap.Clusters))
@@ -224,24 +219,40 @@ type billed struct {
 	final      bool
 }
 
-// workList is every node that became ready and has no final record yet.
+// workList is every node that became ready and has no final record yet;
+// on a pass that need not walk the running ones, of those written since
+// the last pass (follow.go).
 // Without Reads the store lists them. With Reads, its snapshot (the
 // leader's copy, in memory) gives the ready ones, none of which has a final
 // record (billing.Stop), and the store only those no longer ready, which
 // are few: a pass then reads no more of the database than what stopped.
 // A node listed by both, having stopped between the two reads, is taken
 // as the store has it.
-func (m *Meter) workList(ctx context.Context, snap store.Snapshot) ([]*domain.Node, error) {
+func (m *Meter) workList(ctx context.Context, all bool) ([]*domain.Node, *store.Snapshot, error) {
 	if m.Reads == nil {
 		ns, err := m.store.ListNodes(ctx, store.NodeFilter{Unmetered: true})
 		if err != nil {
-			return nil, fmt.Errorf("meter: list nodes: %w", err)
+			return nil, nil, fmt.Errorf("meter: list nodes: %w", err)
 		}
-		return pointers(ns), nil
+		return pointers(ns), nil, nil
+	}
+	ids, ok, err := m.follow(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok && !all && !m.walking() {
+		// Clusters and machines are read by ID: the copy's tables are not
+		// rebuilt for a few nodes.
+		nodes, err := m.changed(ctx, ids)
+		return nodes, nil, err
+	}
+	snap, err := m.Reads.Snapshot(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("meter: read nodes, clusters and machines: %w", err)
 	}
 	stopped, err := m.store.ListNodes(ctx, store.NodeFilter{UnmeteredStopped: true})
 	if err != nil {
-		return nil, fmt.Errorf("meter: list stopped nodes: %w", err)
+		return nil, nil, fmt.Errorf("meter: list stopped nodes: %w", err)
 	}
 	seen := make(map[string]bool, len(stopped))
 	for _, n := range stopped {
@@ -253,7 +264,7 @@ func (m *Meter) workList(ctx context.Context, snap store.Snapshot) ([]*domain.No
 			out = append(out, n)
 		}
 	}
-	return append(out, pointers(stopped)...), nil
+	return append(out, pointers(stopped)...), &snap, nil
 }
 
 func pointers(ns []domain.Node) []*domain.Node {

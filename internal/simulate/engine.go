@@ -14,7 +14,7 @@ import (
 	"github.com/sparecap/sparecap/internal/random"
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/store"
-	"github.com/sparecap/sparecap/internal/store/sqlite"
+	"github.com/sparecap/sparecap/internal/store/memstore"
 )
 
 // Epoch is the virtual time a simulation starts at: fixed, so that a
@@ -87,16 +87,14 @@ func run(ctx context.Context, sc Scenario, evs []Event, pol Policy, progress fun
 
 func newWorld(ctx context.Context, sc Scenario, pol Policy) (*world, error) {
 	clk := clock.NewFake(Epoch)
-	db, err := sqlite.Open(ctx, ":memory:")
-	if err != nil {
-		return nil, err
-	}
+	db := memstore.New()
 	w := &world{sc: sc, pol: pol, clk: clk, db: db, st: store.NewCached(db), ids: map[string]string{}}
 	w.st.Enable()
 	if err := w.register(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
+	var err error
 	w.fl, err = sim.New(sim.Config{Clock: clk, Seed: int64(sc.Seed), Pods: []sim.PodTemplate{{
 		Name: "job", TerminationGracePeriod: pol.DrainWindow.D, ExitAfter: sc.Jobs.ExitAfterNotice.D,
 	}}})
@@ -122,7 +120,7 @@ func newWorld(ctx context.Context, sc Scenario, pol Policy) (*world, error) {
 	w.meter.Reads = w.st
 	// Running nodes' records need rewriting only at the end (Cut): the
 	// passes finish the stopped ones.
-	w.meter.Refresh = MaxHorizon
+	w.meter.Refresh = metering.NoRefresh
 	return w, nil
 }
 

@@ -57,6 +57,7 @@ type Cached struct {
 	ni       nodeIndex
 	machines map[string]*domain.Machine
 	clusters map[string]*domain.Cluster
+	named    clusterNames
 	// watchers follow the copy's commits (Watch); under wmu.
 	watchers []Watcher
 }
@@ -161,8 +162,12 @@ func (c *Cached) load(ctx context.Context) (Snapshot, error) {
 	for i := range s.Clusters {
 		clusters[s.Clusters[i].ID] = &s.Clusters[i]
 	}
+	named := clusterNames{}
+	for _, cl := range clusters {
+		named.put(cl)
+	}
 	c.nmu.Lock()
-	c.ni, c.machines, c.clusters = ni, machines, clusters
+	c.ni, c.machines, c.clusters, c.named = ni, machines, clusters, named
 	c.nmu.Unlock()
 	c.amu.Lock()
 	c.pend, c.idx = overlay{}, idx
@@ -294,17 +299,20 @@ func (c *Cached) Update(ctx context.Context, fn func(Tx) error) error {
 			c.machines[m.ID] = &m
 		}
 		for _, id := range wrote.goneClusters {
+			c.named.remove(c.clusters[id])
 			delete(c.clusters, id)
 		}
 		for _, cl := range wrote.clusters {
+			c.named.remove(c.clusters[cl.ID])
 			c.clusters[cl.ID] = &cl
+			c.named.put(&cl)
 		}
 		c.nmu.Unlock()
 		c.amu.Lock()
 		c.pend.add(&wrote)
 		c.dirty.Store(!c.pend.empty())
 		c.amu.Unlock()
-		c.tell(&wrote)
+		c.tell(ctx, &wrote)
 	case ran && !errors.Is(err, ErrFenced) && !errors.Is(err, context.Canceled):
 		// fn and the read-back succeeded but the commit did not say so: it
 		// may have committed. Load again rather than guess.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/sparecap/sparecap/internal/domain"
 )
@@ -23,6 +24,8 @@ type Watcher interface {
 // machines, clusters and live nodes written, the clusters fully deleted
 // and the nodes removed, and every reservation when any was written.
 type Written struct {
+	// By is the tag the Update's context carried (WithTag): who wrote it.
+	By           any
 	Machines     []domain.Machine
 	Clusters     []domain.Cluster
 	GoneClusters []string
@@ -56,11 +59,11 @@ func (c *Cached) Watch(ctx context.Context, w Watcher) error {
 }
 
 // tell hands what a commit wrote to the watchers; c.wmu is held.
-func (c *Cached) tell(w *written) {
+func (c *Cached) tell(ctx context.Context, w *written) {
 	if len(c.watchers) == 0 {
 		return
 	}
-	out := Written{Machines: w.machines, Clusters: w.clusters, GoneClusters: w.goneClusters, Nodes: w.nodes,
+	out := Written{By: ctx.Value(tagKey{}), Machines: w.machines, Clusters: w.clusters, GoneClusters: w.goneClusters, Nodes: w.nodes,
 		GoneNodes: w.goneNodes, Reserved: w.reservations, Reservations: w.allRes}
 	for _, x := range c.watchers {
 		x.Apply(out)
@@ -79,19 +82,47 @@ func (c *Cached) resetWatchers() {
 // Enabled reports whether the copy is enabled (this server leads).
 func (c *Cached) Enabled() bool { return c.enabled.Load() }
 
-// FindCluster returns a cluster of the copy (not fully deleted) for which
-// match says so (found) if the copy is loaded (loaded). It walks the
-// copy's clusters under a read lock: match must be quick.
-func (c *Cached) FindCluster(match func(*domain.Cluster) bool) (cl domain.Cluster, found, loaded bool) {
+// ClustersNamed returns the copy's clusters (not fully deleted) of
+// project named name (several when all but one are being deleted), if the
+// copy is loaded (loaded).
+func (c *Cached) ClustersNamed(project, name string) (cls []domain.Cluster, loaded bool) {
 	if !c.enabled.Load() || c.cur.Load() == nil {
-		return domain.Cluster{}, false, false
+		return nil, false
 	}
 	c.nmu.RLock()
 	defer c.nmu.RUnlock()
-	for _, cl := range c.clusters {
-		if match(cl) {
-			return *cl, true, true
-		}
+	for _, cl := range c.named[projectName{project, name}] {
+		cls = append(cls, *cl)
 	}
-	return domain.Cluster{}, false, true
+	return cls, true
+}
+
+// clusterNames finds the copy's clusters by project and name (a create
+// checks its name is free).
+type clusterNames map[projectName][]*domain.Cluster
+
+type projectName struct{ project, name string }
+
+func (n clusterNames) put(cl *domain.Cluster) {
+	k := projectName{cl.ProjectID, cl.Name}
+	n[k] = append(n[k], cl)
+}
+
+func (n clusterNames) remove(cl *domain.Cluster) {
+	if cl == nil {
+		return
+	}
+	k := projectName{cl.ProjectID, cl.Name}
+	n[k] = slices.DeleteFunc(n[k], func(o *domain.Cluster) bool { return o.ID == cl.ID })
+	if len(n[k]) == 0 {
+		delete(n, k)
+	}
+}
+
+type tagKey struct{}
+
+// WithTag returns ctx whose Updates tell the copy's watchers they were
+// written by tag (Written.By): a planner knows its own plan's commit.
+func WithTag(ctx context.Context, tag any) context.Context {
+	return context.WithValue(ctx, tagKey{}, tag)
 }

@@ -48,27 +48,27 @@ func (ni nodeIndex) remove(id string) {
 }
 
 // NodeNamed reads the live node named name in cluster clusterID from the
-// copy, false if the copy is not loaded or has no such node.
-func (c *Cached) NodeNamed(clusterID, name string) (domain.Node, bool) {
+// copy (found), if the copy is loaded (loaded).
+func (c *Cached) NodeNamed(clusterID, name string) (n domain.Node, found, loaded bool) {
 	return c.indexed(func(ni nodeIndex) *domain.Node { return ni.byName[nameKey{clusterID, name}] })
 }
 
 // ActiveOn reads the active node (provisioning, ready, draining,
-// removing) that occupies machine id from the copy; false if none does
-// or the copy is not loaded.
-func (c *Cached) ActiveOn(machineID string) (domain.Node, bool) {
+// removing) that occupies machine id from the copy (found), if the copy is
+// loaded (loaded).
+func (c *Cached) ActiveOn(machineID string) (n domain.Node, found, loaded bool) {
 	return c.indexed(func(ni nodeIndex) *domain.Node { return ni.active[machineID] })
 }
 
-func (c *Cached) indexed(find func(nodeIndex) *domain.Node) (domain.Node, bool) {
+func (c *Cached) indexed(find func(nodeIndex) *domain.Node) (domain.Node, bool, bool) {
 	if !c.enabled.Load() || c.cur.Load() == nil {
-		return domain.Node{}, false
+		return domain.Node{}, false, false
 	}
 	c.nmu.RLock()
 	n := find(c.ni)
 	c.nmu.RUnlock()
 	if n == nil {
-		return domain.Node{}, false
+		return domain.Node{}, false, true
 	}
-	return *n, true
+	return *n, true, true
 }
