@@ -183,6 +183,20 @@ type Hooks struct {
 	Note func(NodeNote)
 }
 
+// Teller is a cluster driver or machine provider that wakes a node
+// (Hooks.Wake) whenever what its step waits for may have changed (its
+// work ended, it registered, its machine is ready): a step waiting on it
+// needs no poll.
+type Teller interface {
+	Tells(clusterID string) bool
+}
+
+// Tells reports whether d tells of cluster clusterID's nodes.
+func Tells(d any, clusterID string) bool {
+	t, ok := d.(Teller)
+	return ok && t.Tells(clusterID)
+}
+
 // NodeNote is a lifecycle event a driver asks the controller to record.
 type NodeNote struct {
 	ClusterID, NodeName string

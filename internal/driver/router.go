@@ -82,6 +82,12 @@ func (r *Router) Running(clusterID, nodeName string) ([]domain.Running, bool) {
 	return nil, false
 }
 
+// Tells asks the cluster's driver, once the cluster has been used (a
+// cluster not used yet cannot be told of: its steps poll until it is).
+func (r *Router) Tells(clusterID string) bool {
+	return Tells(r.known(clusterID), clusterID)
+}
+
 // known is the cluster's driver once the cluster has been used, nil
 // before.
 func (r *Router) known(clusterID string) ClusterDriver {

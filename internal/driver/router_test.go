@@ -132,3 +132,33 @@ func TestRouter(t *testing.T) {
 		t.Error("SetHooks did not reach every platform")
 	}
 }
+
+// tellingDriver is a driver that says whether it tells of a cluster.
+type tellingDriver struct {
+	ClusterDriver
+	tells bool
+}
+
+func (d tellingDriver) Tells(string) bool { return d.tells }
+
+// TestRouterTellsWhatItsClustersDriverTells: a step on a cluster polls
+// unless the driver of that cluster wakes it, and the router asks that
+// driver (a cluster not used yet cannot be told of).
+func TestRouterTellsWhatItsClustersDriverTells(t *testing.T) {
+	fallback := tellingDriver{tells: true}
+	r := NewRouter(func(context.Context, string) (domain.ClusterType, error) { return domain.ClusterKubernetes, nil }, nil, fallback)
+	if r.Tells("c") {
+		t.Fatal("a cluster not used yet is told of")
+	}
+	if _, err := r.pick(context.Background(), "c"); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Tells("c") {
+		t.Fatal("the fallback tells, the router does not say so")
+	}
+	silent := NewRouter(func(context.Context, string) (domain.ClusterType, error) { return domain.ClusterKubernetes, nil }, nil, tellingDriver{})
+	silent.pick(context.Background(), "c")
+	if silent.Tells("c") {
+		t.Fatal("a driver that cannot tell is said to")
+	}
+}

@@ -8,19 +8,6 @@ import (
 	"github.com/sparecap/sparecap/internal/driver"
 )
 
-// Teller is a cluster driver or machine provider that wakes a node
-// (driver.Hooks.Wake) whenever what its step waits for may have changed:
-// a step waiting on it needs no poll.
-type Teller interface {
-	Tells(clusterID string) bool
-}
-
-// tells reports whether d tells of cluster clusterID's nodes.
-func tells(d any, clusterID string) bool {
-	t, ok := d.(Teller)
-	return ok && t.Tells(clusterID)
-}
-
 // facts gathers in's Facts: the world's, then the drivers' (from what
 // they watch: no call out), then the executor's own memory.
 func (e *Executor) facts(ctx context.Context, in *Input) error {
@@ -37,8 +24,8 @@ func (e *Executor) facts(ctx context.Context, in *Input) error {
 		h, err := e.cluster.Health(ctx, n.ClusterID, n.Name)
 		f.Health, f.HealthKnown = h, err == nil
 	}
-	f.Tells = tells(e.cluster, n.ClusterID)
-	f.ProviderTells = tells(e.machines, n.ClusterID)
+	f.Tells = driver.Tells(e.cluster, n.ClusterID)
+	f.ProviderTells = driver.Tells(e.machines, n.ClusterID)
 	if t, ok := e.first.Load(n.ID); ok {
 		f.FirstPrepare = t.(time.Time)
 	}
