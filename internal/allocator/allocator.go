@@ -56,6 +56,10 @@ type Reclaim struct {
 	NodeID    string
 	ClusterID string
 	MachineID string
+	// NodeName and NodeState are the node's as the plan saw it (its
+	// driver is asked what a ready node runs before the commit).
+	NodeName  string
+	NodeState domain.NodeState
 	Cause     domain.DrainCause
 	// Deadline is now + DrainWindow; zero for a pending node, which holds
 	// no machine yet and is dropped without a drain.
@@ -161,6 +165,9 @@ type planner struct {
 	msgs map[msgKey]string
 	// Buffers reused by every partition's preemptible step.
 	free0, leaving0 []int32
+	// states, if set, is where the clusters' states go (a kept planner's
+	// working memory, see Planner.computeKept).
+	states *[]ClusterState
 }
 
 // Compute plans what should change. It is deterministic: the same snapshot
@@ -185,6 +192,7 @@ func compute(s Snapshot, now time.Time, cfg Config, pl *Planner) Plan {
 		p.preemptible(int32(part))
 	}
 	p.status()
+	pl.scratch.free, pl.scratch.leaving = p.free0, p.leaving0 // keep the grown buffers
 	return p.out
 }
 
@@ -195,6 +203,10 @@ func (p *planner) index(pl *Planner) {
 
 	scr := &pl.scratch
 	p.resProject = scr.resProject(s.Reservations)
+	p.free0, p.leaving0 = scr.free[:0], scr.leaving[:0]
+	if pl.keptStates {
+		p.states = &scr.states
+	}
 
 	p.mPart = ml.mPart
 	p.occ = grow(&scr.occ, 2*nm)
@@ -310,7 +322,7 @@ func (p *planner) reclaim(ni int32, cause domain.DrainCause, why string) {
 	if ci := p.nCluster[ni]; ci >= 0 {
 		p.count(ci, p.facts[ni], -1)
 	}
-	r := Reclaim{NodeID: n.ID, ClusterID: n.ClusterID, MachineID: n.MachineID, Cause: cause, Why: why}
+	r := Reclaim{NodeID: n.ID, ClusterID: n.ClusterID, MachineID: n.MachineID, NodeName: n.Name, NodeState: n.State, Cause: cause, Why: why}
 	if n.State == domain.NodePending {
 		if mi := p.nMachine[ni]; mi >= 0 && p.claim[mi] == ni {
 			p.claim[mi] = -1

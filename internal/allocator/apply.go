@@ -29,9 +29,15 @@ func (pp *Partitioned) Apply(ch Changes) {
 	pp.applyClusters(ch.Clusters, ch.GoneClusters, b)
 	pp.applyNodes(ch.Nodes, ch.GoneNodes, b)
 	for p, u := range b.by {
-		p.machines = upsertRows(p.machines, u.machines, nil, machineKey)
-		p.clusters = upsertRows(p.clusters, u.clusters, u.goneClusters, clusterKey)
-		p.nodes = upsertRows(p.nodes, u.nodes, u.goneNodes, nodeKey)
+		p.machines = upsertRows(p.machines, u.machines, nil, machineKey, false)
+		if len(u.clusters)+len(u.goneClusters) > 0 {
+			// A cluster comes or goes: the part's clusters move in place
+			// (no copy of them per create), and its planner drops what it
+			// built from them.
+			p.clusters = upsertRows(p.clusters, u.clusters, u.goneClusters, clusterKey, true)
+			p.planner.clustersMoved()
+		}
+		p.nodes = upsertRows(p.nodes, u.nodes, u.goneNodes, nodeKey, false)
 	}
 	if len(pp.order) > 1 && len(ch.Machines)+len(ch.Clusters) > 0 {
 		pp.sortParts() // a new part, or a part's first row
@@ -110,14 +116,21 @@ func (pp *Partitioned) applyClusters(cs []domain.Cluster, gone []string, b batch
 			p = pp.partOf(c.Region, c.GPUType)
 			pp.cPart[c.ID] = p
 			b.touch(p)
-		} else if old, ok := find(p.clusters, c.CreatedAt, c.ID, clusterKey); !ok || !clusterPlanned(&old, &c) {
+		} else if i, ok := at(p.clusters, c.CreatedAt, c.ID, clusterKey); ok {
+			// Written in place: a layout keeps nothing of a cluster that
+			// a write changes (its partition and creation are its key).
+			if !clusterPlanned(&p.clusters[i], &c) {
+				b.touch(p)
+			}
+			p.clusters[i] = c
+			pp.noteDeleting(c, p)
+			continue
+		} else {
 			b.touch(p)
 		}
 		u := b.of(p)
 		u.clusters = append(u.clusters, c)
-		if c.Deleting {
-			pp.deleting[c.ID] = p
-		}
+		pp.noteDeleting(c, p)
 	}
 	for _, id := range gone {
 		delete(pp.deleting, id)
@@ -127,6 +140,12 @@ func (pp *Partitioned) applyClusters(cs []domain.Cluster, gone []string, b batch
 			u := b.of(p)
 			u.goneClusters = append(u.goneClusters, rowKey{id: id})
 		}
+	}
+}
+
+func (pp *Partitioned) noteDeleting(c domain.Cluster, p *part) {
+	if c.Deleting {
+		pp.deleting[c.ID] = p
 	}
 }
 
@@ -140,7 +159,16 @@ func (pp *Partitioned) applyNodes(ns []*domain.Node, gone []string, b batches) {
 			pp.nPart[n.ID] = nodeRef{p, n.ClusterID, n.CreatedAt}
 			pp.nodes[n.ClusterID]++
 			b.touch(p)
-		} else if old, ok := find(p.nodes, n.CreatedAt, n.ID, nodeKey); !ok || !nodePlanned(old, n) {
+		} else if i, ok := at(p.nodes, n.CreatedAt, n.ID, nodeKey); ok && sameJoin(p.nodes[i], n) {
+			// Written in place, with what the part's node join keeps of
+			// it read again: no copy of the part's nodes per step.
+			if !nodePlanned(p.nodes[i], n) {
+				b.touch(p)
+			}
+			p.nodes[i] = n
+			p.planner.nodeChanged(p.nodes, i)
+			continue
+		} else {
 			b.touch(p)
 		}
 		u := b.of(p)
@@ -158,18 +186,19 @@ func (pp *Partitioned) applyNodes(ns []*domain.Node, gone []string, b batches) {
 	}
 }
 
-// find looks up the row of id, created at created, in rows (in the
-// store's order).
-func find[T any](rows []T, created time.Time, id string, key func(T) (time.Time, string)) (T, bool) {
-	i, ok := slices.BinarySearchFunc(rows, id, func(r T, id string) int {
+// at finds the row of id, created at created, in rows (in the store's
+// order).
+func at[T any](rows []T, created time.Time, id string, key func(T) (time.Time, string)) (int, bool) {
+	return slices.BinarySearchFunc(rows, id, func(r T, id string) int {
 		t, rid := key(r)
 		return byCreated(t, rid, created, id)
 	})
-	if !ok {
-		var zero T
-		return zero, false
-	}
-	return rows[i], true
+}
+
+// sameJoin: a and b are the same to a node join's indexes (layout.go):
+// the machine and cluster it joins.
+func sameJoin(a, b *domain.Node) bool {
+	return a.MachineID == b.MachineID && a.ClusterID == b.ClusterID
 }
 
 // ownParts are the partitions the plan by (a *Token) planned: its own

@@ -29,6 +29,9 @@ type Planner struct {
 	// scratch is its plans' working memory.
 	kept    bool
 	scratch scratch
+	// keptStates: the plan's Clusters may be the working memory's
+	// (computeKept).
+	keptStates bool
 }
 
 // Compute plans as the package-level Compute does.
@@ -37,6 +40,36 @@ func (pl *Planner) Compute(s Snapshot, now time.Time, cfg Config) Plan {
 	defer pl.mu.Unlock()
 	pl.kept = true
 	return compute(s, now, cfg, pl)
+}
+
+// computeKept is Compute for a plan whose Clusters the caller reads before
+// the next plan (Partitioned, which keeps only the states that change):
+// they are the planner's working memory.
+func (pl *Planner) computeKept(s Snapshot, now time.Time, cfg Config) Plan {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.kept, pl.keptStates = true, true
+	defer func() { pl.keptStates = false }()
+	return compute(s, now, cfg, pl)
+}
+
+// nodeChanged: the i-th of nodes was replaced in place; what the join
+// keeps of it is read again (its machine and cluster never change).
+func (pl *Planner) nodeChanged(nodes []*domain.Node, i int) {
+	if pl.j != nil && same(pl.j.of, nodes) {
+		pl.j.facts[i] = factOf(nodes[i])
+	}
+}
+
+// clustersMoved: the clusters the planner planned were changed in place
+// (rows inserted or deleted): the cluster layout is dropped, and the node
+// join, whose nodes keep their machines, looks their clusters up again
+// rather than mapping them from the clusters it was built on.
+func (pl *Planner) clustersMoved() {
+	pl.c = nil
+	if pl.j != nil {
+		pl.j.c = nil
+	}
 }
 
 // layouts returns the machine and cluster layouts and the node join for s,
@@ -268,9 +301,13 @@ func newNodeJoin(nodes []*domain.Node, m *machineLayout, c *clusterLayout, prev 
 
 	var old []*domain.Node
 	var cmap []int32 // prev's cluster positions in c, if they differ
+	lookup := false  // prev's clusters moved in place: look each up
 	if prev != nil && prev.m == m {
 		old = prev.of
-		if prev.c != c {
+		switch {
+		case prev.c == nil:
+			lookup = true
+		case prev.c != c:
 			cmap = remap(prev.c.of, c)
 		}
 	}
@@ -295,7 +332,10 @@ func newNodeJoin(nodes []*domain.Node, m *machineLayout, c *clusterLayout, prev 
 		if k < len(old) && sameNode(old[k], n) {
 			j.nMachine[i] = prev.nMachine[k]
 			ci := prev.nCluster[k]
-			if cmap != nil && ci >= 0 {
+			switch {
+			case lookup:
+				ci = c.idx.find(n.ClusterID)
+			case cmap != nil && ci >= 0:
 				ci = cmap[ci]
 			}
 			j.nCluster[i] = ci

@@ -68,6 +68,17 @@ type With struct {
 // inputs the plan was made from, with the wake-up of its plan.
 type Token struct {
 	parts []settling
+	// planned are the partitions planned (with's new ones too).
+	planned []partKey
+}
+
+// Any reports whether the token's plan planned any partition.
+func (t Token) Any() bool { return len(t.planned) > 0 }
+
+// Planned reports whether the token's plan planned the partition of
+// region and GPU type.
+func (t Token) Planned(region, gpuType string) bool {
+	return slices.Contains(t.planned, partKey{region, gpuType})
 }
 
 type settling struct {

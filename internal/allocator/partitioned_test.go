@@ -97,9 +97,9 @@ func (pc *partCheck) check(s Snapshot, now time.Time, cfg Config) {
 		pc.pp.Apply(changes(pc.prev, sorted))
 	}
 	pc.prev = sorted
-	sub, got, tok := pc.pp.Plan(now, cfg, With{})
+	got, tok := pc.pp.Plan(now, cfg, With{})
 	pc.plans++
-	if err := Covers(sorted, sub, got, now, cfg); err != nil {
+	if err := Covers(sorted, tok, got, now, cfg); err != nil {
 		pc.fatal("%v", err)
 	}
 	pc.tok = &tok
@@ -121,7 +121,7 @@ func settledParts(t *testing.T, w *world) *Partitioned {
 	t.Helper()
 	var pp Partitioned
 	pp.Load(storeOrder(w.s))
-	_, pl, tok := pp.Plan(w.now, Config{}, With{})
+	pl, tok := pp.Plan(w.now, Config{}, With{})
 	if len(pl.Reclaims)+len(pl.Provisions) != 0 {
 		t.Fatalf("a settled world's first plan changes %d nodes", len(pl.Reclaims)+len(pl.Provisions))
 	}
@@ -129,14 +129,11 @@ func settledParts(t *testing.T, w *world) *Partitioned {
 	return &pp
 }
 
-// partsOf are the partitions a plan's snapshot holds clusters of.
-func partsOf(s Snapshot) []string {
+// partsOf are the partitions a plan planned, as region/GPU type.
+func partsOf(tok Token) []string {
 	var out []string
-	for _, c := range s.Clusters {
-		k := c.Region + "/" + c.GPUType
-		if !slices.Contains(out, k) {
-			out = append(out, k)
-		}
+	for _, k := range tok.planned {
+		out = append(out, k.region+"/"+k.gpuType)
 	}
 	return out
 }
@@ -145,18 +142,18 @@ func TestPartitionedPlansOnlyWhatMoved(t *testing.T) {
 	w := benchWorld(1, true)
 	w.s = storeOrder(w.s)
 	pp := settledParts(t, w)
-	if sub, _, _ := pp.Plan(w.now, Config{}, With{}); len(sub.Clusters) != 0 {
-		t.Fatalf("a settled world plans %v", partsOf(sub))
+	if _, tok := pp.Plan(w.now, Config{}, With{}); len(tok.planned) != 0 {
+		t.Fatalf("a settled world plans %v", partsOf(tok))
 	}
 	// A node of one partition leaves: that partition alone is planned.
 	n := w.s.Nodes[len(w.s.Nodes)/2]
 	gone := *n
 	gone.State = domain.NodeRemoved
 	pp.Apply(Changes{GoneNodes: []string{n.ID}})
-	sub, pl, tok := pp.Plan(w.now, Config{}, With{})
+	pl, tok := pp.Plan(w.now, Config{}, With{})
 	m := slices.IndexFunc(w.s.Machines, func(m domain.Machine) bool { return m.ID == n.MachineID })
 	want := w.s.Machines[m].Region + "/" + w.s.Machines[m].GPUType
-	if got := partsOf(sub); !slices.Equal(got, []string{want}) {
+	if got := partsOf(tok); !slices.Equal(got, []string{want}) {
 		t.Fatalf("planned %v after a node of %s left", got, want)
 	}
 	if len(pl.Provisions) == 0 {
@@ -168,8 +165,8 @@ func TestPartitionedPlansOnlyWhatMoved(t *testing.T) {
 	noted := *w.s.Nodes[0]
 	noted.Notified, noted.LastError = true, "the cluster's API timed out"
 	pp.Apply(Changes{Nodes: []*domain.Node{&noted}})
-	if sub, _, _ := pp.Plan(w.now, Config{}, With{}); len(sub.Clusters) != 0 {
-		t.Fatalf("a node's notice recorded planned %v", partsOf(sub))
+	if _, tok := pp.Plan(w.now, Config{}, With{}); len(tok.planned) != 0 {
+		t.Fatalf("a node's notice recorded planned %v", partsOf(tok))
 	}
 }
 
@@ -187,16 +184,16 @@ func TestPartitionedPlansAPartitionAgainAtItsWake(t *testing.T) {
 		GPUs: 8, State: domain.NodeReady, CreatedAt: t0, ReadyAt: t0})
 	var pp Partitioned
 	pp.Load(storeOrder(w.s))
-	_, pl, tok := pp.Plan(t0, Config{}, With{})
+	pl, tok := pp.Plan(t0, Config{}, With{})
 	pp.Settle(tok)
 	if !pl.NextWake.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("wake %s, want the cooldown's end", pl.NextWake)
 	}
-	if sub, pl, _ := pp.Plan(t0.Add(30*time.Second), Config{}, With{}); len(sub.Clusters) != 0 || !pl.NextWake.Equal(t0.Add(time.Minute)) {
-		t.Fatalf("before the wake: planned %v, wake %s", partsOf(sub), pl.NextWake)
+	if pl, tok := pp.Plan(t0.Add(30*time.Second), Config{}, With{}); len(tok.planned) != 0 || !pl.NextWake.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("before the wake: planned %v, wake %s", partsOf(tok), pl.NextWake)
 	}
-	if sub, _, _ := pp.Plan(t0.Add(time.Minute), Config{}, With{}); !slices.Equal(partsOf(sub), []string{"r1/A"}) {
-		t.Fatalf("at the wake: planned %v", partsOf(sub))
+	if _, tok := pp.Plan(t0.Add(time.Minute), Config{}, With{}); !slices.Equal(partsOf(tok), []string{"r1/A"}) {
+		t.Fatalf("at the wake: planned %v", partsOf(tok))
 	}
 }
 
@@ -207,18 +204,18 @@ func TestPartitionedPlansARequestWithItsRowsWithoutSettlingIt(t *testing.T) {
 	c := w.s.Clusters[0]
 	c.ID, c.Name, c.CreatedAt = "c-new", "new", w.now
 	c.NumGPUs, c.DesiredPreemptibleGPUs = 8, 0
-	sub, pl, tok := pp.Plan(w.now, Config{}, With{Clusters: []domain.Cluster{c}})
-	if got := partsOf(sub); !slices.Equal(got, []string{c.Region + "/" + c.GPUType}) {
+	pl, tok := pp.Plan(w.now, Config{}, With{Clusters: []domain.Cluster{c}})
+	if got := partsOf(tok); !slices.Equal(got, []string{c.Region + "/" + c.GPUType}) {
 		t.Fatalf("a create planned %v", got)
 	}
-	if sub.Clusters[len(sub.Clusters)-1].ID != "c-new" || len(pl.Provisions) == 0 || pl.Provisions[0].ClusterID != "c-new" {
-		t.Fatalf("the create's cluster is not last, or not provisioned: %+v", pl.Provisions)
+	if len(pl.Provisions) == 0 || pl.Provisions[0].ClusterID != "c-new" || !slices.ContainsFunc(pl.Clusters, func(cs ClusterState) bool { return cs.ClusterID == "c-new" }) {
+		t.Fatalf("the create's cluster is not provisioned, or has no state: %+v", pl)
 	}
 	// Refused (its plan dropped), the partition is as settled as before,
 	// and nothing of the create stays.
 	pp.Settle(tok)
-	if sub, _, _ := pp.Plan(w.now, Config{}, With{}); len(sub.Clusters) != 0 {
-		t.Fatalf("after a dropped create: planned %v", partsOf(sub))
+	if _, tok := pp.Plan(w.now, Config{}, With{}); len(tok.planned) != 0 {
+		t.Fatalf("after a dropped create: planned %v", partsOf(tok))
 	}
 }
 
@@ -231,7 +228,7 @@ func TestACommittedPlanIsItsOwnFixedPoint(t *testing.T) {
 	w.s = storeOrder(w.s)
 	var pp Partitioned
 	pp.Load(w.s)
-	_, pl, tok := pp.Plan(w.now, Config{}, With{})
+	pl, tok := pp.Plan(w.now, Config{}, With{})
 	if len(pl.Provisions) == 0 {
 		t.Fatal("nothing to place")
 	}
@@ -242,18 +239,18 @@ func TestACommittedPlanIsItsOwnFixedPoint(t *testing.T) {
 	ch.By = &tok
 	pp.Apply(ch)
 	pp.Committed(&tok)
-	sub, again, _ := pp.Plan(w.now, Config{}, With{})
-	if len(sub.Clusters) != 0 {
-		t.Fatalf("after its commit, %d partitions planned again", len(partsOf(sub)))
+	again, tok := pp.Plan(w.now, Config{}, With{})
+	if len(tok.planned) != 0 {
+		t.Fatalf("after its commit, %v planned again", partsOf(tok))
 	}
-	if err := Covers(w.s, sub, again, w.now, Config{}); err != nil {
+	if err := Covers(w.s, tok, again, w.now, Config{}); err != nil {
 		t.Fatal(err)
 	}
 	// A write of another's, to a partition the plan planned, is a change.
 	n := *w.s.Nodes[0]
 	n.State = domain.NodeReady
 	pp.Apply(Changes{Nodes: []*domain.Node{&n}})
-	if sub, _, _ := pp.Plan(w.now, Config{}, With{}); len(sub.Clusters) == 0 {
+	if _, tok := pp.Plan(w.now, Config{}, With{}); len(tok.planned) == 0 {
 		t.Fatal("a node that became ready planned nothing")
 	}
 }

@@ -9,38 +9,31 @@ import (
 
 // Plan plans the partitions to be planned at now (see Partitioned) and
 // those with's rows fall in, the latter with those rows in place of the
-// stored ones. It returns the plan, with the NextWake of every partition
-// (planned or settled), the clusters and nodes of the partitions it
-// planned (the plan's Clusters line up with them, its Reclaims name nodes
-// of them; shared: not to be changed) and the token to settle them with once the plan is
-// committed, or changed nothing. A partition planned with with's rows is
-// not settled by it: its rows in the store did not change.
-func (pp *Partitioned) Plan(now time.Time, cfg Config, with With) (Snapshot, Plan, Token) {
+// stored ones. It returns the plan, whose Clusters are only the clusters
+// whose state changes from what they store (StateChanged), with the
+// NextWake of every partition (planned or settled), and the token naming
+// the partitions it planned, to settle them with once the plan is
+// committed (Committed), or changed nothing (Settle). A partition planned
+// with with's rows is not settled by Settle: its rows in the store did
+// not change.
+func (pp *Partitioned) Plan(now time.Time, cfg Config, with With) (Plan, Token) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
-	extra := pp.withParts(with)
 	var (
-		pl      Plan
-		tok     Token
-		planned []Snapshot
+		pl  Plan
+		tok Token
 	)
-	for _, p := range append(slices.Clip(pp.order), extra...) {
+	for _, p := range append(slices.Clip(pp.order), pp.withParts(with)...) {
 		w, changed := with.of(p)
 		if !changed && !p.dirty && (p.wake.IsZero() || now.Before(p.wake)) {
 			pl.NextWake = earliest(pl.NextWake, p.wake)
 			continue
 		}
-		s := Snapshot{Machines: p.machines, Reservations: pp.res, Clusters: p.clusters, Nodes: p.nodes}
-		if changed {
-			s = w.apply(s)
-		}
-		// Through the part's planner, which keeps its indexes (with a
-		// request's rows, those of its machines and nodes still serve).
-		ppl := p.planner.Compute(s, now, cfg)
+		ppl := pp.planPart(p, w, now, cfg, &pl)
 		if pp.parts[p.key] == p {
 			tok.parts = append(tok.parts, settling{p: p, version: p.version, wake: ppl.NextWake, with: changed})
 		}
-		planned = append(planned, s)
+		tok.planned = append(tok.planned, p.key)
 		merge(&pl, ppl)
 	}
 	// Compute places every partition's standard nodes before any
@@ -49,26 +42,36 @@ func (pp *Partitioned) Plan(now time.Time, cfg Config, with With) (Snapshot, Pla
 	slices.SortStableFunc(pl.Provisions, func(a, b Provision) int {
 		return classRank(a.Class) - classRank(b.Class)
 	})
-	return joined(planned, pp.res), pl, tok
+	return pl, tok
 }
 
-// joined is the snapshot of the partitions planned: their clusters and
-// nodes, in order (a plan's Clusters line up with them), without a copy
-// for one partition. Its machines are left out: nobody reads them from it.
-func joined(planned []Snapshot, res []domain.Reservation) Snapshot {
-	switch len(planned) {
-	case 0:
-		return Snapshot{Reservations: res}
-	case 1:
-		s := planned[0]
-		return Snapshot{Reservations: res, Clusters: slices.Clip(s.Clusters), Nodes: slices.Clip(s.Nodes)}
+// planPart plans part p with w's rows in place (swapped in for the plan
+// and back after: nothing outside pp.mu reads the part's rows), through
+// the part's planner, which keeps its indexes and working memory; it adds
+// to pl the states of the part's clusters that change and returns the
+// part's plan (its Clusters left out).
+func (pp *Partitioned) planPart(p *part, w With, now time.Time, cfg Config, pl *Plan) Plan {
+	restore := p.use(w)
+	defer restore()
+	s := Snapshot{Machines: p.machines, Reservations: pp.res, Clusters: p.clusters, Nodes: p.nodes}
+	ppl := p.planner.computeKept(s, now, cfg)
+	for i, cs := range ppl.Clusters {
+		if StateChanged(&s.Clusters[i], cs, now) {
+			pl.Clusters = append(pl.Clusters, cs)
+		}
 	}
-	out := Snapshot{Reservations: res}
-	for _, s := range planned {
-		out.Clusters = append(out.Clusters, s.Clusters...)
-		out.Nodes = append(out.Nodes, s.Nodes...)
+	ppl.Clusters = nil
+	return ppl
+}
+
+// StateChanged reports whether cs, a plan's state of cluster c, changes
+// what c stores of its state.
+func StateChanged(c *domain.Cluster, cs ClusterState, now time.Time) bool {
+	if c.Status != cs.Status || c.Unfulfilled != cs.Unfulfilled || c.UnfulfilledMessage != cs.Message {
+		return true
 	}
-	return out
+	// A cluster unmet before unmet_since existed starts waiting now.
+	return !UnmetSince(c.UnmetSince, cs, now).Equal(c.UnmetSince)
 }
 
 // Settle marks the partitions of t settled whose inputs did not change
@@ -147,28 +150,4 @@ func (w With) of(p *part) (With, bool) {
 		}
 	}
 	return out, len(out.Clusters)+len(out.Nodes) > 0
-}
-
-// apply returns s with w's rows in place of those of their IDs, new
-// clusters last; s's slices are not changed.
-func (w With) apply(s Snapshot) Snapshot {
-	if len(w.Clusters) > 0 {
-		s.Clusters = slices.Clone(s.Clusters)
-		for _, c := range w.Clusters {
-			if i := slices.IndexFunc(s.Clusters, func(o domain.Cluster) bool { return o.ID == c.ID }); i >= 0 {
-				s.Clusters[i] = c
-			} else {
-				s.Clusters = append(s.Clusters, c)
-			}
-		}
-	}
-	if len(w.Nodes) > 0 {
-		s.Nodes = slices.Clone(s.Nodes)
-		for _, n := range w.Nodes {
-			if i := slices.IndexFunc(s.Nodes, func(o *domain.Node) bool { return o.ID == n.ID }); i >= 0 {
-				s.Nodes[i] = n
-			}
-		}
-	}
-	return s
 }

@@ -75,15 +75,19 @@ func byCreated(ta time.Time, ia string, tb time.Time, ib string) int {
 // upsertRows returns rows (in the store's order) with ups replacing the
 // rows of their IDs or joining them, and the rows of gone IDs left out: a
 // new slice when anything changed (a plan's kept indexes are keyed by the
-// slices they were built from), rows itself otherwise. Each change costs a
-// binary search and at most one move of the rows after it (a commit writes
-// a few rows of a partition).
-func upsertRows[T any](rows, ups []T, gone []rowKey, key func(T) (time.Time, string)) []T {
+// slices they were built from), rows itself otherwise; with inPlace, rows
+// changed in place (grown as append grows it), for a caller that drops the
+// indexes built from it. Each change costs a binary search and at most one
+// move of the rows after it (a commit writes a few rows of a partition).
+func upsertRows[T any](rows, ups []T, gone []rowKey, key func(T) (time.Time, string), inPlace bool) []T {
 	if len(ups) == 0 && len(gone) == 0 {
 		return rows
 	}
-	out := make([]T, len(rows), len(rows)+len(ups))
-	copy(out, rows)
+	out := rows
+	if !inPlace {
+		out = make([]T, len(rows), len(rows)+len(ups))
+		copy(out, rows)
+	}
 	at := func(t time.Time, id string) (int, bool) {
 		return slices.BinarySearchFunc(out, id, func(r T, id string) int {
 			rt, rid := key(r)
@@ -99,7 +103,7 @@ func upsertRows[T any](rows, ups []T, gone []rowKey, key func(T) (time.Time, str
 			found = i >= 0
 		}
 		if found {
-			out = slices.Delete(out, i, i+1)
+			out = slices.Delete(out, i, i+1) // clears the vacated end
 		}
 	}
 	for _, u := range ups {
@@ -144,4 +148,48 @@ func clusterPlanned(a, b *domain.Cluster) bool {
 func nodePlanned(a, b *domain.Node) bool {
 	return a.State == b.State && a.Class == b.Class && a.GPUs == b.GPUs && a.MachineID == b.MachineID && a.ClusterID == b.ClusterID &&
 		a.CreatedAt.Equal(b.CreatedAt) && a.ReadyAt.Equal(b.ReadyAt) && a.ClassSince.Equal(b.ClassSince)
+}
+
+// use puts w's rows in the part for one plan: a cluster or node of w in
+// place of the stored row of its ID, a new cluster appended last (a
+// create is the newest cluster); restore puts the stored rows back. In
+// place, under Partitioned's lock: no copy of the part's rows per
+// request.
+func (p *part) use(w With) (restore func()) {
+	if len(w.Clusters)+len(w.Nodes) == 0 {
+		return func() {}
+	}
+	n := len(p.clusters)
+	var swappedC []int
+	var keptC []domain.Cluster
+	for _, c := range w.Clusters {
+		if i, ok := slices.BinarySearchFunc(p.clusters[:n], c, func(r, c domain.Cluster) int {
+			return byCreated(r.CreatedAt, r.ID, c.CreatedAt, c.ID)
+		}); ok {
+			swappedC, keptC = append(swappedC, i), append(keptC, p.clusters[i])
+			p.clusters[i] = c
+			continue
+		}
+		p.clusters = append(p.clusters, c)
+	}
+	var swappedN []int
+	var keptN []*domain.Node
+	for _, nd := range w.Nodes {
+		if i := slices.IndexFunc(p.nodes, func(o *domain.Node) bool { return o.ID == nd.ID }); i >= 0 {
+			swappedN, keptN = append(swappedN, i), append(keptN, p.nodes[i])
+			p.nodes[i] = nd
+			p.planner.nodeChanged(p.nodes, i)
+		}
+	}
+	return func() {
+		for k, i := range swappedC {
+			p.clusters[i] = keptC[k]
+		}
+		clear(p.clusters[n:]) // nothing kept alive past the part's end
+		p.clusters = p.clusters[:n]
+		for k, i := range swappedN {
+			p.nodes[i] = keptN[k]
+			p.planner.nodeChanged(p.nodes, i)
+		}
+	}
 }

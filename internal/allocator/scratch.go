@@ -13,6 +13,8 @@ type scratch struct {
 	pools                           map[poolKey]*poolRange
 	res                             []domain.Reservation
 	projects                        map[string]string
+	free, leaving                   []int32
+	states                          []ClusterState
 }
 
 // grow returns *buf with n zeroed elements, reusing its array when it is

@@ -63,7 +63,11 @@ func (p *planner) reason(ci int32, gpm, cooling int, totalFair int32) {
 // order on first use.
 func (p *planner) state(ci int32) *ClusterState {
 	if p.out.Clusters == nil {
-		p.out.Clusters = make([]ClusterState, len(p.s.Clusters))
+		if p.states != nil {
+			p.out.Clusters = grow(p.states, len(p.s.Clusters))
+		} else {
+			p.out.Clusters = make([]ClusterState, len(p.s.Clusters))
+		}
 	}
 	return &p.out.Clusters[ci]
 }

@@ -15,16 +15,16 @@ import (
 
 // prefetchClusters reads into known, in one query, the clusters commit
 // writes that known does not have: those pl provisions nodes for and
-// those whose state changes (not unchanged).
-func prefetchClusters(ctx context.Context, tx store.Tx, pl allocator.Plan, unchanged func(int, allocator.ClusterState) bool, known map[string]*domain.Cluster) error {
+// those whose state changes (a plan's Clusters).
+func prefetchClusters(ctx context.Context, tx store.Tx, pl allocator.Plan, known map[string]*domain.Cluster) error {
 	var ids []string
 	for _, p := range pl.Provisions {
 		if known[p.ClusterID] == nil {
 			ids = append(ids, p.ClusterID)
 		}
 	}
-	for i, cs := range pl.Clusters {
-		if cs.ClusterID != "" && known[cs.ClusterID] == nil && !unchanged(i, cs) {
+	for _, cs := range pl.Clusters {
+		if cs.ClusterID != "" && known[cs.ClusterID] == nil {
 			ids = append(ids, cs.ClusterID)
 		}
 	}
@@ -55,18 +55,17 @@ type commitWrites struct {
 
 // commit writes, in one transaction, w's writes, then the plan's intents:
 // drains with their deadlines, new nodes, and the lifecycle events they
-// imply, and the states of the clusters that changed from s, the snapshot
-// pl was planned on (a fleet's thousand clusters are not rewritten for
-// every node).
+// imply, and the states of the clusters that change (the plan's Clusters:
+// a fleet's thousand clusters are not rewritten for every node).
 //
 // Its writes are tagged as the plan's (tok, store.WithTag), and once it
 // committed the partitions the plan planned are settled: a plan committed
 // is its own fixed point.
-func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl allocator.Plan, tok *allocator.Token, now time.Time, w commitWrites) error {
+func (c *Controller) commit(ctx context.Context, pl allocator.Plan, tok *allocator.Token, now time.Time, w commitWrites) error {
 	var ct *commitTx
-	loads := c.reclaimLoads(s, pl)
+	loads := c.reclaimLoads(pl)
 	err := c.store.Update(store.WithTag(ctx, tok), func(tx store.Tx) error {
-		ct = &commitTx{c: c, ctx: ctx, s: s, pl: pl, now: now, w: w, loads: loads}
+		ct = &commitTx{c: c, ctx: ctx, pl: pl, now: now, w: w, loads: loads}
 		return ct.run(tx)
 	})
 	if err != nil {
@@ -86,19 +85,16 @@ func (c *Controller) commit(ctx context.Context, s allocator.Snapshot, pl alloca
 // reclaimLoads are what the nodes pl reclaims run, asked of their drivers
 // before the transaction (a driver may read the store, which the
 // transaction holds), for the lost-work ledger.
-func (c *Controller) reclaimLoads(s allocator.Snapshot, pl allocator.Plan) map[string]domain.NodeLoad {
-	if len(pl.Reclaims) == 0 {
-		return nil
-	}
-	want := make(map[string]bool, len(pl.Reclaims))
+func (c *Controller) reclaimLoads(pl allocator.Plan) map[string]domain.NodeLoad {
+	var loads map[string]domain.NodeLoad
 	for _, r := range pl.Reclaims {
-		want[r.NodeID] = true
-	}
-	loads := make(map[string]domain.NodeLoad, len(want))
-	for _, n := range s.Nodes {
-		if want[n.ID] && n.State == domain.NodeReady {
-			loads[n.ID] = c.cluster.Load(n.ClusterID, n.Name)
+		if r.NodeState != domain.NodeReady {
+			continue
 		}
+		if loads == nil {
+			loads = make(map[string]domain.NodeLoad, len(pl.Reclaims))
+		}
+		loads[r.NodeID] = c.cluster.Load(r.ClusterID, r.NodeName)
 	}
 	return loads
 }
@@ -111,7 +107,6 @@ type commitTx struct {
 	// loads are the reclaimed nodes' loads (reclaimLoads).
 	loads map[string]domain.NodeLoad
 	tx    store.Tx
-	s     allocator.Snapshot
 	pl    allocator.Plan
 	now   time.Time
 	w     commitWrites
@@ -158,11 +153,6 @@ func (t *commitTx) run(tx store.Tx) error {
 	return t.write(created)
 }
 
-// unchanged: the plan leaves the i-th cluster's stored state as it is.
-func (t *commitTx) unchanged(i int, cs allocator.ClusterState) bool {
-	return i < len(t.s.Clusters) && t.s.Clusters[i].ID == cs.ClusterID && !statusChanged(t.s.Clusters[i], cs, t.now)
-}
-
 // readClusters reads, in one query, the clusters the plan provisions for
 // or changes the state of; the new clusters' rows are worked out here.
 func (t *commitTx) readClusters() error {
@@ -171,7 +161,7 @@ func (t *commitTx) readClusters() error {
 		cl := t.w.create[i]
 		t.clusters[cl.ID] = &cl
 	}
-	return prefetchClusters(t.ctx, t.tx, t.pl, t.unchanged, t.clusters)
+	return prefetchClusters(t.ctx, t.tx, t.pl, t.clusters)
 }
 
 func (t *commitTx) cluster(id string) (*domain.Cluster, error) {
@@ -279,11 +269,8 @@ func (t *commitTx) provision() ([]domain.Node, error) {
 // clusterStates sets the plan's state of every cluster it changes, with
 // the TargetUnfulfilled and TargetFulfilled events of a change of reason.
 func (t *commitTx) clusterStates() error {
-	for i, cs := range t.pl.Clusters {
+	for _, cs := range t.pl.Clusters {
 		if cs.ClusterID == "" {
-			continue
-		}
-		if _, touched := t.clusters[cs.ClusterID]; !touched && t.unchanged(i, cs) {
 			continue
 		}
 		cur, err := t.cluster(cs.ClusterID)

@@ -156,9 +156,9 @@ type Controller struct {
 	exec *lifecycle.Executor
 
 	mu planLock // serializes plan + commit
-	// checkParts, set by tests, is given each plan the loop makes with the
-	// partitions' snapshot it was planned on.
-	checkParts func(s allocator.Snapshot, pl allocator.Plan, now time.Time, cfg allocator.Config)
+	// checkParts, set by tests, is given each plan the loop makes, with
+	// the token naming the partitions it planned.
+	checkParts func(pl allocator.Plan, tok allocator.Token, now time.Time, cfg allocator.Config)
 	// tq holds transitions waiting for the next holder of mu to commit
 	// them together (see transition).
 	tq batchQueue[*pendingTransition]

@@ -87,15 +87,15 @@ func (h *harness) open() {
 	h.c.Observer = func(o Observation) { h.notes = append(h.notes, o) }
 	// Every plan of what changed must be the whole plan for what it
 	// planned, and the whole plan must change nothing elsewhere.
-	h.c.checkParts = func(s allocator.Snapshot, pl allocator.Plan, now time.Time, cfg allocator.Config) {
+	h.c.checkParts = func(pl allocator.Plan, tok allocator.Token, now time.Time, cfg allocator.Config) {
 		full, err := cached.Snapshot(h.ctx)
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		if err := allocator.Covers(allocator.Snapshot(full), s, pl, now, cfg); err != nil {
+		if err := allocator.Covers(allocator.Snapshot(full), tok, pl, now, cfg); err != nil {
 			h.t.Errorf("the loop's plan of what changed: %v", err)
 		}
-		if len(s.Clusters) > 0 {
+		if tok.Any() {
 			h.planned++
 		}
 	}

@@ -54,11 +54,11 @@ func (c *Controller) ConvertNode(ctx context.Context, clusterID, node string, to
 	converted := n
 	converted.Class, converted.ClassSince = to, at
 	moveCounts(cl, n.GPUs, to)
-	ps, pl, tok, err := c.planWith(ctx, now, allocator.With{Clusters: []domain.Cluster{*cl}, Nodes: []*domain.Node{&converted}})
+	pl, tok, err := c.planWith(ctx, now, allocator.With{Clusters: []domain.Cluster{*cl}, Nodes: []*domain.Node{&converted}})
 	if err != nil {
 		return domain.Node{}, err
 	}
-	err = c.commit(ctx, ps, pl, &tok, now, commitWrites{before: func(tx store.Tx) error {
+	err = c.commit(ctx, pl, &tok, now, commitWrites{before: func(tx store.Tx) error {
 		return c.writeConversion(ctx, tx, n, to, at)
 	}})
 	if err != nil {

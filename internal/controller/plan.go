@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/allocator"
-	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -18,15 +17,15 @@ func (c *Controller) replan(ctx context.Context) (allocator.Plan, error) {
 	c.lock(ctx)
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	s, pl, tok, err := c.planWith(ctx, now, allocator.With{})
+	pl, tok, err := c.planWith(ctx, now, allocator.With{})
 	if err != nil {
 		return allocator.Plan{}, err
 	}
-	if !changes(s, pl, now) {
+	if !changes(pl) {
 		c.parts.Settle(tok)
 		return pl, nil
 	}
-	if err := c.commit(ctx, s, pl, &tok, now, commitWrites{}); err != nil {
+	if err := c.commit(ctx, pl, &tok, now, commitWrites{}); err != nil {
 		return allocator.Plan{}, fmt.Errorf("commit plan: %w", err)
 	}
 	return pl, nil
@@ -34,19 +33,19 @@ func (c *Controller) replan(ctx context.Context) (allocator.Plan, error) {
 
 // planWith plans, with the plan lock held, what changed and the
 // partitions with's rows fall in (a request's cluster, planned as the
-// request would leave it). It returns the snapshot of the partitions
-// planned (the plan's Clusters line up with its Clusters), the plan, and
-// the token that settles them once the plan is committed.
-func (c *Controller) planWith(ctx context.Context, now time.Time, with allocator.With) (allocator.Snapshot, allocator.Plan, allocator.Token, error) {
+// request would leave it). It returns the plan (its Clusters: the states
+// that change) and the token that settles the partitions it planned once
+// the plan is committed.
+func (c *Controller) planWith(ctx context.Context, now time.Time, with allocator.With) (allocator.Plan, allocator.Token, error) {
 	if err := c.loadParts(ctx); err != nil {
-		return allocator.Snapshot{}, allocator.Plan{}, allocator.Token{}, err
+		return allocator.Plan{}, allocator.Token{}, err
 	}
 	cfg := c.planConfig()
-	s, pl, tok := c.parts.Plan(now, cfg, with)
+	pl, tok := c.parts.Plan(now, cfg, with)
 	if c.checkParts != nil && len(with.Clusters)+len(with.Nodes) == 0 {
-		c.checkParts(s, pl, now, cfg)
+		c.checkParts(pl, tok, now, cfg)
 	}
-	return s, pl, tok, nil
+	return pl, tok, nil
 }
 
 // loadParts makes sure the planner holds the world: over a store that
@@ -81,24 +80,8 @@ func (w partsWatcher) Load(s store.Snapshot) { w.pp.Load(allocator.Snapshot(s)) 
 func (w partsWatcher) Apply(x store.Written) { w.pp.Apply(allocator.Changes(x)) }
 func (w partsWatcher) Reset()                { w.pp.Reset() }
 
-func changes(s allocator.Snapshot, pl allocator.Plan, now time.Time) bool {
-	if len(pl.Reclaims) > 0 || len(pl.Provisions) > 0 {
-		return true
-	}
-	for i, cs := range pl.Clusters {
-		if statusChanged(s.Clusters[i], cs, now) {
-			return true
-		}
-	}
-	return false
-}
-
-// statusChanged reports whether the plan changes what cluster c stores of
-// its state.
-func statusChanged(c domain.Cluster, cs allocator.ClusterState, now time.Time) bool {
-	if c.Status != cs.Status || c.Unfulfilled != cs.Unfulfilled || c.UnfulfilledMessage != cs.Message {
-		return true
-	}
-	// A cluster unmet before unmet_since existed starts waiting now.
-	return !allocator.UnmetSince(c.UnmetSince, cs, now).Equal(c.UnmetSince)
+// changes reports whether pl changes anything: a plan's Clusters are
+// only the states that change.
+func changes(pl allocator.Plan) bool {
+	return len(pl.Reclaims)+len(pl.Provisions)+len(pl.Clusters) > 0
 }

@@ -73,7 +73,6 @@ func (c *Controller) createBatch(ctx context.Context, rs []*createReq) {
 	// Plan with every accepted create; refuse those left short and plan
 	// again without them, until none is.
 	var (
-		s   allocator.Snapshot
 		pl  allocator.Plan
 		tok allocator.Token
 		err error
@@ -83,7 +82,7 @@ func (c *Controller) createBatch(ctx context.Context, rs []*createReq) {
 		for i, r := range accepted {
 			with.Clusters[i] = r.cl
 		}
-		if s, pl, tok, err = c.planWith(ctx, now, with); err != nil {
+		if pl, tok, err = c.planWith(ctx, now, with); err != nil {
 			for _, r := range accepted {
 				r.err = err
 			}
@@ -105,7 +104,7 @@ func (c *Controller) createBatch(ctx context.Context, rs []*createReq) {
 	if len(accepted) == 0 {
 		return
 	}
-	c.commitCreates(ctx, s, pl, tok, now, accepted)
+	c.commitCreates(ctx, pl, tok, now, accepted)
 }
 
 // acceptCreates gives each create its ID and first state, and refuses
@@ -163,12 +162,12 @@ func (c *Controller) clusterNamed(ctx context.Context, project, name string, mat
 // commitCreates commits the plan of the accepted creates with their
 // clusters; if that fails (one request's own writes, say), each is
 // planned and committed alone, for its own answer.
-func (c *Controller) commitCreates(ctx context.Context, s allocator.Snapshot, pl allocator.Plan, tok allocator.Token, now time.Time, accepted []*createReq) {
+func (c *Controller) commitCreates(ctx context.Context, pl allocator.Plan, tok allocator.Token, now time.Time, accepted []*createReq) {
 	fresh := make([]domain.Cluster, len(accepted))
 	for i, r := range accepted {
 		fresh[i] = r.cl
 	}
-	err := c.commit(ctx, s, pl, &tok, now, commitWrites{create: fresh, created: func(tx store.Tx) error {
+	err := c.commit(ctx, pl, &tok, now, commitWrites{create: fresh, created: func(tx store.Tx) error {
 		for _, r := range accepted {
 			for _, f := range r.also {
 				if err := f(tx, r.cl.ID); err != nil {
@@ -253,14 +252,14 @@ func (c *Controller) changeCluster(ctx context.Context, what, id string, change 
 		return domain.Cluster{}, ErrDeleting
 	}
 	change(&cl)
-	s, pl, tok, err := c.planWith(ctx, now, allocator.With{Clusters: []domain.Cluster{cl}})
+	pl, tok, err := c.planWith(ctx, now, allocator.With{Clusters: []domain.Cluster{cl}})
 	if err != nil {
 		return domain.Cluster{}, err
 	}
 	if sf := shortfallOf(pl, id); sf != nil && refuseShortfall != nil && refuseShortfall() {
 		return domain.Cluster{}, &ShortfallError{*sf}
 	}
-	err = c.commit(ctx, s, pl, &tok, now, commitWrites{before: func(tx store.Tx) error {
+	err = c.commit(ctx, pl, &tok, now, commitWrites{before: func(tx store.Tx) error {
 		cur, err := tx.GetCluster(ctx, id)
 		if err != nil {
 			return err
@@ -300,12 +299,12 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 		return domain.Cluster{}, err
 	}
 	cl.Deleting = true
-	s, pl, tok, err := c.planWith(ctx, now, allocator.With{Clusters: []domain.Cluster{cl}})
+	pl, tok, err := c.planWith(ctx, now, allocator.With{Clusters: []domain.Cluster{cl}})
 	if err != nil {
 		return domain.Cluster{}, err
 	}
 	added := false
-	err = c.commit(ctx, s, pl, &tok, now, commitWrites{before: func(tx store.Tx) error {
+	err = c.commit(ctx, pl, &tok, now, commitWrites{before: func(tx store.Tx) error {
 		added = false
 		cur, err := tx.GetCluster(ctx, id)
 		if err != nil {

@@ -216,7 +216,7 @@ func TestAWakeReachesItsNodeAlone(t *testing.T) {
 func TestStepMovesReplanAtMostEveryHalfInterval(t *testing.T) {
 	h := newHarness(t, quickPods, 1)
 	var plans atomic.Int64
-	h.c.checkParts = func(allocator.Snapshot, allocator.Plan, time.Time, allocator.Config) { plans.Add(1) }
+	h.c.checkParts = func(allocator.Plan, allocator.Token, time.Time, allocator.Config) { plans.Add(1) }
 	h.run()
 	settle := func() int64 { return settled(&plans) }
 	before := settle()
@@ -259,7 +259,7 @@ func TestSlowPassesSpaceOutTheReplansForMoves(t *testing.T) {
 			h.clk.Step(took) // this pass takes that long
 		}
 	}
-	h.c.checkParts = func(allocator.Snapshot, allocator.Plan, time.Time, allocator.Config) { counted() }
+	h.c.checkParts = func(allocator.Plan, allocator.Token, time.Time, allocator.Config) { counted() }
 	h.run()
 	before := settled(&plans)
 	slow.Store(true)

@@ -15,14 +15,10 @@ import (
 func TestReclaimOfANodeSeenPending(t *testing.T) {
 	h := newHarness(t, quickPods, 2)
 	pre := fillPreemptible(h)
-	s, err := h.c.snapshot(h.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := h.clk.Now()
 	pl := allocator.Plan{Reclaims: []allocator.Reclaim{{NodeID: pre.ID, ClusterID: pre.ClusterID, MachineID: pre.MachineID, Cause: domain.CausePreempted}}}
 	h.c.mu.Lock()
-	err = h.c.commit(h.ctx, s, pl, &allocator.Token{}, now, commitWrites{})
+	err := h.c.commit(h.ctx, pl, &allocator.Token{}, now, commitWrites{})
 	h.c.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
