@@ -192,6 +192,9 @@ func compute(s Snapshot, now time.Time, cfg Config, pl *Planner) Plan {
 		p.preemptible(int32(part))
 	}
 	p.status()
+	if len(p.out.Provisions) == 0 {
+		p.out.Provisions = nil // one answer for none, sized or not
+	}
 	pl.scratch.free, pl.scratch.leaving = p.free0, p.leaving0 // keep the grown buffers
 	return p.out
 }
@@ -260,17 +263,17 @@ func (p *planner) index(pl *Planner) {
 
 	// New nodes go mostly to free or draining machines, at most one each:
 	// sizing Provisions for those spares the slice its growth copies (a
-	// plan from nothing places thousands).
-	open := 16
-	for mi := range p.claim {
-		if p.claim[mi] < 0 && !p.oos[mi] && (p.occ[mi] < 0 || !p.facts[p.occ[mi]].is(fLive)) {
-			open++
+	// plan from nothing places thousands; a plan of what moved mostly
+	// none).
+	if !pl.kept {
+		open := 16
+		for mi := range p.claim {
+			if p.claim[mi] < 0 && !p.oos[mi] && (p.occ[mi] < 0 || !p.facts[p.occ[mi]].is(fLive)) {
+				open++
+			}
 		}
+		p.out.Provisions = make([]Provision, 0, open)
 	}
-	if pl.kept {
-		open = min(open, 64) // a plan of what moved places a few
-	}
-	p.out.Provisions = make([]Provision, 0, open)
 
 	// Free machines of a pool are found with a cursor instead of a scan.
 	p.pools = scr.poolMap(len(ml.pools))

@@ -29,15 +29,16 @@ func (pp *Partitioned) Apply(ch Changes) {
 	pp.applyClusters(ch.Clusters, ch.GoneClusters, b)
 	pp.applyNodes(ch.Nodes, ch.GoneNodes, b)
 	for p, u := range b.by {
-		p.machines = upsertRows(p.machines, u.machines, nil, machineKey, false)
+		p.machines = upsertRows(p.machines, u.machines, nil, machineKey)
 		if len(u.clusters)+len(u.goneClusters) > 0 {
 			// A cluster comes or goes: the part's clusters move in place
 			// (no copy of them per create), and its planner drops what it
 			// built from them.
-			p.clusters = upsertRows(p.clusters, u.clusters, u.goneClusters, clusterKey, true)
-			p.planner.clustersMoved()
+			p.clusters = p.planner.moveClusters(p.clusters, u.clusters, u.goneClusters)
 		}
-		p.nodes = upsertRows(p.nodes, u.nodes, u.goneNodes, nodeKey, false)
+		if len(u.nodes)+len(u.goneNodes) > 0 {
+			p.nodes = p.planner.moveNodes(p.nodes, u.nodes, u.goneNodes)
+		}
 	}
 	if len(pp.order) > 1 && len(ch.Machines)+len(ch.Clusters) > 0 {
 		pp.sortParts() // a new part, or a part's first row

@@ -53,25 +53,6 @@ func (pl *Planner) computeKept(s Snapshot, now time.Time, cfg Config) Plan {
 	return compute(s, now, cfg, pl)
 }
 
-// nodeChanged: the i-th of nodes was replaced in place; what the join
-// keeps of it is read again (its machine and cluster never change).
-func (pl *Planner) nodeChanged(nodes []*domain.Node, i int) {
-	if pl.j != nil && same(pl.j.of, nodes) {
-		pl.j.facts[i] = factOf(nodes[i])
-	}
-}
-
-// clustersMoved: the clusters the planner planned were changed in place
-// (rows inserted or deleted): the cluster layout is dropped, and the node
-// join, whose nodes keep their machines, looks their clusters up again
-// rather than mapping them from the clusters it was built on.
-func (pl *Planner) clustersMoved() {
-	pl.c = nil
-	if pl.j != nil {
-		pl.j.c = nil
-	}
-}
-
 // layouts returns the machine and cluster layouts and the node join for s,
 // reusing the previous ones where their tables are the same slices.
 func (pl *Planner) layouts(s *Snapshot) (*machineLayout, *clusterLayout, *nodeJoin) {
@@ -81,7 +62,15 @@ func (pl *Planner) layouts(s *Snapshot) (*machineLayout, *clusterLayout, *nodeJo
 	if pl.c == nil || pl.c.m != pl.m || !same(pl.c.of, s.Clusters) {
 		pl.c = newClusterLayout(s.Clusters, pl.m)
 	}
-	if pl.j == nil || pl.j.m != pl.m || pl.j.c != pl.c || !same(pl.j.of, s.Nodes) {
+	switch {
+	case pl.j != nil && pl.j.m == pl.m && same(pl.j.of, s.Nodes) && pl.j.c == nil:
+		// The clusters moved in place, the nodes did not.
+		if pl.j.cOK {
+			pl.j.c = pl.c
+		} else {
+			pl.j.rejoinClusters(pl.c)
+		}
+	case pl.j == nil || pl.j.m != pl.m || pl.j.c != pl.c || !same(pl.j.of, s.Nodes):
 		pl.j = newNodeJoin(s.Nodes, pl.m, pl.c, pl.j)
 	}
 	return pl.m, pl.c, pl.j
@@ -247,6 +236,9 @@ type nodeJoin struct {
 	nMachine []int32
 	nCluster []int32
 	facts    []nodeFact
+	// cOK, while c is nil (the clusters moved in place), says nCluster
+	// was moved along: positions in the clusters as they are now.
+	cOK bool
 }
 
 // nodeFact is a node's class, state and size.
@@ -297,7 +289,7 @@ func (f nodeFact) is(flag uint8) bool { return f.flags&flag != 0 }
 func newNodeJoin(nodes []*domain.Node, m *machineLayout, c *clusterLayout, prev *nodeJoin) *nodeJoin {
 	nn := len(nodes)
 	ints := make([]int32, 2*nn)
-	j := &nodeJoin{of: nodes, m: m, c: c, nMachine: ints[:nn], nCluster: ints[nn:], facts: make([]nodeFact, nn)}
+	j := &nodeJoin{of: nodes, m: m, c: c, nMachine: ints[:nn:nn], nCluster: ints[nn:], facts: make([]nodeFact, nn)}
 
 	var old []*domain.Node
 	var cmap []int32 // prev's cluster positions in c, if they differ

@@ -95,6 +95,7 @@ func (pc *partCheck) check(s Snapshot, now time.Time, cfg Config) {
 		pc.pp.Load(sorted)
 	} else {
 		pc.pp.Apply(changes(pc.prev, sorted))
+		pc.checkKept()
 	}
 	pc.prev = sorted
 	got, tok := pc.pp.Plan(now, cfg, With{})
@@ -252,5 +253,30 @@ func TestACommittedPlanIsItsOwnFixedPoint(t *testing.T) {
 	pp.Apply(Changes{Nodes: []*domain.Node{&n}})
 	if _, tok := pp.Plan(w.now, Config{}, With{}); len(tok.planned) == 0 {
 		t.Fatal("a node that became ready planned nothing")
+	}
+}
+
+// checkKept fails unless every part's kept indexes, changed in place by
+// Apply, are what building them afresh from the part's rows gives.
+func (pc *partCheck) checkKept() {
+	for _, p := range pc.pp.order {
+		j := p.planner.j
+		if j == nil || !same(j.of, p.nodes) {
+			continue // built afresh at the part's next plan
+		}
+		c := j.c
+		if c == nil {
+			if !j.cOK {
+				if len(j.nMachine) != len(p.nodes) || len(j.facts) != len(p.nodes) {
+					pc.fatal("part %v: join of %d nodes kept for %d", p.key, len(j.facts), len(p.nodes))
+				}
+				continue
+			}
+			c = newClusterLayout(p.clusters, j.m) // the positions were moved along
+		}
+		fresh := newNodeJoin(p.nodes, j.m, c, nil)
+		if !slices.Equal(j.nMachine, fresh.nMachine) || !slices.Equal(j.nCluster, fresh.nCluster) || !slices.Equal(j.facts, fresh.facts) {
+			pc.fatal("part %v: the join kept in place differs from a fresh one", p.key)
+		}
 	}
 }

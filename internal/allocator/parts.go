@@ -75,19 +75,14 @@ func byCreated(ta time.Time, ia string, tb time.Time, ib string) int {
 // upsertRows returns rows (in the store's order) with ups replacing the
 // rows of their IDs or joining them, and the rows of gone IDs left out: a
 // new slice when anything changed (a plan's kept indexes are keyed by the
-// slices they were built from), rows itself otherwise; with inPlace, rows
-// changed in place (grown as append grows it), for a caller that drops the
-// indexes built from it. Each change costs a binary search and at most one
+// slices they were built from), rows itself otherwise. Each change costs a binary search and at most one
 // move of the rows after it (a commit writes a few rows of a partition).
-func upsertRows[T any](rows, ups []T, gone []rowKey, key func(T) (time.Time, string), inPlace bool) []T {
+func upsertRows[T any](rows, ups []T, gone []rowKey, key func(T) (time.Time, string)) []T {
 	if len(ups) == 0 && len(gone) == 0 {
 		return rows
 	}
-	out := rows
-	if !inPlace {
-		out = make([]T, len(rows), len(rows)+len(ups))
-		copy(out, rows)
-	}
+	out := make([]T, len(rows), len(rows)+len(ups))
+	copy(out, rows)
 	at := func(t time.Time, id string) (int, bool) {
 		return slices.BinarySearchFunc(out, id, func(r T, id string) int {
 			rt, rid := key(r)
@@ -103,7 +98,7 @@ func upsertRows[T any](rows, ups []T, gone []rowKey, key func(T) (time.Time, str
 			found = i >= 0
 		}
 		if found {
-			out = slices.Delete(out, i, i+1) // clears the vacated end
+			out = slices.Delete(out, i, i+1)
 		}
 	}
 	for _, u := range ups {
@@ -160,6 +155,7 @@ func (p *part) use(w With) (restore func()) {
 		return func() {}
 	}
 	n := len(p.clusters)
+	before := p.clusters
 	var swappedC []int
 	var keptC []domain.Cluster
 	for _, c := range w.Clusters {
@@ -171,6 +167,9 @@ func (p *part) use(w With) (restore func()) {
 			continue
 		}
 		p.clusters = append(p.clusters, c)
+	}
+	if len(p.clusters) > n {
+		p.planner.clustersResized(before)
 	}
 	var swappedN []int
 	var keptN []*domain.Node
@@ -185,8 +184,12 @@ func (p *part) use(w With) (restore func()) {
 		for k, i := range swappedC {
 			p.clusters[i] = keptC[k]
 		}
-		clear(p.clusters[n:]) // nothing kept alive past the part's end
-		p.clusters = p.clusters[:n]
+		if len(p.clusters) > n {
+			grown := p.clusters
+			clear(p.clusters[n:]) // nothing kept alive past the part's end
+			p.clusters = p.clusters[:n]
+			p.planner.clustersResized(grown)
+		}
 		for k, i := range swappedN {
 			p.nodes[i] = keptN[k]
 			p.planner.nodeChanged(p.nodes, i)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
 )
 
 // act makes r's calls for node n, group by group, the calls of a group at
@@ -13,7 +14,7 @@ import (
 // call stops the groups after its own (the act stage). held says whether
 // the turn got the claim r.Hold names: without it the calls are not made
 // (errNotTried).
-func (e *Executor) act(ctx context.Context, n domain.Node, f Facts, r *Ready, held bool) []Result {
+func (e *Executor) act(ctx context.Context, n domain.Node, f *Facts, r *Ready, held bool) []Result {
 	out := make([]Result, len(r.Calls))
 	for i, c := range r.Calls {
 		out[i].Call = c
@@ -41,21 +42,27 @@ func (e *Executor) act(ctx context.Context, n domain.Node, f Facts, r *Ready, he
 }
 
 // group makes one group's calls at once and waits for them.
-func (e *Executor) group(ctx context.Context, n domain.Node, f Facts, rs []Result) {
+func (e *Executor) group(ctx context.Context, n domain.Node, f *Facts, rs []Result) {
 	start := e.cfg.Clock.Now()
 	if len(rs) == 1 || e.cfg.Instant {
 		for i := range rs {
-			e.call(ctx, n, f, &rs[i], start)
+			e.call(ctx, &n, f, &rs[i], start)
 		}
 		return
 	}
+	e.parallel(ctx, n, *f, rs, start)
+}
+
+// parallel makes rs's calls at once, WorkCalls at a time; the node and
+// facts are its own copies, which its goroutines share.
+func (e *Executor) parallel(ctx context.Context, n domain.Node, f Facts, rs []Result, start time.Time) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, WorkCalls)
 	for i := range rs {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			e.call(ctx, n, f, &rs[i], start)
+			e.call(ctx, &n, &f, &rs[i], start)
 		})
 	}
 	wg.Wait()
@@ -63,8 +70,8 @@ func (e *Executor) group(ctx context.Context, n domain.Node, f Facts, rs []Resul
 
 // call makes one call, cut off at its Until and its group's start plus
 // its Within (unless the drivers answer at once).
-func (e *Executor) call(ctx context.Context, n domain.Node, f Facts, r *Result, start time.Time) {
-	c := r.Call
+func (e *Executor) call(ctx context.Context, n *domain.Node, f *Facts, r *Result, start time.Time) {
+	c := &r.Call
 	if !e.cfg.Instant {
 		cut := c.Until
 		if c.Within > 0 && (cut.IsZero() || start.Add(c.Within).Before(cut)) {
@@ -85,19 +92,20 @@ func (e *Executor) call(ctx context.Context, n domain.Node, f Facts, r *Result, 
 	case CallNotify:
 		r.Err = cd.Notify(ctx, n.ClusterID, n.Name, c.Work, c.By)
 	case CallPost:
-		w := &c.Work
-		if !c.OnWork {
-			w = nil
+		var w *driver.Work
+		if c.OnWork {
+			work := c.Work
+			w = &work
 		}
 		r.Err = cd.PostNotice(ctx, n.ClusterID, n.Name, w, c.Notice)
 	case CallRelease:
 		r.Err = cd.Release(ctx, n.ClusterID, n.Name)
 	case CallAddNode:
-		r.Err = cd.AddNode(ctx, specOf(n, f.ClusterType))
+		r.Err = cd.AddNode(ctx, specOf(*n, f.ClusterType))
 	case CallSetClass:
-		r.Err = cd.SetClass(ctx, specOf(n, f.ClusterType))
+		r.Err = cd.SetClass(ctx, specOf(*n, f.ClusterType))
 	case CallPrepare:
-		r.Done, r.Err = mp.Prepare(ctx, f.Machine, specOf(n, f.ClusterType))
+		r.Done, r.Err = mp.Prepare(ctx, f.Machine, specOf(*n, f.ClusterType))
 		if r.Err == nil {
 			_, had := e.first.LoadOrStore(n.ID, e.cfg.Clock.Now())
 			r.First = !had

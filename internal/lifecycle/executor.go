@@ -94,6 +94,8 @@ func (e *Executor) turn(ctx context.Context, key string) (Due, error) {
 	}
 	t := turnState{cleanup: cleanup}
 	defer t.release(e)
+	sc := scratchPool.Get().(*turnScratch)
+	defer sc.put()
 	for round := 0; ; round++ {
 		if round == maxRounds {
 			return Due{}, fmt.Errorf("node %s: no end after %d rounds of one turn", id, maxRounds)
@@ -107,22 +109,24 @@ func (e *Executor) turn(ctx context.Context, key string) (Due, error) {
 			return Due{}, fmt.Errorf("node %s: %w", id, err)
 		}
 		t.moved(n)
-		in := Input{Node: n, Now: e.cfg.Clock.Now(), Cleanup: cleanup, Phase: t.phase, Carry: t.carry, Results: t.results}
-		if err := e.facts(ctx, &in); err != nil {
+		in := &sc.in
+		*in = Input{Node: n, Now: e.cfg.Clock.Now(), Cleanup: cleanup, Phase: t.phase, Carry: t.carry, Results: t.results}
+		if err := e.facts(ctx, in); err != nil {
 			return Due{}, fmt.Errorf("node %s: %w", id, err)
 		}
-		r := Step(e.cfg.Steps, in)
-		if err := e.persist(ctx, n, &r); errors.Is(err, ErrStale) {
+		sc.r = Step(e.cfg.Steps, *in)
+		r := &sc.r
+		if err := e.persist(ctx, n, r); errors.Is(err, ErrStale) {
 			t.stale++
 			continue // the node changed under the step: the round again, on the node as it is
 		} else if err != nil {
 			return r.Due, fmt.Errorf("%s node %s of cluster %s: %w", n.State, n.Name, n.ClusterID, err)
 		}
-		e.tell(n, &r)
+		e.tell(n, r)
 		switch {
 		case len(r.Calls) > 0:
 			t.hold(e, r.Hold)
-			t.results = e.act(ctx, n, in.Facts, &r, t.held)
+			t.results = e.act(ctx, n, &in.Facts, r, t.held)
 			t.phase, t.carry = r.Next, r.Carry
 			continue
 		case r.Again:
@@ -135,6 +139,22 @@ func (e *Executor) turn(ctx context.Context, key string) (Due, error) {
 		}
 		return r.Due, nil
 	}
+}
+
+// turnScratch holds a turn's input and step, reused from turn to turn:
+// both are a few hundred bytes the world's and drivers' interfaces would
+// otherwise take to the heap every round of every node.
+type turnScratch struct {
+	in Input
+	r  Ready
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(turnScratch) }}
+
+// put returns sc to the pool, holding nothing of its turn.
+func (sc *turnScratch) put() {
+	*sc = turnScratch{}
+	scratchPool.Put(sc)
 }
 
 // turnState is what a turn carries from one round to the next.
