@@ -139,9 +139,12 @@ func clusterPlanned(a, b *domain.Cluster) bool {
 
 // nodePlanned reports whether a and b are the same to a plan: what the
 // allocator reads of a node (a step that only records its notice, or an
-// error, changes nothing a plan sees).
+// error, changes nothing a plan sees). Of its state a plan reads its facts
+// (factOf) and which live state it is in: a drain's end (draining to
+// removing) is no change to it, the node holds its machine and counts
+// for nobody either way.
 func nodePlanned(a, b *domain.Node) bool {
-	return a.State == b.State && a.Class == b.Class && a.GPUs == b.GPUs && a.MachineID == b.MachineID && a.ClusterID == b.ClusterID &&
+	return factOf(a) == factOf(b) && (a.State == b.State || !a.State.Live()) && a.Class == b.Class && a.GPUs == b.GPUs && a.MachineID == b.MachineID && a.ClusterID == b.ClusterID &&
 		a.CreatedAt.Equal(b.CreatedAt) && a.ReadyAt.Equal(b.ReadyAt) && a.ClassSince.Equal(b.ClassSince)
 }
 

@@ -83,6 +83,12 @@ func TestPlanInvariants(t *testing.T) {
 				}
 			case 5:
 				w.finishDrains(func(domain.Node) bool { return rapid.Bool().Draw(rt, "drained") })
+				// A drain that ended moves its node to removing first.
+				for _, n := range w.s.Nodes {
+					if n.State == domain.NodeDraining && rapid.Bool().Draw(rt, "removing") {
+						n.State = domain.NodeRemoving
+					}
+				}
 			case 6:
 				w.finishProvisioning()
 			case 7:
