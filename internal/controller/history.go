@@ -35,3 +35,36 @@ func (c *Controller) archive(ctx context.Context, removedBefore time.Time) (int,
 	}
 	return total, nil
 }
+
+// archiveEvery bounds how long a removed node stays in the live tables
+// past the retention: the archive runs at least this often.
+const archiveEvery = time.Hour
+
+// pruneDue is when the next prune and archive are due, after one at now:
+// when the oldest event left (the first by Seq) passes the retention, or
+// archiveEvery from now (a minute with a backlog of removed nodes left),
+// whichever is first, and not within a minute. An event written later is
+// no older, so none is kept past its due time by more than a minute.
+func (c *Controller) pruneDue(ctx context.Context, now time.Time, backlog bool) (time.Time, error) {
+	next := now.Add(archiveEvery)
+	if backlog {
+		next = now.Add(time.Minute)
+	}
+	oldest, err := c.store.ListEvents(ctx, store.EventFilter{Limit: 1})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if len(oldest) == 1 {
+		if due := oldest[0].Timestamp.Add(c.cfg.EventRetention); due.Before(next) {
+			next = due
+		}
+	}
+	return later(next, now.Add(time.Minute)), nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -9,7 +9,7 @@ import (
 	"github.com/sparecap/sparecap/internal/store"
 )
 
-// TestArchivesRemovedNodesAfterRetention: the periodic prune moves a removed
+// TestArchivesRemovedNodesAfterRetention: the hourly archive moves a removed
 // node out of the live table once it is metered and removed longer than the
 // event retention ago; it stays readable, and an unmetered one stays put.
 func TestArchivesRemovedNodesAfterRetention(t *testing.T) {
@@ -46,7 +46,7 @@ func TestArchivesRemovedNodesAfterRetention(t *testing.T) {
 	if err := metering.New(h.st, h.clk, nil).Cut(h.ctx); err != nil {
 		t.Fatal(err)
 	}
-	h.clk.Step(time.Minute) // the prune runs once a minute
+	h.clk.Step(archiveEvery) // the archive runs at least this often
 	h.reconcile()
 	if n := archived(); n != 2 {
 		t.Fatalf("%d of 2 metered, long removed nodes archived", n)
@@ -59,5 +59,33 @@ func TestArchivesRemovedNodesAfterRetention(t *testing.T) {
 	}
 	if got := len(h.nodes("a", domain.NodeReady)); got != 2 {
 		t.Fatalf("%d ready nodes", got)
+	}
+}
+
+// TestPruneFollowsTheOldestEvent: the prune runs when the oldest event
+// passes the retention (or hourly), not every minute: the next prune is
+// due no later than the oldest event, which is kept until its time and
+// gone within a minute after.
+func TestPruneFollowsTheOldestEvent(t *testing.T) {
+	h := newHarness(t, quickPods, 2)
+	h.create("a", 8, 0)
+	h.advance(30 * time.Second)
+	evs, err := h.st.ListEvents(h.ctx, store.EventFilter{Limit: 1})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("no event to prune: %v", err)
+	}
+	due := evs[0].Timestamp.Add(domain.DefaultEventRetention)
+	if next := h.c.nextPrune; next.After(due) || next.Before(h.clk.Now()) {
+		t.Fatalf("next prune at %s, the oldest event is due at %s", next, due)
+	}
+	h.clk.Set(due.Add(-time.Second))
+	h.reconcile()
+	if got, _ := h.st.ListEvents(h.ctx, store.EventFilter{Limit: 1}); len(got) != 1 || got[0].Seq != evs[0].Seq {
+		t.Fatal("the oldest event was pruned before its time")
+	}
+	h.clk.Set(due.Add(time.Minute))
+	h.reconcile()
+	if got, _ := h.st.ListEvents(h.ctx, store.EventFilter{Limit: 1}); len(got) == 1 && got[0].Seq == evs[0].Seq {
+		t.Fatal("the oldest event outlived its retention by more than a minute")
 	}
 }

@@ -204,24 +204,28 @@ func (c *Controller) sweepIfDue(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// pruneIfDue prunes old events and archives old removed nodes, once a
-// minute.
+// pruneIfDue prunes old events and archives old removed nodes when the
+// oldest event is due or an hour passed (nextPrune), at most once a
+// minute: work that follows the data, not the clock.
 func (c *Controller) pruneIfDue(ctx context.Context) error {
 	now := c.clock.Now()
-	if now.Sub(c.lastPrune) < time.Minute {
+	if now.Before(c.nextPrune) {
 		return nil
 	}
 	err := c.store.Update(ctx, func(tx store.Tx) error {
 		_, err := tx.PruneEvents(ctx, now.Add(-c.cfg.EventRetention))
 		return err
 	})
+	archived := 0
 	if err == nil {
-		_, err = c.archive(ctx, now.Add(-c.cfg.EventRetention))
+		archived, err = c.archive(ctx, now.Add(-c.cfg.EventRetention))
+	}
+	if err == nil {
+		c.nextPrune, err = c.pruneDue(ctx, now, archived == archiveBatch*archiveBatches)
 	}
 	if err != nil {
 		return fmt.Errorf("prune events and archive nodes: %w", err)
 	}
-	c.lastPrune = now
 	return nil
 }
 
