@@ -38,6 +38,12 @@ func (c *Controller) transition(ctx context.Context, id string, from domain.Node
 	t := &pendingTransition{id: id, from: from, change: change, done: make(chan struct{}),
 		self: lifecycle.KeyOf(ctx) == id}
 	c.tq.push(t)
+	if lifecycle.Park(ctx) {
+		// A turn of an inline group: the group's flush committed it
+		// with the others' (world.Flush).
+		<-t.done
+		return t.n, t.err
+	}
 	if c.lockUnless(ctx, t.done) {
 		c.flushTransitions(ctx)
 		c.mu.Unlock()
@@ -66,6 +72,14 @@ type pendingTransition struct {
 	// self: the node's own step made it, and schedules the node by its
 	// answer; any other transition hands the node to the runner.
 	self bool
+}
+
+// Flush commits the transitions an inline group of turns parked
+// (lifecycle.Grouper).
+func (w world) Flush(ctx context.Context) {
+	w.c.lock(ctx)
+	w.c.flushTransitions(ctx)
+	w.c.mu.Unlock()
 }
 
 // flushTransitions commits the queued transitions; c.mu is held.

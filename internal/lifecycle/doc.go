@@ -35,7 +35,7 @@
 // turn failed, why (kept on the node, retried after a backoff that never
 // waits past Due.By).
 //
-// # The executor (executor.go, act.go, facts.go, runner.go)
+// # The executor (executor.go, act.go, facts.go, runner.go, group.go)
 //
 // One Executor applies the Readys of every node: its Runner keeps when each
 // key is due (a timer queue keyed by node, no goroutine per node), its
@@ -44,8 +44,12 @@
 // server on the real clock (Runner.Run: worker pools; a cluster whose API
 // is slow only holds its own nodes' turns) and the simulator on a virtual
 // one (Runner.RunDue: the turns due now, inline, in a fixed order; the
-// simulated fleet answers at once, so nothing is timed). Both ask the same
-// question to know when to look again: Runner.Earliest.
+// simulated fleet answers at once, so nothing is timed). Inline turns run
+// as coroutines, one at a time in that order, each parked at its commit
+// until all are parked or done; the World then commits them in one
+// transaction (Grouper, group.go), as a server's concurrent turns share
+// one, and a replay still repeats to the byte. Both ask the same question
+// to know when to look again: Runner.Earliest.
 //
 // # Wakeups by key
 //

@@ -74,8 +74,12 @@ func NewExecutor(world World, cluster driver.ClusterDriver, machines driver.Mach
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	e := &Executor{cfg: cfg, world: world, cluster: cluster, machines: machines, log: cfg.Log}
-	e.runner = NewRunner(RunnerConfig{Clock: cfg.Clock, Random: cfg.Random, Backoff: Backoff,
-		Pools: []int{Workers: cfg.Workers, Notices: cfg.NoticeWorkers}}, e.turn)
+	rc := RunnerConfig{Clock: cfg.Clock, Random: cfg.Random, Backoff: Backoff,
+		Pools: []int{Workers: cfg.Workers, Notices: cfg.NoticeWorkers}}
+	if g, ok := world.(Grouper); ok {
+		rc.Flush = g.Flush
+	}
+	e.runner = NewRunner(rc, e.turn)
 	return e
 }
 

@@ -23,6 +23,9 @@ type RunnerConfig struct {
 	// Pools is how many workers each pool has (index: Pool); a pool
 	// missing or of zero size gets one.
 	Pools []int
+	// Flush, if set, commits what the turns of an inline group parked
+	// (see group.go); without it inline turns run one after another.
+	Flush func(context.Context)
 }
 
 // Runner runs keys' steps when they are due (see the package doc).

@@ -49,7 +49,7 @@ func (r *Runner) RunNow(ctx context.Context, items []Item, inline bool) (time.Ti
 		mu   sync.Mutex
 		errs []error
 	)
-	run := func(key string) {
+	run := func(ctx context.Context, key string) {
 		if err := r.run(ctx, key); err != nil && ctx.Err() == nil {
 			mu.Lock()
 			errs = append(errs, err)
@@ -57,9 +57,7 @@ func (r *Runner) RunNow(ctx context.Context, items []Item, inline bool) (time.Ti
 		}
 	}
 	if inline {
-		for _, key := range order {
-			run(key)
-		}
+		runGrouped(ctx, order, run, r.cfg.Flush)
 		return next, errs
 	}
 	var wg sync.WaitGroup
@@ -68,7 +66,7 @@ func (r *Runner) RunNow(ctx context.Context, items []Item, inline bool) (time.Ti
 		for range min(r.size(Pool(p)), len(keys)) {
 			wg.Go(func() {
 				for j := i.Add(1) - 1; int(j) < len(keys); j = i.Add(1) - 1 {
-					run(keys[j])
+					run(ctx, keys[j])
 				}
 			})
 		}
