@@ -517,3 +517,25 @@ func TestCreatedClustersAreWrittenOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestInlineStepsShareCommits: the steps of nodes due at one instant,
+// run inline (Turn, as the simulator does), commit in one transaction,
+// not one each.
+func TestInlineStepsShareCommits(t *testing.T) {
+	h := newHarness(t, quickPods, 8)
+	h.create("a", 64, 0)
+	h.reconcile()
+	if n := len(h.nodes("a", domain.NodeProvisioning)); n != 8 {
+		t.Fatalf("%d provisioning nodes, want 8", n)
+	}
+	h.clk.Step(20 * time.Second) // every machine is prepared now
+	cs := &countingStore{Store: h.st}
+	h.c.store = cs
+	h.reconcile()
+	if n := len(h.nodes("a", domain.NodeReady)); n != 8 {
+		t.Fatalf("%d ready nodes, want 8", n)
+	}
+	if got := cs.updates.Load(); got > 3 {
+		t.Fatalf("8 nodes became ready in %d transactions, want them to share one (and a replan's)", got)
+	}
+}
