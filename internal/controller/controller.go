@@ -181,7 +181,7 @@ type Controller struct {
 	waitUntil                 atomic.Int64
 	changedMu                 sync.Mutex
 	changed                   chan struct{}
-	nextPrune                 time.Time    // see pruneIfDue
+	nextPrune, nextArchive    time.Time    // see pruneIfDue
 	moved                     atomic.Int64 // node transitions so far
 	inFlight                  atomic.Pointer[inFlightNodes]
 

@@ -40,24 +40,19 @@ func (c *Controller) archive(ctx context.Context, removedBefore time.Time) (int,
 // past the retention: the archive runs at least this often.
 const archiveEvery = time.Hour
 
-// pruneDue is when the next prune and archive are due, after one at now:
-// when the oldest event left (the first by Seq) passes the retention, or
-// archiveEvery from now (a minute with a backlog of removed nodes left),
-// whichever is first, and not within a minute. An event written later is
-// no older, so none is kept past its due time by more than a minute.
-func (c *Controller) pruneDue(ctx context.Context, now time.Time, backlog bool) (time.Time, error) {
-	next := now.Add(archiveEvery)
-	if backlog {
-		next = now.Add(time.Minute)
-	}
+// pruneDue is when the next prune is due, after one at now: when the
+// oldest event left (the first by Seq) passes the retention, and not
+// within a minute; with no event left, a retention from now. An event
+// written later is no older, so none is kept past its due time by more
+// than a minute.
+func (c *Controller) pruneDue(ctx context.Context, now time.Time) (time.Time, error) {
+	next := now.Add(c.cfg.EventRetention)
 	oldest, err := c.store.ListEvents(ctx, store.EventFilter{Limit: 1})
 	if err != nil {
 		return time.Time{}, err
 	}
 	if len(oldest) == 1 {
-		if due := oldest[0].Timestamp.Add(c.cfg.EventRetention); due.Before(next) {
-			next = due
-		}
+		next = oldest[0].Timestamp.Add(c.cfg.EventRetention)
 	}
 	return later(next, now.Add(time.Minute)), nil
 }

@@ -204,27 +204,32 @@ func (c *Controller) sweepIfDue(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// pruneIfDue prunes old events and archives old removed nodes when the
-// oldest event is due or an hour passed (nextPrune), at most once a
+// pruneIfDue prunes old events when the oldest is due (nextPrune) and
+// archives old removed nodes hourly (nextArchive), each at most once a
 // minute: work that follows the data, not the clock.
 func (c *Controller) pruneIfDue(ctx context.Context) error {
 	now := c.clock.Now()
-	if now.Before(c.nextPrune) {
-		return nil
+	if !now.Before(c.nextPrune) {
+		err := c.store.Update(ctx, func(tx store.Tx) error {
+			_, err := tx.PruneEvents(ctx, now.Add(-c.cfg.EventRetention))
+			return err
+		})
+		if err == nil {
+			c.nextPrune, err = c.pruneDue(ctx, now)
+		}
+		if err != nil {
+			return fmt.Errorf("prune events: %w", err)
+		}
 	}
-	err := c.store.Update(ctx, func(tx store.Tx) error {
-		_, err := tx.PruneEvents(ctx, now.Add(-c.cfg.EventRetention))
-		return err
-	})
-	archived := 0
-	if err == nil {
-		archived, err = c.archive(ctx, now.Add(-c.cfg.EventRetention))
-	}
-	if err == nil {
-		c.nextPrune, err = c.pruneDue(ctx, now, archived == archiveBatch*archiveBatches)
-	}
-	if err != nil {
-		return fmt.Errorf("prune events and archive nodes: %w", err)
+	if !now.Before(c.nextArchive) {
+		archived, err := c.archive(ctx, now.Add(-c.cfg.EventRetention))
+		if err != nil {
+			return fmt.Errorf("archive removed nodes: %w", err)
+		}
+		c.nextArchive = now.Add(archiveEvery)
+		if archived == archiveBatch*archiveBatches {
+			c.nextArchive = now.Add(time.Minute) // a backlog left
+		}
 	}
 	return nil
 }
