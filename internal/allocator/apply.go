@@ -37,7 +37,7 @@ func (pp *Partitioned) Apply(ch Changes) {
 			p.clusters = p.planner.moveClusters(p.clusters, u.clusters, u.goneClusters)
 		}
 		if len(u.nodes)+len(u.goneNodes) > 0 {
-			p.nodes = p.planner.moveNodes(p.nodes, u.nodes, u.goneNodes)
+			p.nodes = p.planner.moveNodes(p.nodes, u.nodes, u.goneNodes, p.clusters)
 		}
 	}
 	if len(pp.order) > 1 && len(ch.Machines)+len(ch.Clusters) > 0 {

@@ -95,9 +95,10 @@ func (j *nodeJoin) shiftClusters(k int32, d int32) {
 
 // moveNodes returns nodes (in the store's order) with ups replacing the
 // nodes of their IDs or joining them and the nodes of gone left out,
-// changed in place, with the node join changed alike. A join not built
-// on nodes is dropped: its slice may share their array.
-func (pl *Planner) moveNodes(nodes, ups []*domain.Node, gone []rowKey) []*domain.Node {
+// changed in place, with the node join changed alike (clusters are the
+// planner's clusters as they are now). A join not built on nodes is
+// dropped: its slice may share their array.
+func (pl *Planner) moveNodes(nodes, ups []*domain.Node, gone []rowKey, clusters []domain.Cluster) []*domain.Node {
 	j := pl.j
 	if j != nil && !same(j.of, nodes) {
 		pl.j, j = nil, nil
@@ -118,7 +119,7 @@ func (pl *Planner) moveNodes(nodes, ups []*domain.Node, gone []rowKey) []*domain
 			nodes = slices.Insert(nodes, i, n)
 		}
 		if j != nil {
-			j.put(i, n, !ok)
+			j.put(i, n, !ok, clusters)
 		}
 	}
 	if j != nil {
@@ -128,12 +129,20 @@ func (pl *Planner) moveNodes(nodes, ups []*domain.Node, gone []rowKey) []*domain
 }
 
 // put joins node n at position i, a new position if insert.
-func (j *nodeJoin) put(i int, n *domain.Node, insert bool) {
+func (j *nodeJoin) put(i int, n *domain.Node, insert bool, clusters []domain.Cluster) {
 	mi, ci := j.m.idx.find(n.MachineID), int32(-1)
-	if j.c != nil {
+	switch {
+	case j.c != nil:
 		ci = j.c.idx.find(n.ClusterID)
-	} else {
-		j.cOK = false // its cluster is looked up once the clusters are laid out
+	case j.cOK:
+		// The clusters moved and are not laid out again yet: a walk from
+		// the newest, whose nodes these mostly are (a create's).
+		for k := len(clusters) - 1; k >= 0; k-- {
+			if clusters[k].ID == n.ClusterID {
+				ci = int32(k)
+				break
+			}
+		}
 	}
 	if insert {
 		j.nMachine = slices.Insert(j.nMachine, i, mi)
