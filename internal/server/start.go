@@ -212,7 +212,8 @@ func (b *boot) register(ctx context.Context) error {
 	return nil
 }
 
-// drivers builds the Kubernetes router, the machine provider, the
+// drivers builds the fleet's driver (driver.Router over the Kubernetes
+// and Slurm platforms, and the simulation), the machine provider, the
 // controller, the metrics and the meter.
 func (b *boot) drivers() error {
 	o, s := b.o, b.s
@@ -231,8 +232,9 @@ func (b *boot) drivers() error {
 	logClientGo(o.Log.With("component", "client-go"))
 	st, sealer := s.Store, b.sealer
 	// One column holds a cluster's attachment: a kubeconfig, or a SLURM
-	// cluster's slurm.conf. Each router loads its own platform's.
-	attachment := func(platform domain.ClusterType) func(ctx context.Context, id string) ([]byte, error) {
+	// cluster's slurm.conf. Each platform loads its own (the registrar
+	// and the queue manager ask the Kubernetes one of any cluster).
+	attachment := func(platform domain.ClusterType) driver.Loader {
 		return func(ctx context.Context, id string) ([]byte, error) {
 			c, err := st.GetCluster(ctx, id)
 			if err != nil {
@@ -248,7 +250,7 @@ func (b *boot) drivers() error {
 			return sealer.Open(sealed, id)
 		}
 	}
-	s.Kube = kube.NewRouter(attachment(domain.ClusterKubernetes), s.Sim, kopts)
+	s.Kube = kube.NewPlatform(attachment(domain.ClusterKubernetes), kopts)
 	dir, err := b.slurmDir()
 	if err != nil {
 		return err
@@ -256,7 +258,7 @@ func (b *boot) drivers() error {
 	b.o.Slurm.Dir = dir // the attach check's copies too
 	sopts := b.o.Slurm
 	sopts.Log, sopts.Clock = o.Log, clk
-	s.Slurm = slurm.NewRouter(attachment(domain.ClusterSlurm), s.Sim, sopts)
+	s.Slurm = slurm.NewPlatform(attachment(domain.ClusterSlurm), sopts)
 	s.Drivers = driver.NewRouter(func(ctx context.Context, id string) (domain.ClusterType, error) {
 		c, err := st.GetCluster(ctx, id)
 		if err != nil {
@@ -266,7 +268,7 @@ func (b *boot) drivers() error {
 			return domain.ClusterSlurm, nil
 		}
 		return domain.ClusterKubernetes, nil
-	}, map[domain.ClusterType]driver.Platform{domain.ClusterKubernetes: s.Kube, domain.ClusterSlurm: s.Slurm}, s.Sim)
+	}, map[domain.ClusterType]driver.Drivers{domain.ClusterKubernetes: s.Kube, domain.ClusterSlurm: s.Slurm}, s.Sim)
 	machines, closeMachines, err := machineProvider(o, s)
 	if err != nil {
 		return err
@@ -573,8 +575,7 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 	<-queued
 	<-hooked
 	// A later term starts the watches again, from a fresh LIST.
-	s.Kube.Close()
-	s.Slurm.Close()
+	s.Drivers.Close()
 }
 
 // queues is the term's queue integrations (Kueue's admission check, the
@@ -631,8 +632,7 @@ func (b *boot) serve(ctx context.Context) {
 		<-usesDone // before the store closes
 		b.api.CloseSimulations()
 		b.closeMachines()
-		s.Kube.Close()
-		s.Slurm.Close()
+		s.Drivers.Close()
 		s.Store.Close()
 		b.unlock()
 		s.done <- err
