@@ -47,11 +47,20 @@ func TestPolling(t *testing.T) {
 	if n := lines(runs); n != 1 {
 		t.Errorf("hook ran %d times, want 1", n)
 	}
-	// The result was reported and forgotten: the next call runs it again.
-	if done, err := p.Prepare(context.Background(), testMachine, testSpec); done || err != nil {
-		t.Fatalf("call after success = %v, %v", done, err)
+	// The success stays: asked again (the controller does on every turn
+	// until the node registers), it is done and the hook does not run.
+	for range 3 {
+		if done, err := p.Prepare(context.Background(), testMachine, testSpec); !done || err != nil {
+			t.Fatalf("call after success = %v, %v; want done", done, err)
+		}
 	}
-	if err := until(prepare(p, testMachine, testSpec)); err != nil {
+	if n := lines(runs); n != 1 {
+		t.Errorf("hook ran %d times, want 1", n)
+	}
+	// Another node on the machine runs it anew.
+	other := testSpec
+	other.NodeName = "gpu-preemptible-dp-4"
+	if err := until(prepare(p, testMachine, other)); err != nil {
 		t.Fatal(err)
 	}
 	eventuallyRuns(2)
