@@ -1,5 +1,5 @@
 // Package testworld runs a sparecap server's insides in a test: the
-// controller, the Kubernetes router and the queue manager on one SQLite
+// controller, the fleet's driver and the queue manager on one SQLite
 // store, driving the clusters attached to it (a mini cluster, whose
 // kubelets kwok plays, or a plain API server, whose nodes the register
 // provider creates) and the simulation for the others. The queue
@@ -38,7 +38,7 @@ const (
 	GPU    = "RTX_6000_PCI"
 )
 
-// world is a sparecap server's insides (controller, Kubernetes router,
+// world is a sparecap server's insides (controller, the fleet's driver,
 // queue manager) on one SQLite store, driving the clusters attached to it,
 // and the simulation for the others. Machines of attached clusters boot
 // as kwok nodes of the mini cluster (kwokProvider), or, for a cluster on
