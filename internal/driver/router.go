@@ -7,9 +7,9 @@ import (
 	"github.com/sparecap/sparecap/internal/domain"
 )
 
-// Platform is the drivers of one platform's clusters (Kubernetes, Slurm):
-// a cluster's driver is built from what is attached to it.
-type Platform interface {
+// Drivers is one platform's drivers as a Router sees them, whatever their
+// type: a *Platform[D].
+type Drivers interface {
 	// Driver returns the cluster's driver, built on first use; nil when
 	// nothing of this platform is attached to the cluster.
 	Driver(ctx context.Context, clusterID string) (ClusterDriver, error)
@@ -20,6 +20,8 @@ type Platform interface {
 	Reload(clusterID string)
 	// SetHooks sets the hooks of every driver the platform builds.
 	SetHooks(h Hooks)
+	// Close closes every driver.
+	Close()
 }
 
 // Router is the ClusterDriver of the whole fleet: each call goes, by the
@@ -28,14 +30,14 @@ type Platform interface {
 type Router struct {
 	Routed    // every call, on the driver pick chooses
 	typeOf    func(ctx context.Context, clusterID string) (domain.ClusterType, error)
-	platforms map[domain.ClusterType]Platform
+	platforms map[domain.ClusterType]Drivers
 	fallback  ClusterDriver
 	types     sync.Map // cluster ID → domain.ClusterType: it never changes
 }
 
 // NewRouter returns the router over platforms by cluster type; typeOf
 // tells a cluster's type, asked once per cluster.
-func NewRouter(typeOf func(ctx context.Context, clusterID string) (domain.ClusterType, error), platforms map[domain.ClusterType]Platform, fallback ClusterDriver) *Router {
+func NewRouter(typeOf func(ctx context.Context, clusterID string) (domain.ClusterType, error), platforms map[domain.ClusterType]Drivers, fallback ClusterDriver) *Router {
 	r := &Router{typeOf: typeOf, platforms: platforms, fallback: fallback}
 	r.Routed.Pick = r.pick
 	return r
@@ -43,7 +45,7 @@ func NewRouter(typeOf func(ctx context.Context, clusterID string) (domain.Cluste
 
 // platform is the platform of the cluster's type, nil for a type none
 // drives.
-func (r *Router) platform(ctx context.Context, clusterID string) (Platform, error) {
+func (r *Router) platform(ctx context.Context, clusterID string) (Drivers, error) {
 	t, ok := r.types.Load(clusterID)
 	if !ok {
 		typ, err := r.typeOf(ctx, clusterID)
@@ -56,12 +58,46 @@ func (r *Router) platform(ctx context.Context, clusterID string) (Platform, erro
 	return r.platforms[t.(domain.ClusterType)], nil
 }
 
+// pick is the cluster's driver: its platform's, or the fallback when
+// nothing of its platform is attached to it (or no platform drives its
+// type).
 func (r *Router) pick(ctx context.Context, clusterID string) (ClusterDriver, error) {
 	p, err := r.platform(ctx, clusterID)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
+	case p == nil:
+		return r.fallback, nil
 	}
-	return Pick(ctx, p, r.fallback, clusterID)
+	d, err := p.Driver(ctx, clusterID)
+	switch {
+	case err != nil:
+		return nil, err
+	case d == nil:
+		return r.fallback, nil
+	}
+	return d, nil
+}
+
+// known is, without building one, the cluster's driver once the cluster
+// has been used (its platform's, or the fallback); nil before.
+func (r *Router) known(clusterID string) ClusterDriver {
+	t, ok := r.types.Load(clusterID)
+	if !ok {
+		return nil
+	}
+	p := r.platforms[t.(domain.ClusterType)]
+	if p == nil {
+		return r.fallback
+	}
+	d, ok := p.Known(clusterID)
+	switch {
+	case !ok:
+		return nil
+	case d == nil:
+		return r.fallback
+	}
+	return d
 }
 
 // Load asks the cluster's driver, or the fallback for a cluster with
@@ -88,65 +124,6 @@ func (r *Router) Tells(clusterID string) bool {
 	return Tells(r.known(clusterID), clusterID)
 }
 
-// known is the cluster's driver once the cluster has been used, nil
-// before.
-func (r *Router) known(clusterID string) ClusterDriver {
-	t, ok := r.types.Load(clusterID)
-	if !ok {
-		return nil
-	}
-	return KnownOn(r.platforms[t.(domain.ClusterType)], r.fallback, clusterID)
-}
-
-// Pick is the driver of a cluster of platform p: p's driver of it, or
-// fallback when nothing of p is attached to it (or p is nil).
-func Pick(ctx context.Context, p Platform, fallback ClusterDriver, clusterID string) (ClusterDriver, error) {
-	if p == nil {
-		return fallback, nil
-	}
-	d, err := p.Driver(ctx, clusterID)
-	if err != nil {
-		return nil, err
-	}
-	if d == nil {
-		return fallback, nil
-	}
-	return d, nil
-}
-
-// KnownOn is, without building one, the driver of a cluster of platform
-// p once it was looked up: p's driver, or fallback when nothing of p is
-// attached to it (or p is nil); nil before it was looked up.
-func KnownOn(p Platform, fallback ClusterDriver, clusterID string) ClusterDriver {
-	if p == nil {
-		return fallback
-	}
-	d, ok := p.Known(clusterID)
-	switch {
-	case !ok:
-		return nil
-	case d == nil:
-		return fallback
-	}
-	return d
-}
-
-// LoadOn is the Load of KnownOn's driver (unknown before it is looked up).
-func LoadOn(p Platform, fallback ClusterDriver, clusterID, nodeName string) domain.NodeLoad {
-	if d := KnownOn(p, fallback, clusterID); d != nil {
-		return d.Load(clusterID, nodeName)
-	}
-	return domain.NodeLoad{}
-}
-
-// RunningOn is the Running of KnownOn's driver.
-func RunningOn(p Platform, fallback ClusterDriver, clusterID, nodeName string) ([]domain.Running, bool) {
-	if d := KnownOn(p, fallback, clusterID); d != nil {
-		return d.Running(clusterID, nodeName)
-	}
-	return nil, false
-}
-
 // SetHooks sets the hooks of every platform's drivers and the fallback's.
 func (r *Router) SetHooks(h Hooks) {
 	for _, p := range r.platforms {
@@ -162,6 +139,14 @@ func (r *Router) Reload(clusterID string) {
 	r.types.Delete(clusterID)
 	for _, p := range r.platforms {
 		p.Reload(clusterID)
+	}
+}
+
+// Close stops every platform's drivers (their watches, their polls); a
+// later call builds them again.
+func (r *Router) Close() {
+	for _, p := range r.platforms {
+		p.Close()
 	}
 }
 

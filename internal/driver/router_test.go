@@ -9,70 +9,28 @@ import (
 	"github.com/sparecap/sparecap/internal/domain"
 )
 
-// named is a ClusterDriver that says who it is through Health and Idle.
-type named struct {
-	name string
-	idle bool
-}
-
-func (n *named) AddNode(context.Context, NodeSpec) error                   { return nil }
-func (n *named) MarkDraining(context.Context, string, string, Marks) error { return nil }
-func (n *named) ListWork(context.Context, string, string) ([]Work, error)  { return nil, nil }
-func (n *named) Notify(context.Context, string, string, Work, time.Time) error {
-	return nil
-}
-func (n *named) PostNotice(context.Context, string, string, *Work, Notice) error { return nil }
-func (n *named) Release(context.Context, string, string) error                   { return nil }
-func (n *named) SetClass(context.Context, NodeSpec) error                        { return nil }
-func (n *named) Health(context.Context, string, string) (NodeHealth, error) {
-	return NodeHealth{Lost: n.name}, nil
-}
-func (n *named) Load(string, string) domain.NodeLoad {
-	return domain.NodeLoad{Known: true, Idle: n.idle}
-}
-func (n *named) Running(string, string) ([]domain.Running, bool) {
-	return []domain.Running{{Key: n.name}}, true
-}
-func (n *named) SetHooks(Hooks) {}
-
-// platform drives the clusters in attached; the others have nothing
-// attached.
-type platform struct {
-	attached map[string]*named
-	known    map[string]bool
-	reloads  []string
-	hooked   bool
-}
-
-func (p *platform) Driver(_ context.Context, id string) (ClusterDriver, error) {
-	p.known[id] = true
-	if d := p.attached[id]; d != nil {
-		return d, nil
+// testPlatform is a platform whose attached clusters' drivers are named
+// for the platform and the cluster; it counts what it builds.
+func testPlatform(name string, attached ...string) (*Platform[*named], map[string]int) {
+	a := attachments{}
+	for _, id := range attached {
+		a[id] = true
 	}
-	return nil, nil
+	builds := map[string]int{}
+	return NewPlatform(name, a.load, func(_ context.Context, id string, _ []byte, _ Hooks) (*named, error) {
+		builds[id]++
+		return &named{name: name + "-" + id, idle: name == "kube"}, nil
+	}, nil), builds
 }
-
-func (p *platform) Known(id string) (ClusterDriver, bool) {
-	if !p.known[id] {
-		return nil, false
-	}
-	if d := p.attached[id]; d != nil {
-		return d, true
-	}
-	return nil, true
-}
-
-func (p *platform) Reload(id string) { p.reloads = append(p.reloads, id); delete(p.known, id) }
-func (p *platform) SetHooks(Hooks)   { p.hooked = true }
 
 // TestRouter: a call goes by the cluster's type to its platform's driver
 // of the cluster, or to the fallback when nothing is attached or no
-// platform drives the type; the type is asked once per cluster; Idle
-// never builds a driver; Reload and SetHooks reach every platform.
+// platform drives the type; the type is asked once per cluster; Load and
+// Running never build a driver; Reload, SetHooks and Close reach every
+// platform.
 func TestRouter(t *testing.T) {
-	kd, sd := &named{name: "kube-a", idle: true}, &named{name: "slurm-b"}
-	kube := &platform{attached: map[string]*named{"a": kd}, known: map[string]bool{}}
-	slurm := &platform{attached: map[string]*named{"b": sd}, known: map[string]bool{}}
+	kube, kubeBuilds := testPlatform("kube", "a")
+	slurm, _ := testPlatform("slurm", "b")
 	sim := &named{name: "sim", idle: true}
 	types := map[string]domain.ClusterType{"a": domain.ClusterKubernetes, "b": domain.ClusterSlurm,
 		"c": domain.ClusterKubernetes, "d": domain.ClusterSlurm, "e": "OTHER"}
@@ -84,11 +42,11 @@ func TestRouter(t *testing.T) {
 			return "", errors.New("no such cluster")
 		}
 		return typ, nil
-	}, map[domain.ClusterType]Platform{domain.ClusterKubernetes: kube, domain.ClusterSlurm: slurm}, sim)
+	}, map[domain.ClusterType]Drivers{domain.ClusterKubernetes: kube, domain.ClusterSlurm: slurm}, sim)
 
 	ctx := context.Background()
-	if l := r.Load("a", "n"); l.Idle || l.Known {
-		t.Fatal("Idle of a cluster not used yet is known")
+	if l := r.Load("a", "n"); l.Idle || l.Known || kubeBuilds["a"] != 0 {
+		t.Fatal("Load of a cluster not used yet is known, or built its driver")
 	}
 	for id, want := range map[string]string{"a": "kube-a", "b": "slurm-b", "c": "sim", "d": "sim", "e": "sim"} {
 		for range 2 {
@@ -100,6 +58,9 @@ func TestRouter(t *testing.T) {
 		if asked[id] != 1 {
 			t.Errorf("cluster %s's type asked %d times, want once", id, asked[id])
 		}
+	}
+	if kubeBuilds["a"] != 1 {
+		t.Errorf("a's driver built %d times, want once", kubeBuilds["a"])
 	}
 	if _, err := r.Health(ctx, "z", "n"); err == nil {
 		t.Error("a cluster whose type cannot be told went somewhere")
@@ -117,19 +78,51 @@ func TestRouter(t *testing.T) {
 	if _, ok := r.Running("z", "n"); ok {
 		t.Error("Running of a cluster never used is known")
 	}
+	a, _ := kube.Attached(ctx, "a")
 	r.Reload("a")
-	if len(kube.reloads) != 1 || len(slurm.reloads) != 1 {
-		t.Errorf("Reload reached %v and %v", kube.reloads, slurm.reloads)
+	if !a.closed.Load() {
+		t.Error("Reload did not close the cluster's driver")
 	}
-	if r.Load("a", "n").Known {
-		t.Error("Idle after a Reload built the driver again")
+	if r.Load("a", "n").Known || kubeBuilds["a"] != 1 {
+		t.Error("Load after a Reload built the driver again")
 	}
-	if h, _ := r.Health(ctx, "a", "n"); h.Lost != "kube-a" || asked["a"] != 2 {
+	if h, _ := r.Health(ctx, "a", "n"); h.Lost != "kube-a" || asked["a"] != 2 || kubeBuilds["a"] != 2 {
 		t.Errorf("after a Reload: went to %q, type asked %d times (want again)", h.Lost, asked["a"])
 	}
-	r.SetHooks(Hooks{})
-	if !kube.hooked || !slurm.hooked {
-		t.Error("SetHooks did not reach every platform")
+	b, _ := slurm.Attached(ctx, "b")
+	r.Close()
+	if a, _ := kube.Known("a"); a != nil || !b.closed.Load() {
+		t.Error("Close did not close every platform's drivers")
+	}
+}
+
+// TestRouterHooks: the hooks set on the router reach the fallback, the
+// drivers built already and those built later, on every platform.
+func TestRouterHooks(t *testing.T) {
+	kube, _ := testPlatform("kube", "a", "c")
+	slurm, _ := testPlatform("slurm", "b")
+	sim := &named{name: "sim"}
+	types := map[string]domain.ClusterType{"a": domain.ClusterKubernetes, "b": domain.ClusterSlurm, "c": domain.ClusterKubernetes}
+	r := NewRouter(func(_ context.Context, id string) (domain.ClusterType, error) { return types[id], nil },
+		map[domain.ClusterType]Drivers{domain.ClusterKubernetes: kube, domain.ClusterSlurm: slurm}, sim)
+	ctx := context.Background()
+	r.Health(ctx, "a", "n")
+	woken := map[string]int{}
+	r.SetHooks(Hooks{Wake: func(_, node string, _ time.Time) { woken[node]++ }})
+	r.Health(ctx, "b", "n")
+	r.Health(ctx, "c", "n")
+	a, _ := kube.Attached(ctx, "a")
+	b, _ := slurm.Attached(ctx, "b")
+	c, _ := kube.Attached(ctx, "c")
+	for _, d := range []*named{a, b, c, sim} {
+		if h := d.hooks.Load(); h != nil && h.Wake != nil {
+			h.Wake("x", d.name, time.Time{})
+		}
+	}
+	for _, n := range []string{"kube-a", "slurm-b", "kube-c", "sim"} {
+		if woken[n] != 1 {
+			t.Errorf("%s's hooks are not the router's (woken %v)", n, woken)
+		}
 	}
 }
 

@@ -1,9 +1,8 @@
 // Package kube drives tenants' Kubernetes clusters with client-go: it
 // implements driver.ClusterDriver against each attached cluster's API
-// server (Cluster), routes every call to the right cluster or to the
-// simulated driver for clusters without a kubeconfig (Router), and can
-// stand in for a kubelet joining, for clusters whose nodes register by
-// other means (Registrar).
+// server (Cluster), built from the cluster's kubeconfig as the Kubernetes
+// platform of driver.Router (NewPlatform), and can stand in for a kubelet
+// joining, for clusters whose nodes register by other means (Registrar).
 //
 // Reading the pods on a node goes through an informer (a watch, not
 // polling), which also tells the controller the moment a draining node's
@@ -84,8 +83,8 @@ type Options struct {
 	// released at once), a managed Node deleted or changing readiness (a
 	// lost node), what the driver learns of the cluster's permissions
 	// (the check each driver makes when it starts, and each permission a
-	// call was refused, once, not once per pod). Router.SetHooks sets
-	// them for every cluster.
+	// call was refused, once, not once per pod). The platform
+	// (NewPlatform) sets them for every cluster.
 	Hooks driver.Hooks
 	// RegisterNodes: the register machine provider creates Nodes and
 	// reports them Ready, so the permission check asks for that too.

@@ -54,7 +54,8 @@ type fixture struct {
 	ctx    context.Context
 	st     store.Store
 	ctrl   *controller.Controller
-	router *kube.Router
+	router *driver.Router
+	kube   *kube.Platform
 	sim    *sim.Fleet
 }
 
@@ -91,13 +92,14 @@ func newFixture(t testing.TB, cfg fixtureConfig) *fixture {
 	if kc == nil {
 		kc = env.Kubeconfig()
 	}
-	router := kube.NewRouter(func(_ context.Context, id string) ([]byte, error) {
+	kubes := kube.NewPlatform(func(_ context.Context, id string) ([]byte, error) {
 		if slices.Contains(cfg.attached, id) {
 			return kc, nil
 		}
 		return nil, nil
-	}, fl, cfg.opts)
-	var machines driver.MachineProvider = kube.NewRegistrar(router, fl)
+	}, cfg.opts)
+	router := kubeRouter(kubes, fl)
+	var machines driver.MachineProvider = kube.NewRegistrar(kubes, fl)
 	if cfg.provider != nil {
 		machines = cfg.provider(machines)
 	}
@@ -105,7 +107,7 @@ func newFixture(t testing.TB, cfg fixtureConfig) *fixture {
 		DrainWindow: cfg.window, Cooldown: -1, Interval: time.Second,
 		NodeLostAfter: cfg.nodeLostAfter, RegisterTimeout: cfg.registerTimeout, ConvertEvery: time.Second,
 	}, nil)
-	f := &fixture{t: t, ctx: ctx, st: st, ctrl: ctrl, router: router, sim: fl}
+	f := &fixture{t: t, ctx: ctx, st: st, ctrl: ctrl, router: router, kube: kubes, sim: fl}
 	err = st.Update(ctx, func(tx store.Tx) error {
 		if err := tx.CreateProject(ctx, domain.Project{ID: "p", CreatedAt: time.Now()}); err != nil {
 			return err
@@ -129,6 +131,14 @@ func newFixture(t testing.TB, cfg fixtureConfig) *fixture {
 		st.Close()
 	})
 	return f
+}
+
+// kubeRouter is the fleet's driver of a server whose clusters are all
+// Kubernetes ones: the platform's driver for a cluster with a kubeconfig,
+// the simulation for the others.
+func kubeRouter(p *kube.Platform, fallback driver.ClusterDriver) *driver.Router {
+	return driver.NewRouter(func(context.Context, string) (domain.ClusterType, error) { return domain.ClusterKubernetes, nil },
+		map[domain.ClusterType]driver.Drivers{domain.ClusterKubernetes: p}, fallback)
 }
 
 // createCluster creates a cluster with standard and preemptible GPUs.

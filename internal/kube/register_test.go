@@ -28,9 +28,10 @@ func TestRegisterProviderNodesAreSchedulable(t *testing.T) {
 		t.Fatal(err)
 	}
 	kc := env.Kubeconfig()
-	router := kube.NewRouter(func(context.Context, string) ([]byte, error) { return kc, nil }, fl, kube.Options{})
+	kubes := kube.NewPlatform(func(context.Context, string) ([]byte, error) { return kc, nil }, kube.Options{})
+	router := kubeRouter(kubes, fl)
 	defer router.Close()
-	reg := kube.NewRegistrar(router, fl)
+	reg := kube.NewRegistrar(kubes, fl)
 	reg.Every = 300 * time.Millisecond
 	go reg.Run(ctx)
 

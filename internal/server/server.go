@@ -202,9 +202,9 @@ type Server struct {
 	// and to the simulation when nothing is attached to the cluster.
 	Drivers *driver.Router
 	// Kube drives the Kubernetes clusters with a kubeconfig attached.
-	Kube *kube.Router
+	Kube *kube.Platform
 	// Slurm drives the SLURM clusters with a slurm.conf attached.
-	Slurm *slurm.Router
+	Slurm *slurm.Platform
 	Clock clock.Clock
 	// Speed of the clock relative to real time.
 	Speed float64
@@ -247,6 +247,7 @@ func machineProvider(o Options, s *Server) (driver.MachineProvider, func(), erro
 	case "register":
 		// The registrar posts its nodes' heartbeats until the server stops.
 		r := kube.NewRegistrar(s.Kube, s.Sim)
+		r.Wall, r.Log = o.Clock, o.Log
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { r.Run(ctx); close(done) }()

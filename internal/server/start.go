@@ -25,7 +25,6 @@ import (
 	"github.com/sparecap/sparecap/internal/console"
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/domain"
-	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/fleet"
 	"github.com/sparecap/sparecap/internal/guard"
 	"github.com/sparecap/sparecap/internal/ha"
@@ -212,8 +211,8 @@ func (b *boot) register(ctx context.Context) error {
 	return nil
 }
 
-// drivers builds the Kubernetes router, the machine provider, the
-// controller, the metrics and the meter.
+// drivers builds the fleet's driver (platforms), the machine provider,
+// the controller, the metrics and the meter.
 func (b *boot) drivers() error {
 	o, s := b.o, b.s
 	clk := s.Clock
@@ -222,51 +221,9 @@ func (b *boot) drivers() error {
 		// Poll about 10 times a wall second whatever the speed.
 		interval = time.Duration(float64(100*time.Millisecond) * o.Speed)
 	}
-	kopts := o.Kube
-	kopts.Log, kopts.Clock, kopts.Wall = o.Log, clk, o.Clock
-	kopts.AllowKubeconfigPlugins = o.AllowKubeconfigPlugins
-	kopts.RegisterNodes = o.MachineProvider == "register"
-	// client-go logs through klog (a watch that lost its API server, say):
-	// send that to the server's log rather than bare to stderr.
-	logClientGo(o.Log.With("component", "client-go"))
-	st, sealer := s.Store, b.sealer
-	// One column holds a cluster's attachment: a kubeconfig, or a SLURM
-	// cluster's slurm.conf. Each router loads its own platform's.
-	attachment := func(platform domain.ClusterType) func(ctx context.Context, id string) ([]byte, error) {
-		return func(ctx context.Context, id string) ([]byte, error) {
-			c, err := st.GetCluster(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			if (c.Type == domain.ClusterSlurm) != (platform == domain.ClusterSlurm) {
-				return nil, nil
-			}
-			sealed, err := st.GetKubeconfig(ctx, id)
-			if err != nil || sealed == nil {
-				return nil, err
-			}
-			return sealer.Open(sealed, id)
-		}
-	}
-	s.Kube = kube.NewRouter(attachment(domain.ClusterKubernetes), s.Sim, kopts)
-	dir, err := b.slurmDir()
-	if err != nil {
+	if err := b.platforms(); err != nil {
 		return err
 	}
-	b.o.Slurm.Dir = dir // the attach check's copies too
-	sopts := b.o.Slurm
-	sopts.Log, sopts.Clock = o.Log, clk
-	s.Slurm = slurm.NewRouter(attachment(domain.ClusterSlurm), s.Sim, sopts)
-	s.Drivers = driver.NewRouter(func(ctx context.Context, id string) (domain.ClusterType, error) {
-		c, err := st.GetCluster(ctx, id)
-		if err != nil {
-			return "", err
-		}
-		if c.Type == domain.ClusterSlurm {
-			return domain.ClusterSlurm, nil
-		}
-		return domain.ClusterKubernetes, nil
-	}, map[domain.ClusterType]driver.Platform{domain.ClusterKubernetes: s.Kube, domain.ClusterSlurm: s.Slurm}, s.Sim)
 	machines, closeMachines, err := machineProvider(o, s)
 	if err != nil {
 		return err
@@ -573,8 +530,7 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 	<-queued
 	<-hooked
 	// A later term starts the watches again, from a fresh LIST.
-	s.Kube.Close()
-	s.Slurm.Close()
+	s.Drivers.Close()
 }
 
 // queues is the term's queue integrations (Kueue's admission check, the
@@ -631,8 +587,7 @@ func (b *boot) serve(ctx context.Context) {
 		<-usesDone // before the store closes
 		b.api.CloseSimulations()
 		b.closeMachines()
-		s.Kube.Close()
-		s.Slurm.Close()
+		s.Drivers.Close()
 		s.Store.Close()
 		b.unlock()
 		s.done <- err

@@ -1,8 +1,7 @@
 // Package slurm drives tenants' Slurm clusters (22.05 and later) with
 // Slurm's own client commands: it implements driver.ClusterDriver against
-// each attached cluster's slurmctld (Cluster), and routes every call to
-// the right cluster, or to the next driver for clusters that are not Slurm
-// (Router).
+// each attached cluster's slurmctld (Cluster), built from the cluster's
+// slurm.conf as the Slurm platform of driver.Router (NewPlatform).
 //
 // Slurm 22.05's REST API cannot drain, requeue, create or delete nodes, so
 // the driver runs scontrol, squeue, scancel and sinfo, each call bounded

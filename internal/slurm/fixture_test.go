@@ -25,7 +25,7 @@ const (
 )
 
 // fixture is a sparecap controller on SQLite driving a Slurm of its own
-// (a new slurmctld and munge key per test) through the Slurm router, with
+// (a new slurmctld and munge key per test) through the Slurm platform, with
 // a machine provider that boots each node's slurmd as a machine's boot
 // hook does.
 type fixture struct {
@@ -34,7 +34,7 @@ type fixture struct {
 	env    *slurmenv.Env
 	st     store.Store
 	ctrl   *controller.Controller
-	router *slurm.Router
+	router *driver.Router
 }
 
 type fixtureConfig struct {
@@ -64,9 +64,11 @@ func newFixture(t testing.TB, cfg fixtureConfig) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	router := slurm.NewRouter(func(context.Context, string) ([]byte, error) { return conf, nil }, fl,
+	slurms := slurm.NewPlatform(func(context.Context, string) ([]byte, error) { return conf, nil },
 		slurm.Options{PollEvery: 250 * time.Millisecond, ProbeEvery: 250 * time.Millisecond, Log: testLog(),
 			AuthSocketDir: filepath.Dir(e.MungeSocket())})
+	router := driver.NewRouter(func(context.Context, string) (domain.ClusterType, error) { return domain.ClusterSlurm, nil },
+		map[domain.ClusterType]driver.Drivers{domain.ClusterSlurm: slurms}, fl)
 	ctrl := controller.New(st, router, &bootProvider{env: e}, clk, controller.Config{
 		DrainWindow: cfg.window, Cooldown: -1, Interval: 500 * time.Millisecond,
 	}, nil)

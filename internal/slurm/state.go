@@ -251,28 +251,39 @@ func (c *Cluster) invalidate() {
 }
 
 // changed tells the controller what changed between two polls, node by
-// node: a draining node of the cluster's whose last job ended, one that
-// went or stopped responding.
+// node: what a node's steps wait for. AddNode waits for a node to
+// register, respond, be adopted (a node may join without the cluster's
+// feature, which AddNode gives it) and not be drained; a drain for its
+// last job to end; a lost node for it to stop responding or go. So a node
+// of the cluster's, or one it may adopt, is woken when it registers or
+// starts or stops responding; one of the cluster's also when it is
+// adopted, drained or resumed, or draining and its last job ended, and
+// when it goes or stops being the cluster's.
 func (c *Cluster) changed(prev, next *snapshot) {
 	if prev == nil {
 		return
 	}
 	for name, p := range prev.nodes {
-		if !c.managed(p) {
-			continue
-		}
-		n, ok := next.nodes[name]
-		switch {
-		case !ok || p.responding() != n.responding():
-			c.wake(name)
-		case n.drained() && len(next.work(name)) == 0 && len(prev.work(name)) > 0:
+		if n, ok := next.nodes[name]; c.managed(p) && (!ok || !c.managed(n)) {
 			c.wake(name)
 		}
 	}
 	for name, n := range next.nodes {
-		if _, seen := prev.nodes[name]; !seen && c.managed(n) {
-			c.wake(name) // registered: its provisioning step asks again
+		own := c.ownership(n)
+		if own == theirs {
+			continue
 		}
+		p, seen := prev.nodes[name]
+		switch {
+		case !seen, p.responding() != n.responding():
+		case own != ours:
+			continue
+		case !c.managed(p), p.drained() != n.drained():
+		case n.drained() && len(next.work(name)) == 0 && len(prev.work(name)) > 0:
+		default:
+			continue
+		}
+		c.wake(name)
 	}
 }
 
@@ -285,7 +296,7 @@ func (c *Cluster) wake(name string) {
 }
 
 // Tells: the driver's poll wakes a node whenever what its step waits for
-// changes (its last job ended, it stopped responding, it registered).
+// changes (see changed).
 func (c *Cluster) Tells(string) bool { return true }
 
 // work lists the jobs that count as work on the node: active ones, and

@@ -102,12 +102,14 @@ func TestBatchWorkSurvivesReclaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	kc := e.Kubeconfig()
-	router := kube.NewRouter(func(_ context.Context, id string) ([]byte, error) {
+	kubes := kube.NewPlatform(func(_ context.Context, id string) ([]byte, error) {
 		if id == "tenant" {
 			return kc, nil
 		}
 		return nil, nil
-	}, fl, kube.Options{Instance: "workload-test"})
+	}, kube.Options{Instance: "workload-test"})
+	router := driver.NewRouter(func(context.Context, string) (domain.ClusterType, error) { return domain.ClusterKubernetes, nil },
+		map[domain.ClusterType]driver.Drivers{domain.ClusterKubernetes: kubes}, fl)
 	ctrl := controller.New(st, router, &kwokProvider{client: c, attached: "tenant", fallback: fl}, clk,
 		controller.Config{DrainWindow: window, Cooldown: -1, Interval: time.Second}, nil)
 	err = st.Update(ctx, func(tx store.Tx) error {

@@ -82,14 +82,17 @@
 // # Polling and idempotency
 //
 // Prepare and Wipe are polled by the controller. The first call for an
-// (action, machine, node, and for provision cluster) starts the hook in the background and returns
-// (false, nil); later calls return (false, nil) while it runs, then
-// (true, nil) once it has succeeded or its error once it has failed. The
-// result is reported once and then forgotten, so the next call after a
-// failure runs the hook again. At most one hook runs per machine: a call for
-// a different action or node waits (returns false) until the running hook
-// has finished, and a result nobody asked for is dropped when another hook
-// starts on that machine.
+// (action, machine, node, and for provision cluster) starts the hook in
+// the background and returns (false, nil); later calls return (false, nil)
+// while it runs, then (true, nil) once it has succeeded or its error once
+// it has failed. A success stays: every later call for the same action and
+// node reports it again and runs nothing (the controller asks Prepare again
+// on each turn until the node registers) until another hook starts on that
+// machine. A failure is reported once and then forgotten, so the next call
+// after it runs the hook again. At most one hook runs per machine: a call
+// for a different action or node waits (returns false) until the running
+// hook has finished, and the result of the last one is dropped when
+// another hook starts on that machine.
 //
 // Hooks must be idempotent. The controller records its intent before
 // acting, so after a crash, or after a run that failed halfway, it calls
@@ -184,7 +187,8 @@ type Provider struct {
 
 	mu     sync.Mutex
 	closed bool
-	// jobs holds each machine's running or unreported hook run.
+	// jobs holds each machine's running hook run, or its last one while
+	// it succeeded or its failure is unreported.
 	jobs map[string]*job
 }
 
@@ -279,15 +283,18 @@ func (p *Provider) poll(ctx context.Context, machineID string, k key, req reques
 		switch {
 		case j.key == k && !j.finished:
 			return false, nil
-		case j.key == k:
+		case j.key == k && j.err != nil:
+			// Reported once: the next call runs the hook again.
 			delete(p.jobs, machineID)
-			return j.err == nil, j.err
+			return false, j.err
+		case j.key == k:
+			return true, nil
 		case !j.finished:
 			// Another hook is busy on this machine; ours starts after it.
 			return false, nil
 		}
-		// A finished run for another key nobody collected: the controller
-		// has moved on, so it is dropped below.
+		// A finished run for another key: the controller has moved on,
+		// so it is dropped below.
 	}
 	j := &job{key: k}
 	p.jobs[machineID] = j

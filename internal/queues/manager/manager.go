@@ -34,7 +34,7 @@ type Fleet interface {
 }
 
 // Drivers gives the Kubernetes driver of an attached cluster (nil when
-// none is attached): kube.Router.
+// none is attached): the Kubernetes platform, kube.Platform.
 type Drivers interface {
 	Attached(ctx context.Context, clusterID string) (*kube.Cluster, error)
 }

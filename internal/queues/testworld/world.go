@@ -1,5 +1,5 @@
 // Package testworld runs a sparecap server's insides in a test: the
-// controller, the Kubernetes router and the queue manager on one SQLite
+// controller, the fleet's driver and the queue manager on one SQLite
 // store, driving the clusters attached to it (a mini cluster, whose
 // kubelets kwok plays, or a plain API server, whose nodes the register
 // provider creates) and the simulation for the others. The queue
@@ -38,7 +38,7 @@ const (
 	GPU    = "RTX_6000_PCI"
 )
 
-// world is a sparecap server's insides (controller, Kubernetes router,
+// world is a sparecap server's insides (controller, the fleet's driver,
 // queue manager) on one SQLite store, driving the clusters attached to it,
 // and the simulation for the others. Machines of attached clusters boot
 // as kwok nodes of the mini cluster (kwokProvider), or, for a cluster on
@@ -55,7 +55,6 @@ type World struct {
 
 	mu      sync.Mutex
 	ctrl    *controller.Controller
-	router  *kube.Router
 	stopRun func()
 }
 
@@ -137,21 +136,23 @@ func MiniCluster(env *kubeenv.Env) Cluster {
 func (w *World) Start() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	router := kube.NewRouter(func(_ context.Context, id string) ([]byte, error) {
+	kubes := kube.NewPlatform(func(_ context.Context, id string) ([]byte, error) {
 		if c, ok := w.attached[id]; ok {
 			return c.Kubeconfig, nil
 		}
 		return nil, nil
-	}, w.sim, kube.Options{Instance: "kueuetest"})
-	ctrl := controller.New(w.st, router, &machines{w: w, register: kube.NewRegistrar(router, w.sim)}, clock.Real{},
+	}, kube.Options{Instance: "kueuetest"})
+	router := driver.NewRouter(func(context.Context, string) (domain.ClusterType, error) { return domain.ClusterKubernetes, nil },
+		map[domain.ClusterType]driver.Drivers{domain.ClusterKubernetes: kubes}, w.sim)
+	ctrl := controller.New(w.st, router, &machines{w: w, register: kube.NewRegistrar(kubes, w.sim)}, clock.Real{},
 		controller.Config{DrainWindow: cmp.Or(w.Window, 2*time.Minute), Cooldown: -1, Interval: time.Second}, nil)
-	qm := &manager.Manager{Fleet: &manager.StoreFleet{Store: w.st, Controller: ctrl}, Drivers: router,
+	qm := &manager.Manager{Fleet: &manager.StoreFleet{Store: w.st, Controller: ctrl}, Drivers: kubes,
 		Options: manager.Options{Resync: time.Second, Rediscover: 2 * time.Second, Refused: ctrl.RecordAccess, Note: ctrl.RecordNote}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { ctrl.Run(ctx) })
 	wg.Go(func() { qm.Run(ctx) })
-	w.ctrl, w.router = ctrl, router
+	w.ctrl = ctrl
 	w.stopRun = func() { cancel(); wg.Wait(); router.Close() }
 }
 
