@@ -57,22 +57,25 @@ func TestPodsGoneWakesTheirNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The nodes' registration wakes them (a node seen ready): those
+	// wake-ups, late under load, are let through first.
+	base := quiet(&kicks)
 	del("tenant-a", "pod-on-busy")
 	time.Sleep(time.Second) // the watch has delivered it
-	if n := kicks.Load(); n != 0 {
+	if n := kicks.Load() - base; n != 0 {
 		t.Fatalf("%d wake-ups for a pod of a node that is not draining", n)
 	}
 	// Only the DaemonSet pod is left: the controller is woken to stop it.
 	del("tenant-a", "pod-on-draining")
 	eventually(t, 10*time.Second, func() error {
-		if kicks.Load() == 0 {
+		if kicks.Load() == base {
 			return errors.New("not woken when the last workload pod went")
 		}
 		return nil
 	})
 	mu.Lock()
-	if woken[0] != "c-kick/draining" {
-		t.Errorf("woke %v, want the draining node", woken)
+	if woken[base] != "c-kick/draining" {
+		t.Errorf("woke %v, want the draining node", woken[base:])
 	}
 	mu.Unlock()
 	// A pod bound to the draining node after its notice wakes it too: the
@@ -85,4 +88,19 @@ func TestPodsGoneWakesTheirNode(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// quiet waits until n has not changed for half a second (at most ten
+// seconds) and returns it.
+func quiet(n *atomic.Int64) int64 {
+	last := n.Load()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(500 * time.Millisecond)
+		cur := n.Load()
+		if cur == last {
+			return cur
+		}
+		last = cur
+	}
+	return last
 }
