@@ -17,6 +17,7 @@ func (pp *Partitioned) Apply(ch Changes) {
 	if !pp.loaded {
 		return
 	}
+	pp.waitIndex()
 	if ch.Reserved {
 		// Which project a reservation is for is every partition's input.
 		pp.res = ch.Reservations

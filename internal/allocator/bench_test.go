@@ -106,3 +106,46 @@ func BenchmarkPlan(b *testing.B) {
 	b.Run("gpus=1M/next", func(b *testing.B) { benchNextPlan(b, 10) })
 	b.Run("gpus=1M/cold", func(b *testing.B) { benchPlan(b, 10, false) })
 }
+
+// BenchmarkPartitioned is what the controller plans with: first, a new
+// leader's first plan (every partition, from nothing: Load and Plan);
+// step, the plan after one node became ready (Apply, then the one
+// partition it moved).
+func BenchmarkPartitioned(b *testing.B) {
+	for _, scale := range []int{1, 10} {
+		name := map[int]string{1: "100k", 10: "1M"}[scale]
+		b.Run("gpus="+name+"/first", func(b *testing.B) { benchPartitionedFirst(b, scale) })
+		b.Run("gpus="+name+"/step", func(b *testing.B) { benchPartitionedStep(b, scale) })
+	}
+}
+
+func benchPartitionedFirst(b *testing.B, scale int) {
+	w := benchWorld(scale, true)
+	s := storeOrder(w.s)
+	b.ReportAllocs()
+	for b.Loop() {
+		var pp Partitioned
+		pp.Load(s)
+		pp.Plan(w.now, Config{}, With{})
+	}
+}
+
+func benchPartitionedStep(b *testing.B, scale int) {
+	w := benchWorld(scale, true)
+	s := storeOrder(w.s)
+	var pp Partitioned
+	pp.Load(s)
+	_, tok := pp.Plan(w.now, Config{}, With{})
+	pp.Settle(tok)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		n := *s.Nodes[i%len(s.Nodes)]
+		i++
+		n.LastError = "" // a write a plan reads: a ready node, written again
+		n.ReadyAt = n.ReadyAt.Add(time.Nanosecond)
+		pp.Apply(Changes{Nodes: []*domain.Node{&n}})
+		_, tok := pp.Plan(w.now, Config{}, With{})
+		pp.Settle(tok)
+	}
+}

@@ -30,10 +30,12 @@ type Partitioned struct {
 	// order is the parts in Compute's partition order.
 	order []*part
 	// mPart and cPart find a machine's and a cluster's part; nPart a live
-	// node's (the part of its machine).
-	mPart map[string]*part
-	cPart map[string]*part
-	nPart map[string]nodeRef
+	// node's (the part of its machine). mPart and nPart are built beside
+	// a Load's first plan: indexed is closed once they are (waitIndex).
+	mPart   map[string]*part
+	cPart   map[string]*part
+	nPart   map[string]nodeRef
+	indexed chan struct{}
 	// deleting are the clusters being deleted; nodes counts each
 	// cluster's nodes not removed.
 	deleting map[string]*part
@@ -101,41 +103,8 @@ func (pp *Partitioned) Reset() {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	pp.loaded, pp.parts, pp.order, pp.res = false, nil, nil, nil
+	pp.waitIndex()
 	pp.mPart, pp.cPart, pp.nPart, pp.deleting, pp.nodes = nil, nil, nil, nil, nil
-}
-
-// Load takes the world of s (a store's snapshot: every table in the
-// store's order); every partition is to be planned.
-func (pp *Partitioned) Load(s Snapshot) {
-	pp.mu.Lock()
-	defer pp.mu.Unlock()
-	pp.loaded, pp.res = true, s.Reservations
-	pp.parts, pp.order = map[partKey]*part{}, nil
-	pp.mPart = make(map[string]*part, len(s.Machines))
-	pp.cPart = make(map[string]*part, len(s.Clusters))
-	pp.nPart = make(map[string]nodeRef, len(s.Nodes))
-	pp.deleting, pp.nodes = map[string]*part{}, make(map[string]int, len(s.Clusters))
-	for i := range s.Machines {
-		p := pp.partOf(s.Machines[i].Region, s.Machines[i].GPUType)
-		p.machines = append(p.machines, s.Machines[i])
-		pp.mPart[s.Machines[i].ID] = p
-	}
-	for i := range s.Clusters {
-		p := pp.partOf(s.Clusters[i].Region, s.Clusters[i].GPUType)
-		p.clusters = append(p.clusters, s.Clusters[i])
-		pp.cPart[s.Clusters[i].ID] = p
-		if s.Clusters[i].Deleting {
-			pp.deleting[s.Clusters[i].ID] = p
-		}
-	}
-	for _, n := range s.Nodes {
-		if p := pp.nodePart(n); p != nil {
-			p.nodes = append(p.nodes, n)
-			pp.nPart[n.ID] = nodeRef{p, n.ClusterID, n.CreatedAt}
-			pp.nodes[n.ClusterID]++
-		}
-	}
-	pp.sortParts()
 }
 
 // partOf returns the part of (region, gpuType), made dirty if new.

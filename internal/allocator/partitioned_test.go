@@ -280,3 +280,23 @@ func (pc *partCheck) checkKept() {
 		}
 	}
 }
+
+// TestPartitionedFirstPlanIsTheWholePlan: a new leader's first plan of a
+// fleet large enough to plan its partitions at once (on several
+// goroutines) is the whole plan.
+func TestPartitionedFirstPlanIsTheWholePlan(t *testing.T) {
+	w := benchWorld(3, true)
+	s := storeOrder(w.s)
+	if len(s.Nodes) < 2*parallelMin {
+		t.Fatalf("%d nodes: too few to plan partitions at once", len(s.Nodes))
+	}
+	var pp Partitioned
+	pp.Load(s)
+	pl, tok := pp.Plan(w.now, Config{}, With{})
+	if err := Covers(s, tok, pl, w.now, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(tok.planned) != 16 {
+		t.Fatalf("%d partitions planned, want every one of 16", len(tok.planned))
+	}
+}

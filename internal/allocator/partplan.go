@@ -1,7 +1,10 @@
 package allocator
 
 import (
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
@@ -20,8 +23,9 @@ func (pp *Partitioned) Plan(now time.Time, cfg Config, with With) (Plan, Token) 
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	var (
-		pl  Plan
-		tok Token
+		pl   Plan
+		tok  Token
+		jobs []partJob
 	)
 	for _, p := range append(slices.Clip(pp.order), pp.withParts(with)...) {
 		w, changed := with.of(p)
@@ -29,12 +33,16 @@ func (pp *Partitioned) Plan(now time.Time, cfg Config, with With) (Plan, Token) 
 			pl.NextWake = earliest(pl.NextWake, p.wake)
 			continue
 		}
-		ppl := pp.planPart(p, w, now, cfg, &pl)
-		if pp.parts[p.key] == p {
-			tok.parts = append(tok.parts, settling{p: p, version: p.version, wake: ppl.NextWake, with: changed})
+		jobs = append(jobs, partJob{p: p, w: w, changed: changed})
+	}
+	pp.planParts(jobs, now, cfg)
+	for _, j := range jobs {
+		if pp.parts[j.p.key] == j.p {
+			tok.parts = append(tok.parts, settling{p: j.p, version: j.p.version, wake: j.pl.NextWake, with: j.changed})
 		}
-		tok.planned = append(tok.planned, p.key)
-		merge(&pl, ppl)
+		tok.planned = append(tok.planned, j.p.key)
+		pl.Clusters = append(pl.Clusters, j.states...)
+		merge(&pl, j.pl)
 	}
 	// Compute places every partition's standard nodes before any
 	// partition's preemptible ones: the same order, so nodes are made (and
@@ -45,23 +53,59 @@ func (pp *Partitioned) Plan(now time.Time, cfg Config, with With) (Plan, Token) 
 	return pl, tok
 }
 
-// planPart plans part p with w's rows in place (swapped in for the plan
+// partJob is one partition to plan, with a request's rows (w), and its
+// plan: its Clusters left out, the states that change in states.
+type partJob struct {
+	p       *part
+	w       With
+	changed bool
+	pl      Plan
+	states  []ClusterState
+}
+
+// planParts plans each job's partition. Partitions share nothing (each
+// has its own rows and planner), so a plan of many large ones (a new
+// leader's first) plans them on up to four goroutines; the results are
+// merged in order after, as if planned one by one.
+func (pp *Partitioned) planParts(jobs []partJob, now time.Time, cfg Config) {
+	nodes := 0
+	for _, j := range jobs {
+		nodes += len(j.p.nodes)
+	}
+	workers := min(runtime.GOMAXPROCS(0), 4, len(jobs))
+	if workers <= 1 || nodes < 2*parallelMin {
+		for i := range jobs {
+			pp.planPart(&jobs[i], now, cfg)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
+				pp.planPart(&jobs[i], now, cfg)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// planPart plans j's part with j's rows in place (swapped in for the plan
 // and back after: nothing outside pp.mu reads the part's rows), through
-// the part's planner, which keeps its indexes and working memory; it adds
-// to pl the states of the part's clusters that change and returns the
-// part's plan (its Clusters left out).
-func (pp *Partitioned) planPart(p *part, w With, now time.Time, cfg Config, pl *Plan) Plan {
-	restore := p.use(w)
+// the part's planner, which keeps its indexes and working memory.
+func (pp *Partitioned) planPart(j *partJob, now time.Time, cfg Config) {
+	p := j.p
+	restore := p.use(j.w)
 	defer restore()
 	s := Snapshot{Machines: p.machines, Reservations: pp.res, Clusters: p.clusters, Nodes: p.nodes}
-	ppl := p.planner.computeKept(s, now, cfg)
-	for i, cs := range ppl.Clusters {
+	j.pl = p.planner.computeKept(s, now, cfg)
+	for i, cs := range j.pl.Clusters {
 		if StateChanged(&s.Clusters[i], cs, now) {
-			pl.Clusters = append(pl.Clusters, cs)
+			j.states = append(j.states, cs)
 		}
 	}
-	ppl.Clusters = nil
-	return ppl
+	j.pl.Clusters = nil
 }
 
 // StateChanged reports whether cs, a plan's state of cluster c, changes
