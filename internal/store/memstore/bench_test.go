@@ -65,7 +65,15 @@ func fill(b *testing.B, st store.Store) {
 		for i := range benchRemoved {
 			ns = append(ns, benchNode(benchMachines+i, fmt.Sprintf("m%05d", i%benchMachines), domain.NodeRemoved))
 		}
-		return tx.CreateNodes(ctx, ns)
+		if err := tx.CreateNodes(ctx, ns); err != nil {
+			return err
+		}
+		es := make([]domain.Event, len(ns))
+		for i, n := range ns {
+			es[i] = domain.Event{ID: "e-" + n.ID, ClusterID: n.ClusterID, NodeID: n.ID, NodeName: n.Name,
+				Reason: domain.ReasonNodeAdded, Timestamp: n.ReadyAt}
+		}
+		return tx.AddEvents(ctx, es)
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -83,8 +91,10 @@ func benchNode(i int, machine string, st domain.NodeState) domain.Node {
 	return n
 }
 
-// BenchmarkUpdateNode: an Update that reads a ready node and writes it
-// back changed, as a node step does.
+// BenchmarkUpdateNode: an Update that reads a node, changes its state
+// (ready to draining and back) and adds the event of that change, as a
+// node step does. The event replaces the node's event of that reason
+// from two steps before.
 func BenchmarkUpdateNode(b *testing.B) {
 	ctx := context.Background()
 	for _, s := range benchStores(b) {
@@ -94,20 +104,35 @@ func BenchmarkUpdateNode(b *testing.B) {
 			for b.Loop() {
 				id := fmt.Sprintf("n%05d", i%benchMachines)
 				i++
-				err := s.st.Update(ctx, func(tx store.Tx) error {
-					n, err := tx.GetNode(ctx, id)
-					if err != nil {
-						return err
-					}
-					n.Notified = !n.Notified
-					return tx.UpdateNode(ctx, n)
-				})
-				if err != nil {
+				if err := s.st.Update(ctx, func(tx store.Tx) error { return step(ctx, tx, id) }); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
+}
+
+// step drains ready node id or makes a draining one ready again, with
+// the event that says so.
+func step(ctx context.Context, tx store.Tx, id string) error {
+	n, err := tx.GetNode(ctx, id)
+	if err != nil {
+		return err
+	}
+	at := n.CreatedAt.Add(2 * time.Hour)
+	e := domain.Event{ID: "e-" + id, ClusterID: n.ClusterID, NodeID: n.ID, NodeName: n.Name, Timestamp: at}
+	if n.State == domain.NodeReady {
+		n.State, n.DrainStartedAt, n.Deadline = domain.NodeDraining, at, at.Add(2*time.Minute)
+		e.Reason, e.Deadline = domain.ReasonPreemptionNotified, n.Deadline
+	} else {
+		n.State, n.DrainStartedAt, n.Deadline = domain.NodeReady, time.Time{}, time.Time{}
+		e.Reason = domain.ReasonNodeAdded
+	}
+	if err := tx.UpdateNode(ctx, n); err != nil {
+		return err
+	}
+	_, err = tx.AddEvent(ctx, e)
+	return err
 }
 
 // BenchmarkSnapshot: the planning state, unchanged since the last
