@@ -17,6 +17,15 @@ func TestConformance(t *testing.T) { storetest.Run(t, newDB) }
 // snapshot (store.Cached) as on the backend itself.
 func TestConformanceCached(t *testing.T) { storetest.RunCached(t, newDB) }
 
+// TestMemory: the leader's copy over this store is a store.Memory.
+func TestMemory(t *testing.T) {
+	storetest.RunMemory(t, func(t *testing.T) store.Memory {
+		c := store.NewCached(newDB(t)(t))
+		c.Enable()
+		return c
+	})
+}
+
 func newDB(t *testing.T) storetest.Opener {
 	path := filepath.Join(t.TempDir(), "sparecap.db")
 	return func(t *testing.T) store.Store {
@@ -28,9 +37,9 @@ func newDB(t *testing.T) storetest.Opener {
 	}
 }
 
-// TestMemory: ":memory:" gives a working private database. It cannot run
+// TestInMemory: ":memory:" gives a working private database. It cannot run
 // the suite, whose Reopen test needs data to outlive Close.
-func TestMemory(t *testing.T) {
+func TestInMemory(t *testing.T) {
 	ctx := t.Context()
 	s, err := sqlite.Open(ctx, ":memory:")
 	if err != nil {

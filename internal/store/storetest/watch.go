@@ -17,6 +17,8 @@ type mirror struct {
 	nodes        map[string]domain.Node
 	reservations []domain.Reservation
 	resets       int
+	// by are the tags of the commits applied (Written.By), in order.
+	by []any
 }
 
 func (m *mirror) Load(s store.Snapshot) {
@@ -34,6 +36,7 @@ func (m *mirror) Load(s store.Snapshot) {
 }
 
 func (m *mirror) Apply(w store.Written) {
+	m.by = append(m.by, w.By)
 	for _, x := range w.Machines {
 		m.machines[x.ID] = x
 	}
