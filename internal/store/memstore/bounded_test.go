@@ -156,7 +156,7 @@ func checkIndexes(t *testing.T, st *state) {
 	})
 	for name, got := range map[string][2]int{
 		"node keys": {st.nodeKeys.Len(), n}, "by state": {st.byState.Len(), n}, "by cluster": {st.byCluster.Len(), n},
-		"by machine": {st.byMachine.Len(), n}, "row numbers": {st.rowidOf.Len(), n}, "live count": {st.liveNodes, live},
+		"by machine": {st.byMachine.Len(), n}, "by name": {st.byName.Len(), live}, "row numbers": {st.rowidOf.Len(), n}, "live count": {st.liveNodes, live},
 		"removed": {st.removed.Len(), removed}, "unmetered": {st.unmetered.Len(), unmetered}, "cleanup": {st.cleanup.Len(), cleanup},
 		"metered":       {min(st.metered.Len(), n), st.metered.Len()},
 		"history order": {st.historyOrder.Len(), st.history.Len()}, "history by cluster": {st.historyByCluster.Len(), st.history.Len()},

@@ -208,6 +208,7 @@ func (t *tx) updateNodes(chunk []domain.Node) error {
 	}
 	for _, r := range rows {
 		t.putNode(r.old, storedNode(*r.n), t.st.metered.has(r.n.ID))
+		t.d.notes.nodes = append(t.d.notes.nodes, r.n.ID)
 	}
 	if absent != "" {
 		// The rows are written; sqlstore writes them again one by one for

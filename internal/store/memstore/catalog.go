@@ -155,6 +155,7 @@ func (t *tx) CreateReservation(ctx context.Context, r domain.Reservation) error 
 	r.CreatedAt = dbTime(r.CreatedAt)
 	t.st.reservations.set(t.gen, r.ID, &r)
 	t.st.reservationOrder.set(t.gen, tid{tkey(r.CreatedAt), r.ID}, &r)
+	t.d.notes.reserved = true
 	return nil
 }
 
@@ -203,6 +204,7 @@ func (t *tx) putMachine(old *domain.Machine, m domain.Machine) {
 	}
 	t.st.machines.set(t.gen, m.ID, &m)
 	t.st.machineOrder.set(t.gen, tid{tkey(m.CreatedAt), m.ID}, &m)
+	t.d.notes.machines = append(t.d.notes.machines, m.ID)
 }
 
 func (v view) ListPrices(ctx context.Context) ([]domain.Price, error) {

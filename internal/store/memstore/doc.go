@@ -39,4 +39,18 @@
 // table as a new slice, in which a written node is a new pointer and every
 // other node the pointer it was. A slice handed out is never changed.
 // When nothing was written a Snapshot allocates nothing.
+//
+// # Memory
+//
+// A Store is a store.Memory, as the leader's copy (store.Cached) is, so
+// the simulator needs no copy of the world besides the store's. Watch
+// hands a watcher the committed version, then, after each Update that
+// commits (through any handle of the DB), what it wrote of the
+// snapshot's tables, as Cached reports it: the writes themselves note
+// the rows they write, which are read back once the Update commits. The
+// watchers are called in commit order, under the writers' lock, and are
+// reset only when the handle they came through is closed. NodeNamed,
+// ActiveOn and ClustersNamed read indexes of the live nodes by cluster
+// and name, of the machines' claims, and of the clusters by project and
+// name.
 package memstore

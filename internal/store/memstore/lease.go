@@ -58,7 +58,7 @@ func (s *Store) AcquireLease(ctx context.Context, holder, address string, ttl ti
 		t.st.leader = leader{holder: holder, address: address, epoch: cur.epoch + 1, expires: at + ttl.Microseconds()}
 		l = t.st.leader.lease(at)
 		return nil
-	})
+	}, false)
 	if err != nil {
 		return store.Lease{}, false, fmt.Errorf("memstore: acquire lease: %w", err)
 	}
@@ -98,7 +98,7 @@ func (s *Store) leaseWrite(ctx context.Context, change func(*leader)) error {
 		change(&t.st.leader)
 		t.wrote = t.st.leader != before
 		return nil
-	})
+	}, false)
 }
 
 func (s *Store) GetLease(ctx context.Context) (store.Lease, error) {

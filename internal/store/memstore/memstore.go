@@ -19,6 +19,10 @@ type DB struct {
 	cur  atomic.Pointer[state]
 	gens atomic.Uint64
 	snap snapshots
+	// notes are what the running Update wrote of the snapshot's tables,
+	// for watchers, which follow every commit of the DB.
+	notes    notes
+	watchers watchers
 }
 
 // NewDB returns an empty database.
@@ -48,10 +52,11 @@ var errClosed = errors.New("memstore: the store is closed")
 // errTxDone answers a write to a transaction whose Update returned.
 var errTxDone = errors.New("memstore: the transaction is over")
 
-// Close closes the handle (the data stays in its DB); calling it again
-// does nothing.
+// Close closes the handle (the data stays in its DB) and resets the
+// watchers that came through it; calling it again does nothing.
 func (s *Store) Close() error {
 	s.closed.Store(true)
+	s.d.watchers.forget(s)
 	return nil
 }
 
@@ -83,13 +88,17 @@ func (d *DB) release() { <-d.lock }
 func (d *DB) nextGen() uint64 { return d.gens.Add(1) }
 
 // Update runs fn on a version of its own of the database and, if fn
-// succeeds, makes that version the committed one. Updates run one at a
-// time, so they are serializable; fn runs once.
+// succeeds, makes that version the committed one and tells the watchers
+// (Watch) what it wrote. Updates run one at a time, so they are
+// serializable; fn runs once.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
-	return s.update(ctx, func(t *tx) error { return fn(t) })
+	return s.update(ctx, func(t *tx) error { return fn(t) }, true)
 }
 
-func (s *Store) update(ctx context.Context, fn func(*tx) error) error {
+// update runs fn as Update does; tell says whether the watchers hear of
+// its commit (the writes of the lease and of token uses are none of
+// theirs).
+func (s *Store) update(ctx context.Context, fn func(*tx) error, tell bool) error {
 	if s.closed.Load() {
 		return errClosed
 	}
@@ -104,6 +113,7 @@ func (s *Store) update(ctx context.Context, fn func(*tx) error) error {
 		}
 	}
 	next := *base
+	s.d.notes.reset()
 	t := &tx{view: view{st: &next}, d: s.d, gen: s.d.nextGen()}
 	// Whichever way fn ends (an error, a panic, runtime.Goexit), the
 	// transaction takes no more writes; only a success commits.
@@ -116,6 +126,9 @@ func (s *Store) update(ctx context.Context, fn func(*tx) error) error {
 	}
 	if t.wrote {
 		s.d.cur.Store(t.st)
+	}
+	if tell {
+		s.d.tell(s.d.cur.Load(), store.TagOf(ctx))
 	}
 	return nil
 }

@@ -31,6 +31,9 @@ type nodeTables struct {
 	// removed: the removed nodes by removal time (NULL first), then ID:
 	// the archiver's candidates.
 	removed tree[tid, struct{}]
+	// byName: the live nodes (not removed) by cluster, name and ID, for
+	// NodeNamed.
+	byName tree[sss, struct{}]
 	// activeOn and pendingOn are, by machine, its one active node and its
 	// one pending node: the schema's partial unique indexes.
 	activeOn, pendingOn tree[string, string]
@@ -54,7 +57,7 @@ func newNodeTables() nodeTables {
 	return nodeTables{
 		nodes: newTree[tid, *domain.Node](cmpTID), nodeKeys: newTree[string, int64](cmpString),
 		byState: newTree[stid, struct{}](cmpSTID), byCluster: newTree[stid, struct{}](cmpSTID),
-		byMachine: newTree[stid, struct{}](cmpSTID), unmetered: newTree[tid, struct{}](cmpTID),
+		byMachine: newTree[stid, struct{}](cmpSTID), byName: newTree[sss, struct{}](cmpSSS), unmetered: newTree[tid, struct{}](cmpTID),
 		metered: newTree[string, struct{}](cmpString), cleanup: newTree[tid, struct{}](cmpTID),
 		removed: newTree[tid, struct{}](cmpTID), activeOn: newTree[string, string](cmpString),
 		pendingOn: newTree[string, string](cmpString), rowidOf: newTree[string, int64](cmpString),
@@ -139,6 +142,7 @@ func (t *tx) insertNode(n domain.Node) {
 	t.st.lastRowid++
 	t.st.rowidOf.set(t.gen, n.ID, t.st.lastRowid)
 	t.putNode(nil, storedNode(n), metered)
+	t.d.notes.nodes = append(t.d.notes.nodes, n.ID)
 }
 
 func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
@@ -163,6 +167,7 @@ func (t *tx) updateNode(n domain.Node) error {
 		return missingParent("update node " + n.ID)
 	}
 	t.putNode(old, storedNode(n), t.st.metered.has(n.ID))
+	t.d.notes.nodes = append(t.d.notes.nodes, n.ID)
 	return nil
 }
 
@@ -203,6 +208,8 @@ func (t *tx) putNode(old, n *domain.Node, metered bool) {
 	rekey(&t.st.byState, g, had, stid{string(o.State), ok.t, o.ID}, has, stid{string(w.State), wk.t, w.ID})
 	rekey(&t.st.byCluster, g, had, stid{o.ClusterID, ok.t, o.ID}, has, stid{w.ClusterID, wk.t, w.ID})
 	rekey(&t.st.byMachine, g, had, stid{o.MachineID, ok.t, o.ID}, has, stid{w.MachineID, wk.t, w.ID})
+	rekey(&t.st.byName, g, had && o.State != domain.NodeRemoved, sss{o.ClusterID, o.Name, o.ID},
+		has && w.State != domain.NodeRemoved, sss{w.ClusterID, w.Name, w.ID})
 	rekey(&t.st.unmetered, g, had && !o.ReadyAt.IsZero() && !oldMetered, ok, has && !w.ReadyAt.IsZero() && !metered, wk)
 	rekey(&t.st.cleanup, g, had && o.CleanupPending, ok, has && w.CleanupPending, wk)
 	rekey(&t.st.removed, g, had && o.State == domain.NodeRemoved, tid{tkey(o.RemovedAt), o.ID},

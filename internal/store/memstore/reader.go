@@ -120,7 +120,7 @@ func (s *Store) TouchTokens(ctx context.Context, used map[string]time.Time) erro
 			}
 		}
 		return nil
-	})
+	}, false)
 	if err != nil {
 		return fmt.Errorf("memstore: record token uses: %w", err)
 	}
