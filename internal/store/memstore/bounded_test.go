@@ -34,7 +34,7 @@ func TestBounded(t *testing.T) {
 	for c := range 200 {
 		cycle(t, s, c, true)
 	}
-	checkIndexes(t, s.d.cur.Load())
+	checkIndexes(t, s.d.st)
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -47,7 +47,7 @@ func TestBounded(t *testing.T) {
 		cycle(t, s, c, false)
 	}
 	grown := int64(heap()) - int64(before)
-	st := s.d.cur.Load()
+	st := s.d.st
 	checkIndexes(t, st)
 	t.Logf("the heap grew by %d bytes", grown)
 	if grown > 64<<10 {

@@ -109,6 +109,7 @@ func (t *tx) CreateCluster(ctx context.Context, c domain.Cluster) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	return t.createCluster(c)
 }
 
@@ -141,6 +142,7 @@ func (t *tx) UpdateCluster(ctx context.Context, c domain.Cluster) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	old, ok := t.st.clusters.get(c.ID)
 	if !ok {
 		return missing("update cluster " + c.ID)
@@ -169,15 +171,15 @@ func (t *tx) setCluster(old *clusterRow, c domain.Cluster, drop bool) {
 func (t *tx) putCluster(old, r *clusterRow) {
 	if old != nil && old.c.DeletedAt.IsZero() {
 		c, at := &old.c, tkey(old.c.CreatedAt)
-		t.st.clusterOrder.delete(t.gen, tid{at, c.ID})
-		t.st.projectClusters.delete(t.gen, stid{c.ProjectID, at, c.ID})
-		t.st.clusterNames.delete(t.gen, sstid{c.ProjectID, c.Name, at, c.ID})
+		t.st.clusterOrder.delete(t.w, tid{at, c.ID})
+		t.st.projectClusters.delete(t.w, stid{c.ProjectID, at, c.ID})
+		t.st.clusterNames.delete(t.w, sstid{c.ProjectID, c.Name, at, c.ID})
 	}
-	t.st.clusters.set(t.gen, r.c.ID, r)
+	t.st.clusters.set(t.w, r.c.ID, r)
 	if c, at := &r.c, tkey(r.c.CreatedAt); c.DeletedAt.IsZero() {
-		t.st.clusterOrder.set(t.gen, tid{at, c.ID}, r)
-		t.st.projectClusters.set(t.gen, stid{c.ProjectID, at, c.ID}, r)
-		t.st.clusterNames.set(t.gen, sstid{c.ProjectID, c.Name, at, c.ID}, r)
+		t.st.clusterOrder.set(t.w, tid{at, c.ID}, r)
+		t.st.projectClusters.set(t.w, stid{c.ProjectID, at, c.ID}, r)
+		t.st.clusterNames.set(t.w, sstid{c.ProjectID, c.Name, at, c.ID}, r)
 	}
 	t.d.notes.clusters = append(t.d.notes.clusters, r.c.ID)
 }
@@ -186,6 +188,7 @@ func (t *tx) SetKubeconfig(ctx context.Context, clusterID string, sealed []byte,
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	if len(sealed) > 0 && at.IsZero() {
 		return fmt.Errorf("set kubeconfig of cluster %s: the attach time is zero", clusterID)
 	}
@@ -209,6 +212,7 @@ func (t *tx) SetAccess(ctx context.Context, clusterID string, a domain.Access) e
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	stored, err := storedAccess(a)
 	if err != nil {
 		return fmt.Errorf("set access of cluster %s: %w", clusterID, err)

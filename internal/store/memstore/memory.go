@@ -147,7 +147,8 @@ func sortedIDs(ids []string) []string {
 // NodeNamed is the live node named name in cluster clusterID (of several,
 // the one of the smallest ID); loaded is false only on a closed handle.
 func (s *Store) NodeNamed(clusterID, name string) (n domain.Node, found, loaded bool) {
-	v := s.view()
+	v := s.read()
+	defer s.d.mu.RUnlock()
 	if v.st == nil {
 		return n, false, false
 	}
@@ -165,7 +166,8 @@ func (s *Store) NodeNamed(clusterID, name string) (n domain.Node, found, loaded 
 // ActiveOn is the active node (provisioning, ready, draining, removing)
 // on machine machineID; loaded is false only on a closed handle.
 func (s *Store) ActiveOn(machineID string) (n domain.Node, found, loaded bool) {
-	v := s.view()
+	v := s.read()
+	defer s.d.mu.RUnlock()
 	if v.st == nil {
 		return n, false, false
 	}
@@ -180,7 +182,8 @@ func (s *Store) ActiveOn(machineID string) (n domain.Node, found, loaded bool) {
 // ClustersNamed are the clusters not fully deleted of project named name,
 // oldest first; loaded is false only on a closed handle.
 func (s *Store) ClustersNamed(project, name string) (cls []domain.Cluster, loaded bool) {
-	v := s.view()
+	v := s.read()
+	defer s.d.mu.RUnlock()
 	if v.st == nil {
 		return nil, false
 	}

@@ -29,14 +29,14 @@ func TestTree(t *testing.T) {
 		}
 		k := rng.IntN(3000)
 		if rng.IntN(3) == 0 {
-			old, ok := tr.delete(gen, k)
+			old, ok := tr.del(gen, k)
 			wv, wok := want[k]
 			if ok != wok || old != wv {
 				t.Fatalf("step %d: delete %d: %d %v, want %d %v", step, k, old, ok, wv, wok)
 			}
 			delete(want, k)
 		} else {
-			old, ok := tr.set(gen, k, step)
+			old, ok := tr.put(gen, k, step)
 			wv, wok := want[k]
 			if ok != wok || old != wv {
 				t.Fatalf("step %d: set %d: %d %v, want %d %v", step, k, old, ok, wv, wok)
@@ -53,10 +53,66 @@ func TestTree(t *testing.T) {
 	}
 	// Delete everything: the tree is empty again.
 	for k := range want {
-		tr.delete(gen, k)
+		tr.del(gen, k)
 	}
 	if tr.root != nil || tr.Len() != 0 {
 		t.Fatalf("emptied tree: root %v, %d entries", tr.root, tr.Len())
+	}
+}
+
+// TestTreeUndo: transactions write a tree in place, logging what they
+// replace: one rolled back leaves the tree as it was (its entries and
+// ver); a copy of the tree reverted in the middle of one, after which
+// the transaction writes in a new generation, is the tree as it was,
+// whatever the transaction writes after.
+func TestTreeUndo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	tr := newTree[int, int](cmp.Compare[int])
+	want := map[int]int{}
+	gens := uint64(1)
+	w := &writer{gen: gens}
+	for seq := uint64(1); seq <= 300; seq++ {
+		w.seq = seq
+		committed, ver := maps.Clone(want), tr.ver
+		var frozen *tree[int, int]
+		for range rng.IntN(300) {
+			if k := rng.IntN(2000); rng.IntN(3) == 0 {
+				tr.delete(w, k)
+				delete(want, k)
+			} else {
+				tr.set(w, k, int(seq))
+				want[k] = int(seq)
+			}
+			if frozen == nil && rng.IntN(100) == 0 {
+				fz := tr
+				if fz.loggedIn(seq) {
+					gens++
+					fz.revert(gens)
+				}
+				gens++
+				w.gen, frozen = gens, &fz
+			}
+		}
+		if frozen != nil {
+			checkTree(t, frozen, committed)
+			if frozen.ver != ver {
+				t.Fatalf("transaction %d: the copy's ver is %d, want %d", seq, frozen.ver, ver)
+			}
+		}
+		if rng.IntN(4) == 0 {
+			for _, l := range w.logs {
+				l.revert(w.gen)
+			}
+			want = committed
+			if tr.ver != ver {
+				t.Fatalf("transaction %d rolled back: ver %d, want %d", seq, tr.ver, ver)
+			}
+		}
+		for _, l := range w.logs {
+			l.settle()
+		}
+		w.logs = w.logs[:0]
+		checkTree(t, &tr, want)
 	}
 }
 
