@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -213,4 +215,30 @@ func checkNode(t *testing.T, x *bnode[int, int], root bool, lo, hi *int) int {
 		}
 	}
 	return depth + 1
+}
+
+// TestTables: state.tables lists every tree of the state, once: a reader
+// that comes while an Update is open reverts the trees it lists.
+func TestTables(t *testing.T) {
+	trees := 0
+	var count func(reflect.Type)
+	count = func(rt reflect.Type) {
+		for i := range rt.NumField() {
+			switch f := rt.Field(i); {
+			case strings.HasPrefix(f.Type.Name(), "tree["):
+				trees++
+			case f.Anonymous && f.Type.Kind() == reflect.Struct:
+				count(f.Type)
+			}
+		}
+	}
+	count(reflect.TypeFor[state]())
+	listed := newState().tables()
+	seen := map[logged]bool{}
+	for _, tr := range listed {
+		seen[tr] = true
+	}
+	if len(seen) != len(listed) || len(listed) != trees {
+		t.Fatalf("tables lists %d trees (%d distinct); the state has %d", len(listed), len(seen), trees)
+	}
 }
