@@ -64,6 +64,30 @@ func TestInMemory(t *testing.T) {
 	}
 }
 
+// TestInMemoryTwice: every ":memory:" database is a database of its own,
+// migrated (the second starts from an image of the first, as migrated).
+func TestInMemoryTwice(t *testing.T) {
+	ctx := t.Context()
+	var stores []store.Store
+	for range 2 {
+		s, err := sqlite.Open(ctx, ":memory:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	for i, s := range stores {
+		err := s.Update(ctx, func(tx store.Tx) error { return tx.CreateProject(ctx, domain.Project{ID: "p"}) })
+		if err != nil {
+			t.Fatalf("database %d: %v", i, err)
+		}
+		if ps, err := s.ListProjects(ctx); err != nil || len(ps) != 1 {
+			t.Fatalf("database %d: projects %+v, %v", i, ps, err)
+		}
+	}
+}
+
 func TestBadPath(t *testing.T) {
 	for _, p := range []string{"", "a.db?mode=ro", "a#b"} {
 		if s, err := sqlite.Open(t.Context(), p); err == nil {
