@@ -18,6 +18,7 @@ import (
 // Update whole or not at all, and never one rolled back. Each Update
 // writes three nodes and their events; one in four is rolled back.
 func TestReadersDuringUpdates(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := memstore.New()
 	if err := s.Update(ctx, seedSame); err != nil {

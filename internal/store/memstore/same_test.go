@@ -22,7 +22,10 @@ import (
 // each: values, orders and errors.
 func TestSameAsSQLite(t *testing.T) {
 	steps := 400
-	if testing.Short() || race {
+	switch {
+	case memstore.Race:
+		steps = 12
+	case testing.Short():
 		steps = 100
 	}
 	for seed := range uint64(4) {

@@ -14,6 +14,7 @@ import (
 // of sets and deletes, and a version copied before later writes (made in
 // another generation) never changes.
 func TestTree(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	tr := newTree[int, int](cmp.Compare[int])
 	want := map[int]int{}
@@ -23,7 +24,11 @@ func TestTree(t *testing.T) {
 	}
 	var versions []version
 	gen := uint64(1)
-	for step := range 200_000 {
+	steps := 200_000
+	if race {
+		steps = 50_000
+	}
+	for step := range steps {
 		if step%997 == 0 {
 			// A version: later writes must leave it as it is.
 			versions = append(versions, version{tr, maps.Clone(want)})
@@ -68,12 +73,17 @@ func TestTree(t *testing.T) {
 // the transaction writes in a new generation, is the tree as it was,
 // whatever the transaction writes after.
 func TestTreeUndo(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	tr := newTree[int, int](cmp.Compare[int])
 	want := map[int]int{}
 	gens := uint64(1)
 	w := &writer{gen: gens}
-	for seq := uint64(1); seq <= 300; seq++ {
+	txs := uint64(300)
+	if race {
+		txs = 100
+	}
+	for seq := uint64(1); seq <= txs; seq++ {
 		w.seq = seq
 		committed, ver := maps.Clone(want), tr.ver
 		var frozen *tree[int, int]
