@@ -21,27 +21,61 @@ const (
 	benchClusters = 400
 )
 
-// benchStores are the stores the benchmarks compare, each filled with
-// the benchmark fleet.
-func benchStores(b *testing.B) []struct {
+// benchStore is a store the benchmarks compare.
+type benchStore struct {
 	name string
 	st   store.Store
-} {
+}
+
+// benchStores are the stores the benchmarks compare, each filled with
+// the benchmark fleet.
+func benchStores(b *testing.B) []benchStore {
 	b.Helper()
 	q, err := sqlite.Open(context.Background(), ":memory:")
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { q.Close() })
-	out := []struct {
-		name string
-		st   store.Store
-	}{{"memstore", memstore.New()}, {"sqlite", q}}
+	out := []benchStore{{"memstore", memstore.New()}, {"sqlite", q}}
 	for _, s := range out {
 		fill(b, s.st)
 	}
 	return out
 }
+
+// watchedStores are the stores of the simulator's commits, filled with
+// the benchmark fleet and followed by a watcher: the leader's copy
+// (store.Cached) over memstore, and memstore itself where it is a
+// store.Memory.
+func watchedStores(b *testing.B) []benchStore {
+	b.Helper()
+	ctx := context.Background()
+	m := memstore.New()
+	fill(b, m)
+	c := store.NewCached(m)
+	c.Enable()
+	out := []benchStore{{"cached+watcher", c}}
+	var st store.Store = memstore.New()
+	if mem, ok := st.(store.Memory); ok {
+		fill(b, mem)
+		out = append(out, benchStore{"memstore+watcher", mem})
+	}
+	for _, s := range out {
+		if err := s.st.(interface {
+			Watch(context.Context, store.Watcher) error
+		}).Watch(ctx, &counter{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return out
+}
+
+// counter is a watcher that counts what it is told.
+type counter struct{ loads, applied, resets int }
+
+func (c *counter) Load(store.Snapshot) { c.loads++ }
+func (c *counter) Apply(store.Written) { c.applied++ }
+func (c *counter) Reset()              { c.resets++ }
 
 func fill(b *testing.B, st store.Store) {
 	ctx := context.Background()
@@ -94,10 +128,11 @@ func benchNode(i int, machine string, st domain.NodeState) domain.Node {
 // BenchmarkUpdateNode: an Update that reads a node, changes its state
 // (ready to draining and back) and adds the event of that change, as a
 // node step does. The event replaces the node's event of that reason
-// from two steps before.
+// from two steps before. The watched stores tell a watcher of each
+// commit, as the simulator's does.
 func BenchmarkUpdateNode(b *testing.B) {
 	ctx := context.Background()
-	for _, s := range benchStores(b) {
+	for _, s := range append(benchStores(b), watchedStores(b)...) {
 		b.Run("store="+s.name, func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
