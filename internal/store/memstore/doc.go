@@ -9,7 +9,8 @@
 // in UTC to the microsecond with the zero time for NULL, AUTOINCREMENT keys
 // that a skipped row still uses up, bulk writes in statements of the same
 // sizes, each written whole or not at all. It passes the conformance
-// suite (storetest.Run and storetest.RunCached), as every backend does.
+// suite (storetest.Run and storetest.RunCached), as every backend does,
+// and storetest.RunMemory, as the leader's copy does.
 //
 // # Transactions
 //
