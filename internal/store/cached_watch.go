@@ -63,7 +63,7 @@ func (c *Cached) tell(ctx context.Context, w *written) {
 	if len(c.watchers) == 0 {
 		return
 	}
-	out := Written{By: ctx.Value(tagKey{}), Machines: w.machines, Clusters: w.clusters, GoneClusters: w.goneClusters, Nodes: w.nodes,
+	out := Written{By: TagOf(ctx), Machines: w.machines, Clusters: w.clusters, GoneClusters: w.goneClusters, Nodes: w.nodes,
 		GoneNodes: w.goneNodes, Reserved: w.reservations, Reservations: w.allRes}
 	for _, x := range c.watchers {
 		x.Apply(out)
@@ -126,3 +126,7 @@ type tagKey struct{}
 func WithTag(ctx context.Context, tag any) context.Context {
 	return context.WithValue(ctx, tagKey{}, tag)
 }
+
+// TagOf is the tag WithTag put in ctx (nil: none): what a store's
+// watchers are told wrote an Update made under ctx (Written.By).
+func TagOf(ctx context.Context) any { return ctx.Value(tagKey{}) }

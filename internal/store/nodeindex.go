@@ -1,20 +1,25 @@
 package store
 
-import "github.com/sparecap/sparecap/internal/domain"
+import (
+	"slices"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
 
 // nodeIndex finds the in-memory copy's live nodes by ID, by cluster and
-// name (a driver speaks of a node by its name in its cluster), and by the
-// machine an active node occupies. Cached keeps it under nmu.
+// name (a driver speaks of a node by its name in its cluster; nothing
+// keeps two live nodes from sharing one, so a name has a list), and by
+// the machine an active node occupies. Cached keeps it under nmu.
 type nodeIndex struct {
 	byID   map[string]*domain.Node
-	byName map[nameKey]*domain.Node
+	byName map[nameKey][]*domain.Node
 	active map[string]*domain.Node // by machine ID
 }
 
 type nameKey struct{ cluster, name string }
 
 func newNodeIndex(nodes []*domain.Node) nodeIndex {
-	ni := nodeIndex{byID: make(map[string]*domain.Node, len(nodes)), byName: make(map[nameKey]*domain.Node, len(nodes)),
+	ni := nodeIndex{byID: make(map[string]*domain.Node, len(nodes)), byName: make(map[nameKey][]*domain.Node, len(nodes)),
 		active: make(map[string]*domain.Node, len(nodes))}
 	for _, n := range nodes {
 		ni.put(n)
@@ -26,7 +31,8 @@ func newNodeIndex(nodes []*domain.Node) nodeIndex {
 func (ni nodeIndex) put(n *domain.Node) {
 	ni.remove(n.ID)
 	ni.byID[n.ID] = n
-	ni.byName[nameKey{n.ClusterID, n.Name}] = n
+	k := nameKey{n.ClusterID, n.Name}
+	ni.byName[k] = append(ni.byName[k], n)
 	if n.State.Active() {
 		ni.active[n.MachineID] = n
 	}
@@ -39,7 +45,10 @@ func (ni nodeIndex) remove(id string) {
 		return
 	}
 	delete(ni.byID, id)
-	if k := (nameKey{old.ClusterID, old.Name}); ni.byName[k] == old {
+	k := nameKey{old.ClusterID, old.Name}
+	if named := slices.DeleteFunc(ni.byName[k], func(n *domain.Node) bool { return n == old }); len(named) > 0 {
+		ni.byName[k] = named
+	} else {
 		delete(ni.byName, k)
 	}
 	if ni.active[old.MachineID] == old {
@@ -48,9 +57,15 @@ func (ni nodeIndex) remove(id string) {
 }
 
 // NodeNamed reads the live node named name in cluster clusterID from the
-// copy (found), if the copy is loaded (loaded).
+// copy (found; of several, the one named so first), if the copy is
+// loaded (loaded).
 func (c *Cached) NodeNamed(clusterID, name string) (n domain.Node, found, loaded bool) {
-	return c.indexed(func(ni nodeIndex) *domain.Node { return ni.byName[nameKey{clusterID, name}] })
+	return c.indexed(func(ni nodeIndex) *domain.Node {
+		if named := ni.byName[nameKey{clusterID, name}]; len(named) > 0 {
+			return named[0]
+		}
+		return nil
+	})
 }
 
 // ActiveOn reads the active node (provisioning, ready, draining,

@@ -21,27 +21,61 @@ const (
 	benchClusters = 400
 )
 
-// benchStores are the stores the benchmarks compare, each filled with
-// the benchmark fleet.
-func benchStores(b *testing.B) []struct {
+// benchStore is a store the benchmarks compare.
+type benchStore struct {
 	name string
 	st   store.Store
-} {
+}
+
+// benchStores are the stores the benchmarks compare, each filled with
+// the benchmark fleet.
+func benchStores(b *testing.B) []benchStore {
 	b.Helper()
 	q, err := sqlite.Open(context.Background(), ":memory:")
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { q.Close() })
-	out := []struct {
-		name string
-		st   store.Store
-	}{{"memstore", memstore.New()}, {"sqlite", q}}
+	out := []benchStore{{"memstore", memstore.New()}, {"sqlite", q}}
 	for _, s := range out {
 		fill(b, s.st)
 	}
 	return out
 }
+
+// watchedStores are the stores of the simulator's commits, filled with
+// the benchmark fleet and followed by a watcher: the leader's copy
+// (store.Cached) over memstore, and memstore itself where it is a
+// store.Memory.
+func watchedStores(b *testing.B) []benchStore {
+	b.Helper()
+	ctx := context.Background()
+	m := memstore.New()
+	fill(b, m)
+	c := store.NewCached(m)
+	c.Enable()
+	out := []benchStore{{"cached+watcher", c}}
+	var st store.Store = memstore.New()
+	if mem, ok := st.(store.Memory); ok {
+		fill(b, mem)
+		out = append(out, benchStore{"memstore+watcher", mem})
+	}
+	for _, s := range out {
+		if err := s.st.(interface {
+			Watch(context.Context, store.Watcher) error
+		}).Watch(ctx, &counter{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return out
+}
+
+// counter is a watcher that counts what it is told.
+type counter struct{ loads, applied, resets int }
+
+func (c *counter) Load(store.Snapshot) { c.loads++ }
+func (c *counter) Apply(store.Written) { c.applied++ }
+func (c *counter) Reset()              { c.resets++ }
 
 func fill(b *testing.B, st store.Store) {
 	ctx := context.Background()
@@ -65,7 +99,15 @@ func fill(b *testing.B, st store.Store) {
 		for i := range benchRemoved {
 			ns = append(ns, benchNode(benchMachines+i, fmt.Sprintf("m%05d", i%benchMachines), domain.NodeRemoved))
 		}
-		return tx.CreateNodes(ctx, ns)
+		if err := tx.CreateNodes(ctx, ns); err != nil {
+			return err
+		}
+		es := make([]domain.Event, len(ns))
+		for i, n := range ns {
+			es[i] = domain.Event{ID: "e-" + n.ID, ClusterID: n.ClusterID, NodeID: n.ID, NodeName: n.Name,
+				Reason: domain.ReasonNodeAdded, Timestamp: n.ReadyAt}
+		}
+		return tx.AddEvents(ctx, es)
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -83,31 +125,49 @@ func benchNode(i int, machine string, st domain.NodeState) domain.Node {
 	return n
 }
 
-// BenchmarkUpdateNode: an Update that reads a ready node and writes it
-// back changed, as a node step does.
+// BenchmarkUpdateNode: an Update that reads a node, changes its state
+// (ready to draining and back) and adds the event of that change, as a
+// node step does. The event replaces the node's event of that reason
+// from two steps before. The watched stores tell a watcher of each
+// commit, as the simulator's does.
 func BenchmarkUpdateNode(b *testing.B) {
 	ctx := context.Background()
-	for _, s := range benchStores(b) {
+	for _, s := range append(benchStores(b), watchedStores(b)...) {
 		b.Run("store="+s.name, func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
 				id := fmt.Sprintf("n%05d", i%benchMachines)
 				i++
-				err := s.st.Update(ctx, func(tx store.Tx) error {
-					n, err := tx.GetNode(ctx, id)
-					if err != nil {
-						return err
-					}
-					n.Notified = !n.Notified
-					return tx.UpdateNode(ctx, n)
-				})
-				if err != nil {
+				if err := s.st.Update(ctx, func(tx store.Tx) error { return step(ctx, tx, id) }); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
+}
+
+// step drains ready node id or makes a draining one ready again, with
+// the event that says so.
+func step(ctx context.Context, tx store.Tx, id string) error {
+	n, err := tx.GetNode(ctx, id)
+	if err != nil {
+		return err
+	}
+	at := n.CreatedAt.Add(2 * time.Hour)
+	e := domain.Event{ID: "e-" + id, ClusterID: n.ClusterID, NodeID: n.ID, NodeName: n.Name, Timestamp: at}
+	if n.State == domain.NodeReady {
+		n.State, n.DrainStartedAt, n.Deadline = domain.NodeDraining, at, at.Add(2*time.Minute)
+		e.Reason, e.Deadline = domain.ReasonPreemptionNotified, n.Deadline
+	} else {
+		n.State, n.DrainStartedAt, n.Deadline = domain.NodeReady, time.Time{}, time.Time{}
+		e.Reason = domain.ReasonNodeAdded
+	}
+	if err := tx.UpdateNode(ctx, n); err != nil {
+		return err
+	}
+	_, err = tx.AddEvent(ctx, e)
+	return err
 }
 
 // BenchmarkSnapshot: the planning state, unchanged since the last

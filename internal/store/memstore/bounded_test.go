@@ -34,7 +34,7 @@ func TestBounded(t *testing.T) {
 	for c := range 200 {
 		cycle(t, s, c, true)
 	}
-	checkIndexes(t, s.d.cur.Load())
+	checkIndexes(t, s.d.st)
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -47,7 +47,7 @@ func TestBounded(t *testing.T) {
 		cycle(t, s, c, false)
 	}
 	grown := int64(heap()) - int64(before)
-	st := s.d.cur.Load()
+	st := s.d.st
 	checkIndexes(t, st)
 	t.Logf("the heap grew by %d bytes", grown)
 	if grown > 64<<10 {
@@ -156,7 +156,7 @@ func checkIndexes(t *testing.T, st *state) {
 	})
 	for name, got := range map[string][2]int{
 		"node keys": {st.nodeKeys.Len(), n}, "by state": {st.byState.Len(), n}, "by cluster": {st.byCluster.Len(), n},
-		"by machine": {st.byMachine.Len(), n}, "row numbers": {st.rowidOf.Len(), n}, "live count": {st.liveNodes, live},
+		"by machine": {st.byMachine.Len(), n}, "by name": {st.byName.Len(), live}, "row numbers": {st.rowidOf.Len(), n}, "live count": {st.liveNodes, live},
 		"removed": {st.removed.Len(), removed}, "unmetered": {st.unmetered.Len(), unmetered}, "cleanup": {st.cleanup.Len(), cleanup},
 		"metered":       {min(st.metered.Len(), n), st.metered.Len()},
 		"history order": {st.historyOrder.Len(), st.history.Len()}, "history by cluster": {st.historyByCluster.Len(), st.history.Len()},

@@ -123,6 +123,7 @@ func (t *tx) CreateNodes(ctx context.Context, ns []domain.Node) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	ids, ok := distinct(ns, func(n domain.Node) string { return n.ID })
 	if !ok {
 		return store.Each(ctx, ns, t.CreateNode) // CreateNode's answers
@@ -169,6 +170,7 @@ func (t *tx) UpdateNodes(ctx context.Context, ns []domain.Node) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	if _, ok := distinct(ns, func(n domain.Node) string { return n.ID }); !ok || len(ns) < 2 {
 		return store.Each(ctx, ns, t.UpdateNode)
 	}
@@ -208,6 +210,7 @@ func (t *tx) updateNodes(chunk []domain.Node) error {
 	}
 	for _, r := range rows {
 		t.putNode(r.old, storedNode(*r.n), t.st.metered.has(r.n.ID))
+		t.d.notes.nodes = append(t.d.notes.nodes, r.n.ID)
 	}
 	if absent != "" {
 		// The rows are written; sqlstore writes them again one by one for
@@ -232,6 +235,7 @@ func (t *tx) CreateClusters(ctx context.Context, cs []domain.Cluster) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	if _, ok := distinct(cs, func(c domain.Cluster) string { return c.ID }); !ok {
 		return store.Each(ctx, cs, t.CreateCluster) // CreateCluster's answers
 	}
@@ -266,6 +270,7 @@ func (t *tx) UpdateClusters(ctx context.Context, cs []domain.Cluster) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	if _, ok := distinct(cs, func(c domain.Cluster) string { return c.ID }); !ok || len(cs) < 2 {
 		return store.Each(ctx, cs, t.UpdateCluster)
 	}

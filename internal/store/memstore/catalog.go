@@ -53,12 +53,13 @@ func (t *tx) CreateProject(ctx context.Context, p domain.Project) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	if t.st.projects.has(p.ID) {
 		return conflict("project " + p.ID)
 	}
 	p.CreatedAt = dbTime(p.CreatedAt)
-	t.st.projects.set(t.gen, p.ID, &p)
-	t.st.projectOrder.set(t.gen, tid{tkey(p.CreatedAt), p.ID}, &p)
+	t.st.projects.set(t.w, p.ID, &p)
+	t.st.projectOrder.set(t.w, tid{tkey(p.CreatedAt), p.ID}, &p)
 	return nil
 }
 
@@ -88,6 +89,7 @@ func (t *tx) CreateToken(ctx context.Context, tok domain.Token) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	if t.st.tokens.has(tok.ID) || t.st.tokenHashes.has(tok.Hash) {
 		return conflict("token " + tok.ID)
 	}
@@ -103,15 +105,16 @@ func (t *tx) CreateToken(ctx context.Context, tok domain.Token) error {
 // putToken writes a token's row (its hash, project and creation time
 // never change).
 func (t *tx) putToken(tok *domain.Token) {
-	t.st.tokens.set(t.gen, tok.ID, tok)
-	t.st.tokenHashes.set(t.gen, tok.Hash, tok)
-	t.st.tokenOrder.set(t.gen, stid{tok.ProjectID, tkey(tok.CreatedAt), tok.ID}, tok)
+	t.st.tokens.set(t.w, tok.ID, tok)
+	t.st.tokenHashes.set(t.w, tok.Hash, tok)
+	t.st.tokenOrder.set(t.w, stid{tok.ProjectID, tkey(tok.CreatedAt), tok.ID}, tok)
 }
 
 func (t *tx) UpdateToken(ctx context.Context, tok domain.Token) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	old, ok := t.st.tokens.get(tok.ID)
 	if !ok {
 		return missing("update token " + tok.ID)
@@ -126,12 +129,13 @@ func (t *tx) DeleteToken(ctx context.Context, id string) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
-	old, ok := t.st.tokens.delete(t.gen, id)
+	defer t.unlock()
+	old, ok := t.st.tokens.delete(t.w, id)
 	if !ok {
 		return missing("update token " + id)
 	}
-	t.st.tokenHashes.delete(t.gen, old.Hash)
-	t.st.tokenOrder.delete(t.gen, stid{old.ProjectID, tkey(old.CreatedAt), old.ID})
+	t.st.tokenHashes.delete(t.w, old.Hash)
+	t.st.tokenOrder.delete(t.w, stid{old.ProjectID, tkey(old.CreatedAt), old.ID})
 	return nil
 }
 
@@ -146,6 +150,7 @@ func (t *tx) CreateReservation(ctx context.Context, r domain.Reservation) error 
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	if t.st.reservations.has(r.ID) {
 		return conflict("reservation " + r.ID)
 	}
@@ -153,8 +158,9 @@ func (t *tx) CreateReservation(ctx context.Context, r domain.Reservation) error 
 		return missingParent("create reservation " + r.ID)
 	}
 	r.CreatedAt = dbTime(r.CreatedAt)
-	t.st.reservations.set(t.gen, r.ID, &r)
-	t.st.reservationOrder.set(t.gen, tid{tkey(r.CreatedAt), r.ID}, &r)
+	t.st.reservations.set(t.w, r.ID, &r)
+	t.st.reservationOrder.set(t.w, tid{tkey(r.CreatedAt), r.ID}, &r)
+	t.d.notes.reserved = true
 	return nil
 }
 
@@ -176,6 +182,7 @@ func (t *tx) CreateMachine(ctx context.Context, m domain.Machine) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	if t.st.machines.has(m.ID) {
 		return conflict("machine " + m.ID)
 	}
@@ -187,6 +194,7 @@ func (t *tx) UpdateMachine(ctx context.Context, m domain.Machine) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	old, ok := t.st.machines.get(m.ID)
 	if !ok {
 		return missing("update machine " + m.ID)
@@ -199,10 +207,11 @@ func (t *tx) UpdateMachine(ctx context.Context, m domain.Machine) error {
 func (t *tx) putMachine(old *domain.Machine, m domain.Machine) {
 	m.CooldownUntil, m.CreatedAt = dbTime(m.CooldownUntil), dbTime(m.CreatedAt)
 	if old != nil {
-		t.st.machineOrder.delete(t.gen, tid{tkey(old.CreatedAt), old.ID})
+		t.st.machineOrder.delete(t.w, tid{tkey(old.CreatedAt), old.ID})
 	}
-	t.st.machines.set(t.gen, m.ID, &m)
-	t.st.machineOrder.set(t.gen, tid{tkey(m.CreatedAt), m.ID}, &m)
+	t.st.machines.set(t.w, m.ID, &m)
+	t.st.machineOrder.set(t.w, tid{tkey(m.CreatedAt), m.ID}, &m)
+	t.d.notes.machines = append(t.d.notes.machines, m.ID)
 }
 
 func (v view) ListPrices(ctx context.Context) ([]domain.Price, error) {
@@ -216,12 +225,13 @@ func (t *tx) CreatePrice(ctx context.Context, p domain.Price) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	if t.st.prices.has(p.ID) {
 		return conflict("price " + p.ID)
 	}
 	p.EffectiveFrom, p.CreatedAt = dbTime(p.EffectiveFrom), dbTime(p.CreatedAt)
-	t.st.prices.set(t.gen, p.ID, &p)
-	t.st.priceOrder.set(t.gen, tid{tkey(p.EffectiveFrom), p.ID}, &p)
+	t.st.prices.set(t.w, p.ID, &p)
+	t.st.priceOrder.set(t.w, tid{tkey(p.EffectiveFrom), p.ID}, &p)
 	return nil
 }
 

@@ -19,16 +19,19 @@ type clusterRow struct {
 }
 
 // clusterTables holds every cluster by ID, fully deleted ones too, and
-// the ones not fully deleted in listing order, all and by project.
+// the ones not fully deleted in listing order, all, by project, and by
+// project and name (ClustersNamed).
 type clusterTables struct {
 	clusters        tree[string, *clusterRow]
 	clusterOrder    tree[tid, *clusterRow]
 	projectClusters tree[stid, *clusterRow]
+	clusterNames    tree[sstid, *clusterRow]
 }
 
 func newClusterTables() clusterTables {
 	return clusterTables{clusters: newTree[string, *clusterRow](cmpString),
-		clusterOrder: newTree[tid, *clusterRow](cmpTID), projectClusters: newTree[stid, *clusterRow](cmpSTID)}
+		clusterOrder: newTree[tid, *clusterRow](cmpTID), projectClusters: newTree[stid, *clusterRow](cmpSTID),
+		clusterNames: newTree[sstid, *clusterRow](cmpSSTID)}
 }
 
 // cluster returns the row's cluster, its access record copied: the
@@ -106,6 +109,7 @@ func (t *tx) CreateCluster(ctx context.Context, c domain.Cluster) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	return t.createCluster(c)
 }
 
@@ -138,6 +142,7 @@ func (t *tx) UpdateCluster(ctx context.Context, c domain.Cluster) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	old, ok := t.st.clusters.get(c.ID)
 	if !ok {
 		return missing("update cluster " + c.ID)
@@ -165,20 +170,25 @@ func (t *tx) setCluster(old *clusterRow, c domain.Cluster, drop bool) {
 // listing indexes to the clusters not fully deleted.
 func (t *tx) putCluster(old, r *clusterRow) {
 	if old != nil && old.c.DeletedAt.IsZero() {
-		t.st.clusterOrder.delete(t.gen, tid{tkey(old.c.CreatedAt), old.c.ID})
-		t.st.projectClusters.delete(t.gen, stid{old.c.ProjectID, tkey(old.c.CreatedAt), old.c.ID})
+		c, at := &old.c, tkey(old.c.CreatedAt)
+		t.st.clusterOrder.delete(t.w, tid{at, c.ID})
+		t.st.projectClusters.delete(t.w, stid{c.ProjectID, at, c.ID})
+		t.st.clusterNames.delete(t.w, sstid{c.ProjectID, c.Name, at, c.ID})
 	}
-	t.st.clusters.set(t.gen, r.c.ID, r)
-	if r.c.DeletedAt.IsZero() {
-		t.st.clusterOrder.set(t.gen, tid{tkey(r.c.CreatedAt), r.c.ID}, r)
-		t.st.projectClusters.set(t.gen, stid{r.c.ProjectID, tkey(r.c.CreatedAt), r.c.ID}, r)
+	t.st.clusters.set(t.w, r.c.ID, r)
+	if c, at := &r.c, tkey(r.c.CreatedAt); c.DeletedAt.IsZero() {
+		t.st.clusterOrder.set(t.w, tid{at, c.ID}, r)
+		t.st.projectClusters.set(t.w, stid{c.ProjectID, at, c.ID}, r)
+		t.st.clusterNames.set(t.w, sstid{c.ProjectID, c.Name, at, c.ID}, r)
 	}
+	t.d.notes.clusters = append(t.d.notes.clusters, r.c.ID)
 }
 
 func (t *tx) SetKubeconfig(ctx context.Context, clusterID string, sealed []byte, at time.Time) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	if len(sealed) > 0 && at.IsZero() {
 		return fmt.Errorf("set kubeconfig of cluster %s: the attach time is zero", clusterID)
 	}
@@ -202,6 +212,7 @@ func (t *tx) SetAccess(ctx context.Context, clusterID string, a domain.Access) e
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	stored, err := storedAccess(a)
 	if err != nil {
 		return fmt.Errorf("set access of cluster %s: %w", clusterID, err)

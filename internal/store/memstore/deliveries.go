@@ -25,7 +25,7 @@ func dueKey(d *domain.WebhookDelivery) sttid {
 
 // putDelivery writes d over old (nil: a new delivery; d nil: old goes).
 func (t *tx) putDelivery(old, d *domain.WebhookDelivery) {
-	g := t.gen
+	g := t.w
 	var o, n domain.WebhookDelivery
 	had, has := old != nil, d != nil
 	if had {
@@ -64,6 +64,7 @@ func (t *tx) AddWebhookDeliveries(ctx context.Context, ds []domain.WebhookDelive
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	return eachStatement(ds, webhookSizes, func(chunk []domain.WebhookDelivery) error {
 		add := make([]bool, len(chunk))
 		seen := map[ss]bool{}
@@ -99,6 +100,7 @@ func (t *tx) UpdateWebhookDelivery(ctx context.Context, d domain.WebhookDelivery
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	old, ok := t.st.deliveries.get(ss{d.EndpointID, d.MessageID})
 	if !ok || old.State != domain.DeliveryPending {
 		return missing("update pending delivery of " + d.MessageID + " to webhook endpoint " + d.EndpointID)
@@ -212,6 +214,7 @@ func (t *tx) PruneWebhookDeliveries(ctx context.Context, endedBefore time.Time, 
 	if err := t.write(ctx); err != nil {
 		return 0, err
 	}
+	defer t.unlock()
 	cut := tkey(dbTime(endedBefore))
 	var gone []*domain.WebhookDelivery
 	t.st.deliveries.each(func(_ ss, d *domain.WebhookDelivery) bool {
@@ -250,7 +253,7 @@ func (t *tx) PruneWebhookDeliveries(ctx context.Context, endedBefore time.Time, 
 		return true
 	})
 	for _, id := range orphans {
-		t.st.messages.delete(t.gen, id)
+		t.st.messages.delete(t.w, id)
 	}
 	return n, nil
 }
@@ -273,6 +276,7 @@ func (t *tx) ExpireWebhookDeliveries(ctx context.Context, madeBefore, at time.Ti
 	if err := t.write(ctx); err != nil {
 		return 0, err
 	}
+	defer t.unlock()
 	if madeBefore.IsZero() {
 		return 0, nil // nothing was made before NULL
 	}

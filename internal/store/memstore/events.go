@@ -11,15 +11,12 @@ import (
 
 // eventTables are the events by Seq, by their de-duplication key
 // (cluster, node, reason), by cluster then Seq, and by timestamp (NULL
-// first) then Seq for pruning. eventSeq is the last Seq handed out: like
-// an AUTOINCREMENT key, a Seq is never handed out twice, even after its
-// event is replaced or pruned.
+// first) then Seq for pruning.
 type eventTables struct {
 	events     tree[int64, *domain.Event]
 	eventKeys  tree[sss, int64]
 	eventsOf   tree[stid, *domain.Event]
 	eventTimes tree[ii, struct{}]
-	eventSeq   int64
 }
 
 func newEventTables() eventTables {
@@ -33,6 +30,7 @@ func (t *tx) AddEvent(ctx context.Context, e domain.Event) (domain.Event, error)
 	if err := t.write(ctx); err != nil {
 		return e, err
 	}
+	defer t.unlock()
 	t.addEvent(&e)
 	// Hand back what a later read returns, as sqlstore does.
 	e.Timestamp, e.Deadline = readBack(e.Timestamp), readBack(e.Deadline)
@@ -41,27 +39,31 @@ func (t *tx) AddEvent(ctx context.Context, e domain.Event) (domain.Event, error)
 
 // addEvent stores e, replacing the event of its key, and sets e.Seq.
 func (t *tx) addEvent(e *domain.Event) {
-	if seq, ok := t.st.eventKeys.get(eventKey(e)); ok {
-		old, _ := t.st.events.get(seq)
-		t.dropEvent(old)
-	}
 	t.st.eventSeq++
 	e.Seq = t.st.eventSeq
 	s := *e
 	s.Message = text(s.Message) // built from what a driver observed
 	s.Timestamp, s.Deadline = dbTime(s.Timestamp), dbTime(s.Deadline)
-	g := t.gen
+	g := t.w
+	if seq, ok := t.st.eventKeys.set(g, eventKey(&s), s.Seq); ok {
+		old, _ := t.st.events.get(seq)
+		t.unlinkEvent(old)
+	}
 	t.st.events.set(g, s.Seq, &s)
-	t.st.eventKeys.set(g, eventKey(&s), s.Seq)
 	t.st.eventsOf.set(g, stid{s: s.ClusterID, t: s.Seq}, &s)
 	t.st.eventTimes.set(g, ii{tkey(s.Timestamp), s.Seq}, struct{}{})
 }
 
 // dropEvent deletes a stored event.
 func (t *tx) dropEvent(e *domain.Event) {
-	g := t.gen
+	t.st.eventKeys.delete(t.w, eventKey(e))
+	t.unlinkEvent(e)
+}
+
+// unlinkEvent deletes a stored event from every table but eventKeys.
+func (t *tx) unlinkEvent(e *domain.Event) {
+	g := t.w
 	t.st.events.delete(g, e.Seq)
-	t.st.eventKeys.delete(g, eventKey(e))
 	t.st.eventsOf.delete(g, stid{s: e.ClusterID, t: e.Seq})
 	t.st.eventTimes.delete(g, ii{tkey(e.Timestamp), e.Seq})
 }
@@ -71,6 +73,7 @@ func (t *tx) AddEvents(ctx context.Context, es []domain.Event) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	for i := range es {
 		e := es[i]
 		t.addEvent(&e)
@@ -85,6 +88,7 @@ func (t *tx) PruneEvents(ctx context.Context, before time.Time) (int, error) {
 	if err := t.write(ctx); err != nil {
 		return 0, err
 	}
+	defer t.unlock()
 	// Events without a timestamp count as older than any time.
 	cut := tkey(dbTime(before))
 	var gone []int64

@@ -97,6 +97,20 @@ func cmpSTTID(a, b sttid) int {
 	return strings.Compare(a.id, b.id)
 }
 
+// sstid orders by two strings, then a time and an ID.
+type sstid struct {
+	a, b string
+	t    int64
+	id   string
+}
+
+func cmpSSTID(a, b sstid) int {
+	if c := cmpSS(ss{a.a, a.b}, ss{b.a, b.b}); c != 0 {
+		return c
+	}
+	return cmpTID(tid{a.t, a.id}, tid{b.t, b.id})
+}
+
 // ss orders by two strings.
 type ss struct{ a, b string }
 

@@ -54,11 +54,12 @@ func (s *Store) AcquireLease(ctx context.Context, holder, address string, ttl ti
 		if won = cur.holder == "" || cur.holder == holder || cur.expires <= at; !won {
 			return nil
 		}
-		t.wrote = true
+		t.lock()
+		defer t.unlock()
 		t.st.leader = leader{holder: holder, address: address, epoch: cur.epoch + 1, expires: at + ttl.Microseconds()}
 		l = t.st.leader.lease(at)
 		return nil
-	})
+	}, false)
 	if err != nil {
 		return store.Lease{}, false, fmt.Errorf("memstore: acquire lease: %w", err)
 	}
@@ -94,15 +95,19 @@ func (s *Store) ReleaseLease(ctx context.Context, holder string, epoch int64) er
 // the SQL backends' single statements on the lease row are not).
 func (s *Store) leaseWrite(ctx context.Context, change func(*leader)) error {
 	return s.update(store.WithoutEpoch(ctx), func(t *tx) error {
-		before := t.st.leader
-		change(&t.st.leader)
-		t.wrote = t.st.leader != before
+		l := t.st.leader
+		if change(&l); l != t.st.leader {
+			t.lock()
+			t.st.leader = l
+			t.unlock()
+		}
 		return nil
-	})
+	}, false)
 }
 
 func (s *Store) GetLease(ctx context.Context) (store.Lease, error) {
-	v := s.view()
+	v := s.read()
+	defer s.d.mu.RUnlock()
 	if err := v.check(ctx); err != nil {
 		return store.Lease{}, fmt.Errorf("memstore: read lease: %w", err)
 	}

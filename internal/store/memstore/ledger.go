@@ -15,8 +15,7 @@ import (
 // ledgerTables are the lost-work ledger (by node, and by notice time then
 // node: all and by project), the budgets (by ID, and by project and
 // name, their listing order) and the budget alerts (by Seq, and by budget
-// and key, which an alert is raised once for). alertSeq is the last Seq
-// handed out, an AUTOINCREMENT key.
+// and key, which an alert is raised once for).
 type ledgerTables struct {
 	lostWork          tree[string, *domain.LostWork]
 	lostWorkOrder     tree[tid, *domain.LostWork]
@@ -25,7 +24,6 @@ type ledgerTables struct {
 	budgetNames       tree[ss, *domain.Budget]
 	alerts            tree[int64, *domain.BudgetAlert]
 	alertKeys         tree[ss, int64]
-	alertSeq          int64
 }
 
 func newLedgerTables() ledgerTables {
@@ -41,6 +39,7 @@ func (t *tx) AddLostWork(ctx context.Context, ws []domain.LostWork) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	return eachChunk(ws, fixedChunk, func(chunk []domain.LostWork) error {
 		for _, w := range chunk {
 			if w.At.IsZero() {
@@ -62,15 +61,16 @@ func (t *tx) AddLostWork(ctx context.Context, ws []domain.LostWork) error {
 // putLostWork writes an entry (its node, project and notice time never
 // change).
 func (t *tx) putLostWork(w *domain.LostWork) {
-	t.st.lostWork.set(t.gen, w.NodeID, w)
-	t.st.lostWorkOrder.set(t.gen, tid{tkey(w.At), w.NodeID}, w)
-	t.st.lostWorkByProject.set(t.gen, stid{w.ProjectID, tkey(w.At), w.NodeID}, w)
+	t.st.lostWork.set(t.w, w.NodeID, w)
+	t.st.lostWorkOrder.set(t.w, tid{tkey(w.At), w.NodeID}, w)
+	t.st.lostWorkByProject.set(t.w, stid{w.ProjectID, tkey(w.At), w.NodeID}, w)
 }
 
 func (t *tx) SaveLostWork(ctx context.Context, nodeID string, at time.Time) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	w, ok := t.st.lostWork.get(nodeID)
 	if !ok || !w.SavedAt.IsZero() || at.IsZero() {
 		return nil
@@ -113,6 +113,7 @@ func (t *tx) CreateBudget(ctx context.Context, b domain.Budget) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	if b.CreatedAt.IsZero() {
 		return notNull("create budget "+b.ID, "budgets.created_at")
 	}
@@ -128,8 +129,8 @@ func (t *tx) CreateBudget(ctx context.Context, b domain.Budget) error {
 		return fmt.Errorf("create budget %s: %w", b.ID, err)
 	}
 	b.Thresholds = th
-	t.st.budgets.set(t.gen, b.ID, &b)
-	t.st.budgetNames.set(t.gen, ss{b.ProjectID, b.Name}, &b)
+	t.st.budgets.set(t.w, b.ID, &b)
+	t.st.budgetNames.set(t.w, ss{b.ProjectID, b.Name}, &b)
 	return nil
 }
 
@@ -146,11 +147,12 @@ func (t *tx) DeleteBudget(ctx context.Context, id string) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
-	b, ok := t.st.budgets.delete(t.gen, id)
+	defer t.unlock()
+	b, ok := t.st.budgets.delete(t.w, id)
 	if !ok {
 		return missing("update budget " + id)
 	}
-	t.st.budgetNames.delete(t.gen, ss{b.ProjectID, b.Name})
+	t.st.budgetNames.delete(t.w, ss{b.ProjectID, b.Name})
 	return nil
 }
 
@@ -178,6 +180,7 @@ func (t *tx) AddBudgetAlerts(ctx context.Context, as []domain.BudgetAlert) error
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	for _, a := range as {
 		if a.At.IsZero() {
 			return notNull("add a budget alert", "budget_alerts.at")
@@ -188,8 +191,8 @@ func (t *tx) AddBudgetAlerts(ctx context.Context, as []domain.BudgetAlert) error
 		}
 		a.Seq = t.st.alertSeq
 		a.Name, a.Message, a.At = text(a.Name), text(a.Message), dbTime(a.At)
-		t.st.alerts.set(t.gen, a.Seq, &a)
-		t.st.alertKeys.set(t.gen, ss{a.BudgetID, a.Key}, a.Seq)
+		t.st.alerts.set(t.w, a.Seq, &a)
+		t.st.alertKeys.set(t.w, ss{a.BudgetID, a.Key}, a.Seq)
 	}
 	return nil
 }

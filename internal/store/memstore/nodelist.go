@@ -212,6 +212,7 @@ func (t *tx) ArchiveNodes(ctx context.Context, removedBefore time.Time, limit in
 	if err := t.write(ctx); err != nil {
 		return 0, err
 	}
+	defer t.unlock()
 	// The removed nodes removed before the cutoff, oldest removal first,
 	// with nothing left to meter and no cleanup pending.
 	before := tkey(dbTime(removedBefore))
@@ -228,13 +229,13 @@ func (t *tx) ArchiveNodes(ctx context.Context, removedBefore time.Time, limit in
 	})
 	for _, n := range done {
 		t.putNode(n, nil, false)
-		t.st.metered.delete(t.gen, n.ID)
-		t.st.rowidOf.delete(t.gen, n.ID)
+		t.st.metered.delete(t.w, n.ID)
+		t.st.rowidOf.delete(t.w, n.ID)
 		k := created(n)
-		t.st.history.set(t.gen, n.ID, n)
-		t.st.historyOrder.set(t.gen, k, n)
-		t.st.historyByCluster.set(t.gen, stid{n.ClusterID, k.t, n.ID}, n)
-		t.st.historyByMachine.set(t.gen, stid{n.MachineID, k.t, n.ID}, n)
+		t.st.history.set(t.w, n.ID, n)
+		t.st.historyOrder.set(t.w, k, n)
+		t.st.historyByCluster.set(t.w, stid{n.ClusterID, k.t, n.ID}, n)
+		t.st.historyByMachine.set(t.w, stid{n.MachineID, k.t, n.ID}, n)
 	}
 	return len(done), nil
 }

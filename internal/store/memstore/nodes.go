@@ -31,18 +31,15 @@ type nodeTables struct {
 	// removed: the removed nodes by removal time (NULL first), then ID:
 	// the archiver's candidates.
 	removed tree[tid, struct{}]
+	// byName: the live nodes (not removed) by cluster, name and ID, for
+	// NodeNamed.
+	byName tree[sss, struct{}]
 	// activeOn and pendingOn are, by machine, its one active node and its
 	// one pending node: the schema's partial unique indexes.
 	activeOn, pendingOn tree[string, string]
 	// rowidOf are the nodes' row numbers: a statement that updates many
-	// nodes writes them in that order (see UpdateNodes). SQLite numbers a
-	// row one past the largest in the table, which may be the number of a
-	// row deleted since; lastRowid, never handed out twice, orders the
-	// rows there are as SQLite's numbers do.
-	rowidOf   tree[string, int64]
-	lastRowid int64
-	// liveNodes counts the nodes not removed.
-	liveNodes int
+	// nodes writes them in that order (see UpdateNodes).
+	rowidOf tree[string, int64]
 
 	history          tree[string, *domain.Node]
 	historyOrder     tree[tid, *domain.Node]
@@ -54,7 +51,7 @@ func newNodeTables() nodeTables {
 	return nodeTables{
 		nodes: newTree[tid, *domain.Node](cmpTID), nodeKeys: newTree[string, int64](cmpString),
 		byState: newTree[stid, struct{}](cmpSTID), byCluster: newTree[stid, struct{}](cmpSTID),
-		byMachine: newTree[stid, struct{}](cmpSTID), unmetered: newTree[tid, struct{}](cmpTID),
+		byMachine: newTree[stid, struct{}](cmpSTID), byName: newTree[sss, struct{}](cmpSSS), unmetered: newTree[tid, struct{}](cmpTID),
 		metered: newTree[string, struct{}](cmpString), cleanup: newTree[tid, struct{}](cmpTID),
 		removed: newTree[tid, struct{}](cmpTID), activeOn: newTree[string, string](cmpString),
 		pendingOn: newTree[string, string](cmpString), rowidOf: newTree[string, int64](cmpString),
@@ -107,6 +104,7 @@ func (t *tx) CreateNode(ctx context.Context, n domain.Node) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	// An archived node's ID stays taken (see ArchiveNodes).
 	if t.st.history.has(n.ID) {
 		return conflict("node " + n.ID)
@@ -134,17 +132,19 @@ func (t *tx) insertNode(n domain.Node) {
 	// period is already there.
 	metered := t.finalFrom(n.ID, dbTime(n.PeriodStart()))
 	if metered {
-		t.st.metered.set(t.gen, n.ID, struct{}{})
+		t.st.metered.set(t.w, n.ID, struct{}{})
 	}
 	t.st.lastRowid++
-	t.st.rowidOf.set(t.gen, n.ID, t.st.lastRowid)
+	t.st.rowidOf.set(t.w, n.ID, t.st.lastRowid)
 	t.putNode(nil, storedNode(n), metered)
+	t.d.notes.nodes = append(t.d.notes.nodes, n.ID)
 }
 
 func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	return t.updateNode(n)
 }
 
@@ -163,6 +163,7 @@ func (t *tx) updateNode(n domain.Node) error {
 		return missingParent("update node " + n.ID)
 	}
 	t.putNode(old, storedNode(n), t.st.metered.has(n.ID))
+	t.d.notes.nodes = append(t.d.notes.nodes, n.ID)
 	return nil
 }
 
@@ -171,7 +172,7 @@ func (t *tx) updateNode(n domain.Node) error {
 // whether n's current period is metered. An index entry whose key does
 // not change is not written.
 func (t *tx) putNode(old, n *domain.Node, metered bool) {
-	g := t.gen
+	g := t.w
 	var o, w domain.Node
 	had, has, oldMetered := old != nil, n != nil, false
 	if had {
@@ -203,6 +204,8 @@ func (t *tx) putNode(old, n *domain.Node, metered bool) {
 	rekey(&t.st.byState, g, had, stid{string(o.State), ok.t, o.ID}, has, stid{string(w.State), wk.t, w.ID})
 	rekey(&t.st.byCluster, g, had, stid{o.ClusterID, ok.t, o.ID}, has, stid{w.ClusterID, wk.t, w.ID})
 	rekey(&t.st.byMachine, g, had, stid{o.MachineID, ok.t, o.ID}, has, stid{w.MachineID, wk.t, w.ID})
+	rekey(&t.st.byName, g, had && o.State != domain.NodeRemoved, sss{o.ClusterID, o.Name, o.ID},
+		has && w.State != domain.NodeRemoved, sss{w.ClusterID, w.Name, w.ID})
 	rekey(&t.st.unmetered, g, had && !o.ReadyAt.IsZero() && !oldMetered, ok, has && !w.ReadyAt.IsZero() && !metered, wk)
 	rekey(&t.st.cleanup, g, had && o.CleanupPending, ok, has && w.CleanupPending, wk)
 	rekey(&t.st.removed, g, had && o.State == domain.NodeRemoved, tid{tkey(o.RemovedAt), o.ID},
@@ -214,31 +217,31 @@ func (t *tx) putNode(old, n *domain.Node, metered bool) {
 
 // reindex moves an entry of index tr from oldKey (if it was in it) to
 // newKey (if it is to be), with value v.
-func reindex[K, V any](tr *tree[K, V], gen uint64, wasIn bool, oldKey K, isIn bool, newKey K, v V) {
+func reindex[K, V any](tr *tree[K, V], w *writer, wasIn bool, oldKey K, isIn bool, newKey K, v V) {
 	if wasIn && !(isIn && tr.cmp(oldKey, newKey) == 0) {
-		tr.delete(gen, oldKey)
+		tr.delete(w, oldKey)
 	}
 	if isIn {
-		tr.set(gen, newKey, v)
+		tr.set(w, newKey, v)
 	}
 }
 
 // rekey is reindex for an index of keys only: a key that stays is not
 // written.
-func rekey[K any](tr *tree[K, struct{}], gen uint64, wasIn bool, oldKey K, isIn bool, newKey K) {
+func rekey[K any](tr *tree[K, struct{}], w *writer, wasIn bool, oldKey K, isIn bool, newKey K) {
 	if wasIn && isIn && tr.cmp(oldKey, newKey) == 0 {
 		return
 	}
-	reindex(tr, gen, wasIn, oldKey, isIn, newKey, struct{}{})
+	reindex(tr, w, wasIn, oldKey, isIn, newKey, struct{}{})
 }
 
 // moveClaim is reindex for a machine's claim by node id: a claim that
 // stays is not written.
-func moveClaim(tr *tree[string, string], gen uint64, wasIn bool, oldMachine string, isIn bool, newMachine, id string) {
+func moveClaim(tr *tree[string, string], w *writer, wasIn bool, oldMachine string, isIn bool, newMachine, id string) {
 	if wasIn && isIn && oldMachine == newMachine {
 		return
 	}
-	reindex(tr, gen, wasIn, oldMachine, isIn, newMachine, id)
+	reindex(tr, w, wasIn, oldMachine, isIn, newMachine, id)
 }
 
 // finalFrom reports whether node id has a final usage record starting at
@@ -270,8 +273,8 @@ func (t *tx) markMetered(u *domain.UsageRecord) {
 	if !n.ClassSince.IsZero() && tkey(n.ClassSince) > tkey(u.Start) {
 		return
 	}
-	t.st.metered.set(t.gen, n.ID, struct{}{})
-	t.st.unmetered.delete(t.gen, created(n))
+	t.st.metered.set(t.w, n.ID, struct{}{})
+	t.st.unmetered.delete(t.w, created(n))
 }
 
 // nodesByID reads the nodes of ids as the SQL backends' IN lists do: in

@@ -1,5 +1,5 @@
 //go:build !race
 
-package memstore_test
+package memstore
 
-const race = false
+const race, Race = false, false

@@ -80,7 +80,10 @@ func TestSameCases(t *testing.T) {
 		},
 	}
 	for name, steps := range cases {
-		t.Run(name, func(t *testing.T) { sameSteps(t, steps) })
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sameSteps(t, steps)
+		})
 	}
 }
 

@@ -10,12 +10,11 @@ import (
 )
 
 // snapshots keeps the slices of the last Snapshot, each with the version
-// of its table it was built from (the root of the table's tree: a version
-// that wrote no row of the table has the same root). A table not written
-// since comes back as the very same slice, as store.Cached gives it
-// (store.Same); a written one as a new slice, the unchanged nodes in it
-// as the same pointers and a written node as a new one. A slice handed
-// out is never changed.
+// of its table it was built from (the tree's ver: a version that wrote no
+// row of the table has the same). A table not written since comes back as
+// the very same slice, as store.Cached gives it (store.Same); a written
+// one as a new slice, the unchanged nodes in it as the same pointers and
+// a written node as a new one. A slice handed out is never changed.
 type snapshots struct {
 	mu           sync.Mutex
 	machines     built[tid, *domain.Machine, domain.Machine]
@@ -24,9 +23,9 @@ type snapshots struct {
 	nodes        built[tid, *domain.Node, *domain.Node]
 }
 
-// built is a table's slice and the root it was built from.
+// built is a table's slice and the version it was built from.
 type built[K, P, T any] struct {
-	root *bnode[K, P]
+	ver  uint64
 	rows []T
 	ok   bool
 }
@@ -34,12 +33,12 @@ type built[K, P, T any] struct {
 // of returns the rows add makes of tr's values (n of them), rebuilt only
 // if tr changed.
 func (b *built[K, P, T]) of(tr *tree[K, P], n int, add func(rows []T, vals []P) []T) []T {
-	if b.ok && b.root == tr.root {
+	if b.ok && b.ver == tr.ver {
 		return b.rows
 	}
 	rows := make([]T, 0, n)
 	tr.runs(func(_ []K, vals []P) { rows = add(rows, vals) })
-	b.root, b.rows, b.ok = tr.root, rows, true
+	b.ver, b.rows, b.ok = tr.ver, rows, true
 	return rows
 }
 
@@ -73,7 +72,8 @@ func liveNodes(rows []*domain.Node, ns []*domain.Node) []*domain.Node {
 // the clusters not fully deleted and the nodes not removed, in listing
 // order. Each slice is capped, so a caller's append copies it.
 func (s *Store) Snapshot(ctx context.Context) (store.Snapshot, error) {
-	v := s.view()
+	v := s.read()
+	defer s.d.mu.RUnlock()
 	if err := v.check(ctx); err != nil {
 		return store.Snapshot{}, err
 	}

@@ -14,8 +14,7 @@ import (
 	"github.com/sparecap/sparecap/internal/store"
 )
 
-// spanTables are the work spans by ID (an AUTOINCREMENT key: spanSeq is
-// the last one handed out), by their unique key (node, work key, start),
+// spanTables are the work spans by ID (an AUTOINCREMENT key), by their unique key (node, work key, start),
 // the open ones by node then ID, and by project then start then ID. A
 // scan walks the one SQLite's plan walks, so spans come in its order:
 // by project and start when a project is asked for, else the open ones by
@@ -25,7 +24,6 @@ type spanTables struct {
 	spanKeys       tree[ssi, int64]
 	spansOpen      tree[ssi, *domain.WorkSpan]
 	spansByProject tree[sttid, *domain.WorkSpan]
-	spanSeq        int64
 }
 
 func newSpanTables() spanTables {
@@ -40,6 +38,7 @@ func (t *tx) AddWorkSpans(ctx context.Context, ws []domain.WorkSpan) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	return eachChunk(ws, fixedChunk, func(chunk []domain.WorkSpan) error {
 		for _, w := range chunk {
 			if w.Start.IsZero() {
@@ -61,7 +60,7 @@ func (t *tx) AddWorkSpans(ctx context.Context, ws []domain.WorkSpan) error {
 				continue
 			}
 			s.ID = t.st.spanSeq
-			t.st.spanKeys.set(t.gen, key, s.ID)
+			t.st.spanKeys.set(t.w, key, s.ID)
 			t.putSpan(nil, s)
 		}
 		return nil
@@ -86,7 +85,7 @@ func storedSpan(w domain.WorkSpan) (*domain.WorkSpan, error) {
 // putSpan writes span s over old (nil: a new span); only its end and
 // progress ever change.
 func (t *tx) putSpan(old, s *domain.WorkSpan) {
-	g := t.gen
+	g := t.w
 	t.st.spans.set(g, s.ID, s)
 	t.st.spansByProject.set(g, sttid{s.ProjectID, tkey(s.Start), s.ID, ""}, s)
 	reindex(&t.st.spansOpen, g, old != nil && old.End.IsZero(), ssi{a: s.NodeID, n: s.ID},
@@ -113,6 +112,7 @@ func (t *tx) EndWorkSpans(ctx context.Context, ws []domain.WorkSpan) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	for _, w := range ws {
 		if w.End.IsZero() {
 			continue // ending at NULL leaves it open
@@ -131,6 +131,7 @@ func (t *tx) SetWorkProgress(ctx context.Context, ws []domain.WorkSpan) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	for _, w := range ws {
 		for _, s := range t.openSpans(w.NodeID, text(w.Key)) {
 			next := *s

@@ -1,21 +1,97 @@
 package memstore
 
-// tree is an ordered map that is persistent: a copy of the tree value is
-// a version of it that later writes to the original never change. Every
-// table and index of the store is one, so a transaction writes to its own
-// version of the database while readers go on reading the committed one,
-// and dropping the version is the rollback.
-//
-// It is a B-tree whose nodes are copied on write (path copying): a write
-// copies the nodes from the root to the entry it changes, unless they
-// already belong to the writer's generation (gen), in which case it
-// changes them in place. A transaction draws a new generation, so it
-// copies a node once however often it writes to it, and never changes a
-// node a committed version holds.
+// tree is an ordered map, a B-tree, on which every table and index of the
+// store is built. Its nodes carry a generation: a write changes in place
+// the nodes of its own generation and copies the others on its way
+// (path copying), so a copy of the tree value made before is a version
+// that the write leaves as it was. A transaction writes in the store's
+// one generation, in place, and keeps an undo log of what it replaced
+// (set, delete), from which a rollback restores the tree and a reader
+// that comes while the transaction is open gets the committed version
+// (revert, on a copy of the tree, in a generation of its own).
 type tree[K, V any] struct {
 	root *bnode[K, V]
 	n    int
 	cmp  func(K, K) int
+	// ver is the sequence number of the last transaction that wrote the
+	// tree: a version of the tree with the same ver holds the same
+	// entries.
+	ver uint64
+	// log is the running transaction's undo log, shared by every copy of
+	// the tree value, as are the nodes free for reuse.
+	log *undoLog[K, V]
+}
+
+// undoLog is what a transaction replaced in a tree, oldest first, and the
+// tree's ver before it; and the nodes the tree dropped, for its next
+// writes.
+type undoLog[K, V any] struct {
+	seq     uint64 // the transaction the log is of
+	ver     uint64
+	entries []undone[K, V]
+	free    []*bnode[K, V]
+}
+
+// maxFree bounds the nodes a tree keeps for reuse.
+const maxFree = 16
+
+// alloc is a write in generation gen: it changes the nodes of gen in
+// place, copies the others into nodes of gen, and reuses the nodes of gen
+// it drops (no version but its own holds them).
+type alloc[K, V any] struct {
+	gen uint64
+	log *undoLog[K, V]
+}
+
+// node returns an empty node of a's generation.
+func (a *alloc[K, V]) node() *bnode[K, V] {
+	f := a.log.free
+	if len(f) == 0 {
+		return &bnode[K, V]{gen: a.gen}
+	}
+	x := f[len(f)-1]
+	a.log.free = f[:len(f)-1]
+	x.gen = a.gen
+	return x
+}
+
+// drop takes x, which the write removed from its tree, for reuse if it
+// is of a's generation.
+func (a *alloc[K, V]) drop(x *bnode[K, V]) {
+	if x.gen != a.gen || len(a.log.free) == maxFree {
+		return
+	}
+	*x = bnode[K, V]{}
+	a.log.free = append(a.log.free, x)
+}
+
+// undone is an entry as it was before a write: v at k, or no entry (had
+// false).
+type undone[K, V any] struct {
+	k   K
+	v   V
+	had bool
+}
+
+// writer is a transaction as the trees see it.
+type writer struct {
+	// gen is the generation whose nodes it changes in place.
+	gen uint64
+	// seq numbers it, for the trees' ver and their undo logs.
+	seq uint64
+	// logs are the trees it wrote, whose undo logs are its.
+	logs []logged
+}
+
+// logged is a tree with entries in a transaction's undo log.
+type logged interface {
+	// revert undoes the transaction's writes, newest first, in
+	// generation gen, on the tree value it is called on.
+	revert(gen uint64)
+	// settle forgets the undo log.
+	settle()
+	// loggedIn reports whether the log is transaction seq's.
+	loggedIn(seq uint64) bool
 }
 
 // A node holds at most maxKeys entries and, but for the root, at least
@@ -35,7 +111,59 @@ type bnode[K, V any] struct {
 	kids [maxKeys + 1]*bnode[K, V]
 }
 
-func newTree[K, V any](cmp func(K, K) int) tree[K, V] { return tree[K, V]{cmp: cmp} }
+func newTree[K, V any](cmp func(K, K) int) tree[K, V] {
+	return tree[K, V]{cmp: cmp, log: &undoLog[K, V]{}}
+}
+
+// set puts v at k for transaction w, logging what it replaces, and
+// returns it.
+func (t *tree[K, V]) set(w *writer, k K, v V) (old V, replaced bool) {
+	old, replaced = t.put(w.gen, k, v)
+	t.logged(w, k, old, replaced)
+	return old, replaced
+}
+
+// delete removes k for transaction w, logging its value, and returns it.
+func (t *tree[K, V]) delete(w *writer, k K) (old V, ok bool) {
+	if old, ok = t.del(w.gen, k); ok {
+		t.logged(w, k, old, true)
+	}
+	return old, ok
+}
+
+// logged notes in the undo log that w replaced v at k (none if !had).
+func (t *tree[K, V]) logged(w *writer, k K, v V, had bool) {
+	l := t.log
+	if l.seq != w.seq {
+		l.seq, l.ver, l.entries = w.seq, t.ver, l.entries[:0]
+		w.logs = append(w.logs, t)
+	}
+	t.ver = w.seq
+	l.entries = append(l.entries, undone[K, V]{k, v, had})
+}
+
+func (t *tree[K, V]) revert(gen uint64) {
+	es := t.log.entries
+	for i := len(es) - 1; i >= 0; i-- {
+		if e := &es[i]; e.had {
+			t.put(gen, e.k, e.v)
+		} else {
+			t.del(gen, e.k)
+		}
+	}
+	t.ver = t.log.ver
+}
+
+func (t *tree[K, V]) settle() {
+	l := t.log
+	clear(l.entries) // what they hold may be garbage now
+	if cap(l.entries) > 1024 {
+		l.entries = nil
+	}
+	l.entries, l.seq = l.entries[:0], 0
+}
+
+func (t *tree[K, V]) loggedIn(seq uint64) bool { return t.log.seq == seq }
 
 // Len is the number of entries.
 func (t *tree[K, V]) Len() int { return t.n }
@@ -78,29 +206,32 @@ func (x *bnode[K, V]) search(k K, cmp func(K, K) int) (int, bool) {
 	return lo, false
 }
 
-// own returns x if generation gen may change it, else a copy that it may.
-func (x *bnode[K, V]) own(gen uint64) *bnode[K, V] {
-	if x.gen == gen {
+// own returns x if a may change it, else a copy that it may.
+func (x *bnode[K, V]) own(a *alloc[K, V]) *bnode[K, V] {
+	if x.gen == a.gen {
 		return x
 	}
-	c := *x
-	c.gen = gen
-	return &c
+	c := a.node()
+	*c = *x
+	c.gen = a.gen
+	return c
 }
 
-// set puts v at k in generation gen and returns the value it replaced.
-func (t *tree[K, V]) set(gen uint64, k K, v V) (old V, replaced bool) {
+// put puts v at k in generation gen and returns the value it replaced.
+func (t *tree[K, V]) put(gen uint64, k K, v V) (old V, replaced bool) {
+	a := &alloc[K, V]{gen, t.log}
 	if t.root == nil {
-		r := &bnode[K, V]{gen: gen, n: 1, leaf: true}
+		r := a.node()
+		r.n, r.leaf = 1, true
 		r.keys[0], r.vals[0] = k, v
 		t.root, t.n = r, 1
 		return old, false
 	}
-	r := t.root.own(gen)
+	r := t.root.own(a)
 	if r.n == maxKeys {
-		up := &bnode[K, V]{gen: gen}
+		up := a.node()
 		up.kids[0] = r
-		up.split(gen, 0)
+		up.split(a, 0)
 		r = up
 	}
 	t.root = r
@@ -118,10 +249,10 @@ func (t *tree[K, V]) set(gen uint64, k K, v V) (old V, replaced bool) {
 			t.n++
 			return old, false
 		}
-		c := x.kids[i].own(gen)
+		c := x.kids[i].own(a)
 		x.kids[i] = c
 		if c.n == maxKeys {
-			x.split(gen, i)
+			x.split(a, i)
 			switch d := t.cmp(k, x.keys[i]); {
 			case d == 0:
 				old, x.vals[i] = x.vals[i], v
@@ -134,11 +265,12 @@ func (t *tree[K, V]) set(gen uint64, k K, v V) (old V, replaced bool) {
 	}
 }
 
-// split splits x's full child i (which gen owns) around its middle entry,
+// split splits x's full child i (which a owns) around its middle entry,
 // which moves up into x.
-func (x *bnode[K, V]) split(gen uint64, i int) {
+func (x *bnode[K, V]) split(a *alloc[K, V], i int) {
 	y := x.kids[i]
-	z := &bnode[K, V]{gen: gen, n: minKeys, leaf: y.leaf}
+	z := a.node()
+	z.n, z.leaf = minKeys, y.leaf
 	copy(z.keys[:], y.keys[degree:])
 	copy(z.vals[:], y.vals[degree:])
 	if !y.leaf {
@@ -162,28 +294,27 @@ func (x *bnode[K, V]) clearFrom(i int) {
 	clear(x.kids[i+1:])
 }
 
-// delete removes k in generation gen and returns its value.
-func (t *tree[K, V]) delete(gen uint64, k K) (old V, ok bool) {
+// del removes k in generation gen and returns its value.
+func (t *tree[K, V]) del(gen uint64, k K) (old V, ok bool) {
 	if !t.has(k) {
 		return old, false // nothing to copy
 	}
-	r := t.root.own(gen)
-	old = r.remove(gen, k, t.cmp)
-	switch {
-	case r.n > 0:
-	case r.leaf:
-		r = nil
-	default:
-		r = r.kids[0]
+	a := &alloc[K, V]{gen, t.log}
+	r := t.root.own(a)
+	old = r.remove(a, k, t.cmp)
+	if r.n == 0 {
+		empty := r
+		r = r.kids[0] // nil for a leaf
+		a.drop(empty)
 	}
 	t.root = r
 	t.n--
 	return old, true
 }
 
-// remove removes k, which is in x's subtree, from it; x is owned by gen
+// remove removes k, which is in x's subtree, from it; x is owned by a
 // and, unless it is the root, holds more than minKeys entries.
-func (x *bnode[K, V]) remove(gen uint64, k K, cmp func(K, K) int) V {
+func (x *bnode[K, V]) remove(a *alloc[K, V], k K, cmp func(K, K) int) V {
 	for {
 		i, found := x.search(k, cmp)
 		if x.leaf {
@@ -192,23 +323,23 @@ func (x *bnode[K, V]) remove(gen uint64, k K, cmp func(K, K) int) V {
 			return old
 		}
 		if !found {
-			x = x.kids[x.fill(gen, i)]
+			x = x.kids[x.fill(a, i)]
 			continue
 		}
 		old := x.vals[i]
 		switch {
 		case x.kids[i].n > minKeys:
-			l := x.kids[i].own(gen)
+			l := x.kids[i].own(a)
 			x.kids[i] = l
-			x.keys[i], x.vals[i] = l.popMax(gen)
+			x.keys[i], x.vals[i] = l.popMax(a)
 			return old
 		case x.kids[i+1].n > minKeys:
-			r := x.kids[i+1].own(gen)
+			r := x.kids[i+1].own(a)
 			x.kids[i+1] = r
-			x.keys[i], x.vals[i] = r.popMin(gen)
+			x.keys[i], x.vals[i] = r.popMin(a)
 			return old
 		}
-		x.merge(gen, i)
+		x.merge(a, i)
 		x = x.kids[i]
 	}
 }
@@ -223,9 +354,9 @@ func (x *bnode[K, V]) removeAt(i int) {
 
 // popMax removes and returns the largest entry of x's subtree (x as in
 // remove).
-func (x *bnode[K, V]) popMax(gen uint64) (K, V) {
+func (x *bnode[K, V]) popMax(a *alloc[K, V]) (K, V) {
 	for !x.leaf {
-		x = x.kids[x.fill(gen, x.n)]
+		x = x.kids[x.fill(a, x.n)]
 	}
 	k, v := x.keys[x.n-1], x.vals[x.n-1]
 	x.removeAt(x.n - 1)
@@ -233,9 +364,9 @@ func (x *bnode[K, V]) popMax(gen uint64) (K, V) {
 }
 
 // popMin removes and returns the smallest entry of x's subtree.
-func (x *bnode[K, V]) popMin(gen uint64) (K, V) {
+func (x *bnode[K, V]) popMin(a *alloc[K, V]) (K, V) {
 	for !x.leaf {
-		x = x.kids[x.fill(gen, 0)]
+		x = x.kids[x.fill(a, 0)]
 	}
 	k, v := x.keys[0], x.vals[0]
 	x.removeAt(0)
@@ -245,14 +376,14 @@ func (x *bnode[K, V]) popMin(gen uint64) (K, V) {
 // fill makes x's child i own-able and fuller than minKeys, taking an
 // entry from a sibling or merging it with one, and returns where that
 // child is now.
-func (x *bnode[K, V]) fill(gen uint64, i int) int {
-	c := x.kids[i].own(gen)
+func (x *bnode[K, V]) fill(a *alloc[K, V], i int) int {
+	c := x.kids[i].own(a)
 	x.kids[i] = c
 	switch {
 	case c.n > minKeys:
 		return i
 	case i > 0 && x.kids[i-1].n > minKeys:
-		l := x.kids[i-1].own(gen)
+		l := x.kids[i-1].own(a)
 		x.kids[i-1] = l
 		copy(c.keys[1:c.n+1], c.keys[:c.n])
 		copy(c.vals[1:c.n+1], c.vals[:c.n])
@@ -264,7 +395,7 @@ func (x *bnode[K, V]) fill(gen uint64, i int) int {
 		l.clearFrom(l.n)
 		return i
 	case i < x.n && x.kids[i+1].n > minKeys:
-		r := x.kids[i+1].own(gen)
+		r := x.kids[i+1].own(a)
 		x.kids[i+1] = r
 		c.keys[c.n], c.vals[c.n], c.kids[c.n+1] = x.keys[i], x.vals[i], r.kids[0]
 		c.n++
@@ -276,18 +407,18 @@ func (x *bnode[K, V]) fill(gen uint64, i int) int {
 		r.clearFrom(r.n)
 		return i
 	case i < x.n:
-		x.merge(gen, i)
+		x.merge(a, i)
 		return i
 	default:
-		x.merge(gen, i-1)
+		x.merge(a, i-1)
 		return i - 1
 	}
 }
 
 // merge joins x's children i and i+1 and the entry between them into
-// child i (owned by gen).
-func (x *bnode[K, V]) merge(gen uint64, i int) {
-	l := x.kids[i].own(gen)
+// child i (owned by a); a takes child i+1.
+func (x *bnode[K, V]) merge(a *alloc[K, V], i int) {
+	l := x.kids[i].own(a)
 	r := x.kids[i+1]
 	l.keys[l.n], l.vals[l.n] = x.keys[i], x.vals[i]
 	copy(l.keys[l.n+1:], r.keys[:r.n])
@@ -302,6 +433,7 @@ func (x *bnode[K, V]) merge(gen uint64, i int) {
 	copy(x.kids[i+1:], x.kids[i+2:x.n+1])
 	x.n--
 	x.clearFrom(x.n)
+	a.drop(r)
 }
 
 // ascend calls fn with the entries from lo on (all of them if lo is

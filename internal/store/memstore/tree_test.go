@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -12,6 +14,7 @@ import (
 // of sets and deletes, and a version copied before later writes (made in
 // another generation) never changes.
 func TestTree(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	tr := newTree[int, int](cmp.Compare[int])
 	want := map[int]int{}
@@ -21,7 +24,11 @@ func TestTree(t *testing.T) {
 	}
 	var versions []version
 	gen := uint64(1)
-	for step := range 200_000 {
+	steps := 200_000
+	if race {
+		steps = 50_000
+	}
+	for step := range steps {
 		if step%997 == 0 {
 			// A version: later writes must leave it as it is.
 			versions = append(versions, version{tr, maps.Clone(want)})
@@ -29,14 +36,14 @@ func TestTree(t *testing.T) {
 		}
 		k := rng.IntN(3000)
 		if rng.IntN(3) == 0 {
-			old, ok := tr.delete(gen, k)
+			old, ok := tr.del(gen, k)
 			wv, wok := want[k]
 			if ok != wok || old != wv {
 				t.Fatalf("step %d: delete %d: %d %v, want %d %v", step, k, old, ok, wv, wok)
 			}
 			delete(want, k)
 		} else {
-			old, ok := tr.set(gen, k, step)
+			old, ok := tr.put(gen, k, step)
 			wv, wok := want[k]
 			if ok != wok || old != wv {
 				t.Fatalf("step %d: set %d: %d %v, want %d %v", step, k, old, ok, wv, wok)
@@ -53,10 +60,71 @@ func TestTree(t *testing.T) {
 	}
 	// Delete everything: the tree is empty again.
 	for k := range want {
-		tr.delete(gen, k)
+		tr.del(gen, k)
 	}
 	if tr.root != nil || tr.Len() != 0 {
 		t.Fatalf("emptied tree: root %v, %d entries", tr.root, tr.Len())
+	}
+}
+
+// TestTreeUndo: transactions write a tree in place, logging what they
+// replace: one rolled back leaves the tree as it was (its entries and
+// ver); a copy of the tree reverted in the middle of one, after which
+// the transaction writes in a new generation, is the tree as it was,
+// whatever the transaction writes after.
+func TestTreeUndo(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	tr := newTree[int, int](cmp.Compare[int])
+	want := map[int]int{}
+	gens := uint64(1)
+	w := &writer{gen: gens}
+	txs := uint64(300)
+	if race {
+		txs = 100
+	}
+	for seq := uint64(1); seq <= txs; seq++ {
+		w.seq = seq
+		committed, ver := maps.Clone(want), tr.ver
+		var frozen *tree[int, int]
+		for range rng.IntN(300) {
+			if k := rng.IntN(2000); rng.IntN(3) == 0 {
+				tr.delete(w, k)
+				delete(want, k)
+			} else {
+				tr.set(w, k, int(seq))
+				want[k] = int(seq)
+			}
+			if frozen == nil && rng.IntN(100) == 0 {
+				fz := tr
+				if fz.loggedIn(seq) {
+					gens++
+					fz.revert(gens)
+				}
+				gens++
+				w.gen, frozen = gens, &fz
+			}
+		}
+		if frozen != nil {
+			checkTree(t, frozen, committed)
+			if frozen.ver != ver {
+				t.Fatalf("transaction %d: the copy's ver is %d, want %d", seq, frozen.ver, ver)
+			}
+		}
+		if rng.IntN(4) == 0 {
+			for _, l := range w.logs {
+				l.revert(w.gen)
+			}
+			want = committed
+			if tr.ver != ver {
+				t.Fatalf("transaction %d rolled back: ver %d, want %d", seq, tr.ver, ver)
+			}
+		}
+		for _, l := range w.logs {
+			l.settle()
+		}
+		w.logs = w.logs[:0]
+		checkTree(t, &tr, want)
 	}
 }
 
@@ -157,4 +225,30 @@ func checkNode(t *testing.T, x *bnode[int, int], root bool, lo, hi *int) int {
 		}
 	}
 	return depth + 1
+}
+
+// TestTables: state.tables lists every tree of the state, once: a reader
+// that comes while an Update is open reverts the trees it lists.
+func TestTables(t *testing.T) {
+	trees := 0
+	var count func(reflect.Type)
+	count = func(rt reflect.Type) {
+		for i := range rt.NumField() {
+			switch f := rt.Field(i); {
+			case strings.HasPrefix(f.Type.Name(), "tree["):
+				trees++
+			case f.Anonymous && f.Type.Kind() == reflect.Struct:
+				count(f.Type)
+			}
+		}
+	}
+	count(reflect.TypeFor[state]())
+	listed := newState().tables()
+	seen := map[logged]bool{}
+	for _, tr := range listed {
+		seen[tr] = true
+	}
+	if len(seen) != len(listed) || len(listed) != trees {
+		t.Fatalf("tables lists %d trees (%d distinct); the state has %d", len(listed), len(seen), trees)
+	}
 }

@@ -29,6 +29,7 @@ func (t *tx) PutUsage(ctx context.Context, u domain.UsageRecord) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	if u.Start.IsZero() {
 		return notNull("put usage of node "+u.NodeID, "usage.start_at")
 	}
@@ -55,7 +56,7 @@ func (t *tx) putUsage(r *domain.UsageRecord) {
 	if had && (old.Final || !(r.Final || (!r.End.IsZero() && !old.End.IsZero() && !r.End.Before(old.End)))) {
 		return
 	}
-	g := t.gen
+	g := t.w
 	t.st.usage.set(g, stid{s: r.NodeID, t: start}, r)
 	t.st.usageByStart.set(g, tid{start, r.NodeID}, r)
 	var o domain.UsageRecord
@@ -74,6 +75,7 @@ func (t *tx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	if _, ok := distinct(us, func(u domain.UsageRecord) string { return u.NodeID + "@" + u.Start.String() }); !ok {
 		return store.Each(ctx, us, t.PutUsage)
 	}

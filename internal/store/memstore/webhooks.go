@@ -118,6 +118,7 @@ func (t *tx) CreateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpoint
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	// The secrets are credentials: the ID names the endpoint in errors.
 	if t.st.endpoints.has(e.ID) || t.st.endpointNames.has(ss{e.ProjectID, e.Name}) {
 		return conflict("webhook endpoint " + e.ID)
@@ -137,6 +138,7 @@ func (t *tx) UpdateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpoint
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	old, ok := t.st.endpoints.get(e.ID)
 	if !ok {
 		return missing("update webhook endpoint " + e.ID)
@@ -156,7 +158,7 @@ func (t *tx) UpdateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpoint
 
 // putEndpoint writes e over old (nil: a new endpoint; e nil: old goes).
 func (t *tx) putEndpoint(old, e *domain.WebhookEndpoint) {
-	g := t.gen
+	g := t.w
 	if old != nil {
 		t.st.endpointNames.delete(g, ss{old.ProjectID, old.Name})
 		t.st.endpointOrder.delete(g, tid{tkey(old.CreatedAt), old.ID})
@@ -176,6 +178,7 @@ func (t *tx) DeleteWebhookEndpoint(ctx context.Context, id string) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	for _, d := range t.deliveriesOf(id) {
 		t.putDelivery(d, nil)
 	}
@@ -206,6 +209,7 @@ func (t *tx) AddWebhookMessages(ctx context.Context, ms []domain.WebhookMessage)
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	return eachStatement(ms, webhookSizes, func(chunk []domain.WebhookMessage) error {
 		for _, m := range chunk {
 			if m.Body == nil {
@@ -217,7 +221,7 @@ func (t *tx) AddWebhookMessages(ctx context.Context, ms []domain.WebhookMessage)
 				continue
 			}
 			m.Body, m.CreatedAt = storedBytes(m.Body), dbTime(m.CreatedAt)
-			t.st.messages.set(t.gen, m.ID, &m)
+			t.st.messages.set(t.w, m.ID, &m)
 		}
 		return nil
 	})
@@ -234,6 +238,7 @@ func (t *tx) SetWebhookCursor(ctx context.Context, seq int64) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
+	defer t.unlock()
 	t.st.cursor = seq
 	return nil
 }

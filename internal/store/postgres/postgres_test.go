@@ -20,6 +20,16 @@ func TestConformanceCached(t *testing.T) {
 	storetest.RunCached(t, newDB)
 }
 
+// TestMemory: the leader's copy over this store is a store.Memory.
+func TestMemory(t *testing.T) {
+	postgres.TestDSN(t)
+	storetest.RunMemory(t, func(t *testing.T) store.Memory {
+		c := store.NewCached(newDB(t)(t))
+		c.Enable()
+		return c
+	})
+}
+
 func newDB(t *testing.T) storetest.Opener {
 	dsn := postgres.TestDSN(t)
 	return func(t *testing.T) store.Store {

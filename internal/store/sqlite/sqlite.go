@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -118,11 +119,59 @@ func openMemory(ctx context.Context, o sqlstore.Options) (store.Store, error) {
 	}
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	if err := migrate(ctx, db); err != nil {
+	if err := migrateMemory(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite :memory:: %w", err)
 	}
 	return sqlstore.New(dialect, db, db, o), nil
+}
+
+// memoryImage is the first in-memory database as migrated, serialized:
+// every later one starts from it rather than running the migrations
+// again, a few hundred milliseconds under the race detector (tests open
+// many).
+var memoryImage struct {
+	sync.Mutex
+	b []byte
+}
+
+// imager is what a connection of the driver offers to copy a database.
+type imager interface {
+	Serialize() ([]byte, error)
+	Deserialize([]byte) error
+}
+
+// migrateMemory migrates db, an in-memory database of one connection, or
+// loads memoryImage into it.
+func migrateMemory(ctx context.Context, db *sql.DB) error {
+	memoryImage.Lock()
+	defer memoryImage.Unlock()
+	image := memoryImage.b
+	if image == nil {
+		if err := migrate(ctx, db); err != nil {
+			return err
+		}
+	}
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Raw(func(dc any) error {
+		var im imager
+		cc, ok := dc.(*cachingConn)
+		if ok {
+			im, ok = cc.sqliteConn.(imager)
+		}
+		if !ok {
+			return errors.New("the sqlite driver's connection cannot copy a database")
+		}
+		if image != nil {
+			return im.Deserialize(image)
+		}
+		memoryImage.b, err = im.Serialize()
+		return err
+	})
 }
 
 // openPool opens a pool of at most n connections, each set up with the

@@ -17,6 +17,15 @@ func TestConformance(t *testing.T) { storetest.Run(t, newDB) }
 // snapshot (store.Cached) as on the backend itself.
 func TestConformanceCached(t *testing.T) { storetest.RunCached(t, newDB) }
 
+// TestMemory: the leader's copy over this store is a store.Memory.
+func TestMemory(t *testing.T) {
+	storetest.RunMemory(t, func(t *testing.T) store.Memory {
+		c := store.NewCached(newDB(t)(t))
+		c.Enable()
+		return c
+	})
+}
+
 func newDB(t *testing.T) storetest.Opener {
 	path := filepath.Join(t.TempDir(), "sparecap.db")
 	return func(t *testing.T) store.Store {
@@ -28,9 +37,9 @@ func newDB(t *testing.T) storetest.Opener {
 	}
 }
 
-// TestMemory: ":memory:" gives a working private database. It cannot run
+// TestInMemory: ":memory:" gives a working private database. It cannot run
 // the suite, whose Reopen test needs data to outlive Close.
-func TestMemory(t *testing.T) {
+func TestInMemory(t *testing.T) {
 	ctx := t.Context()
 	s, err := sqlite.Open(ctx, ":memory:")
 	if err != nil {
@@ -52,6 +61,30 @@ func TestMemory(t *testing.T) {
 	}
 	if snap, err := s.Snapshot(ctx); err != nil || len(snap.Clusters) != 1 {
 		t.Fatalf("snapshot: %+v, %v", snap, err)
+	}
+}
+
+// TestInMemoryTwice: every ":memory:" database is a database of its own,
+// migrated (the second starts from an image of the first, as migrated).
+func TestInMemoryTwice(t *testing.T) {
+	ctx := t.Context()
+	var stores []store.Store
+	for range 2 {
+		s, err := sqlite.Open(ctx, ":memory:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	for i, s := range stores {
+		err := s.Update(ctx, func(tx store.Tx) error { return tx.CreateProject(ctx, domain.Project{ID: "p"}) })
+		if err != nil {
+			t.Fatalf("database %d: %v", i, err)
+		}
+		if ps, err := s.ListProjects(ctx); err != nil || len(ps) != 1 {
+			t.Fatalf("database %d: projects %+v, %v", i, ps, err)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -17,6 +18,8 @@ type mirror struct {
 	nodes        map[string]domain.Node
 	reservations []domain.Reservation
 	resets       int
+	// by are the tags of the commits applied (Written.By), in order.
+	by []any
 }
 
 func (m *mirror) Load(s store.Snapshot) {
@@ -34,6 +37,7 @@ func (m *mirror) Load(s store.Snapshot) {
 }
 
 func (m *mirror) Apply(w store.Written) {
+	m.by = append(m.by, w.By)
 	for _, x := range w.Machines {
 		m.machines[x.ID] = x
 	}
@@ -62,6 +66,39 @@ func (m *mirror) equal(t *testing.T, what string, want store.Snapshot) {
 	if m.resets > 0 {
 		t.Fatalf("%s: the watcher was reset", what)
 	}
+	if !m.holds(want) {
+		m.explain(t, what, want)
+	}
+}
+
+// holds reports whether the mirror holds want's rows (a check run after
+// every step: it says no more than whether).
+func (m *mirror) holds(want store.Snapshot) bool {
+	if len(m.machines) != len(want.Machines) || len(m.clusters) != len(want.Clusters) ||
+		len(m.nodes) != len(want.Nodes) || len(m.reservations) != len(want.Reservations) {
+		return false
+	}
+	for _, x := range want.Machines {
+		if y, ok := m.machines[x.ID]; !ok || y != x {
+			return false
+		}
+	}
+	for _, x := range want.Clusters {
+		if y, ok := m.clusters[x.ID]; !ok || !reflect.DeepEqual(y, x) {
+			return false
+		}
+	}
+	for _, x := range want.Nodes {
+		if y, ok := m.nodes[x.ID]; !ok || y != *x {
+			return false
+		}
+	}
+	return true
+}
+
+// explain fails t with the first difference between the mirror and want.
+func (m *mirror) explain(t *testing.T, what string, want store.Snapshot) {
+	t.Helper()
 	byID := func(ids []string) []string { slices.Sort(ids); return ids }
 	var mids, cids, nids []string
 	for _, x := range want.Machines {
