@@ -47,11 +47,12 @@ type Progress struct {
 
 // world is one run's control plane and fleet.
 type world struct {
-	sc    Scenario
-	pol   Policy
-	clk   *clock.Fake
-	db    store.Store
-	st    *store.Cached
+	sc  Scenario
+	pol Policy
+	clk *clock.Fake
+	// st is the in-memory store: a store.Memory, as the leader's copy of
+	// a server's database is.
+	st    *memstore.Store
 	fl    *sim.Fleet
 	ctrl  *controller.Controller
 	meter *metering.Meter
@@ -74,7 +75,7 @@ func run(ctx context.Context, sc Scenario, evs []Event, pol Policy, progress fun
 	if err != nil {
 		return nil, err
 	}
-	defer w.db.Close()
+	defer w.st.Close()
 	if err := w.loop(ctx, evs, progress); err != nil {
 		return nil, err
 	}
@@ -88,8 +89,7 @@ func run(ctx context.Context, sc Scenario, evs []Event, pol Policy, progress fun
 func newWorld(ctx context.Context, sc Scenario, pol Policy) (*world, error) {
 	clk := clock.NewFake(Epoch)
 	db := memstore.New()
-	w := &world{sc: sc, pol: pol, clk: clk, db: db, st: store.NewCached(db), ids: map[string]string{}}
-	w.st.Enable()
+	w := &world{sc: sc, pol: pol, clk: clk, st: db, ids: map[string]string{}}
 	if err := w.register(ctx); err != nil {
 		db.Close()
 		return nil, err

@@ -39,7 +39,7 @@ func runWorld(t *testing.T, s Scenario) (*world, *Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { w.db.Close() })
+	t.Cleanup(func() { w.st.Close() })
 	if err := w.loop(ctx, Generate(s), nil); err != nil {
 		t.Fatal(err)
 	}
