@@ -41,10 +41,16 @@ func main() {
 	}
 }
 
+// serverArgs holds the server's flags that are parsed into server.Options
+// only when the command runs.
+type serverArgs struct {
+	nodeLabels, nodeTaints, preemptibleTaints, hookEnv, webhookAllow []string
+	logLevel                                                         string
+}
+
 func serverCmd(wall clock.Clock) *cobra.Command {
 	o := server.Options{Clock: wall}
-	var nodeLabels, nodeTaints, preemptibleTaints, hookEnv, webhookAllow []string
-	var logLevel string
+	var a serverArgs
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the sparecap control plane (API, controller, simulated fleet)",
@@ -62,58 +68,80 @@ with this server's URL and that token, so the CLI works at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			server.SetProcs(os.Getenv("GOMAXPROCS"))
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return fmt.Errorf("--log-level: %w", err)
-			}
-			if o.Speed < 1 {
-				return fmt.Errorf("--speed must be at least 1; got %g", o.Speed)
-			}
-			if o.LeaseTTL < time.Second {
-				return fmt.Errorf("--lease-ttl must be at least 1s; got %s", o.LeaseTTL)
-			}
-			if o.DrainWindow < time.Second {
-				return fmt.Errorf("--drain-window must be at least 1s; got %s", o.DrainWindow)
-			}
-			if o.Cooldown == 0 {
-				o.Cooldown = -1 // the controller reads 0 as "default"
-			}
-			if err := kubeFlags(&o, nodeLabels, nodeTaints, preemptibleTaints); err != nil {
+			if err := serverOptions(cmd, &o, a); err != nil {
 				return err
 			}
-			if err := provisionHookEnv(&o, hookEnv); err != nil {
-				return err
-			}
-			if err := limitFlags(o.Limits); err != nil {
-				return err
-			}
-			allow, err := webhook.ParseAllow(webhookAllow)
-			if err != nil {
-				return fmt.Errorf("--webhook-allow-cidr: %w", err)
-			}
-			o.WebhookAllow = allow
-			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			o.AdminToken = os.Getenv("SPARECAP_ADMIN_TOKEN")
-			o.MetricsToken = os.Getenv("SPARECAP_METRICS_TOKEN")
-			if o.MetricsToken != "" && len(o.MetricsToken) < 32 {
-				return fmt.Errorf("SPARECAP_METRICS_TOKEN must be at least 32 characters; got %d", len(o.MetricsToken))
-			}
-			if cfg, _ := cmd.Flags().GetString("config"); cfg != "" {
-				o.ConfigPath = cfg
-			} else {
-				o.ConfigPath = client.DefaultConfigPath()
-			}
-			srv, err := server.Start(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "sparecap server listening on %s (data in %s)\nCLI config: %s\n", srv.URL, dataDir(o), o.ConfigPath)
-			if err := srv.Wait(cmd.Context()); err != nil && !errors.Is(err, context.Canceled) {
-				return err
-			}
-			return nil
+			return serve(cmd, o)
 		},
 	}
+	serverFlags(cmd, &o, &a)
+	guardFlags(cmd, &o, &a)
+	return cmd
+}
+
+// serverOptions checks the flags and completes o from them and the
+// environment.
+func serverOptions(cmd *cobra.Command, o *server.Options, a serverArgs) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(a.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	if o.Speed < 1 {
+		return fmt.Errorf("--speed must be at least 1; got %g", o.Speed)
+	}
+	if o.LeaseTTL < time.Second {
+		return fmt.Errorf("--lease-ttl must be at least 1s; got %s", o.LeaseTTL)
+	}
+	if o.DrainWindow < time.Second {
+		return fmt.Errorf("--drain-window must be at least 1s; got %s", o.DrainWindow)
+	}
+	if o.Cooldown == 0 {
+		o.Cooldown = -1 // the controller reads 0 as "default"
+	}
+	if err := kubeFlags(o, a.nodeLabels, a.nodeTaints, a.preemptibleTaints); err != nil {
+		return err
+	}
+	if err := provisionHookEnv(o, a.hookEnv); err != nil {
+		return err
+	}
+	if err := limitFlags(o.Limits); err != nil {
+		return err
+	}
+	allow, err := webhook.ParseAllow(a.webhookAllow)
+	if err != nil {
+		return fmt.Errorf("--webhook-allow-cidr: %w", err)
+	}
+	o.WebhookAllow = allow
+	o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	o.AdminToken = os.Getenv("SPARECAP_ADMIN_TOKEN")
+	o.MetricsToken = os.Getenv("SPARECAP_METRICS_TOKEN")
+	if o.MetricsToken != "" && len(o.MetricsToken) < 32 {
+		return fmt.Errorf("SPARECAP_METRICS_TOKEN must be at least 32 characters; got %d", len(o.MetricsToken))
+	}
+	if cfg, _ := cmd.Flags().GetString("config"); cfg != "" {
+		o.ConfigPath = cfg
+	} else {
+		o.ConfigPath = client.DefaultConfigPath()
+	}
+	return nil
+}
+
+// serve starts the server and runs it until the command's context ends.
+func serve(cmd *cobra.Command, o server.Options) error {
+	srv, err := server.Start(cmd.Context(), o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "sparecap server listening on %s (data in %s)\nCLI config: %s\n", srv.URL, dataDir(o), o.ConfigPath)
+	if err := srv.Wait(cmd.Context()); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// serverFlags defines what the server runs and how it drives clusters and
+// machines.
+func serverFlags(cmd *cobra.Command, o *server.Options, a *serverArgs) {
 	f := cmd.Flags()
 	f.StringVar(&o.Addr, "addr", "127.0.0.1:8407", "address to listen on")
 	f.StringVar(&o.DB, "db", "", "database: a postgres:// URL, or a SQLite file path (default <data-dir>/sparecap.db)")
@@ -130,12 +158,12 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.DurationVar(&o.ProvisionTime, "provision-time", 20*time.Second, "how long a simulated machine takes to join a cluster")
 	f.Int64Var(&o.SimSeed, "sim-seed", 0, "seed of the simulated pods' behaviour")
 	f.StringVar(&o.PreemptibleDiscount, "preemptible-discount", "50", "discount of preemptible capacity off the on-demand price, in percent (a change applies from now on)")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.MachineProvider, "machine-provider", "sim", "how machines are prepared: sim (simulated), register (nothing boots; attached clusters get their Node objects created Ready) or exec (run --provision-hook)")
 	f.StringVar(&o.ProvisionHook, "provision-hook", "", "program run as HOOK provision|deprovision MACHINE CLUSTER NODE with a JSON document on stdin (--machine-provider exec; see docs/kubernetes.md)")
 	f.StringArrayVar(&o.ProvisionHookArgs, "provision-hook-arg", nil, "argument passed to the hook before the action (repeatable)")
 	f.DurationVar(&o.ProvisionHookTimeout, "provision-hook-timeout", 10*time.Minute, "how long one run of the hook may take before it is killed")
-	f.StringArrayVar(&hookEnv, "provision-hook-env", nil, "NAME=VALUE, or NAME to pass on the server's value, added to the hook's environment, which otherwise holds only PATH, HOME, LANG, LC_ALL, TZ, TMPDIR and the SPARECAP_ variables of the run (repeatable)")
+	f.StringArrayVar(&a.hookEnv, "provision-hook-env", nil, "NAME=VALUE, or NAME to pass on the server's value, added to the hook's environment, which otherwise holds only PATH, HOME, LANG, LC_ALL, TZ, TMPDIR and the SPARECAP_ variables of the run (repeatable)")
 	f.Float32Var(&o.Kube.QPS, "kube-qps", kube.DefaultQPS, "client-side rate limit of calls to each attached cluster's API server, per second")
 	f.IntVar(&o.Kube.Burst, "kube-burst", kube.DefaultBurst, "burst above --kube-qps allowed to each attached cluster's API server")
 	f.DurationVar(&o.Kube.Timeout, "kube-timeout", kube.DefaultTimeout, "timeout of each call to a cluster's API server")
@@ -143,13 +171,19 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.DurationVar(&o.Slurm.Timeout, "slurm-timeout", slurm.DefaultTimeout, "timeout of each Slurm command")
 	f.DurationVar(&o.Slurm.ProbeEvery, "slurm-probe-every", 0, "how often sparecap connects to each SLURM node's slurmd to find one that stopped answering before slurmctld does (0: never; each probe logs a line in the slurmd's log)")
 	f.StringVar(&o.Slurm.AuthSocketDir, "slurm-auth-socket-dir", slurm.DefaultAuthSocketDir, "directory under which an attached slurm.conf's munge socket (AuthInfo=socket=...) must be; keep each tenant's munged socket here")
-	f.StringArrayVar(&nodeLabels, "node-label", nil, "KEY=VALUE label added to every node in attached clusters (repeatable)")
-	f.StringArrayVar(&nodeTaints, "node-taint", nil, "KEY[=VALUE]:EFFECT taint added to every node in attached clusters (repeatable)")
-	f.StringArrayVar(&preemptibleTaints, "preemptible-taint", nil, "KEY[=VALUE]:EFFECT taint added to preemptible nodes only, so pods must tolerate it to land there (repeatable)")
+	f.StringArrayVar(&a.nodeLabels, "node-label", nil, "KEY=VALUE label added to every node in attached clusters (repeatable)")
+	f.StringArrayVar(&a.nodeTaints, "node-taint", nil, "KEY[=VALUE]:EFFECT taint added to every node in attached clusters (repeatable)")
+	f.StringArrayVar(&a.preemptibleTaints, "preemptible-taint", nil, "KEY[=VALUE]:EFFECT taint added to preemptible nodes only, so pods must tolerate it to land there (repeatable)")
 	f.IntVar(&o.Workers, "workers", 256, "node steps (provisioning, drains) run at once")
 	f.IntVar(&o.NoticeWorkers, "notice-workers", 1024, "steps delivering drain notices run at once, apart from the other steps")
 	f.DurationVar(&o.NodeLostAfter, "node-lost-after", 5*time.Minute, "a ready node whose Node object stays NotReady this long is lost: billing stops, its machine is taken back and the node replaced (a Node deleted by someone else is lost at once)")
 	f.DurationVar(&o.RegisterTimeout, "register-timeout", 15*time.Minute, "a node not registered Ready this long after its machine was first asked to prepare goes back and is replaced; its machine goes out of service after 3 such failures in a row")
+}
+
+// guardFlags defines the limits and protections that keep clients from
+// overloading the server or making it act on their behalf.
+func guardFlags(cmd *cobra.Command, o *server.Options, a *serverArgs) {
+	f := cmd.Flags()
 	l := &o.Limits
 	f.DurationVar(&l.ReadTimeout, "read-timeout", server.DefaultReadTimeout, "how long reading one request may take, body included (event streams are not bound by it)")
 	f.DurationVar(&l.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "how long writing one response may take (event streams and long usage answers move it on as they write)")
@@ -166,11 +200,10 @@ with this server's URL and that token, so the CLI works at once.`,
 	f.Float64Var(&l.AddressRate, "rate-limit-address", 200, "requests a second per client address, in bursts of twice that (0: no limit); more get 429 with Retry-After")
 	f.IntVar(&l.AuthFailures, "auth-failures", 10, "failed authentications a minute per client address; once they are used up the address is refused (429) until they refill (0: no limit)")
 	f.StringSliceVar(&l.TrustedProxies, "trusted-proxies", nil, "addresses or CIDR prefixes of reverse proxies, and of the other servers on the same PostgreSQL, whose X-Forwarded-For names the client (comma-separated)")
-	f.StringArrayVar(&webhookAllow, "webhook-allow-cidr", nil, "CIDR prefix (or address) that webhook deliveries may reach although it is loopback, private, link-local, CGNAT or multicast, which are refused by default so a project cannot make the server call into its own network (repeatable; e.g. 10.0.0.0/8)")
+	f.StringArrayVar(&a.webhookAllow, "webhook-allow-cidr", nil, "CIDR prefix (or address) that webhook deliveries may reach although it is loopback, private, link-local, CGNAT or multicast, which are refused by default so a project cannot make the server call into its own network (repeatable; e.g. 10.0.0.0/8)")
 	f.BoolVar(&o.AllowKubeconfigPlugins, "allow-kubeconfig-plugins", false, "accept kubeconfigs with exec credential plugins, auth-providers or proxy-urls. "+
 		"RISKY: such a kubeconfig (often written by the tenant) runs its command on this host as the server user, with the server's environment (the admin token included), "+
 		"or sends the cluster's traffic and credentials through the proxy it names")
-	return cmd
 }
 
 // limitFlags checks the listener's limits.

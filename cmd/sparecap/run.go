@@ -15,11 +15,16 @@ import (
 	"github.com/sparecap/sparecap/pkg/preempt"
 )
 
+// runArgs holds the run's flags that are not fields of runwrap.Config.
+type runArgs struct {
+	deadline, signal, region, gpuType string
+	costSecs                          float64
+	report                            bool
+}
+
 func runCmd(wall clock.Clock) *cobra.Command {
 	cfg := runwrap.Config{Clock: wall}
-	var deadline, signal, region, gpuType string
-	var costSecs float64
-	var report bool
+	var a runArgs
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- CMD [ARGS...]",
 		Short: "Run a job so that it survives preemption (deadline, checkpoint, resume)",
@@ -50,26 +55,26 @@ See docs/workloads.md.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			cfg.Command = args
-			if deadline != "" {
-				t, err := time.Parse(time.RFC3339Nano, deadline)
+			if a.deadline != "" {
+				t, err := time.Parse(time.RFC3339Nano, a.deadline)
 				if err != nil {
-					return fmt.Errorf("--deadline %q: want a time like 2026-12-03T12:05:00Z", deadline)
+					return fmt.Errorf("--deadline %q: want a time like 2026-12-03T12:05:00Z", a.deadline)
 				}
 				cfg.Deadline = t
 			}
-			sig, ok := preempt.ParseSignal(signal)
+			sig, ok := preempt.ParseSignal(a.signal)
 			if !ok {
-				return fmt.Errorf("--checkpoint-signal %q: want a signal name such as USR1 or USR2", signal)
+				return fmt.Errorf("--checkpoint-signal %q: want a signal name such as USR1 or USR2", a.signal)
 			}
 			cfg.CheckpointSignal = sig
 			if cfg.Margin < 0 || cfg.Grace <= 0 || cfg.Interval < 0 {
 				return fmt.Errorf("--margin and --interval must not be negative, --grace must be positive")
 			}
 			cfg.Stdout, cfg.Stderr, cfg.Log = c.OutOrStdout(), c.ErrOrStderr(), c.ErrOrStderr()
-			if region != "" || gpuType != "" {
-				cfg.Interval = advisedInterval(c, cfg, region, gpuType, costSecs)
+			if a.region != "" || a.gpuType != "" {
+				cfg.Interval = advisedInterval(c, cfg, a.region, a.gpuType, a.costSecs)
 			}
-			if report {
+			if a.report {
 				cfg.OnCheckpoint = podReporter(c.ErrOrStderr(), os.Getenv, preempt.InClusterReporter)
 			}
 			// SIGTERM is the notice, which Run handles itself: the
@@ -84,15 +89,21 @@ See docs/workloads.md.`,
 			return nil
 		},
 	}
+	runFlags(cmd, &cfg, &a)
+	return cmd
+}
+
+// runFlags defines the run's flags into cfg and a.
+func runFlags(cmd *cobra.Command, cfg *runwrap.Config, a *runArgs) {
 	f := cmd.Flags()
 	f.StringVar(&cfg.CheckpointDir, "checkpoint-dir", os.Getenv(preempt.EnvCheckpointDir), "the job's checkpoint directory (a volume that outlives the pod; env "+preempt.EnvCheckpointDir+")")
 	f.DurationVar(&cfg.Interval, "interval", 0, "checkpoint interval given to the job (SPARECAP_CHECKPOINT_INTERVAL; 0: none); with --region and --gpu-type, the one the API advises replaces it when the API answers")
-	f.StringVar(&region, "region", "", "the job's region, to ask the API for the checkpoint interval (GET /v1/advice/checkpoint, with --url/--token or SPARECAP_URL/SPARECAP_TOKEN)")
-	f.StringVar(&gpuType, "gpu-type", "", "the job's GPU type, for the advice")
-	f.Float64Var(&costSecs, "checkpoint-seconds", 0, "how long one checkpoint takes, for the advice (default: what the latest checkpoint took, from its manifest)")
-	f.StringVar(&signal, "checkpoint-signal", "USR1", "signal that asks the job for a checkpoint now")
+	f.StringVar(&a.region, "region", "", "the job's region, to ask the API for the checkpoint interval (GET /v1/advice/checkpoint, with --url/--token or SPARECAP_URL/SPARECAP_TOKEN)")
+	f.StringVar(&a.gpuType, "gpu-type", "", "the job's GPU type, for the advice")
+	f.Float64Var(&a.costSecs, "checkpoint-seconds", 0, "how long one checkpoint takes, for the advice (default: what the latest checkpoint took, from its manifest)")
+	f.StringVar(&a.signal, "checkpoint-signal", "USR1", "signal that asks the job for a checkpoint now")
 	f.DurationVar(&cfg.Margin, "margin", 10*time.Second, "SIGTERM goes at the deadline less this if no checkpoint came by then")
-	f.StringVar(&deadline, "deadline", "", "the deadline, RFC 3339, when it is known from the start (outside Kubernetes)")
+	f.StringVar(&a.deadline, "deadline", "", "the deadline, RFC 3339, when it is known from the start (outside Kubernetes)")
 	f.StringVar(&cfg.DeadlineFile, "deadline-file", "", "a file to watch for the deadline (RFC 3339)")
 	annotations := os.Getenv(preempt.EnvAnnotationsFile)
 	if annotations == "" {
@@ -101,8 +112,7 @@ See docs/workloads.md.`,
 	f.StringVar(&cfg.AnnotationsFile, "annotations-file", annotations, "the pod's annotations from a Downward API volume (\"-\" for none)")
 	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "time left after a SIGTERM to this process when no deadline is known")
 	f.DurationVar(&cfg.Poll, "poll", 250*time.Millisecond, "how often the files are read")
-	f.BoolVar(&report, "report-checkpoints", true, "in a pod (POD_NAME and POD_NAMESPACE set), write each committed checkpoint's time to the pod's "+domain.AnnotationLastCheckpoint+" annotation, which sparecap weighs when it reclaims (the pod's service account needs patch on pods; docs/workloads.md)")
-	return cmd
+	f.BoolVar(&a.report, "report-checkpoints", true, "in a pod (POD_NAME and POD_NAMESPACE set), write each committed checkpoint's time to the pod's "+domain.AnnotationLastCheckpoint+" annotation, which sparecap weighs when it reclaims (the pod's service account needs patch on pods; docs/workloads.md)")
 }
 
 // podReporter is the run's OnCheckpoint in a pod (POD_NAME and

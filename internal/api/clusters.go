@@ -2,14 +2,10 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/allocator"
@@ -40,25 +36,10 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 			return
 		}
 	}
-	project := req.ProjectID
-	switch {
-	case p.admin && project == "":
-		s.fail(w, r, invalid("project_id", "project_id is required with the admin token"))
+	project, err := s.clusterProject(ctx, p, req.ProjectID)
+	if err != nil {
+		s.fail(w, r, err)
 		return
-	case !p.admin && project == "":
-		project = p.project
-	case !p.admin && project != p.project:
-		s.fail(w, r, notFound("project %q not found", project))
-		return
-	}
-	if p.admin {
-		if _, err := s.store.GetProject(ctx, project); errors.Is(err, domain.ErrNotFound) {
-			s.fail(w, r, invalid("project_id", "unknown project %q; create it first (POST /v1/admin/projects)", project))
-			return
-		} else if err != nil {
-			s.fail(w, r, err)
-			return
-		}
 	}
 	if err := s.checkOffering(ctx, req.Region, req.GPUType); err != nil {
 		s.fail(w, r, err)
@@ -73,23 +54,12 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 	var attach []func(store.Tx, string) error
 	if req.Kubeconfig != "" {
 		// Last of the checks: it asks the cluster.
-		access, err := s.checkAccess(ctx, req.Kubeconfig)
+		a, err := s.attachOnCreate(ctx, req.Kubeconfig)
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		// In the cluster's own transaction: the controller never sees
-		// it without its kubeconfig, so no node goes to the simulation.
-		attach = append(attach, func(tx store.Tx, id string) error {
-			sealed, err := s.sealKubeconfig(id, req.Kubeconfig)
-			if err != nil {
-				return err
-			}
-			if err := tx.SetKubeconfig(ctx, id, sealed, s.clock.Now()); err != nil {
-				return err
-			}
-			return s.storeAccess(ctx, tx, id, access)
-		})
+		attach = append(attach, a)
 	}
 	c, err := s.ctrl.CreateCluster(ctx, domain.Cluster{
 		Name: req.ClusterName, ProjectID: project, Region: req.Region, GPUType: req.GPUType,
@@ -105,6 +75,49 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 		s.OnKubeconfig(c.ID)
 	}
 	s.writeCluster(w, r, http.StatusCreated, c)
+}
+
+// clusterProject is the project a cluster is created in: a project
+// token's own, or with the admin token the one the request names, which
+// must exist.
+func (s *Server) clusterProject(ctx context.Context, p principal, project string) (string, error) {
+	switch {
+	case p.admin && project == "":
+		return "", invalid("project_id", "project_id is required with the admin token")
+	case !p.admin && project == "":
+		return p.project, nil
+	case !p.admin && project != p.project:
+		return "", notFound("project %q not found", project)
+	}
+	if p.admin {
+		if _, err := s.store.GetProject(ctx, project); errors.Is(err, domain.ErrNotFound) {
+			return "", invalid("project_id", "unknown project %q; create it first (POST /v1/admin/projects)", project)
+		} else if err != nil {
+			return "", err
+		}
+	}
+	return project, nil
+}
+
+// attachOnCreate checks what the kubeconfig may do in its cluster and
+// returns the step that stores both with a new cluster. It runs in the
+// cluster's own transaction: the controller never sees the cluster
+// without its kubeconfig, so no node goes to the simulation.
+func (s *Server) attachOnCreate(ctx context.Context, kubeconfig string) (func(store.Tx, string) error, error) {
+	access, err := s.checkAccess(ctx, kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return func(tx store.Tx, id string) error {
+		sealed, err := s.sealKubeconfig(id, kubeconfig)
+		if err != nil {
+			return err
+		}
+		if err := tx.SetKubeconfig(ctx, id, sealed, s.clock.Now()); err != nil {
+			return err
+		}
+		return s.storeAccess(ctx, tx, id, access)
+	}, nil
 }
 
 // checkOffering refuses regions and GPU types the fleet does not have.
@@ -214,126 +227,6 @@ func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, status int
 	}
 	nodes = append(nodes, pending...)
 	writeJSON(w, status, clusterView(c, nodes, s.apiAddressRedactor(r.Context(), c), s.leaseEnd(r.Context())))
-}
-
-// maxListedClusters bounds the clusters whose nodes a listing selects by
-// ID.
-const maxListedClusters = 500
-
-func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, p principal) {
-	ctx := r.Context()
-	project := r.URL.Query().Get("project_id")
-	if !p.admin {
-		if project != "" && project != p.project {
-			writeJSON(w, http.StatusOK, apiv1.ClusterList{Clusters: []apiv1.Cluster{}})
-			return
-		}
-		project = p.project
-	}
-	cs, byCluster, ix, err := s.clustersWithNodes(ctx, project)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	// A list depends on the copy's version alone: made once per version,
-	// project and format, it is sent as it is until a write makes a new
-	// version (encoding was most of a list's cost).
-	key := project + "\x00" + strconv.FormatBool(compactJSON(w))
-	if ix != nil {
-		if body, ok := ix.bodies.Load(key); ok {
-			writeBody(w, http.StatusOK, body.([]byte))
-			return
-		}
-	}
-	out := apiv1.ClusterList{Clusters: make([]apiv1.Cluster, 0, len(cs))}
-	for _, c := range cs {
-		out.Clusters = append(out.Clusters, clusterView(c, byCluster[c.ID], s.apiAddressRedactor(ctx, c), s.leaseEnd(ctx)))
-	}
-	body := encodeJSON(out, compactJSON(w))
-	if ix != nil {
-		ix.bodies.Store(key, body)
-	}
-	writeBody(w, http.StatusOK, body)
-}
-
-// clustersWithNodes lists project's clusters (every one for "") and their
-// live nodes: from the leader's in-memory copy when it is loaded (it
-// holds exactly what the database does, in the same order), else from
-// the store.
-func (s *Server) clustersWithNodes(ctx context.Context, project string) ([]domain.Cluster, map[string][]domain.Node, *listIndex, error) {
-	byCluster := map[string][]domain.Node{}
-	if snap, ok := store.LoadedSnapshot(s.store); ok {
-		ix := s.lists.Load()
-		if ix == nil || !store.Same(ix.clusters, snap.Clusters) || !store.Same(ix.nodes, snap.Nodes) {
-			ix = listIndexOf(snap)
-			s.lists.Store(ix)
-		}
-		var cs []domain.Cluster
-		if project == "" {
-			cs = ix.clusters
-		} else {
-			for _, i := range ix.byProject[project] {
-				cs = append(cs, ix.clusters[i])
-			}
-		}
-		for _, c := range cs {
-			ns := make([]domain.Node, 0, len(ix.nodesOf[c.ID]))
-			for _, i := range ix.nodesOf[c.ID] {
-				ns = append(ns, *ix.nodes[i])
-			}
-			byCluster[c.ID] = ns
-		}
-		return cs, byCluster, ix, nil
-	}
-	cs, err := s.store.ListClusters(ctx, project)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	// Read only the listed clusters' nodes, not the fleet's: a project's
-	// list costs what it returns. A list too long for one IN clause (an
-	// admin's of every cluster) reads every live node instead.
-	var f store.NodeFilter
-	if len(cs) <= maxListedClusters {
-		for _, c := range cs {
-			f.ClusterIDs = append(f.ClusterIDs, c.ID)
-		}
-	}
-	var nodes []domain.Node
-	if len(cs) > 0 {
-		if nodes, err = s.store.ListNodes(ctx, f); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	for _, n := range nodes {
-		byCluster[n.ClusterID] = append(byCluster[n.ClusterID], n)
-	}
-	return cs, byCluster, nil, nil
-}
-
-// listIndex is where each project's clusters and each cluster's nodes
-// sit in a version of the leader's in-memory copy, worked out once per
-// version so that a list costs what it returns, not the fleet.
-type listIndex struct {
-	clusters  []domain.Cluster // what it indexes
-	nodes     []*domain.Node
-	byProject map[string][]int // positions in clusters, in order
-	nodesOf   map[string][]int // positions in nodes by cluster, in order
-	// bodies are the encoded lists of this version, by project and
-	// format (see listClusters).
-	bodies sync.Map
-}
-
-func listIndexOf(snap store.Snapshot) *listIndex {
-	ix := &listIndex{clusters: snap.Clusters, nodes: snap.Nodes, byProject: map[string][]int{}, nodesOf: map[string][]int{}}
-	for i := range snap.Clusters {
-		p := snap.Clusters[i].ProjectID
-		ix.byProject[p] = append(ix.byProject[p], i)
-	}
-	for i := range snap.Nodes {
-		c := snap.Nodes[i].ClusterID
-		ix.nodesOf[c] = append(ix.nodesOf[c], i)
-	}
-	return ix
 }
 
 func (s *Server) updateCluster(w http.ResponseWriter, r *http.Request, p principal) {
@@ -519,157 +412,6 @@ func timePtr(t time.Time) *time.Time {
 	return &u
 }
 
-func eventView(e domain.Event) apiv1.Event {
-	return apiv1.Event{
-		EventID: e.ID, Cursor: strconv.FormatInt(e.Seq, 10), ClusterID: e.ClusterID, NodeID: e.NodeID, NodeName: e.NodeName,
-		Reason: string(e.Reason), Message: e.Message, Timestamp: e.Timestamp.UTC(), Deadline: timePtr(e.Deadline),
-	}
-}
-
-func parseCursor(v string) (int64, error) {
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, invalid("cursor", "cursor %q is not one this API returned", v)
-	}
-	return n, nil
-}
-
-func (s *Server) events(w http.ResponseWriter, r *http.Request, p principal) {
-	ctx := r.Context()
-	// Events outlive their cluster (they are kept 72 hours), so a deleted
-	// cluster's history stays readable by its project.
-	id := r.PathValue("id")
-	c, err := s.store.GetClusterRecord(ctx, id)
-	if errors.Is(err, domain.ErrNotFound) || (err == nil && !p.sees(c.ProjectID)) {
-		err = notFound("cluster %q not found", id)
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	q := r.URL.Query()
-	// A reconnecting EventSource sends Last-Event-ID and repeats the URL it
-	// first opened, so the header takes precedence over ?cursor=.
-	cursorText := r.Header.Get("Last-Event-ID")
-	if cursorText == "" {
-		cursorText = q.Get("cursor")
-	}
-	cursor, err := parseCursor(cursorText)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	limit := 100
-	if v := q.Get("limit"); v != "" {
-		limit, err = strconv.Atoi(v)
-		if err != nil || limit < 1 || limit > 1000 {
-			s.fail(w, r, invalid("limit", "limit must be between 1 and 1000; got %q", v))
-			return
-		}
-	}
-	watch := false
-	if v := q.Get("watch"); v != "" {
-		watch, err = strconv.ParseBool(v)
-		if err != nil {
-			s.fail(w, r, invalid("watch", "watch must be true or false; got %q", v))
-			return
-		}
-	}
-	if watch {
-		s.stream(w, r, p, c.ID, cursor)
-		return
-	}
-	evs, err := s.store.ListEvents(ctx, store.EventFilter{ClusterID: c.ID, AfterSeq: cursor, Limit: limit})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out := apiv1.EventList{Events: make([]apiv1.Event, 0, len(evs)), NextCursor: strconv.FormatInt(cursor, 10)}
-	for _, e := range evs {
-		out.Events = append(out.Events, eventView(e))
-		out.NextCursor = strconv.FormatInt(e.Seq, 10)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// stream sends the cluster's events after cursor as Server-Sent Events,
-// then each new one as it is committed, until the client goes away.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, p principal, clusterID string, cursor int64) {
-	ctx := r.Context()
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		s.fail(w, r, errors.New("streaming unsupported by this connection"))
-		return
-	}
-	// A project's streams are counted together, whatever token opened
-	// them: minting tokens does not buy more. Operators count by token.
-	holder, whose := p.key, "this token"
-	if !p.admin {
-		holder, whose = "project:"+p.project, "project "+p.project
-	}
-	if !s.streams.acquire(holder, s.MaxStreams) {
-		writeError(w, http.StatusTooManyRequests, apiv1.CodeRateLimited, "",
-			fmt.Sprintf("%s already has %d event streams open, the most it may (--max-streams-per-project); close one first", whose, s.MaxStreams))
-		return
-	}
-	defer s.streams.release(holder)
-	// A stream lives as long as its client: the server's read deadline
-	// (which bounds a request) is lifted, and each write gets a deadline
-	// of its own, so a client that stops reading is let go.
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	writing := func() { _ = rc.SetWriteDeadline(s.realClock.Now().Add(streamWriteTimeout)) }
-	writing()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	flusher.Flush()
-	keepAliveAt := s.realClock.Now().Add(s.KeepAlive)
-	for {
-		changed := s.ctrl.Changed()
-		evs, err := s.store.ListEvents(ctx, store.EventFilter{ClusterID: clusterID, AfterSeq: cursor, Limit: 500})
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Error("event stream", "cluster", clusterID, "err", err)
-			}
-			return
-		}
-		writing()
-		for _, e := range evs {
-			data, _ := json.Marshal(eventView(e))
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: node_lifecycle_event\ndata: %s\n\n", e.Seq, data); err != nil {
-				return
-			}
-			cursor = e.Seq
-		}
-		flusher.Flush()
-		if len(evs) == 500 {
-			continue // more are waiting
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-s.realClock.After(keepAliveAt.Sub(s.realClock.Now())):
-			keepAliveAt = s.realClock.Now().Add(s.KeepAlive)
-			// A stream outlives the check its request passed: a token
-			// revoked or expired since ends it here.
-			if t, err := s.store.TokenByHash(ctx, p.key); errors.Is(err, domain.ErrNotFound) || (err == nil && tokenState(t, s.wall.Now()) != "") {
-				return
-			}
-			writing()
-			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
-				return
-			}
-			flusher.Flush()
-		}
-	}
-}
-
 func (s *Server) capacity(w http.ResponseWriter, r *http.Request, p principal) {
 	snap, err := s.store.Snapshot(r.Context())
 	if err != nil {
@@ -693,38 +435,4 @@ func (s *Server) capacity(w http.ResponseWriter, r *http.Request, p principal) {
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// streamWriteTimeout bounds one write of an event stream: a client that
-// reads nothing for this long is disconnected.
-const streamWriteTimeout = 30 * time.Second
-
-// streamCounts counts open event streams by holder: a project, or an
-// operator's token.
-type streamCounts struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-// acquire counts one more stream for key unless it has max already (max
-// 0: no cap).
-func (c *streamCounts) acquire(key string, max int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if max > 0 && c.n[key] >= max {
-		return false
-	}
-	if c.n == nil {
-		c.n = map[string]int{}
-	}
-	c.n[key]++
-	return true
-}
-
-func (c *streamCounts) release(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n[key]--; c.n[key] <= 0 {
-		delete(c.n, key)
-	}
 }

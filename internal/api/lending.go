@@ -2,8 +2,10 @@ package api
 
 import (
 	"cmp"
+	"context"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/billing"
@@ -53,49 +55,14 @@ func (s *Server) lending(w http.ResponseWriter, r *http.Request, p principal) {
 		s.fail(w, r, err)
 		return
 	}
-	type pool struct{ region, gpu string }
-	pools := map[pool]*poolSums{}
-	of := func(region, gpu string) *poolSums {
-		k := pool{region, gpu}
-		if pools[k] == nil {
-			pools[k] = &poolSums{}
-		}
-		return pools[k]
-	}
-	var one [1]domain.UsageRecord
-	err = s.store.ScanUsage(ctx, f, func(u domain.UsageRecord) error {
-		one[0] = u
-		b.Price(one[:], from, to, func(l billing.Line) {
-			ps, gs := of(u.Region, u.GPUType), l.Seconds*int64(u.GPUs)
-			switch {
-			case u.Class == domain.Standard:
-				ps.standard, ps.stdRevenue = ps.standard+gs, ps.stdRevenue.Add(l.Amount)
-			case u.ReservationID != "":
-				ps.lentReserved, ps.preRevenue = ps.lentReserved+gs, ps.preRevenue.Add(l.Amount)
-			default:
-				ps.lentIdle, ps.preRevenue = ps.lentIdle+gs, ps.preRevenue.Add(l.Amount)
-			}
-		})
-		return nil
-	})
-	if err != nil {
+	pools := lendingPools{}
+	if err := s.addLent(ctx, f, b, from, to, pools); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	entries, err := s.store.ListLostWork(ctx, store.LostWorkFilter{ProjectID: f.ProjectID, From: from, To: to})
-	if err != nil {
+	if err := s.addLost(ctx, f.ProjectID, b, from, to, pools); err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	for _, e := range entries {
-		if !slices.Contains(reclaimCauses, e.Cause) {
-			continue
-		}
-		ps := of(e.Region, e.GPUType)
-		ps.lost += e.GPUSeconds
-		if v, ok := b.WorkValue(e.Region, e.GPUType, e.Class, e.At, e.GPUSeconds); ok {
-			ps.lostValue = ps.lostValue.Add(v)
-		}
 	}
 	// Reclaims as the preemption statistics count them (every drain of a
 	// preemptible node for a cause its tenant did not ask for), idle nodes
@@ -107,7 +74,7 @@ func (s *Server) lending(w http.ResponseWriter, r *http.Request, p principal) {
 	}
 	for _, st := range stats.Stats {
 		if st.Preemptions > 0 {
-			of(st.Region, st.GPUType).reclaims += st.Preemptions
+			pools.of(st.Region, st.GPUType).reclaims += st.Preemptions
 		}
 	}
 	out := apiv1.Lending{Currency: Currency, From: from, To: to, Pools: []apiv1.LendingPool{}}
@@ -121,4 +88,60 @@ func (s *Server) lending(w http.ResponseWriter, r *http.Request, p principal) {
 	})
 	out.Totals = total.view("", "")
 	writeJSON(w, http.StatusOK, out)
+}
+
+// poolKey names a pool: a region and a GPU type.
+type poolKey struct{ region, gpu string }
+
+// lendingPools are the sums of each pool.
+type lendingPools map[poolKey]*poolSums
+
+func (p lendingPools) of(region, gpu string) *poolSums {
+	k := poolKey{region, gpu}
+	if p[k] == nil {
+		p[k] = &poolSums{}
+	}
+	return p[k]
+}
+
+// addLent adds the GPU-seconds and revenue of f's usage over [from, to)
+// to pools, standard apart from what was lent out of idle and out of
+// reserved capacity.
+func (s *Server) addLent(ctx context.Context, f store.UsageFilter, b *billing.Book, from, to time.Time, pools lendingPools) error {
+	var one [1]domain.UsageRecord
+	return s.store.ScanUsage(ctx, f, func(u domain.UsageRecord) error {
+		one[0] = u
+		b.Price(one[:], from, to, func(l billing.Line) {
+			ps, gs := pools.of(u.Region, u.GPUType), l.Seconds*int64(u.GPUs)
+			switch {
+			case u.Class == domain.Standard:
+				ps.standard, ps.stdRevenue = ps.standard+gs, ps.stdRevenue.Add(l.Amount)
+			case u.ReservationID != "":
+				ps.lentReserved, ps.preRevenue = ps.lentReserved+gs, ps.preRevenue.Add(l.Amount)
+			default:
+				ps.lentIdle, ps.preRevenue = ps.lentIdle+gs, ps.preRevenue.Add(l.Amount)
+			}
+		})
+		return nil
+	})
+}
+
+// addLost adds the work that reclaims took from project (every project's
+// for "") over [from, to), and its value, to pools.
+func (s *Server) addLost(ctx context.Context, project string, b *billing.Book, from, to time.Time, pools lendingPools) error {
+	entries, err := s.store.ListLostWork(ctx, store.LostWorkFilter{ProjectID: project, From: from, To: to})
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !slices.Contains(reclaimCauses, e.Cause) {
+			continue
+		}
+		ps := pools.of(e.Region, e.GPUType)
+		ps.lost += e.GPUSeconds
+		if v, ok := b.WorkValue(e.Region, e.GPUType, e.Class, e.At, e.GPUSeconds); ok {
+			ps.lostValue = ps.lostValue.Add(v)
+		}
+	}
+	return nil
 }

@@ -65,55 +65,15 @@ func spendOf(ctx context.Context, r Reader, b *billing.Book, project, key string
 	day0 := from.UTC().Truncate(time.Hour)
 	n := int(to.Sub(day0)/time.Hour) + 1 // to's own hour too
 	sp := &spend{key: key, total: make([]billing.Money, n), byValue: map[string][]billing.Money{}}
-	nodes := map[string]*costsplit.Work[string]{} // each claim's value of the key
-	if key != "" {
-		f := store.WorkSpanFilter{ProjectID: project, From: from, To: to, Only: "label:" + key}
-		err := r.ScanWorkSpans(ctx, f, func(w domain.WorkSpan) error {
-			v, ok := w.Labels[key]
-			if !ok {
-				return nil
-			}
-			nd := nodes[w.NodeID]
-			if nd == nil {
-				nd = &costsplit.Work[string]{}
-				nodes[w.NodeID] = nd
-			}
-			nd.Add(costsplit.ClaimOf(&w), w.Key, v)
-			if sp.byValue[v] == nil {
-				sp.byValue[v] = make([]billing.Money, n)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
+	nodes, err := sp.labelWork(ctx, r, project, from, to)
+	if err != nil {
+		return nil, err
 	}
 	var scratch costsplit.Scratch
-	// spread adds gpuSeconds of line l, held evenly over [from, to), to
-	// the hours of into they fall in, in whole GPU-seconds (the last hour
-	// takes what division leaves), priced as l is.
-	spread := func(into []billing.Money, l billing.Line, gpuSeconds, from, to int64) {
-		span := to - from
-		if span <= 0 || gpuSeconds <= 0 {
-			return
-		}
-		var given int64
-		for t := from; t < to; {
-			next := min((t/3600+1)*3600, to)
-			gs := gpuSeconds * (next - t) / span
-			if next == to {
-				gs = gpuSeconds - given
-			}
-			given += gs
-			amt, _ := l.Part(gs)
-			i := int((t - day0.Unix()) / 3600)
-			into[i] = into[i].Add(amt)
-			t = next
-		}
-	}
+	hour0 := day0.Unix()
 	add := func(l billing.Line) {
 		ls, le := l.Start.Unix(), l.End.Unix()
-		spread(sp.total, l, l.Seconds*int64(l.Record.GPUs), ls, le)
+		spread(sp.total, l, l.Seconds*int64(l.Record.GPUs), ls, le, hour0)
 		nd := nodes[l.Record.NodeID]
 		if nd == nil {
 			return
@@ -129,11 +89,11 @@ func spendOf(ctx context.Context, r Reader, b *billing.Book, project, key string
 			if c.End != 0 {
 				end = min(c.End, le)
 			}
-			spread(sp.byValue[values[j]], l, gs, max(c.Start, ls), end)
+			spread(sp.byValue[values[j]], l, gs, max(c.Start, ls), end, hour0)
 		}
 	}
 	var one [1]domain.UsageRecord
-	err := r.ScanUsage(ctx, store.UsageFilter{ProjectID: project, From: from, To: to}, func(u domain.UsageRecord) error {
+	err = r.ScanUsage(ctx, store.UsageFilter{ProjectID: project, From: from, To: to}, func(u domain.UsageRecord) error {
 		if !u.Final && u.End.Before(to) {
 			u.End = to
 		}
@@ -142,4 +102,55 @@ func spendOf(ctx context.Context, r Reader, b *billing.Book, project, key string
 		return nil
 	})
 	return sp, err
+}
+
+// labelWork reads the project's work spans over [from, to) that carry the
+// spend's label key, into each node's claims and their values of the key
+// (none without a key); each value seen gets its hours.
+func (sp *spend) labelWork(ctx context.Context, r Reader, project string, from, to time.Time) (map[string]*costsplit.Work[string], error) {
+	nodes := map[string]*costsplit.Work[string]{}
+	if sp.key == "" {
+		return nodes, nil
+	}
+	f := store.WorkSpanFilter{ProjectID: project, From: from, To: to, Only: "label:" + sp.key}
+	err := r.ScanWorkSpans(ctx, f, func(w domain.WorkSpan) error {
+		v, ok := w.Labels[sp.key]
+		if !ok {
+			return nil
+		}
+		nd := nodes[w.NodeID]
+		if nd == nil {
+			nd = &costsplit.Work[string]{}
+			nodes[w.NodeID] = nd
+		}
+		nd.Add(costsplit.ClaimOf(&w), w.Key, v)
+		if sp.byValue[v] == nil {
+			sp.byValue[v] = make([]billing.Money, len(sp.total))
+		}
+		return nil
+	})
+	return nodes, err
+}
+
+// spread adds gpuSeconds of line l, held evenly over [from, to), to the
+// hours of into (from hour0 on) they fall in, in whole GPU-seconds (the
+// last hour takes what division leaves), priced as l is.
+func spread(into []billing.Money, l billing.Line, gpuSeconds, from, to, hour0 int64) {
+	span := to - from
+	if span <= 0 || gpuSeconds <= 0 {
+		return
+	}
+	var given int64
+	for t := from; t < to; {
+		next := min((t/3600+1)*3600, to)
+		gs := gpuSeconds * (next - t) / span
+		if next == to {
+			gs = gpuSeconds - given
+		}
+		given += gs
+		amt, _ := l.Part(gs)
+		i := int((t - hour0) / 3600)
+		into[i] = into[i].Add(amt)
+		t = next
+	}
 }

@@ -123,7 +123,11 @@ them out of service. Needs the admin token.`,
 		Example: `  sparecap machines add --region us-central-8 --gpu-type H100_SXM --count 4
   sparecap machines list --state free`,
 	}
+	cmd.AddCommand(newMachinesListCmd(s), newMachinesAddCmd(s), newMachinesSetCmd(s))
+	return cmd
+}
 
+func newMachinesListCmd(s *state) *cobra.Command {
 	var filter client.ListMachinesOptions
 	list := &cobra.Command{
 		Use:   "list",
@@ -144,7 +148,10 @@ cluster and node they serve, if any.`,
 	list.Flags().StringVar(&filter.Region, "region", "", "only machines in this region")
 	list.Flags().StringVar(&filter.GPUType, "gpu-type", "", "only machines of this GPU type")
 	list.Flags().StringVar(&filter.State, "state", "", "only machines in this state (free, provisioning, ready, draining, removing, out_of_service)")
+	return list
+}
 
+func newMachinesAddCmd(s *state) *cobra.Command {
 	var req apiv1.CreateMachinesRequest
 	add := &cobra.Command{
 		Use:   "add",
@@ -171,7 +178,10 @@ reserved machines are still lent as preemptible capacity).`,
 	for _, name := range []string{"region", "gpu-type", "count"} {
 		_ = add.MarkFlagRequired(name)
 	}
+	return add
+}
 
+func newMachinesSetCmd(s *state) *cobra.Command {
 	var outOfService bool
 	set := &cobra.Command{
 		Use:   "set <machine-id>",
@@ -194,9 +204,7 @@ has that node drained first, with the usual notice.`,
 		}),
 	}
 	set.Flags().BoolVar(&outOfService, "out-of-service", false, "take the machine out of service (true) or put it back (false)")
-
-	cmd.AddCommand(list, add, set)
-	return cmd
+	return set
 }
 
 // printMachines prints ms as a table, or v (the API's answer) as JSON or

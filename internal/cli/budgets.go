@@ -36,7 +36,17 @@ BudgetAlert, and counted in sparecap_budget_alerts_total. See docs/cost.md.`,
   sparecap budgets delete bg-3f2a9c1d0b7e`,
 	}
 	cmd.PersistentFlags().StringVar(&project, "project-id", "", "this project's budgets (operator token needed)")
+	// The subcommands read --project-id when they run.
+	cmd.AddCommand(
+		newBudgetsCreateCmd(s, &project),
+		newBudgetsListCmd(s, &project),
+		newBudgetsDeleteCmd(s, &project),
+		newBudgetsAlertsCmd(s, &project),
+	)
+	return cmd
+}
 
+func newBudgetsCreateCmd(s *state, project *string) *cobra.Command {
 	var req apiv1.CreateBudgetRequest
 	create := &cobra.Command{
 		Use:   "create <name>",
@@ -49,7 +59,7 @@ project has at most 20 budgets.`,
 		Args: cobra.ExactArgs(1),
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			req.Name = args[0]
-			b, err := c.CreateBudget(cmd.Context(), project, req)
+			b, err := c.CreateBudget(cmd.Context(), *project, req)
 			if err != nil {
 				return fmt.Errorf("create budget: %w", err)
 			}
@@ -61,8 +71,11 @@ project has at most 20 budgets.`,
 	create.Flags().IntSliceVar(&req.Thresholds, "threshold", nil, "alert when this percentage of the budget is spent (repeat; default 50, 80, 100)")
 	create.Flags().IntVar(&req.ChangePercent, "change-percent", 0, "alert when a day's spend is this much above the mean of the seven days before (0: never)")
 	create.MarkFlagRequired("amount")
+	return create
+}
 
-	list := &cobra.Command{
+func newBudgetsListCmd(s *state, project *string) *cobra.Command {
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List budgets with their spend this month and forecast",
 		Long: `List the project's budgets with their spend this month so far, the share of
@@ -72,29 +85,33 @@ has three complete days), and a note when the history is too short.`,
   sparecap budgets list -o json`,
 		Args: cobra.NoArgs,
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
-			l, err := c.Budgets(cmd.Context(), project)
+			l, err := c.Budgets(cmd.Context(), *project)
 			if err != nil {
 				return fmt.Errorf("list budgets: %w", err)
 			}
 			return s.print(cmd.OutOrStdout(), l, func(tw *tabwriter.Writer) { budgetTable(tw, l.Budgets) })
 		}),
 	}
+}
 
-	del := &cobra.Command{
+func newBudgetsDeleteCmd(s *state, project *string) *cobra.Command {
+	return &cobra.Command{
 		Use:     "delete <budget-id>",
 		Short:   "Delete a budget (its alerts stay listed)",
 		Long:    `Delete a budget: it raises no more alerts; those it raised stay listed.`,
 		Example: `  sparecap budgets delete bg-3f2a9c1d0b7e`,
 		Args:    cobra.ExactArgs(1),
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
-			if err := c.DeleteBudget(cmd.Context(), project, args[0]); err != nil {
+			if err := c.DeleteBudget(cmd.Context(), *project, args[0]); err != nil {
 				return fmt.Errorf("delete budget: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "budget %s deleted\n", args[0])
 			return nil
 		}),
 	}
+}
 
+func newBudgetsAlertsCmd(s *state, project *string) *cobra.Command {
 	var month string
 	alerts := &cobra.Command{
 		Use:   "alerts",
@@ -111,7 +128,7 @@ spend crossed (spend), the month-end forecast reaching the budget
 					return err
 				}
 			}
-			a, err := c.BudgetAlerts(cmd.Context(), project, month)
+			a, err := c.BudgetAlerts(cmd.Context(), *project, month)
 			if err != nil {
 				return fmt.Errorf("list budget alerts: %w", err)
 			}
@@ -124,8 +141,7 @@ spend crossed (spend), the month-end forecast reaching the budget
 		}),
 	}
 	alerts.Flags().StringVar(&month, "month", "", "only this month, like 2026-11")
-	cmd.AddCommand(create, list, del, alerts)
-	return cmd
+	return alerts
 }
 
 func budgetTable(tw *tabwriter.Writer, bs []apiv1.Budget) {

@@ -17,11 +17,16 @@ import (
 // maxScenario bounds a scenario file.
 const maxScenario = 1 << 20
 
+// simulateArgs are simulate's flags.
+type simulateArgs struct {
+	tracePath, traceFormat, nodesPath, fleetPath string
+	seed                                         uint64
+	horizon                                      time.Duration
+	progress                                     bool
+}
+
 func newSimulateCmd(s *state) *cobra.Command {
-	var tracePath, traceFormat, nodesPath, fleetPath string
-	var seed uint64
-	var horizon time.Duration
-	var progress bool
+	var a simulateArgs
 	cmd := &cobra.Command{
 		Use:   "simulate SCENARIO",
 		Short: "Replay demand through sparecap's own control plane on a virtual clock",
@@ -53,42 +58,12 @@ trace's node list (keeping the scenario's prices). See docs/planning.md.`,
 		PersistentPreRunE: allowCSV(s),
 		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sc, err := readScenario(args[0])
+			sc, evs, err := a.load(cmd, args[0])
 			if err != nil {
 				return err
 			}
-			fl := cmd.Flags()
-			if fl.Changed("seed") {
-				sc.Seed = seed
-			}
-			if fl.Changed("horizon") {
-				sc.Horizon.D = horizon
-			}
-			if fleetPath != "" {
-				b, err := readBounded(fleetPath, maxScenario)
-				if err != nil {
-					return fmt.Errorf("read the fleet file: %w", err)
-				}
-				if sc.Fleet, err = fleet.Parse(b); err != nil {
-					return fmt.Errorf("%s: %w", fleetPath, err)
-				}
-			}
-			if nodesPath != "" {
-				if err := fleetFromNodes(&sc, traceFormat, nodesPath); err != nil {
-					return err
-				}
-			}
-			if err := sc.Check(); err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
-			}
-			evs := simulate.Generate(sc)
-			if tracePath != "" {
-				if evs, err = readTrace(traceFormat, tracePath); err != nil {
-					return err
-				}
-			}
 			var report func(simulate.Progress)
-			if progress || (!fl.Changed("progress") && isTerminal(cmd.ErrOrStderr())) {
+			if a.progress || (!cmd.Flags().Changed("progress") && isTerminal(cmd.ErrOrStderr())) {
 				report = progressBar(cmd.ErrOrStderr())
 			}
 			c, err := simulate.Compare(cmd.Context(), sc, evs, report)
@@ -105,14 +80,54 @@ trace's node list (keeping the scenario's prices). See docs/planning.md.`,
 			return s.print(out, c, nil)
 		},
 	}
-	cmd.Flags().StringVar(&tracePath, "trace", "", "demand from this trace instead of the scenario's random process")
-	cmd.Flags().StringVar(&traceFormat, "trace-format", simulate.FormatSparecap, "format of --trace and --nodes: "+strings.Join(simulate.Formats, ", "))
-	cmd.Flags().StringVar(&fleetPath, "fleet", "", "the fleet from this fleet file (the server's --fleet) instead of the scenario's")
-	cmd.Flags().StringVar(&nodesPath, "nodes", "", "the fleet from this Alibaba node list (with an Alibaba --trace-format) instead of the scenario's pools")
-	cmd.Flags().Uint64Var(&seed, "seed", 0, "seed of the run (default: the scenario's)")
-	cmd.Flags().DurationVar(&horizon, "horizon", 0, "virtual time to cover (default: the scenario's)")
-	cmd.Flags().BoolVar(&progress, "progress", false, "show progress on stderr (default: when stderr is a terminal)")
+	cmd.Flags().StringVar(&a.tracePath, "trace", "", "demand from this trace instead of the scenario's random process")
+	cmd.Flags().StringVar(&a.traceFormat, "trace-format", simulate.FormatSparecap, "format of --trace and --nodes: "+strings.Join(simulate.Formats, ", "))
+	cmd.Flags().StringVar(&a.fleetPath, "fleet", "", "the fleet from this fleet file (the server's --fleet) instead of the scenario's")
+	cmd.Flags().StringVar(&a.nodesPath, "nodes", "", "the fleet from this Alibaba node list (with an Alibaba --trace-format) instead of the scenario's pools")
+	cmd.Flags().Uint64Var(&a.seed, "seed", 0, "seed of the run (default: the scenario's)")
+	cmd.Flags().DurationVar(&a.horizon, "horizon", 0, "virtual time to cover (default: the scenario's)")
+	cmd.Flags().BoolVar(&a.progress, "progress", false, "show progress on stderr (default: when stderr is a terminal)")
 	return cmd
+}
+
+// load reads the scenario at path, changed as the flags say, and the
+// demand to replay: the scenario's own, or the trace's.
+func (a *simulateArgs) load(cmd *cobra.Command, path string) (simulate.Scenario, []simulate.Event, error) {
+	sc, err := readScenario(path)
+	if err != nil {
+		return sc, nil, err
+	}
+	fl := cmd.Flags()
+	if fl.Changed("seed") {
+		sc.Seed = a.seed
+	}
+	if fl.Changed("horizon") {
+		sc.Horizon.D = a.horizon
+	}
+	if a.fleetPath != "" {
+		b, err := readBounded(a.fleetPath, maxScenario)
+		if err != nil {
+			return sc, nil, fmt.Errorf("read the fleet file: %w", err)
+		}
+		if sc.Fleet, err = fleet.Parse(b); err != nil {
+			return sc, nil, fmt.Errorf("%s: %w", a.fleetPath, err)
+		}
+	}
+	if a.nodesPath != "" {
+		if err := fleetFromNodes(&sc, a.traceFormat, a.nodesPath); err != nil {
+			return sc, nil, err
+		}
+	}
+	if err := sc.Check(); err != nil {
+		return sc, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	evs := simulate.Generate(sc)
+	if a.tracePath != "" {
+		if evs, err = readTrace(a.traceFormat, a.tracePath); err != nil {
+			return sc, nil, err
+		}
+	}
+	return sc, evs, nil
 }
 
 func readScenario(path string) (simulate.Scenario, error) {

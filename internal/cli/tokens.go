@@ -35,7 +35,17 @@ the same name and lifetime and revokes the old one.`,
 	cmd.PersistentFlags().StringVar(&project, "project-id", "", "manage this project's tokens (operator token needed)")
 	scope := func() client.TokenScope { return client.TokenScope{ProjectID: project} }
 
-	list := &cobra.Command{
+	cmd.AddCommand(
+		newTokensListCmd(s, scope),
+		newTokensCreateCmd(s, scope),
+		newTokensRevokeCmd(s, scope),
+		newTokensRotateCmd(s, scope),
+	)
+	return cmd
+}
+
+func newTokensListCmd(s *state, scope func() client.TokenScope) *cobra.Command {
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List tokens (never their secrets)",
 		Long: `List tokens, oldest first, with their state (active, expired or revoked),
@@ -56,7 +66,9 @@ expiry and last use (recorded every few seconds). Secrets are never listed.`,
 			})
 		}),
 	}
+}
 
+func newTokensCreateCmd(s *state, scope func() client.TokenScope) *cobra.Command {
 	var req apiv1.CreateTokenRequest
 	var expiresAt string
 	create := &cobra.Command{
@@ -86,8 +98,11 @@ or --expires-at it does not expire.`,
 	create.Flags().StringVar(&req.Name, "name", "", "the token's name (letters, digits, '_', '.', '-'; default \"token\")")
 	create.Flags().StringVar(&req.ExpiresIn, "expires-in", "", "lifetime, e.g. 720h (default: never expires)")
 	create.Flags().StringVar(&expiresAt, "expires-at", "", "expiry time, RFC 3339 (instead of --expires-in)")
+	return create
+}
 
-	revoke := &cobra.Command{
+func newTokensRevokeCmd(s *state, scope func() client.TokenScope) *cobra.Command {
+	return &cobra.Command{
 		Use:   "revoke <token-id>",
 		Short: "Revoke a token: it stops working at once",
 		Long: `Revoke a token. It stops working at once on every server; console sessions
@@ -107,7 +122,10 @@ token cannot be revoked: create or rotate one first.`,
 			})
 		}),
 	}
-	rotate := &cobra.Command{
+}
+
+func newTokensRotateCmd(s *state, scope func() client.TokenScope) *cobra.Command {
+	return &cobra.Command{
 		Use:   "rotate <token-id>",
 		Short: "Replace a token by a new one and revoke it",
 		Long: `Make a new token with the same name and lifetime as <token-id>, print it (shown
@@ -122,8 +140,6 @@ only this once), and revoke <token-id>.`,
 			return s.printNewToken(cmd, t)
 		}),
 	}
-	cmd.AddCommand(list, create, revoke, rotate)
-	return cmd
 }
 
 // printNewToken shows a token just made, whose secret the server never

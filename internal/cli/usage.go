@@ -279,7 +279,12 @@ demand and preemptible (a flat discount off on-demand, the same for everyone).`,
 			})
 		}),
 	}
-	book := &cobra.Command{
+	cmd.AddCommand(newPricesBookCmd(s), newPricesSetCmd(s))
+	return cmd
+}
+
+func newPricesBookCmd(s *state) *cobra.Command {
+	return &cobra.Command{
 		Use:   "book",
 		Short: "List the whole price book, past and future entries (admin)",
 		Long: `List every entry of the price book in the order they take effect: on-demand
@@ -300,6 +305,9 @@ prices, reserved prices and the preemptible discount, including past ones
 			})
 		}),
 	}
+}
+
+func newPricesSetCmd(s *state) *cobra.Command {
 	var req apiv1.CreatePriceRequest
 	var effective string
 	set := &cobra.Command{
@@ -343,6 +351,5 @@ keeps the price it had. Kinds: on_demand (dollars per GPU-hour, by
 	sf.StringVar(&effective, "effective-from", "", "RFC 3339 time the price takes effect (default now)")
 	_ = set.MarkFlagRequired("kind")
 	_ = set.MarkFlagRequired("value")
-	cmd.AddCommand(book, set)
-	return cmd
+	return set
 }

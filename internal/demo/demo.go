@@ -21,6 +21,7 @@ import (
 	"github.com/sparecap/sparecap/internal/fleet"
 	"github.com/sparecap/sparecap/internal/server"
 	"github.com/sparecap/sparecap/internal/sim"
+	"github.com/sparecap/sparecap/internal/simjob"
 )
 
 // Options of a demo run.
@@ -131,62 +132,16 @@ func (d *demo) play(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-
-	d.heading("Tenant research creates a cluster: 8 standard GPUs now, a target of 16 preemptible GPUs filled as capacity appears")
-	c, err := research.CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "training", Region: "us-central-2", GPUType: "RTX_6000_PCI",
-		ClusterType: "KUBERNETES", BillingType: "ON_DEMAND", NumGPUs: 8, NumPreemptibleGPUs: 16})
-	if err != nil {
-		return fmt.Errorf("create research cluster: %w", err)
-	}
-	d.say("cluster %s (%s): status %s, %d standard GPUs, preemptible target %d", c.ClusterName, c.ClusterID, c.Status, c.NumGPUs, c.DesiredPreemptibleGPUs)
-	go d.follow(ctx, research, c.ClusterID, "training")
-	go d.watchPods(ctx)
-	if err := d.waitFor(ctx, research, c.ClusterID, func(c *apiv1.Cluster) bool {
-		return c.Status == "Ready" && c.AllocatedPreemptibleGPUs == 16
-	}); err != nil {
-		return err
-	}
-	c, _ = research.GetCluster(ctx, c.ClusterID)
-	d.say("training is Ready: allocated %d of %d preemptible GPUs; nodes: %s", c.AllocatedPreemptibleGPUs, c.DesiredPreemptibleGPUs, nodeList(c))
-	job, err := d.trainingJob(ctx, d.dir, c.ClusterID)
+	training, job, err := d.fill(ctx, research)
 	if err != nil {
 		return err
 	}
-	d.say("training runs for 10 minutes...")
-	d.sleep(ctx, 10*time.Minute)
-
-	d.heading("Tenant burst-co needs 24 on-demand GPUs: the free machine is not enough, so both preemptible nodes are reclaimed")
-	b, err := burstCo.CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "burst", Region: "us-central-2", GPUType: "RTX_6000_PCI",
-		ClusterType: "KUBERNETES", BillingType: "ON_DEMAND", NumGPUs: 24})
+	burst, err := d.reclaim(ctx, research, burstCo, training)
 	if err != nil {
-		return fmt.Errorf("create burst cluster: %w", err)
-	}
-	d.say("cluster burst (%s) accepted at once: status %s until the drains end", b.ClusterID, b.Status)
-	go d.follow(ctx, burstCo, b.ClusterID, "burst")
-	if err := d.waitFor(ctx, burstCo, b.ClusterID, func(c *apiv1.Cluster) bool { return c.Status == "Ready" }); err != nil {
 		return err
 	}
-	c, _ = research.GetCluster(ctx, c.ClusterID)
-	d.say("burst is Ready. training keeps its target: allocated %d of %d preemptible GPUs%s", c.AllocatedPreemptibleGPUs, c.DesiredPreemptibleGPUs, reason(c))
-
-	d.heading("The burst ends: burst-co deletes its cluster, and training's target is replenished")
-	if _, err := burstCo.DeleteCluster(ctx, b.ClusterID); err != nil {
-		return fmt.Errorf("delete burst cluster: %w", err)
-	}
-	if err := d.waitFor(ctx, research, c.ClusterID, func(c *apiv1.Cluster) bool { return c.AllocatedPreemptibleGPUs == 16 }); err != nil {
+	if err := d.replenish(ctx, research, burstCo, training, burst, job); err != nil {
 		return err
-	}
-	<-d.wall.After(200 * time.Millisecond) // let the last events print
-	c, _ = research.GetCluster(ctx, c.ClusterID)
-	d.say("training: allocated %d of %d preemptible GPUs again; nodes: %s", c.AllocatedPreemptibleGPUs, c.DesiredPreemptibleGPUs, nodeList(c))
-	d.say("training runs until its job completes...")
-	select {
-	case <-job.Done():
-	case <-ctx.Done():
-		return fmt.Errorf("demo timed out waiting for the training job: %w", ctx.Err())
-	}
-	if err := job.Err(); err != nil {
-		return fmt.Errorf("the training job: %w", err)
 	}
 
 	d.heading("The job: what the reclaim cost a real training process")
@@ -199,6 +154,80 @@ func (d *demo) play(ctx context.Context) error {
 
 	d.heading("Done")
 	fmt.Fprintf(d.out, "Run it yourself: `sparecap server` in one terminal, then `sparecap capacity`, `sparecap clusters create ...`,\n`sparecap events --cluster <id> --follow`, `sparecap usage`, or the web console at http://127.0.0.1:8407/console/.\nSee README.md.\n")
+	return nil
+}
+
+// fill is the first act: research's cluster fills its preemptible target
+// and a training job starts on it. It returns the cluster's ID and the
+// job.
+func (d *demo) fill(ctx context.Context, research *client.Client) (string, *simjob.Job, error) {
+	d.heading("Tenant research creates a cluster: 8 standard GPUs now, a target of 16 preemptible GPUs filled as capacity appears")
+	c, err := research.CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "training", Region: "us-central-2", GPUType: "RTX_6000_PCI",
+		ClusterType: "KUBERNETES", BillingType: "ON_DEMAND", NumGPUs: 8, NumPreemptibleGPUs: 16})
+	if err != nil {
+		return "", nil, fmt.Errorf("create research cluster: %w", err)
+	}
+	d.say("cluster %s (%s): status %s, %d standard GPUs, preemptible target %d", c.ClusterName, c.ClusterID, c.Status, c.NumGPUs, c.DesiredPreemptibleGPUs)
+	go d.follow(ctx, research, c.ClusterID, "training")
+	go d.watchPods(ctx)
+	if err := d.waitFor(ctx, research, c.ClusterID, func(c *apiv1.Cluster) bool {
+		return c.Status == "Ready" && c.AllocatedPreemptibleGPUs == 16
+	}); err != nil {
+		return "", nil, err
+	}
+	c, _ = research.GetCluster(ctx, c.ClusterID)
+	d.say("training is Ready: allocated %d of %d preemptible GPUs; nodes: %s", c.AllocatedPreemptibleGPUs, c.DesiredPreemptibleGPUs, nodeList(c))
+	job, err := d.trainingJob(ctx, d.dir, c.ClusterID)
+	if err != nil {
+		return "", nil, err
+	}
+	d.say("training runs for 10 minutes...")
+	d.sleep(ctx, 10*time.Minute)
+	return c.ClusterID, job, nil
+}
+
+// reclaim is the second act: burst-co's on-demand cluster takes the
+// training cluster's preemptible nodes. It returns the burst cluster's
+// ID.
+func (d *demo) reclaim(ctx context.Context, research, burstCo *client.Client, training string) (string, error) {
+	d.heading("Tenant burst-co needs 24 on-demand GPUs: the free machine is not enough, so both preemptible nodes are reclaimed")
+	b, err := burstCo.CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "burst", Region: "us-central-2", GPUType: "RTX_6000_PCI",
+		ClusterType: "KUBERNETES", BillingType: "ON_DEMAND", NumGPUs: 24})
+	if err != nil {
+		return "", fmt.Errorf("create burst cluster: %w", err)
+	}
+	d.say("cluster burst (%s) accepted at once: status %s until the drains end", b.ClusterID, b.Status)
+	go d.follow(ctx, burstCo, b.ClusterID, "burst")
+	if err := d.waitFor(ctx, burstCo, b.ClusterID, func(c *apiv1.Cluster) bool { return c.Status == "Ready" }); err != nil {
+		return "", err
+	}
+	c, _ := research.GetCluster(ctx, training)
+	d.say("burst is Ready. training keeps its target: allocated %d of %d preemptible GPUs%s", c.AllocatedPreemptibleGPUs, c.DesiredPreemptibleGPUs, reason(c))
+	return b.ClusterID, nil
+}
+
+// replenish is the last act: the burst ends, the training cluster's
+// target is filled again and the job runs to its end.
+func (d *demo) replenish(ctx context.Context, research, burstCo *client.Client, training, burst string, job *simjob.Job) error {
+	d.heading("The burst ends: burst-co deletes its cluster, and training's target is replenished")
+	if _, err := burstCo.DeleteCluster(ctx, burst); err != nil {
+		return fmt.Errorf("delete burst cluster: %w", err)
+	}
+	if err := d.waitFor(ctx, research, training, func(c *apiv1.Cluster) bool { return c.AllocatedPreemptibleGPUs == 16 }); err != nil {
+		return err
+	}
+	<-d.wall.After(200 * time.Millisecond) // let the last events print
+	c, _ := research.GetCluster(ctx, training)
+	d.say("training: allocated %d of %d preemptible GPUs again; nodes: %s", c.AllocatedPreemptibleGPUs, c.DesiredPreemptibleGPUs, nodeList(c))
+	d.say("training runs until its job completes...")
+	select {
+	case <-job.Done():
+	case <-ctx.Done():
+		return fmt.Errorf("demo timed out waiting for the training job: %w", ctx.Err())
+	}
+	if err := job.Err(); err != nil {
+		return fmt.Errorf("the training job: %w", err)
+	}
 	return nil
 }
 

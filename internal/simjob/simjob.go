@@ -305,25 +305,8 @@ func (j *Job) attempt(ctx context.Context, pod, node string, tick <-chan time.Ti
 	if err := writeAnnotations(annotations, cfg.Name, time.Time{}); err != nil {
 		return a, err
 	}
-	args := []string{cfg.Binary, "run", "--annotations-file", annotations, "--checkpoint-dir", store.Dir,
-		"--interval", cfg.Interval.String(), "--margin", cfg.Margin.String(), "--"}
-	if cfg.Bare {
-		args = nil
-	}
-	args = append(args, cfg.Job...)
 	progress := filepath.Join(cfg.Dir, "progress")
-	if cfg.Progress {
-		args = append(args, "--progress", progress)
-	}
-	cmd := exec.Command(args[0], args[1:]...)
-	// The pod's own /tmp: nothing is left in the host's.
-	cmd.Env = append(os.Environ(), "TMPDIR="+cfg.Dir)
-	if cfg.Bare {
-		cmd.Env = append(cmd.Env, preempt.EnvCheckpointDir+"="+store.Dir, preempt.EnvCheckpointInterval+"="+cfg.Interval.String(),
-			preempt.EnvAnnotationsFile+"="+annotations)
-	}
-	cmd.Stdout, cmd.Stderr = cfg.Output, cfg.Output
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd := j.command(annotations, store.Dir, progress)
 	if err := cmd.Start(); err != nil {
 		_ = cfg.Sim.PodExited(cfg.ClusterID, node, "", pod)
 		return a, fmt.Errorf("simjob: start %s: %w", pod, err)
@@ -366,26 +349,72 @@ wait:
 			kill()
 		case v.State == sim.PodTerminating && !signalled:
 			signalled = true
-			a.Noticed = cfg.Wall.Now()
-			if ck, err := store.Latest(); err == nil {
-				a.SavedAtNotice = ck.Step
+			if err := j.notice(&a, v, store, annotations, cmd); err != nil {
+				return a, err
 			}
-			if !v.Deadline.IsZero() {
-				// The Downward API file shows the annotation; the
-				// deadline in real time.
-				left := time.Duration(float64(v.Deadline.Sub(cfg.Clock.Now())) / cfg.Speed)
-				if err := writeAnnotations(annotations, cfg.Name, a.Noticed.Add(left)); err != nil {
-					return a, err
-				}
-			}
-			j.event(Event{Kind: PodNoticed, Pod: pod, Node: node, At: a.Noticed, Deadline: v.Deadline, Attempt: a})
-			_ = cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
+	err = j.finished(&a, cmd, store, progress)
+	return a, err
+}
+
+// command is the pod's process, in a process group of its own: the job
+// under `sparecap run`, or bare (Config.Bare), reading the variables the
+// wrapper would set.
+func (j *Job) command(annotations, checkpoints, progress string) *exec.Cmd {
+	cfg := j.cfg
+	args := []string{cfg.Binary, "run", "--annotations-file", annotations, "--checkpoint-dir", checkpoints,
+		"--interval", cfg.Interval.String(), "--margin", cfg.Margin.String(), "--"}
+	if cfg.Bare {
+		args = nil
+	}
+	args = append(args, cfg.Job...)
+	if cfg.Progress {
+		args = append(args, "--progress", progress)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	// The pod's own /tmp: nothing is left in the host's.
+	cmd.Env = append(os.Environ(), "TMPDIR="+cfg.Dir)
+	if cfg.Bare {
+		cmd.Env = append(cmd.Env, preempt.EnvCheckpointDir+"="+checkpoints, preempt.EnvCheckpointInterval+"="+cfg.Interval.String(),
+			preempt.EnvAnnotationsFile+"="+annotations)
+	}
+	cmd.Stdout, cmd.Stderr = cfg.Output, cfg.Output
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// notice hands the pod's drain notice (v terminating) to its process as
+// the kubelet would: the deadline into the annotations file, then
+// SIGTERM. It records the notice and the checkpoint the job had then.
+func (j *Job) notice(a *Attempt, v sim.PodView, store *preempt.Store, annotations string, cmd *exec.Cmd) error {
+	cfg := j.cfg
+	a.Noticed = cfg.Wall.Now()
+	if ck, err := store.Latest(); err == nil {
+		a.SavedAtNotice = ck.Step
+	}
+	if !v.Deadline.IsZero() {
+		// The Downward API file shows the annotation; the
+		// deadline in real time.
+		left := time.Duration(float64(v.Deadline.Sub(cfg.Clock.Now())) / cfg.Speed)
+		if err := writeAnnotations(annotations, cfg.Name, a.Noticed.Add(left)); err != nil {
+			return err
+		}
+	}
+	j.event(Event{Kind: PodNoticed, Pod: a.Pod, Node: a.Node, At: a.Noticed, Deadline: v.Deadline, Attempt: *a})
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	return nil
+}
+
+// finished records how the attempt's process ended (its exit code, the last
+// checkpoint, the step the job reached) and tells the simulation the pod
+// exited.
+func (j *Job) finished(a *Attempt, cmd *exec.Cmd, store *preempt.Store, progress string) error {
+	cfg := j.cfg
 	a.Ended = cfg.Wall.Now()
 	a.Code = cmd.ProcessState.ExitCode()
-	if err := cfg.Sim.PodExited(cfg.ClusterID, node, "", pod); err != nil {
-		return a, err
+	if err := cfg.Sim.PodExited(cfg.ClusterID, a.Node, "", a.Pod); err != nil {
+		return err
 	}
 	if ck, err := store.Latest(); err == nil {
 		a.Saved = ck.Step
@@ -395,7 +424,7 @@ wait:
 			a.Reached, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 		}
 	}
-	return a, nil
+	return nil
 }
 
 func (j *Job) pod(node, name string) (sim.PodView, bool) {

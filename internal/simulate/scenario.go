@@ -186,6 +186,32 @@ func (s *Scenario) Check() error {
 	if s.Horizon.D <= 0 || s.Horizon.D > MaxHorizon {
 		return fmt.Errorf("horizon must be above 0 and at most %s; got %s", MaxHorizon, s.Horizon.D)
 	}
+	if err := s.checkFleet(); err != nil {
+		return err
+	}
+	if err := s.OnDemand.check(); err != nil {
+		return err
+	}
+	if err := s.Tenants.check(); err != nil {
+		return err
+	}
+	if err := s.Jobs.check(); err != nil {
+		return err
+	}
+	if err := s.Policy.check("policy"); err != nil {
+		return err
+	}
+	if s.Compare != nil {
+		if err := s.Compare.check("compare"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkFleet validates the fleet, filling its defaults, and bounds the
+// fleet and the tenants' clusters over it.
+func (s *Scenario) checkFleet() error {
 	f, err := fleet.Parse(mustJSON(s.Fleet))
 	if err != nil {
 		return fmt.Errorf("fleet: %w", err)
@@ -201,7 +227,11 @@ func (s *Scenario) Check() error {
 	if n := s.Tenants.Count * len(offers(f)); n > MaxTenantClusters {
 		return fmt.Errorf("tenants: %d clusters (%d in each of %d regions and GPU types), more than the %d a simulation takes", n, s.Tenants.Count, len(offers(f)), MaxTenantClusters)
 	}
-	od := s.OnDemand
+	return nil
+}
+
+// check validates the on-demand demand process.
+func (od OnDemand) check() error {
 	switch {
 	case od.ArrivalsPerHour < 0 || od.ArrivalsPerHour > 1000:
 		return fmt.Errorf("on_demand.arrivals_per_hour must be between 0 and 1000; got %g", od.ArrivalsPerHour)
@@ -215,23 +245,32 @@ func (s *Scenario) Check() error {
 			return err
 		}
 	}
-	if s.Tenants.Count < 0 || s.Tenants.Count > MaxTenants {
-		return fmt.Errorf("tenants.count must be between 0 and %d; got %d", MaxTenants, s.Tenants.Count)
+	return nil
+}
+
+// check validates the preemptible tenants.
+func (t Tenants) check() error {
+	if t.Count < 0 || t.Count > MaxTenants {
+		return fmt.Errorf("tenants.count must be between 0 and %d; got %d", MaxTenants, t.Count)
 	}
-	if s.Tenants.Count > 0 {
-		if err := checkGPUs("tenants.target_gpus", s.Tenants.TargetGPUs, false); err != nil {
+	if t.Count > 0 {
+		if err := checkGPUs("tenants.target_gpus", t.TargetGPUs, false); err != nil {
 			return err
 		}
 	}
-	if len(s.Tenants.Weights) > MaxTenants {
+	if len(t.Weights) > MaxTenants {
 		return fmt.Errorf("tenants.weights lists more than %d weights", MaxTenants)
 	}
-	for _, w := range s.Tenants.Weights {
+	for _, w := range t.Weights {
 		if w < 1 || w > domain.MaxWeight {
 			return fmt.Errorf("tenants.weights: %d is not a weight from 1 to %d", w, domain.MaxWeight)
 		}
 	}
-	j := s.Jobs
+	return nil
+}
+
+// check validates the job model.
+func (j Jobs) check() error {
 	for name, d := range map[string]Duration{"checkpoint_interval": j.CheckpointInterval, "checkpoint_cost": j.CheckpointCost,
 		"restart_cost": j.RestartCost, "exit_after_notice": j.ExitAfterNotice} {
 		if d.D < 0 || d.D > MaxHorizon {
@@ -256,14 +295,6 @@ func (s *Scenario) Check() error {
 	}
 	if !(j.GPUHours >= 0 && j.GPUHours <= 1e9) {
 		return fmt.Errorf("jobs.gpu_hours must be between 0 and 1e9; got %g", j.GPUHours)
-	}
-	if err := s.Policy.check("policy"); err != nil {
-		return err
-	}
-	if s.Compare != nil {
-		if err := s.Compare.check("compare"); err != nil {
-			return err
-		}
 	}
 	return nil
 }

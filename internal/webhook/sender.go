@@ -55,6 +55,28 @@ func (s *Service) fill(ctx context.Context, wg *sync.WaitGroup, rec chan<- ended
 	// PerEndpoint each; then Workers more is room enough for every slot.
 	s.mu.Lock()
 	s.recorded = map[deliveryKey]bool{}
+	skipped := s.skippedLocked(now)
+	s.mu.Unlock()
+	limit := 2*s.cfg.Workers + skipped*s.cfg.PerEndpoint
+	due, err := s.cfg.Store.DueWebhookDeliveries(ctx, now, s.cfg.PerEndpoint, limit)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Log.Warn("read due webhook deliveries", "err", err)
+		}
+		return
+	}
+	picked := s.choose(now, due)
+	if len(picked) == 0 {
+		return
+	}
+	s.send(ctx, wg, rec, picked)
+}
+
+// skippedLocked counts the endpoints this pass leaves alone: failing ones
+// (all of them while failing deliveries hold half the workers) held back
+// or with an attempt in flight, and healthy ones at PerEndpoint. s.mu is
+// held.
+func (s *Service) skippedLocked(now time.Time) int {
 	skipped := 0
 	failingFull := 2*s.failing >= s.cfg.Workers
 	for id, h := range s.health {
@@ -67,15 +89,12 @@ func (s *Service) fill(ctx context.Context, wg *sync.WaitGroup, rec chan<- ended
 			skipped++
 		}
 	}
-	s.mu.Unlock()
-	limit := 2*s.cfg.Workers + skipped*s.cfg.PerEndpoint
-	due, err := s.cfg.Store.DueWebhookDeliveries(ctx, now, s.cfg.PerEndpoint, limit)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.cfg.Log.Warn("read due webhook deliveries", "err", err)
-		}
-		return
-	}
+	return skipped
+}
+
+// choose takes the due deliveries this pass attempts, within the bounds
+// the top of this file describes, and counts them in flight.
+func (s *Service) choose(now time.Time, due []domain.WebhookDelivery) []pick {
 	var picked []pick
 	s.mu.Lock()
 	for _, d := range due {
@@ -105,9 +124,12 @@ func (s *Service) fill(ctx context.Context, wg *sync.WaitGroup, rec chan<- ended
 		picked = append(picked, pick{d, failing})
 	}
 	s.mu.Unlock()
-	if len(picked) == 0 {
-		return
-	}
+	return picked
+}
+
+// send starts an attempt of each picked delivery; their outcomes go to
+// rec.
+func (s *Service) send(ctx context.Context, wg *sync.WaitGroup, rec chan<- ended, picked []pick) {
 	// What the attempts send, read once for all of them: a burst is one
 	// message to many endpoints, or many messages to few.
 	eps, msgs, err := s.read(ctx, picked)

@@ -70,16 +70,39 @@ type Update struct {
 // is never promised twice; then the pending ones, oldest reservation
 // first. Only changes are returned.
 func Decide(in Input) ([]Update, error) {
+	ready, pending := candidates(in)
+	room, err := freeCapacity(in.View, in.Pods)
+	if err != nil {
+		return nil, err
+	}
+	d := &decision{in: &in, room: room}
+	for _, c := range ready {
+		if err := d.recheck(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range pending {
+		d.admit(c)
+	}
+	return d.out, nil
+}
+
+// candidate is a workload holding one of our checks, and since when it
+// waits its turn.
+type candidate struct {
+	w     *Workload
+	check CheckState
+	since time.Time
+}
+
+// candidates are the workloads holding one of in's checks Ready, oldest
+// first, and those holding it Pending whose quota Kueue reserved, oldest
+// reservation first.
+func candidates(in Input) (ready, pending []candidate) {
 	ours := map[string]bool{}
 	for _, c := range in.Checks {
 		ours[c] = true
 	}
-	type item struct {
-		w     *Workload
-		check CheckState
-		since time.Time
-	}
-	var ready, pending []item
 	for _, w := range in.Workloads {
 		if w.settled() {
 			continue
@@ -90,73 +113,85 @@ func Decide(in Input) ([]Update, error) {
 			}
 			switch cs.State {
 			case StateReady:
-				ready = append(ready, item{w, cs, cs.LastTransitionTime.Time})
+				ready = append(ready, candidate{w, cs, cs.LastTransitionTime.Time})
 			case StatePending:
 				if w.Status.Admission == nil || !condTrue(w.Status.Conditions, condQuotaReserved) {
 					continue // Kueue has not reserved its quota yet
 				}
 				q, _ := cond(w.Status.Conditions, condQuotaReserved)
-				pending = append(pending, item{w, cs, q.LastTransitionTime.Time})
+				pending = append(pending, candidate{w, cs, q.LastTransitionTime.Time})
 			}
 		}
 	}
-	order := func(a, b item) int {
+	order := func(a, b candidate) int {
 		return cmp.Or(a.since.Compare(b.since), cmp.Compare(a.w.Namespace, b.w.Namespace), cmp.Compare(a.w.Name, b.w.Name))
 	}
 	slices.SortFunc(ready, order)
 	slices.SortFunc(pending, order)
+	return ready, pending
+}
 
-	room, err := freeCapacity(in.View, in.Pods)
+// decision is one pass of Decide: the capacity not yet promised, and the
+// changes so far.
+type decision struct {
+	in   *Input
+	room capacity
+	out  []Update
+}
+
+// set records the check cs on w going to state with msg, unless neither
+// changes.
+func (d *decision) set(w *Workload, cs CheckState, state, msg string, psu []PodSetUpdate, requeue *int32, node string) {
+	next := CheckState{Name: cs.Name, State: state, Message: msg, PodSetUpdates: psu, RequeueAfterSeconds: requeue,
+		LastTransitionTime: cs.LastTransitionTime}
+	if state != cs.State || next.LastTransitionTime.IsZero() {
+		next.LastTransitionTime = metav1.NewTime(d.in.Now.Truncate(time.Second))
+	}
+	if state == cs.State && msg == cs.Message {
+		return // nothing to write
+	}
+	d.out = append(d.out, Update{Namespace: w.Namespace, Name: w.Name, UID: string(w.UID), State: next, Node: node})
+}
+
+// recheck counts a Ready workload's pods not yet placed against the
+// room, or sends it back: Retry when a node running its pods is
+// reclaimed or, once admitted, its capacity went; Pending before.
+func (d *decision) recheck(c candidate) error {
+	in, w := d.in, c.w
+	pods, err := in.Pods.PodsOfWorkload(string(w.UID))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []Update
-	set := func(w *Workload, cs CheckState, state, msg string, psu []PodSetUpdate, requeue *int32, node string) {
-		next := CheckState{Name: cs.Name, State: state, Message: msg, PodSetUpdates: psu, RequeueAfterSeconds: requeue,
-			LastTransitionTime: cs.LastTransitionTime}
-		if state != cs.State || next.LastTransitionTime.IsZero() {
-			next.LastTransitionTime = metav1.NewTime(in.Now.Truncate(time.Second))
-		}
-		if state == cs.State && msg == cs.Message {
-			return // nothing to write
-		}
-		out = append(out, Update{Namespace: w.Namespace, Name: w.Name, UID: string(w.UID), State: next, Node: node})
+	if node, msg, gone := reclaimed(in.View, pods); gone {
+		d.set(w, c.check, StateRetry, msg, nil, &in.RequeueAfter, node)
+		return nil
 	}
+	if free, ok := queues.Pack(d.room.free, unplaced(needs(w, in.Flavors), pods)); ok {
+		d.room.free = free
+		return nil
+	}
+	if w.admitted() {
+		d.set(w, c.check, StateRetry, "the preemptible capacity it was admitted onto was taken back before its pods started; "+
+			"requeued to run again when capacity is back", nil, &in.RequeueAfter, "")
+	} else {
+		d.set(w, c.check, StatePending, d.room.waiting(in.View, needs(w, in.Flavors)), nil, nil, "")
+	}
+	return nil
+}
 
-	for _, it := range ready {
-		w := it.w
-		pods, err := in.Pods.PodsOfWorkload(string(w.UID))
-		if err != nil {
-			return nil, err
-		}
-		if node, msg, gone := reclaimed(in.View, pods); gone {
-			set(w, it.check, StateRetry, msg, nil, &in.RequeueAfter, node)
-			continue
-		}
-		if free, ok := queues.Pack(room.free, unplaced(needs(w, in.Flavors), pods)); ok {
-			room.free = free
-			continue
-		}
-		if w.admitted() {
-			set(w, it.check, StateRetry, "the preemptible capacity it was admitted onto was taken back before its pods started; "+
-				"requeued to run again when capacity is back", nil, &in.RequeueAfter, "")
-		} else {
-			set(w, it.check, StatePending, room.waiting(in.View, needs(w, in.Flavors)), nil, nil, "")
-		}
+// admit makes a pending workload Ready, pinned to preemptible nodes, if
+// its pods fit the room; it stays Pending, saying why, if not.
+func (d *decision) admit(c candidate) {
+	in, w := d.in, c.w
+	need := needs(w, in.Flavors)
+	free, ok := queues.Pack(d.room.free, need)
+	if !ok {
+		d.set(w, c.check, StatePending, d.room.waiting(in.View, need), nil, nil, "")
+		return
 	}
-	for _, it := range pending {
-		w := it.w
-		need := needs(w, in.Flavors)
-		free, ok := queues.Pack(room.free, need)
-		if !ok {
-			set(w, it.check, StatePending, room.waiting(in.View, need), nil, nil, "")
-			continue
-		}
-		room.free = free
-		set(w, it.check, StateReady, fmt.Sprintf("preemptible capacity is there: %d GPUs for %d pods on %d ready preemptible nodes",
-			sum(need), len(need), len(room.nodes)), podSetUpdates(w, in.Flavors, in.Tolerations), nil, "")
-	}
-	return out, nil
+	d.room.free = free
+	d.set(w, c.check, StateReady, fmt.Sprintf("preemptible capacity is there: %d GPUs for %d pods on %d ready preemptible nodes",
+		sum(need), len(need), len(d.room.nodes)), podSetUpdates(w, in.Flavors, in.Tolerations), nil, "")
 }
 
 // capacity is the GPUs free on each ready preemptible node.
