@@ -102,3 +102,35 @@ func TestExternalPodCompletes(t *testing.T) {
 		t.Errorf("a completed pod changed on deletion: %+v", v)
 	}
 }
+
+// TestExternalExitWakesToStopSupportPods: when an External pod's exit
+// leaves only support pods (a DaemonSet's) running on a node, the node is
+// woken at once: its drain stops them now, and nothing else will say so.
+func TestExternalExitWakesToStopSupportPods(t *testing.T) {
+	f, fc := newFleet(t, Config{Pods: []PodTemplate{
+		{Name: "trainer", TerminationGracePeriod: 10 * time.Minute, External: true},
+		{Name: "logs", TerminationGracePeriod: 30 * time.Second, ExitAfter: time.Second, DaemonSet: true},
+	}})
+	type wake struct {
+		node string
+		at   time.Time
+	}
+	var wakes []wake
+	f.SetHooks(driver.Hooks{Wake: func(_, node string, at time.Time) { wakes = append(wakes, wake{node, at}) }})
+	mustAdd(t, f, "n1")
+	pods, err := f.ListWork(ctx, cluster, "n1")
+	if err != nil || len(pods) != 2 || pods[0].Name != "trainer" {
+		t.Fatalf("work %+v, %v; want the trainer and its node's support pod", pods, err)
+	}
+	if err := f.Notify(ctx, cluster, "n1", pods[0], t0.Add(5*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	fc.Step(time.Minute)
+	wakes = nil
+	if err := f.PodExited(cluster, "n1", "default", "trainer"); err != nil {
+		t.Fatal(err)
+	}
+	if len(wakes) != 1 || wakes[0].node != "n1" || !wakes[0].at.Equal(fc.Now()) {
+		t.Fatalf("wakes %+v, want n1 woken now to stop its support pods", wakes)
+	}
+}

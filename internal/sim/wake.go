@@ -34,9 +34,11 @@ func (f *Fleet) wake(cluster, name string, at time.Time) {
 }
 
 // wakeWhenQuiet wakes node n when the pods its drain waits for are gone:
-// the last of its workload's, or, with no workload left, of its support
-// pods'; nothing while one of them has no end fixed yet (it runs until its
-// notice). Under f.mu.
+// the last of its workload's; with no workload left, the last of its
+// support pods', or at once if one of those runs on (the drain stops them
+// once the workload is gone). Nothing while a workload pod has no end
+// fixed yet (it runs until its notice, or until External says). Under
+// f.mu.
 func (f *Fleet) wakeWhenQuiet(n *node, now time.Time) {
 	support := true
 	for _, p := range n.Pods {
@@ -50,7 +52,10 @@ func (f *Fleet) wakeWhenQuiet(n *node, now time.Time) {
 			continue
 		}
 		if p.GoneAt.IsZero() {
-			return // runs until its notice, or until External says
+			if support {
+				f.wake(n.ClusterID, n.Name, now) // to stop it
+			}
+			return
 		}
 		if p.GoneAt.After(last) {
 			last = p.GoneAt
