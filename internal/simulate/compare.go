@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"text/tabwriter"
 )
 
@@ -30,12 +31,30 @@ func Compare(ctx context.Context, s Scenario, evs []Event, progress func(Progres
 	if s.Compare != nil {
 		pols = append(pols, *s.Compare)
 	}
-	for _, p := range pols {
-		r, err := Run(ctx, s, evs, p, progress)
-		if err != nil {
-			return nil, fmt.Errorf("policy %s: %w", p.Name, err)
+	// The policies' runs share nothing (each has its own store, fleet and
+	// control plane): they run at once, each as deterministic as alone.
+	c.Runs = make([]*Result, len(pols))
+	errs := make([]error, len(pols))
+	var mu sync.Mutex
+	report := progress
+	if progress != nil {
+		report = func(p Progress) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress(p)
 		}
-		c.Runs = append(c.Runs, r)
+	}
+	var wg sync.WaitGroup
+	for i, p := range pols {
+		wg.Go(func() {
+			c.Runs[i], errs[i] = Run(ctx, s, evs, p, report)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", pols[i].Name, err)
+		}
 	}
 	return c, nil
 }
