@@ -44,8 +44,10 @@ func TestRunCommand(t *testing.T) {
 	marker, ready, deadlineFile := filepath.Join(dir, "usr1"), filepath.Join(dir, "ready"), filepath.Join(dir, "deadline")
 	// The job notes SIGUSR1 and ends on SIGTERM; no checkpoint comes. Its
 	// deadline comes once its traps are set (a job's notice comes while
-	// it runs): a loaded machine may take a while to start bash.
-	script := `trap 'touch ` + marker + `' USR1; trap 'exit 0' TERM; touch ` + ready + `; while :; do sleep 0.05; done`
+	// it runs): a loaded machine may take a while to start bash. The trap
+	// notes USR1 without a fork: SIGTERM goes to the whole process group
+	// and would kill a touch that a loaded machine had not run yet.
+	script := `trap ': > ` + marker + `' USR1; trap 'exit 0' TERM; touch ` + ready + `; while :; do sleep 0.05; done`
 	cmd := exec.Command(binary, "run", "--annotations-file", "-", "--deadline-file", deadlineFile, "--margin", "2s",
 		"--checkpoint-dir", filepath.Join(dir, "ckpt"), "--", "bash", "-c", script)
 	cmd.Env = cleanEnv()
@@ -64,10 +66,11 @@ func TestRunCommand(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	writeFile(t, deadlineFile, start.Add(3*time.Second).UTC().Format(time.RFC3339Nano))
+	const deadline = 5 * time.Second
+	writeFile(t, deadlineFile, start.Add(deadline).UTC().Format(time.RFC3339Nano))
 	err := cmd.Wait()
 	var ee *exec.ExitError
-	if code := 0; !errors.As(err, &ee) || ee.ExitCode() != 76 || time.Since(start) > 3*time.Second {
+	if code := 0; !errors.As(err, &ee) || ee.ExitCode() != 76 || time.Since(start) > deadline {
 		if ee != nil {
 			code = ee.ExitCode()
 		}
