@@ -226,7 +226,29 @@ func (p *planner) index(pl *Planner) {
 	bools := grow(&scr.bools, 2*nc)
 	p.stdWait, p.short = bools[:nc], bools[nc:]
 
-	p.nCluster, p.nMachine, p.facts, p.cNodes = nj.nCluster, nj.nMachine, nj.facts, grow(&scr.cNodes, nn)
+	p.nCluster, p.nMachine, p.facts = nj.nCluster, nj.nMachine, nj.facts
+	p.joinNodes(scr, nc, nn)
+
+	p.partMachines, p.partClusters, p.partGPM = cl.partMachines, cl.partClusters, cl.partGPM
+	p.oos, p.oosIdx = ml.oos, ml.oosIdx
+
+	if !pl.kept {
+		p.sizeProvisions()
+	}
+
+	// Free machines of a pool are found with a cursor instead of a scan.
+	p.pools = scr.poolMap(len(ml.pools))
+	ranges := grow(&scr.ranges, len(ml.pools))
+	for i, sp := range ml.pools {
+		ranges[i].ms = sp.ms
+		p.pools[sp.key] = &ranges[i]
+	}
+}
+
+// joinNodes places each node on its machine (claimed or occupied), counts
+// the live ones of each cluster and groups node indexes by cluster.
+func (p *planner) joinNodes(scr *scratch, nc, nn int) {
+	p.cNodes = grow(&scr.cNodes, nn)
 	p.gone = grow(&scr.gone, nn)
 	for i, f := range p.facts {
 		ci, mi := p.nCluster[i], p.nMachine[i]
@@ -251,37 +273,26 @@ func (p *planner) index(pl *Planner) {
 	}
 	fill := grow(&scr.fill, nc)
 	copy(fill, p.cStart[:nc])
-	for i := range s.Nodes {
+	for i := range nn {
 		if ci := p.nCluster[i]; ci >= 0 {
 			p.cNodes[fill[ci]] = int32(i)
 			fill[ci]++
 		}
 	}
+}
 
-	p.partMachines, p.partClusters, p.partGPM = cl.partMachines, cl.partClusters, cl.partGPM
-	p.oos, p.oosIdx = ml.oos, ml.oosIdx
-
-	// New nodes go mostly to free or draining machines, at most one each:
-	// sizing Provisions for those spares the slice its growth copies (a
-	// plan from nothing places thousands; a plan of what moved mostly
-	// none).
-	if !pl.kept {
-		open := 16
-		for mi := range p.claim {
-			if p.claim[mi] < 0 && !p.oos[mi] && (p.occ[mi] < 0 || !p.facts[p.occ[mi]].is(fLive)) {
-				open++
-			}
+// sizeProvisions sizes Provisions for the free or draining machines,
+// where new nodes mostly go (at most one each): that spares the slice its
+// growth copies (a plan from nothing places thousands; a plan of what
+// moved mostly none).
+func (p *planner) sizeProvisions() {
+	open := 16
+	for mi := range p.claim {
+		if p.claim[mi] < 0 && !p.oos[mi] && (p.occ[mi] < 0 || !p.facts[p.occ[mi]].is(fLive)) {
+			open++
 		}
-		p.out.Provisions = make([]Provision, 0, open)
 	}
-
-	// Free machines of a pool are found with a cursor instead of a scan.
-	p.pools = scr.poolMap(len(ml.pools))
-	ranges := grow(&scr.ranges, len(ml.pools))
-	for i, sp := range ml.pools {
-		ranges[i].ms = sp.ms
-		p.pools[sp.key] = &ranges[i]
-	}
+	p.out.Provisions = make([]Provision, 0, open)
 }
 
 // poolRange is the machines of one pool of one partition, with a cursor

@@ -75,7 +75,32 @@ func (p *planner) findStandard(part, ci int32) {
 // (fartherAbove). Which of a cluster's nodes go is victims': the ones
 // whose loss hurts least.
 func (p *planner) preempt(part, ci int32) {
-	var order []int32 // candidate nodes
+	want := (p.s.Clusters[ci].NumGPUs - int(p.stdLive[ci])) / p.partGPM[part]
+	if want <= 0 {
+		return
+	}
+	order, leased := p.preemptCandidates(part, ci)
+	if len(order) == 0 {
+		return
+	}
+	var heads []int32 // index into order of each cluster's next candidate
+	for i := range order {
+		if i == 0 || p.nCluster[order[i]] != p.nCluster[order[i-1]] {
+			heads = append(heads, int32(i))
+		}
+	}
+	ends := append(heads[1:len(heads):len(heads)], int32(len(order)))
+	count := p.takeFromHeads(order, leased, heads, ends, want)
+	for h, n := range count {
+		p.preemptOf(order[heads[h]:ends[h]], leased, n, ci)
+	}
+}
+
+// preemptCandidates returns the preemptible nodes on machines of part that
+// cluster ci could take, each cluster's together in the order
+// fartherAbove takes them within one cluster, those inside their minimum
+// lease (leased) last.
+func (p *planner) preemptCandidates(part, ci int32) (order []int32, leased map[int32]bool) {
 	for _, mi := range p.partMachines[part] {
 		o := p.occ[mi]
 		if int(o) < len(p.s.Nodes) && p.liveNode(o) && p.claim[mi] < 0 && p.eligible(ci, mi) &&
@@ -83,15 +108,7 @@ func (p *planner) preempt(part, ci int32) {
 			order = append(order, o)
 		}
 	}
-	want := (p.s.Clusters[ci].NumGPUs - int(p.stdLive[ci])) / p.partGPM[part]
-	if want <= 0 || len(order) == 0 {
-		return
-	}
-	// Each cluster's candidates in the order fartherAbove takes them
-	// within one cluster, those inside their minimum lease last; the
-	// fair-share decision takes from the heads, a leased head only when
-	// no cluster has another.
-	leased := map[int32]bool{}
+	leased = map[int32]bool{}
 	for _, ni := range order {
 		if _, ok := p.leaseEnd(ni); ok {
 			leased[ni] = true
@@ -109,13 +126,14 @@ func (p *planner) preempt(part, ci int32) {
 		}
 		return p.youngerFirst(a, b)
 	})
-	var heads []int32 // index into order of each cluster's next candidate
-	for i := range order {
-		if i == 0 || p.nCluster[order[i]] != p.nCluster[order[i-1]] {
-			heads = append(heads, int32(i))
-		}
-	}
-	ends := append(heads[1:len(heads):len(heads)], int32(len(order)))
+	return order, leased
+}
+
+// takeFromHeads is the fair-share decision: want nodes, each from the
+// head of the cluster farthest above its share (order[heads[h]:ends[h]]
+// is cluster h's candidates), a leased head only when no cluster has
+// another. It returns how many each cluster gives.
+func (p *planner) takeFromHeads(order []int32, leased map[int32]bool, heads, ends []int32, want int) []int {
 	count := make([]int, len(heads))
 	live := make(map[int32]int32, len(heads)) // preLive as the choice goes
 	for taken := 0; taken < want; taken++ {
@@ -152,23 +170,27 @@ func (p *planner) preempt(part, ci int32) {
 			live[c]--
 		}
 	}
-	for h, n := range count {
-		cands := order[heads[h]:ends[h]]
-		free := 0 // not leased: first in cands
-		for free < len(cands) && !leased[cands[free]] {
-			free++
+	return count
+}
+
+// preemptOf reclaims n of one cluster's candidates (those outside their
+// minimum lease first) and provisions cluster ci's standard nodes on
+// their machines.
+func (p *planner) preemptOf(cands []int32, leased map[int32]bool, n int, ci int32) {
+	free := 0 // not leased: first in cands
+	for free < len(cands) && !leased[cands[free]] {
+		free++
+	}
+	vs := p.victims(p.nCluster[cands[0]], cands[:free], min(n, free))
+	if n > free {
+		for _, v := range p.victims(p.nCluster[cands[0]], cands[free:], n-free) {
+			v.why += "; inside its minimum lease, but no other node could serve"
+			vs = append(vs, v)
 		}
-		vs := p.victims(p.nCluster[cands[0]], cands[:free], min(n, free))
-		if n > free {
-			for _, v := range p.victims(p.nCluster[cands[0]], cands[free:], n-free) {
-				v.why += "; inside its minimum lease, but no other node could serve"
-				vs = append(vs, v)
-			}
-		}
-		for _, v := range vs {
-			p.reclaim(v.ni, domain.CausePreempted, v.why)
-			p.provision(ci, p.nMachine[v.ni], domain.Standard, true)
-		}
+	}
+	for _, v := range vs {
+		p.reclaim(v.ni, domain.CausePreempted, v.why)
+		p.provision(ci, p.nMachine[v.ni], domain.Standard, true)
 	}
 }
 

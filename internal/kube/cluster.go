@@ -212,10 +212,25 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c.pods = factory.Core().V1().Pods().Informer()
 	c.nodes = factory.Core().V1().Nodes().Informer()
-	if err := c.nodes.SetTransform(trimNode); err != nil {
+	if err := c.watchNodes(); err != nil {
 		return nil, err
 	}
-	if _, err := c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.watchPods(); err != nil {
+		return nil, err
+	}
+	go c.pods.Run(c.stop)
+	go c.nodes.Run(c.stop)
+	go c.checkAccess()
+	return c, nil
+}
+
+// watchNodes keeps the node cache trimmed and wakes a managed node's step
+// when it registers, its readiness or marks change, or it goes.
+func (c *Cluster) watchNodes() error {
+	if err := c.nodes.SetTransform(trimNode); err != nil {
+		return err
+	}
+	_, err := c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if n, ok := obj.(*corev1.Node); ok && managed(n) {
 				c.wake(n.Name) // registered: its provisioning step asks again
@@ -236,23 +251,28 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 				c.wake(n.Name)
 			}
 		},
-	}); err != nil {
-		return nil, err
-	}
+	})
+	return err
+}
+
+// watchPods indexes the pod cache by node, workload and what a pod
+// consumes, keeps only what draining needs, and wakes a node's step when
+// a pod on it binds or ends.
+func (c *Cluster) watchPods() error {
 	if err := c.pods.AddIndexers(cache.Indexers{byNode: func(obj any) ([]string, error) {
 		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
 			return []string{p.Spec.NodeName}, nil
 		}
 		return nil, nil
 	}, byWorkload: podIndexers[byWorkload], byConsumes: podIndexers[byConsumes]}); err != nil {
-		return nil, err
+		return err
 	}
 	// The cache holds every pod of the cluster: keep only what draining
 	// needs.
 	if err := c.pods.SetTransform(trimPod); err != nil {
-		return nil, err
+		return err
 	}
-	if _, err := c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err := c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*corev1.Pod); ok {
 				c.podBound(p)
@@ -278,13 +298,8 @@ func NewCluster(id string, rc *rest.Config, opts Options) (*Cluster, error) {
 				c.podGone(p.Spec.NodeName)
 			}
 		},
-	}); err != nil {
-		return nil, err
-	}
-	go c.pods.Run(c.stop)
-	go c.nodes.Run(c.stop)
-	go c.checkAccess()
-	return c, nil
+	})
+	return err
 }
 
 // managed: the Node is one of sparecap's (it carries the node-id label).

@@ -61,12 +61,7 @@ type Meter struct {
 	// the version of it they were worked out from (the leader's copy keeps
 	// its slices while nothing is written, so a settled fleet's cuts reuse
 	// them rather than hashing the whole fleet every minute).
-	lookup struct {
-		clusters []domain.Cluster
-		machines []domain.Machine
-		cByID    map[string]*domain.Cluster
-		mByID    map[string]*domain.Machine
-	}
+	lookup lookup
 	// follower notes the nodes written since the last pass (follow.go).
 	follower follower
 	// mu serializes cuts: the background loop and usage queries both cut.
@@ -97,16 +92,8 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clock.Now()
-	if !m.loaded {
-		open, err := m.store.ListUsage(ctx, store.UsageFilter{Open: true})
-		if err != nil {
-			return fmt.Errorf("meter: read open records: %w", err)
-		}
-		for _, r := range open {
-			m.last[r.NodeID] = r.End
-			m.stored[r.NodeID] = r.End
-		}
-		m.loaded = true
+	if err := m.loadOpen(ctx); err != nil {
+		return err
 	}
 	nodes, snap, err := m.workList(ctx, all)
 	if err != nil {
@@ -115,43 +102,10 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 	if len(nodes) == 0 {
 		return nil
 	}
-	lk := &m.lookup
-	if snap != nil {
-		if lk.cByID == nil || !store.Same(lk.clusters, snap.Clusters) || !store.Same(lk.machines, snap.Machines) {
-			lk.clusters, lk.machines = snap.Clusters, snap.Machines
-			lk.cByID = make(map[string]*domain.Cluster, len(snap.Clusters))
-			for i := range snap.Clusters {
-				lk.cByID[snap.Clusters[i].ID] = &snap.Clusters[i]
-			}
-			lk.mByID = make(map[string]*domain.Machine, len(snap.Machines))
-			for i := range snap.Machines {
-				lk.mByID[snap.Machines[i].ID] = &snap.Machines[i]
-			}
-		}
-	}
-	// Rows the snapshot lacks (a deleted cluster; every row without Reads,
-	// whose lookup stays nil) are read once per cut.
-	clusters, machines := map[string]*domain.Cluster{}, map[string]*domain.Machine{}
-	refresh := cmp.Or(m.Refresh, DefaultRefresh)
-	var writes []domain.UsageRecord
-	recs := make([]billed, 0, len(nodes))
-	for _, n := range nodes {
-		c, err := row(ctx, lk.cByID, clusters, n.ClusterID, m.store.GetClusterRecord)
-		if err != nil {
-			return fmt.Errorf("meter: cluster of node %s: %w", n.ID, err)
-		}
-		mc, err := row(ctx, lk.mByID, machines, n.MachineID, m.store.GetMachine)
-		if err != nil {
-			return fmt.Errorf("meter: machine of node %s: %w", n.ID, err)
-		}
-		r, ok := billing.Record(n, c, mc, now)
-		if !ok {
-			continue
-		}
-		recs = append(recs, billed{node: r.NodeID, class: r.Class, gpus: r.GPUs, start: r.Start, end: r.End, final: r.Final})
-		if stored, ok := m.stored[r.NodeID]; all || r.Final || !ok || r.End.Sub(stored) >= refresh {
-			writes = append(writes, r)
-		}
+	m.lookup.follow(snap)
+	recs, writes, err := m.records(ctx, nodes, all, now)
+	if err != nil {
+		return err
 	}
 	if len(writes) > 0 {
 		err = m.store.Update(ctx, func(tx store.Tx) error { return tx.PutUsages(ctx, writes) })
@@ -166,9 +120,92 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 			m.stored[r.NodeID] = r.End
 		}
 	}
-	// What was billed is reported as it is metered, written or not: a
-	// crash loses no second of it, as the next cut recomputes the record.
-	// It is told once per class, summed.
+	m.report(recs)
+	return nil
+}
+
+// lookup is a snapshot's clusters and machines by ID.
+type lookup struct {
+	clusters []domain.Cluster
+	machines []domain.Machine
+	cByID    map[string]*domain.Cluster
+	mByID    map[string]*domain.Machine
+}
+
+// loadOpen reads the open records once, for where each node's metering
+// stands.
+func (m *Meter) loadOpen(ctx context.Context) error {
+	if m.loaded {
+		return nil
+	}
+	open, err := m.store.ListUsage(ctx, store.UsageFilter{Open: true})
+	if err != nil {
+		return fmt.Errorf("meter: read open records: %w", err)
+	}
+	for _, r := range open {
+		m.last[r.NodeID] = r.End
+		m.stored[r.NodeID] = r.End
+	}
+	m.loaded = true
+	return nil
+}
+
+// follow indexes snap's clusters and machines by ID when they are not the
+// rows indexed last.
+func (lk *lookup) follow(snap *store.Snapshot) {
+	if snap == nil {
+		return
+	}
+	if lk.cByID != nil && store.Same(lk.clusters, snap.Clusters) && store.Same(lk.machines, snap.Machines) {
+		return
+	}
+	lk.clusters, lk.machines = snap.Clusters, snap.Machines
+	lk.cByID = make(map[string]*domain.Cluster, len(snap.Clusters))
+	for i := range snap.Clusters {
+		lk.cByID[snap.Clusters[i].ID] = &snap.Clusters[i]
+	}
+	lk.mByID = make(map[string]*domain.Machine, len(snap.Machines))
+	for i := range snap.Machines {
+		lk.mByID[snap.Machines[i].ID] = &snap.Machines[i]
+	}
+}
+
+// records meters nodes as of now: what each has billed, and the records
+// to write (all of them with all; else final ones, new ones and those
+// last written a refresh ago).
+func (m *Meter) records(ctx context.Context, nodes []*domain.Node, all bool, now time.Time) ([]billed, []domain.UsageRecord, error) {
+	// Rows the snapshot lacks (a deleted cluster; every row without Reads,
+	// whose lookup stays nil) are read once per cut.
+	clusters, machines := map[string]*domain.Cluster{}, map[string]*domain.Machine{}
+	lk := &m.lookup
+	refresh := cmp.Or(m.Refresh, DefaultRefresh)
+	var writes []domain.UsageRecord
+	recs := make([]billed, 0, len(nodes))
+	for _, n := range nodes {
+		c, err := row(ctx, lk.cByID, clusters, n.ClusterID, m.store.GetClusterRecord)
+		if err != nil {
+			return nil, nil, fmt.Errorf("meter: cluster of node %s: %w", n.ID, err)
+		}
+		mc, err := row(ctx, lk.mByID, machines, n.MachineID, m.store.GetMachine)
+		if err != nil {
+			return nil, nil, fmt.Errorf("meter: machine of node %s: %w", n.ID, err)
+		}
+		r, ok := billing.Record(n, c, mc, now)
+		if !ok {
+			continue
+		}
+		recs = append(recs, billed{node: r.NodeID, class: r.Class, gpus: r.GPUs, start: r.Start, end: r.End, final: r.Final})
+		if stored, ok := m.stored[r.NodeID]; all || r.Final || !ok || r.End.Sub(stored) >= refresh {
+			writes = append(writes, r)
+		}
+	}
+	return recs, writes, nil
+}
+
+// report tells OnBilled what was billed as it is metered, written or not:
+// a crash loses no second of it, as the next cut recomputes the record.
+// It is told once per class, summed.
+func (m *Meter) report(recs []billed) {
 	gpuSeconds := map[domain.ComputeClass]int64{}
 	for _, r := range recs {
 		prev, ok := m.last[r.node]
@@ -189,7 +226,6 @@ func (m *Meter) cut(ctx context.Context, all bool) error {
 			m.OnBilled(string(class), float64(gpuSeconds[class]))
 		}
 	}
-	return nil
 }
 
 // row is row id from the snapshot's lookup, else from those read in this

@@ -149,10 +149,11 @@ const (
 	MaxTenants = 1000
 	MaxEvents  = 1_000_000
 	// MaxMachines bounds a scenario's fleet (2,000,000 GPUs), and
-	// MaxTenantClusters its tenants over all regions and GPU types: a
+	// MaxTenantClusters its tenants over all regions and GPU types (a
+	// million GPUs in pools of 5,000 with 125 tenants each is 25,000): a
 	// scenario handed to a server must not take its memory.
 	MaxMachines       = 250_000
-	MaxTenantClusters = 20_000
+	MaxTenantClusters = 50_000
 )
 
 // Parse reads a scenario, strictly (an unknown field is an error), and

@@ -233,12 +233,17 @@ jobs: {mix: [{gang_gpus: 16, checkpoint_interval: -10m}]}`,
 		t.Errorf("a fleet of 300,000 machines: %v", err)
 	}
 	var pools []string
-	for i := range 21 {
+	for i := range 51 {
 		pools = append(pools, fmt.Sprintf("{region: r%d, gpu_type: G, machines: 1}", i))
 	}
 	spread := "horizon: 1h\ntenants: {count: 1000, target_gpus: 8}\nfleet: {pools: [" + strings.Join(pools, ", ") + "]}\n"
-	if _, err := Parse([]byte(spread)); err == nil || !strings.Contains(err.Error(), "21000 clusters") {
-		t.Errorf("21,000 tenant clusters: %v", err)
+	if _, err := Parse([]byte(spread)); err == nil || !strings.Contains(err.Error(), "51000 clusters") {
+		t.Errorf("51,000 tenant clusters: %v", err)
+	}
+	// A million GPUs with the month's 125 tenants per pool: 25,000.
+	spread = "horizon: 1h\ntenants: {count: 500, target_gpus: 8}\nfleet: {pools: [" + strings.Join(pools[:50], ", ") + "]}\n"
+	if _, err := Parse([]byte(spread)); err != nil {
+		t.Errorf("25,000 tenant clusters: %v", err)
 	}
 	if _, err := Parse([]byte("horizon: 1h\n")); err == nil {
 		t.Error("a scenario without a fleet was accepted")
