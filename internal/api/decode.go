@@ -28,8 +28,18 @@ type badRequest struct {
 
 func (e *badRequest) Error() string { return e.msg }
 
+// echoMax bounds each piece of request text (a key, a value, a field's
+// path) that an error echoes: a tenant's 1 MB key is not sent back.
+const echoMax = 64
+
+// invalid is a 400 naming field; the text args echo is cut to echoMax.
 func invalid(field, format string, args ...any) error {
-	return &badRequest{field: field, msg: fmt.Sprintf(format, args...)}
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = bound.Text(s, echoMax)
+		}
+	}
+	return &badRequest{field: bound.Text(field, echoMax), msg: fmt.Sprintf(format, args...)}
 }
 
 // decodeStrict decodes exactly one JSON object into v, rejecting unknown

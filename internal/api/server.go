@@ -19,8 +19,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/bound"
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/domain"
@@ -478,8 +480,35 @@ func compactJSON(w http.ResponseWriter) bool {
 	return ok && rec.compact
 }
 
+// maxErrorMessage bounds an error's message as written: whatever a
+// handler put in it, and whatever the request held, an error answer
+// stays under 1 KB (echoMax bounds the request's text in it first, so a
+// cut is rare and only of the end).
+const maxErrorMessage = 360
+
+// writeError writes an error answer, its message and field bounded and
+// without control characters; it escapes no HTML (an answer is JSON, and
+// "<" as \u003c would take six bytes of the bound).
 func writeError(w http.ResponseWriter, status int, code, field, msg string) {
-	writeJSON(w, status, apiv1.Error{Error: apiv1.ErrorBody{Code: code, Message: msg, Field: field}})
+	body := apiv1.ErrorBody{Code: code, Message: echoable(bound.Text(msg, maxErrorMessage)), Field: bound.Line(field, echoMax)}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if !compactJSON(w) {
+		enc.SetIndent("", "  ")
+	}
+	_ = enc.Encode(apiv1.Error{Error: body})
+}
+
+// echoable drops control characters but newlines from s.
+func echoable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r != '\n' && (unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)) {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 // clientError is a 404, 409 or 429 whose message is complete as it
