@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/csvcell"
 	"github.com/sparecap/sparecap/internal/billing"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
@@ -287,11 +288,13 @@ func startUsageCSV(w http.ResponseWriter, name string, work bool) *csv.Writer {
 }
 
 func writeCSVLine(cw *csv.Writer, l apiv1.UsageLine, work bool) error {
-	row := []string{l.ProjectID, l.ClusterID, l.ClusterName, l.NodeID, l.NodeName, l.ComputeClass, l.Region, l.GPUType,
+	// Text cells may hold a tenant's text (a job's name, a label's value
+	// in group): neutralised as formulas; numbers stay numbers.
+	row := append(csvcell.Texts(l.ProjectID, l.ClusterID, l.ClusterName, l.NodeID, l.NodeName, l.ComputeClass, l.Region, l.GPUType),
 		strconv.Itoa(l.GPUs), l.Start.Format(time.RFC3339), l.End.Format(time.RFC3339), strconv.FormatInt(l.BilledSeconds, 10),
-		strconv.FormatInt(l.GPUSeconds, 10), l.RatePerGPUHour, l.OnDemandRatePerGPUHour, l.Amount, l.OnDemandAmount}
+		strconv.FormatInt(l.GPUSeconds, 10), l.RatePerGPUHour, l.OnDemandRatePerGPUHour, l.Amount, l.OnDemandAmount)
 	if work {
-		row = append(row, l.Group, csvBool(l.Idle))
+		row = append(row, csvcell.Text(l.Group), csvBool(l.Idle))
 	}
 	return cw.Write(row)
 }

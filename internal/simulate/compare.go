@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"text/tabwriter"
+
+	"github.com/sparecap/sparecap/internal/csvcell"
 )
 
 // Comparison is a scenario's runs: its policy, and its second one if it
@@ -132,7 +134,9 @@ func (c *Comparison) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"policy", "scope", "name", "metric", "value"})
 	for _, r := range c.Runs {
-		p := r.Policy.Name
+		// Names come from the scenario, which anyone may have written:
+		// neutralised as formulas (csvcell).
+		p := csvcell.Text(r.Policy.Name)
 		for _, m := range operatorMetrics {
 			v := m.value
 			if m.csv != nil {
@@ -145,15 +149,15 @@ func (c *Comparison) WriteCSV(w io.Writer) error {
 				{"reclaims", strconv.Itoa(t.Reclaims)}, {"nodes_stopped", strconv.Itoa(t.StoppedNodes)}, {"lost_gpu_hours", num(t.LostGPUh)}, {"restart_gpu_hours", num(t.RestartGPUh)},
 				{"checkpoint_gpu_hours", num(t.CheckpointGPUh)}, {"useful_gpu_hours", num(t.UsefulGPUh)}, {"cost", t.Cost},
 				{"on_demand_cost_of_useful_work", t.OnDemandCost}, {"savings_percent", num(t.SavingsPercent)}} {
-				cw.Write([]string{p, "tenant", t.Cluster, kv[0], kv[1]})
+				cw.Write([]string{p, "tenant", csvcell.Text(t.Cluster), kv[0], kv[1]})
 			}
 			if c.GangGPUs > 0 {
-				cw.Write([]string{p, "tenant", t.Cluster, "gang_wait_gpu_hours", num(t.GangWaitGPUh)})
+				cw.Write([]string{p, "tenant", csvcell.Text(t.Cluster), "gang_wait_gpu_hours", num(t.GangWaitGPUh)})
 			}
 			if t.JobsCompleted > 0 {
 				for _, kv := range [][2]string{{"jobs_completed", strconv.Itoa(t.JobsCompleted)}, {"job_hours_mean", num(t.JobHoursMean)},
 					{"job_hours_p90", num(t.JobHoursP90)}, {"job_hours_on_demand", num(t.JobHoursOnDemand)}} {
-					cw.Write([]string{p, "tenant", t.Cluster, kv[0], kv[1]})
+					cw.Write([]string{p, "tenant", csvcell.Text(t.Cluster), kv[0], kv[1]})
 				}
 			}
 		}
@@ -162,7 +166,7 @@ func (c *Comparison) WriteCSV(w io.Writer) error {
 			if pr.Reserved {
 				name += "/reserved"
 			}
-			cw.Write([]string{p, "pool", name, "reclaims", strconv.Itoa(pr.Reclaims)})
+			cw.Write([]string{p, "pool", csvcell.Text(name), "reclaims", strconv.Itoa(pr.Reclaims)})
 		}
 		for _, x := range r.Series {
 			at := strconv.FormatInt(int64(x.At.D.Seconds()), 10)

@@ -3,6 +3,7 @@ package simulate
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -338,5 +339,31 @@ func TestWeights(t *testing.T) {
 	s.Tenants.Weights = []int{0}
 	if err := s.Check(); err == nil {
 		t.Error("a weight of 0 was accepted")
+	}
+}
+
+// TestCSVNeutralisesFormulas: the names a scenario gives (a policy's, a
+// pool's region) are written after a quote where a spreadsheet would run
+// them as formulas.
+func TestCSVNeutralisesFormulas(t *testing.T) {
+	c := &Comparison{Runs: []*Result{{Policy: Policy{Name: "=cmd|' /C calc'!A0"},
+		Tenants: []Tenant{{Cluster: "@tenant"}}, Pools: []PoolReclaims{{Region: "+r1", GPUType: "G"}}}}}
+	var buf strings.Builder
+	if err := c.WriteCSV(&buf); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(buf.String())).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows[1:] {
+		for i, cell := range row[:3] {
+			if cell != "" && strings.ContainsAny(cell[:1], "=+-@") {
+				t.Errorf("row %q: cell %d %q would run as a formula", row, i, cell)
+			}
+		}
+	}
+	if !strings.Contains(buf.String(), "'=cmd") || !strings.Contains(buf.String(), "'@tenant") || !strings.Contains(buf.String(), "'+r1/G") {
+		t.Errorf("names not kept after a quote:\n%s", buf.String())
 	}
 }
