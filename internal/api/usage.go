@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
-	"github.com/sparecap/sparecap/internal/csvcell"
 	"github.com/sparecap/sparecap/internal/billing"
+	"github.com/sparecap/sparecap/internal/csvcell"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
 )

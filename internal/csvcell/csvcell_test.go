@@ -7,15 +7,15 @@ import "testing"
 func TestText(t *testing.T) {
 	for in, want := range map[string]string{
 		"=HYPERLINK(\"http://x\",\"y\")": "'=HYPERLINK(\"http://x\",\"y\")",
-		"+1":                            "'+1",
-		"-2+3":                          "'-2+3",
-		"@SUM(A1)":                      "'@SUM(A1)",
-		"\tcmd":                         "'\tcmd",
-		"\rcmd":                         "'\rcmd",
-		"train-1":                       "train-1",
-		"a=b":                           "a=b",
-		"":                              "",
-		"'quoted":                       "'quoted",
+		"+1":                             "'+1",
+		"-2+3":                           "'-2+3",
+		"@SUM(A1)":                       "'@SUM(A1)",
+		"\tcmd":                          "'\tcmd",
+		"\rcmd":                          "'\rcmd",
+		"train-1":                        "train-1",
+		"a=b":                            "a=b",
+		"":                               "",
+		"'quoted":                        "'quoted",
 	} {
 		if got := Text(in); got != want {
 			t.Errorf("Text(%q) = %q, want %q", in, got, want)
