@@ -121,7 +121,7 @@ func checkReservationTarget(ctx context.Context, tx store.Tx, req apiv1.CreateMa
 		}
 		return nil
 	}
-	return invalid("reservation_id", "unknown reservation %q; create it first (POST /v1/admin/reservations)", req.ReservationID)
+	return invalid("reservation_id", "unknown reservation %q; create it first (POST /v1/admin/reservations)", echo(req.ReservationID))
 }
 
 // machineStates maps machine IDs to their active node.
@@ -169,7 +169,7 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request, _ principa
 	switch domain.MachineState(state) {
 	case "", domain.MachineFree, domain.MachineProvisioning, domain.MachineReady, domain.MachineDraining, domain.MachineRemoving, domain.MachineOutOfService:
 	default:
-		s.fail(w, r, invalid("state", "unknown machine state %q; one of free, provisioning, ready, draining, removing, out_of_service", state))
+		s.fail(w, r, invalid("state", "unknown machine state %q; one of free, provisioning, ready, draining, removing, out_of_service", echo(state)))
 		return
 	}
 	ms, err := s.store.ListMachines(ctx)
@@ -243,7 +243,7 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request, _ pri
 	res := domain.Reservation{ID: req.ReservationID, ProjectID: req.ProjectID, Region: req.Region, GPUType: req.GPUType, CreatedAt: s.clock.Now()}
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		if _, err := tx.GetProject(ctx, req.ProjectID); errors.Is(err, domain.ErrNotFound) {
-			return invalid("project_id", "unknown project %q", req.ProjectID)
+			return invalid("project_id", "unknown project %q", echo(req.ProjectID))
 		} else if err != nil {
 			return err
 		}

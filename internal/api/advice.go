@@ -30,7 +30,7 @@ func (s *Server) checkpointAdvice(w http.ResponseWriter, r *http.Request, _ prin
 	}
 	secs, err := strconv.ParseFloat(q.Get("checkpoint_seconds"), 64)
 	if err != nil || !(secs > 0 && secs <= 86400) {
-		s.fail(w, r, invalid("checkpoint_seconds", "checkpoint_seconds must be the seconds one checkpoint takes, above 0 and at most 86400; got %q", q.Get("checkpoint_seconds")))
+		s.fail(w, r, invalid("checkpoint_seconds", "checkpoint_seconds must be the seconds one checkpoint takes, above 0 and at most 86400; got %q", echo(q.Get("checkpoint_seconds"))))
 		return
 	}
 	rate, err := s.measuredRate(r, region, gpuType)

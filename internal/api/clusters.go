@@ -28,7 +28,7 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 	// the sealed value is bound to.
 	if req.Kubeconfig != "" {
 		if !p.admin {
-			s.fail(w, r, errNoKubeAccess("attach"))
+			s.fail(w, r, errNoAttach("attach", "kubeconfig"))
 			return
 		}
 		if err := s.checkAttach(req.Kubeconfig); err != nil {
@@ -91,7 +91,7 @@ func (s *Server) clusterProject(ctx context.Context, p principal, project string
 	}
 	if p.admin {
 		if _, err := s.store.GetProject(ctx, project); errors.Is(err, domain.ErrNotFound) {
-			return "", invalid("project_id", "unknown project %q; create it first (POST /v1/admin/projects)", project)
+			return "", invalid("project_id", "unknown project %q; create it first (POST /v1/admin/projects)", echo(project))
 		} else if err != nil {
 			return "", err
 		}
@@ -135,9 +135,9 @@ func (s *Server) checkOffering(ctx context.Context, region, gpuType string) erro
 	}
 	switch here := o.types[region]; {
 	case here == nil:
-		return invalid("region", "unknown region %q; the fleet has %s", region, list(o.regions))
+		return invalid("region", "unknown region %q; the fleet has %s", echo(region), list(o.regions))
 	case !o.anyType[gpuType]:
-		return invalid("gpu_type", "unknown gpu_type %q; the fleet has %s", gpuType, list(o.anyType))
+		return invalid("gpu_type", "unknown gpu_type %q; the fleet has %s", echo(gpuType), list(o.anyType))
 	case !here[gpuType]:
 		return invalid("gpu_type", "region %s has no %s machines; it has %s", region, gpuType, list(here))
 	}

@@ -32,14 +32,24 @@ func (e *badRequest) Error() string { return e.msg }
 // path) that an error echoes: a tenant's 1 MB key is not sent back.
 const echoMax = 64
 
-// invalid is a 400 naming field; the text args echo is cut to echoMax.
+// invalid is a 400 naming field. A message that quotes the request's
+// text quotes echo(text).
 func invalid(field, format string, args ...any) error {
+	return &badRequest{field: bound.Text(field, echoMax), msg: fmt.Sprintf(format, args...)}
+}
+
+// echo is text of the request as an error may quote it: cut to echoMax.
+func echo(text string) string { return bound.Text(text, echoMax) }
+
+// echof formats the message of an error about a name or ID, each text
+// arg (which may be the request's: a path's ID) cut to echoMax.
+func echof(format string, args ...any) string {
 	for i, a := range args {
 		if s, ok := a.(string); ok {
 			args[i] = bound.Text(s, echoMax)
 		}
 	}
-	return &badRequest{field: bound.Text(field, echoMax), msg: fmt.Sprintf(format, args...)}
+	return fmt.Sprintf(format, args...)
 }
 
 // decodeStrict decodes exactly one JSON object into v, rejecting unknown
@@ -62,10 +72,10 @@ func decodeStrict(r io.Reader, v any) error {
 		case errors.As(err, &syn):
 			return invalid("", "malformed JSON at byte %d: %v", syn.Offset, err)
 		case errors.As(err, &typ):
-			return invalid(typ.Field, "field %q must be %s, not a JSON %s", typ.Field, jsonKind(typ.Type), typ.Value)
+			return invalid(typ.Field, "field %q must be %s, not a JSON %s", echo(typ.Field), jsonKind(typ.Type), echo(typ.Value))
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return invalid(name, "unknown field %q", name)
+			return invalid(name, "unknown field %q", echo(name))
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			return invalid("", "malformed JSON: unexpected end of input")
 		}
@@ -171,17 +181,17 @@ func decodeCreate(r io.Reader) (apiv1.CreateClusterRequest, error) {
 	case req.ClusterName == "":
 		return req, invalid("cluster_name", "cluster_name is required")
 	case !clusterNameRE.MatchString(req.ClusterName):
-		return req, invalid("cluster_name", "cluster_name %q must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit", req.ClusterName)
+		return req, invalid("cluster_name", "cluster_name %q must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit", echo(req.ClusterName))
 	case req.Region == "":
 		return req, invalid("region", "region is required")
 	case req.GPUType == "":
 		return req, invalid("gpu_type", "gpu_type is required")
 	case req.ClusterType != string(domain.ClusterKubernetes) && req.ClusterType != string(domain.ClusterSlurm):
-		return req, invalid("cluster_type", "cluster_type must be KUBERNETES or SLURM; got %q", req.ClusterType)
+		return req, invalid("cluster_type", "cluster_type must be KUBERNETES or SLURM; got %q", echo(req.ClusterType))
 	case req.ClusterType == string(domain.ClusterSlurm) && req.Kubeconfig != "":
 		return req, invalid("kubeconfig", "a SLURM cluster has no kubeconfig; attach its slurm.conf (PUT /v1/admin/clusters/{id}/slurm)")
 	case req.BillingType != string(domain.BillingOnDemand) && req.BillingType != string(domain.BillingReserved):
-		return req, invalid("billing_type", "billing_type must be ON_DEMAND or RESERVED; got %q", req.BillingType)
+		return req, invalid("billing_type", "billing_type must be ON_DEMAND or RESERVED; got %q", echo(req.BillingType))
 	}
 	if err := checkGPUs("num_gpus", req.NumGPUs, domain.GPUStep); err != nil {
 		return req, err
@@ -266,7 +276,7 @@ var idRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)
 
 func checkID(field, v string) error {
 	if !idRE.MatchString(v) {
-		return invalid(field, "%s %q must be 1-64 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit", field, v)
+		return invalid(field, "%s %q must be 1-64 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit", field, echo(v))
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ func parseCursor(v string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return 0, invalid("cursor", "cursor %q is not one this API returned", v)
+		return 0, invalid("cursor", "cursor %q is not one this API returned", echo(v))
 	}
 	return n, nil
 }
@@ -61,7 +61,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, p principal) {
 	if v := q.Get("limit"); v != "" {
 		limit, err = strconv.Atoi(v)
 		if err != nil || limit < 1 || limit > 1000 {
-			s.fail(w, r, invalid("limit", "limit must be between 1 and 1000; got %q", v))
+			s.fail(w, r, invalid("limit", "limit must be between 1 and 1000; got %q", echo(v)))
 			return
 		}
 	}
@@ -69,7 +69,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, p principal) {
 	if v := q.Get("watch"); v != "" {
 		watch, err = strconv.ParseBool(v)
 		if err != nil {
-			s.fail(w, r, invalid("watch", "watch must be true or false; got %q", v))
+			s.fail(w, r, invalid("watch", "watch must be true or false; got %q", echo(v)))
 			return
 		}
 	}

@@ -25,10 +25,10 @@ import (
 // Options.Sealer bound to the cluster's ID and stored; no response ever
 // contains it or the address of the API server it names.
 
-// errNoKubeAccess answers a project token that tries to attach (or, with
-// verb "attach or detach", detach) a kubeconfig.
-func errNoKubeAccess(verb string) error {
-	return &clientError{http.StatusForbidden, apiv1.CodeForbidden, "only an operator (admin token) may " + verb + " a kubeconfig"}
+// errNoAttach answers a project token that tries to attach (or, with verb
+// "attach or detach", detach) what (a kubeconfig, a slurm.conf).
+func errNoAttach(verb, what string) error {
+	return &clientError{http.StatusForbidden, apiv1.CodeForbidden, "only an operator (admin token) may " + verb + " a " + what}
 }
 
 // errNoSealer answers an attach on a server started without a secret key.
@@ -216,12 +216,13 @@ func (s *Server) attach(ctx context.Context, id string, write func(store.Tx, tim
 	return nil
 }
 
-// kubeAdmin runs h for the admin token only; a project token gets a 403
-// that says who may.
-func (s *Server) kubeAdmin(h handler) http.Handler {
+// attachAdmin runs h, which attaches or detaches what (a kubeconfig, a
+// slurm.conf), for the admin token only; a project token gets a 403 that
+// says who may.
+func (s *Server) attachAdmin(what string, h handler) http.Handler {
 	return s.auth(func(w http.ResponseWriter, r *http.Request, p principal) {
 		if !p.admin {
-			s.fail(w, r, errNoKubeAccess("attach or detach"))
+			s.fail(w, r, errNoAttach("attach or detach", what))
 			return
 		}
 		h(w, r, p)

@@ -198,6 +198,13 @@ func TestKubeconfigProjectTokenRefused(t *testing.T) {
 	if e.stored(c.ClusterID) != "" || len(e.reloads()) != 0 {
 		t.Fatal("a refused request changed something")
 	}
+	// The Slurm route's 403 names what it attaches.
+	for _, method := range []string{"PUT", "DELETE"} {
+		got := e.apiErr("p", method, "/v1/admin/clusters/"+c.ClusterID+"/slurm", `{"slurm_conf":"x"}`, 403)
+		if got.Message != "only an operator (admin token) may attach or detach a slurm.conf" {
+			t.Errorf("%s slurm: %+v", method, got)
+		}
+	}
 }
 
 func TestKubeconfigValidation(t *testing.T) {

@@ -111,7 +111,7 @@ func CheckPrice(p domain.Price) error {
 			return invalid("value", "%v", err)
 		}
 	default:
-		return invalid("kind", "kind must be on_demand, reserved or preemptible_discount; got %q", p.Kind)
+		return invalid("kind", "kind must be on_demand, reserved or preemptible_discount; got %q", echo(string(p.Kind)))
 	}
 	return nil
 }
@@ -160,7 +160,7 @@ func (s *Server) createPrice(w http.ResponseWriter, r *http.Request, _ principal
 				return tx.CreatePrice(ctx, p)
 			}
 		}
-		return invalid("reservation_id", "unknown reservation %q", p.ReservationID)
+		return invalid("reservation_id", "unknown reservation %q", echo(p.ReservationID))
 	})
 	if err != nil {
 		s.fail(w, r, err)

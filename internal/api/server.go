@@ -178,10 +178,10 @@ func (s *Server) routes() {
 	s.mux.Handle("DELETE /v1/clusters/{id}", s.auth(s.deleteCluster))
 	s.mux.Handle("POST /v1/clusters/{id}/nodes/{node}/convert", s.auth(s.convertNode))
 	s.mux.Handle("GET /v1/clusters/{id}/events", s.auth(s.events))
-	s.mux.Handle("PUT /v1/admin/clusters/{id}/kubeconfig", s.kubeAdmin(s.attachKubeconfig))
-	s.mux.Handle("DELETE /v1/admin/clusters/{id}/kubeconfig", s.kubeAdmin(s.detachKubeconfig))
-	s.mux.Handle("PUT /v1/admin/clusters/{id}/slurm", s.kubeAdmin(s.attachSlurm))
-	s.mux.Handle("DELETE /v1/admin/clusters/{id}/slurm", s.kubeAdmin(s.detachSlurm))
+	s.mux.Handle("PUT /v1/admin/clusters/{id}/kubeconfig", s.attachAdmin("kubeconfig", s.attachKubeconfig))
+	s.mux.Handle("DELETE /v1/admin/clusters/{id}/kubeconfig", s.attachAdmin("kubeconfig", s.detachKubeconfig))
+	s.mux.Handle("PUT /v1/admin/clusters/{id}/slurm", s.attachAdmin("slurm.conf", s.attachSlurm))
+	s.mux.Handle("DELETE /v1/admin/clusters/{id}/slurm", s.attachAdmin("slurm.conf", s.detachSlurm))
 	s.mux.Handle("PATCH /v1/admin/clusters/{id}", s.admin(s.setClusterWeight))
 	s.mux.Handle("GET /v1/capacity", s.auth(s.capacity))
 	s.mux.Handle("GET /v1/whoami", s.auth(func(w http.ResponseWriter, r *http.Request, p principal) {
@@ -237,10 +237,10 @@ func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(allowed) > 0 {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "", fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")))
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "", echof("%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")))
 		return
 	}
-	writeError(w, http.StatusNotFound, apiv1.CodeNotFound, "", fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+	writeError(w, http.StatusNotFound, apiv1.CodeNotFound, "", echof("no such endpoint: %s %s", r.Method, r.URL.Path))
 }
 
 // ServeHTTP logs each request (never its Authorization header).
@@ -480,11 +480,12 @@ func compactJSON(w http.ResponseWriter) bool {
 	return ok && rec.compact
 }
 
-// maxErrorMessage bounds an error's message as written: whatever a
-// handler put in it, and whatever the request held, an error answer
-// stays under 1 KB (echoMax bounds the request's text in it first, so a
-// cut is rare and only of the end).
-const maxErrorMessage = 360
+// maxErrorMessage bounds an error's message as written, whatever a
+// handler put in it. The request's text in it is cut to echoMax first
+// (echof), so that an answer to any request stays under 1 KB; the
+// longest messages of our own (a kubeconfig's missing permissions) are
+// longer.
+const maxErrorMessage = 2048
 
 // writeError writes an error answer, its message and field bounded and
 // without control characters; it escapes no HTML (an answer is JSON, and
@@ -522,17 +523,17 @@ type clientError struct {
 func (e *clientError) Error() string { return e.msg }
 
 func notFound(format string, args ...any) error {
-	return &clientError{http.StatusNotFound, apiv1.CodeNotFound, fmt.Sprintf(format, args...)}
+	return &clientError{http.StatusNotFound, apiv1.CodeNotFound, echof(format, args...)}
 }
 
 func conflict(format string, args ...any) error {
-	return &clientError{http.StatusConflict, apiv1.CodeConflict, fmt.Sprintf(format, args...)}
+	return &clientError{http.StatusConflict, apiv1.CodeConflict, echof(format, args...)}
 }
 
 // rateLimited is a 429 of a limit the handler checked (it sets
 // Retry-After itself).
 func rateLimited(format string, args ...any) error {
-	return &clientError{http.StatusTooManyRequests, apiv1.CodeRateLimited, fmt.Sprintf(format, args...)}
+	return &clientError{http.StatusTooManyRequests, apiv1.CodeRateLimited, echof(format, args...)}
 }
 
 // fail maps an error to its response. Internal errors are logged once here

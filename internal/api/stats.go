@@ -63,10 +63,10 @@ func (s *Server) statsOf(r *http.Request, region, gpuType string) (apiv1.Preempt
 	// whose answer is "nothing"; a known region without that GPU type
 	// answers with an empty list.
 	if region != "" && !regions[region] {
-		return apiv1.PreemptionStatsList{}, invalid("region", "unknown region %q; the fleet has %s", region, list(regions))
+		return apiv1.PreemptionStatsList{}, invalid("region", "unknown region %q; the fleet has %s", echo(region), list(regions))
 	}
 	if gpuType != "" && !types[gpuType] {
-		return apiv1.PreemptionStatsList{}, invalid("gpu_type", "unknown gpu_type %q; the fleet has %s", gpuType, list(types))
+		return apiv1.PreemptionStatsList{}, invalid("gpu_type", "unknown gpu_type %q; the fleet has %s", echo(gpuType), list(types))
 	}
 	nodes, err := s.store.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
 	if err != nil {
@@ -155,13 +155,13 @@ func statsWindow(fromText, toText string, now time.Time, def time.Duration) (fro
 	to = now
 	if toText != "" {
 		if to, err = time.Parse(time.RFC3339, toText); err != nil {
-			return from, to, invalid("to", "to must be an RFC 3339 time such as 2026-11-30T12:00:00Z; got %q", toText)
+			return from, to, invalid("to", "to must be an RFC 3339 time such as 2026-11-30T12:00:00Z; got %q", echo(toText))
 		}
 	}
 	from = to.Add(-def)
 	if fromText != "" {
 		if from, err = time.Parse(time.RFC3339, fromText); err != nil {
-			return from, to, invalid("from", "from must be an RFC 3339 time such as 2026-11-23T12:00:00Z; got %q", fromText)
+			return from, to, invalid("from", "from must be an RFC 3339 time such as 2026-11-23T12:00:00Z; got %q", echo(fromText))
 		}
 	}
 	// Name the parameter the caller gave: with only from given, to is now.

@@ -67,7 +67,7 @@ func walkObject(dec *json.Decoder, t reflect.Type, path string) error {
 			name = path + "." + key
 		}
 		if seen[key] {
-			return invalid(name, "field %q appears more than once; send each field once", name)
+			return invalid(name, "field %q appears more than once; send each field once", echo(name))
 		}
 		seen[key] = true
 		var ft reflect.Type
@@ -76,10 +76,10 @@ func walkObject(dec *json.Decoder, t reflect.Type, path string) error {
 			if ft, ok = fields[key]; !ok {
 				for known := range fields {
 					if strings.EqualFold(known, key) {
-						return invalid(name, "unknown field %q; field names are case-sensitive: did you mean %q?", name, known)
+						return invalid(name, "unknown field %q; field names are case-sensitive: did you mean %q?", echo(name), known)
 					}
 				}
-				return invalid(name, "unknown field %q", name)
+				return invalid(name, "unknown field %q", echo(name))
 			}
 		}
 		if err := walkValue(dec, ft, name); err != nil {

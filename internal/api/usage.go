@@ -42,7 +42,7 @@ func period(q url.Values) (from, to time.Time, err error) {
 		}
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
-			return time.Time{}, invalid(name, "%s %q is not an RFC 3339 time like 2026-11-01T00:00:00Z", name, v)
+			return time.Time{}, invalid(name, "%s %q is not an RFC 3339 time like 2026-11-01T00:00:00Z", name, echo(v))
 		}
 		if t.Before(earliest) || !t.Before(latest) {
 			return time.Time{}, invalid(name, "%s %s is outside the years 2000 to 2099", name, v)
@@ -188,7 +188,7 @@ func wantCSV(r *http.Request) (bool, error) {
 	case "csv":
 		return true, nil
 	default:
-		return false, invalid("format", "format must be json or csv; got %q", f)
+		return false, invalid("format", "format must be json or csv; got %q", echo(f))
 	}
 }
 
@@ -333,7 +333,7 @@ func (s *Server) invoice(w http.ResponseWriter, r *http.Request, p principal) {
 		}
 		start, perr := time.Parse("2006-01", m)
 		if perr != nil || start.Before(earliest) || !start.Before(latest) {
-			s.fail(w, r, invalid("month", "month %q is not a month like 2026-11 between 2000 and 2099", m))
+			s.fail(w, r, invalid("month", "month %q is not a month like 2026-11 between 2000 and 2099", echo(m)))
 			return
 		}
 		from, to = start, start.AddDate(0, 1, 0)
