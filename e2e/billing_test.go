@@ -70,7 +70,7 @@ func (n *nodeBill) String() string {
 	return s + fmt.Sprintf(", stop %s (%s)", n.stop.Format(time.RFC3339Nano), n.stopBy)
 }
 
-var nodeAddedRE = regexp.MustCompile(`^(standard|preemptible) node (\S+) \((\d+) GPUs, machine `)
+var nodeAddedRE = regexp.MustCompile(`^(standard|preemptible) node (\S+) \((\d+) GPUs, (on-demand|reserved) capacity`)
 
 // expectedBills derives each node's billing interval from a cluster's
 // lifecycle events (GET /v1/clusters/{id}/events), independently of the
@@ -103,7 +103,7 @@ func expectedBills(t *testing.T, c *client.Client, clusterID string) map[string]
 		}
 		m := nodeAddedRE.FindStringSubmatch(added.Message)
 		if m == nil {
-			t.Fatalf("cluster %s: NodeAdded event of %s has an unexpected message %q (want \"<class> node <name> (<n> GPUs, machine ...\")", clusterID, added.NodeName, added.Message)
+			t.Fatalf("cluster %s: NodeAdded event of %s has an unexpected message %q (want \"<class> node <name> (<n> GPUs, <pool kind> capacity ...\")", clusterID, added.NodeName, added.Message)
 		}
 		gpus, _ := strconv.Atoi(m[3])
 		n := &nodeBill{id: id, name: added.NodeName, cluster: clusterID, class: m[1], gpus: gpus, start: added.Timestamp}

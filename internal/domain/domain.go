@@ -13,10 +13,10 @@ import (
 // Label, taint and annotation keys put on Kubernetes nodes.
 const (
 	LabelComputeClass = "sparecap.dev/compute-class"
-	// LabelNodeID and LabelMachine name the sparecap node and machine a
-	// Node object stands for; the node ID marks a Node as sparecap's.
-	LabelNodeID  = "sparecap.dev/node-id"
-	LabelMachine = "sparecap.dev/machine"
+	// LabelNodeID names the sparecap node a Node object stands for, and
+	// marks a Node as sparecap's. No label names the machine: its ID may
+	// name the reservation's owner, which a borrower must not learn.
+	LabelNodeID = "sparecap.dev/node-id"
 	// ReasonDisruption is the reason of the DisruptionTarget condition
 	// sparecap sets itself on a pod it deletes directly for a reclaim
 	// (its eviction was refused); ReasonEviction, Kubernetes' own, is the
@@ -306,6 +306,20 @@ type Machine struct {
 	// out of service and says why in OutOfServiceReason.
 	Failures           int
 	OutOfServiceReason string
+}
+
+// Capacity names the capacity m is for a tenant that borrows it: its
+// pool's kind and region ("reserved capacity in us-east-1"), never its
+// ID, which may name the reservation's owner.
+func (m Machine) Capacity() string {
+	kind := "on-demand capacity"
+	if m.ReservationID != "" {
+		kind = "reserved capacity"
+	}
+	if m.Region == "" {
+		return kind
+	}
+	return kind + " in " + m.Region
 }
 
 // MaxWeight bounds a cluster's Weight. A share is weight/Σweights of spare

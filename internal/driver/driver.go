@@ -34,14 +34,14 @@ type NodeSpec struct {
 	Platform domain.ClusterType
 }
 
-// Spec is what the drivers are told of node n: its labels name its class,
-// machine and sparecap node.
+// Spec is what the drivers are told of node n: its labels name its class
+// and sparecap node, not its machine (a borrower would learn whose
+// reservation it runs on from the machine's ID).
 func Spec(n domain.Node) NodeSpec {
 	return NodeSpec{
 		ClusterID: n.ClusterID, NodeName: n.Name, MachineID: n.MachineID, Class: n.Class, GPUs: n.GPUs,
 		Labels: map[string]string{
 			domain.LabelComputeClass: string(n.Class),
-			domain.LabelMachine:      n.MachineID,
 			domain.LabelNodeID:       n.ID,
 		},
 	}

@@ -641,11 +641,16 @@ func TestKubeletRegistersOwnNode(t *testing.T) {
 		t.Fatalf("Node %+v", n)
 	}
 	for k, v := range map[string]string{
-		domain.LabelNodeID: pre.ID, domain.LabelComputeClass: string(domain.Preemptible), domain.LabelMachine: pre.MachineID,
+		domain.LabelNodeID: pre.ID, domain.LabelComputeClass: string(domain.Preemptible),
 		"example.com/pool": "spare", kubeletLabel: "gpu-x", corev1.LabelHostname: pre.Name,
 	} {
 		if n.Labels[k] != v {
 			t.Errorf("label %s=%q, want %q", k, n.Labels[k], v)
+		}
+	}
+	for k, v := range n.Labels {
+		if strings.Contains(v, pre.MachineID) {
+			t.Errorf("label %s=%q names the machine (a borrower would learn whose reservation it is)", k, v)
 		}
 	}
 	if _, ok := n.Labels[kube.LabelRegistered]; ok {

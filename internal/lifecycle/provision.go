@@ -53,7 +53,7 @@ func prepared(cfg Config, in Input) Ready {
 		return registrationFailed(cfg, in)
 	case r.Err != nil:
 		return failed(provisionDue(cfg, in, in.Facts.ProviderTells), &ProviderError{Reason: domain.ReasonProvisionFailed,
-			Err: fmt.Errorf("prepare machine %s: %w", in.Node.MachineID, r.Err)})
+			Err: fmt.Errorf("prepare its machine (%s): %w", in.Facts.Machine.Capacity(), r.Err)})
 	case !r.Done && late:
 		return registrationFailed(cfg, in)
 	case !r.Done:
@@ -76,7 +76,7 @@ func added(cfg Config, in Input) Ready {
 	}
 	w := write(in)
 	w.State, w.ReadyAt = domain.NodeReady, in.Now
-	return Ready{Write: w, From: domain.NodeProvisioning, Events: readyEvents(w), Forget: true, Moved: true,
+	return Ready{Write: w, From: domain.NodeProvisioning, Events: readyEvents(w, in.Facts.Machine), Forget: true, Moved: true,
 		// Most machines have no failures to forget.
 		Machine: MachineChange{ResetFailures: in.Facts.Machine.Failures != 0}}
 }
@@ -102,9 +102,11 @@ func RegisterBy(cfg Config, n domain.Node, first time.Time) time.Time {
 	return start.Add(cfg.RegisterTimeout)
 }
 
-func readyEvents(n *domain.Node) []domain.Event {
+// readyEvents: node n joined its cluster on machine m, which the tenant
+// knows by its capacity (Machine.Capacity), not its ID.
+func readyEvents(n *domain.Node, m domain.Machine) []domain.Event {
 	return []domain.Event{{Reason: domain.ReasonNodeAdded,
-		Message: fmt.Sprintf("%s node %s (%d GPUs, machine %s) joined the cluster, labelled %s=%s", n.Class, n.Name, n.GPUs, n.MachineID, domain.LabelComputeClass, n.Class)}}
+		Message: fmt.Sprintf("%s node %s (%d GPUs, %s) joined the cluster, labelled %s=%s", n.Class, n.Name, n.GPUs, m.Capacity(), domain.LabelComputeClass, n.Class)}}
 }
 
 // registrationFailed gives back the machine of a node that did not
@@ -125,14 +127,14 @@ func registrationFailed(cfg Config, in Input) Ready {
 			n.Name, cfg.RegisterTimeout)}}
 		return r
 	}
-	msg := fmt.Sprintf("node %s did not register Ready within %s on machine %s; the machine goes back and the node is replaced",
-		n.Name, cfg.RegisterTimeout, n.MachineID)
 	m := in.Facts.Machine
+	msg := fmt.Sprintf("node %s did not register Ready within %s on %s; the machine goes back and the node is replaced",
+		n.Name, cfg.RegisterTimeout, m.Capacity())
 	reason := fmt.Sprintf("%d nodes in a row did not register Ready within %s (last: %s of cluster %s at %s)",
 		m.Failures+1, cfg.RegisterTimeout, n.Name, n.ClusterID, now.UTC().Format(time.RFC3339))
 	r.Machine = MachineChange{Failed: true, MaxFailures: cfg.MaxFailures, OutOfServiceReason: reason}
 	if m.Failures+1 >= cfg.MaxFailures && !m.OutOfService {
-		msg += fmt.Sprintf("; machine %s is taken out of service after %d such failures in a row", m.ID, m.Failures+1)
+		msg += fmt.Sprintf("; the machine is taken out of service after %d such failures in a row", m.Failures+1)
 	}
 	r.Events = []domain.Event{{Reason: domain.ReasonRegistrationFailed, Message: msg}}
 	return r

@@ -32,7 +32,7 @@ func removeStep(cfg Config, in Input) Ready {
 	due := wait(in.Now, in.Facts.ProviderTells, cfg.Poll, time.Time{}, Workers)
 	switch {
 	case r.Err != nil:
-		return failed(due, &ProviderError{domain.ReasonDeprovisionFailed, fmt.Errorf("wipe machine %s: %w", n.MachineID, r.Err)})
+		return failed(due, &ProviderError{domain.ReasonDeprovisionFailed, fmt.Errorf("wipe its machine (%s): %w", in.Facts.Machine.Capacity(), r.Err)})
 	case !r.Done:
 		return Ready{Due: due}
 	}

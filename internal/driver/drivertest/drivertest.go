@@ -130,7 +130,7 @@ func Run(t *testing.T, h Harness) {
 
 func spec(h Harness, node string, class domain.ComputeClass) driver.NodeSpec {
 	return driver.NodeSpec{ClusterID: h.ClusterID(), NodeName: node, MachineID: "m-" + node, Class: class, GPUs: 8,
-		Labels: map[string]string{domain.LabelComputeClass: string(class), "sparecap.dev/machine": "m-" + node}}
+		Labels: map[string]string{domain.LabelComputeClass: string(class), "example.com/rack": "r-" + node}}
 }
 
 // addNode adds the node as the controller does: AddNode, the kubelet
@@ -163,7 +163,7 @@ func testAddNode(t *testing.T, h Harness) {
 	if n.Class != "preemptible" {
 		t.Fatalf("class %q", n.Class)
 	}
-	if h.Platform() == Kubernetes && (n.Labels[domain.LabelComputeClass] != "preemptible" || n.Labels["sparecap.dev/machine"] != "m-add-1") {
+	if h.Platform() == Kubernetes && (n.Labels[domain.LabelComputeClass] != "preemptible" || n.Labels["example.com/rack"] != "r-add-1") {
 		t.Fatalf("labels %v", n.Labels)
 	}
 	if n.Draining {

@@ -82,7 +82,7 @@ func Run(t *testing.T, h Harness) {
 func Spec(h Harness, m domain.Machine, nodeName string) driver.NodeSpec {
 	return driver.NodeSpec{ClusterID: h.ClusterID(), NodeName: nodeName, MachineID: m.ID, Class: domain.Preemptible, GPUs: m.GPUs,
 		Platform: domain.ClusterKubernetes,
-		Labels:   map[string]string{domain.LabelComputeClass: string(domain.Preemptible), domain.LabelMachine: m.ID}}
+		Labels:   map[string]string{domain.LabelComputeClass: string(domain.Preemptible)}}
 }
 
 func machine(id string) domain.Machine {
