@@ -128,7 +128,8 @@ func (c *Checker) Check(ctx context.Context, book *billing.Book, now time.Time) 
 // raise records and queues the alerts s is due.
 func (c *Checker) raise(ctx context.Context, b domain.Budget, s Status, now time.Time) error {
 	month := now.UTC().Format("2006-01")
-	had, err := c.Store.ListBudgetAlerts(ctx, store.BudgetAlertFilter{BudgetID: b.ID, Month: month})
+	// An alert is raised once per budget name, whatever the budget's ID.
+	had, err := c.Store.ListBudgetAlerts(ctx, store.BudgetAlertFilter{ProjectID: b.ProjectID, Name: b.Name, Month: month})
 	if err != nil {
 		return err
 	}

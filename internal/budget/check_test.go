@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -110,5 +111,66 @@ func TestAlertAtTheFirstCheckAfterACrossing(t *testing.T) {
 	}
 	if len(seen) != 1 || seen[0].Budget.ID != "b1" {
 		t.Fatalf("observed %+v", seen)
+	}
+}
+
+// TestOneAlertPerNameKindThresholdAndMonth: a threshold's alert is raised
+// once a month, next month again (and once: a pass that finds it stored
+// queues nothing), and a budget deleted and created again under its name
+// raises none of the alerts its name already raised that month.
+func TestOneAlertPerNameKindThresholdAndMonth(t *testing.T) {
+	st, book := world(t)
+	ctx := t.Context()
+	create := func(id string) {
+		t.Helper()
+		if err := st.Update(ctx, func(tx store.Tx) error {
+			return tx.CreateBudget(ctx, domain.Budget{ID: id, ProjectID: "p", Name: "tiny", Amount: "0.000001", Thresholds: []int{1, 10}, CreatedAt: nov})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var queued int
+	c := &Checker{Store: st, Queue: func(ctx context.Context, tx store.Tx, as []domain.BudgetAlert, now time.Time) error {
+		queued += len(as)
+		return nil
+	}}
+	check := func(at time.Time) {
+		t.Helper()
+		if err := c.Check(ctx, book, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("b1")
+	check(nov.Add(2 * time.Hour))
+	for i := 2; i <= 12; i++ { // deleted and created again, eleven times
+		if err := st.Update(ctx, func(tx store.Tx) error { return tx.DeleteBudget(ctx, fmt.Sprint("b", i-1)) }); err != nil {
+			t.Fatal(err)
+		}
+		create(fmt.Sprint("b", i))
+		check(nov.Add(time.Duration(2+i) * time.Hour))
+	}
+	if queued != 2 {
+		t.Errorf("November: %d alerts queued, want 2 (thresholds 1 and 10, once)", queued)
+	}
+	dec := nov.AddDate(0, 1, 0)
+	// December's usage (the meter cuts a running node's record anew).
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		return tx.PutUsage(ctx, domain.UsageRecord{NodeID: "n2", ClusterID: "c1", ProjectID: "p", Class: domain.Standard,
+			GPUType: "H100", GPUs: 8, Start: dec, End: dec.Add(time.Hour)})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check(dec.Add(2 * time.Hour))
+	check(dec.Add(3 * time.Hour))
+	check(dec.Add(4 * time.Hour))
+	if queued != 4 {
+		t.Errorf("November and December: %d alerts queued, want 4", queued)
+	}
+	alerts, err := st.ListBudgetAlerts(ctx, store.BudgetAlertFilter{ProjectID: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(alerts) != 4 || alerts[2].Month != "2026-12" || alerts[3].Month != "2026-12" {
+		t.Errorf("stored %d alerts, want 2 of November and 2 of December: %+v", len(alerts), alerts)
 	}
 }

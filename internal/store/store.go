@@ -165,7 +165,7 @@ type Reader interface {
 	// ListBudgets lists a project's budgets (every project's with ""),
 	// by project then name.
 	ListBudgets(ctx context.Context, projectID string) ([]domain.Budget, error)
-	// ListBudgetAlerts lists the alerts matching f, oldest first.
+	// ListBudgetAlerts lists the alerts matching f, in f's order.
 	ListBudgetAlerts(ctx context.Context, f BudgetAlertFilter) ([]domain.BudgetAlert, error)
 }
 
@@ -226,8 +226,9 @@ type Tx interface {
 	// DeleteBudget deletes a budget (its alerts stay); domain.ErrNotFound
 	// if absent.
 	DeleteBudget(ctx context.Context, id string) error
-	// AddBudgetAlerts writes alerts; one whose budget and key are written
-	// already is left as it was (an alert is raised once).
+	// AddBudgetAlerts writes alerts; one whose project, budget name, key
+	// and month are written already is left as it was (an alert is raised
+	// once, whatever the budget's ID).
 	AddBudgetAlerts(ctx context.Context, as []domain.BudgetAlert) error
 	// Create* return domain.ErrConflict when the ID is taken (the Tx stays
 	// usable; for a node, also when its machine already has a live node in
@@ -356,11 +357,15 @@ type WorkSpanFilter struct {
 	Only string
 }
 
-// BudgetAlertFilter selects budget alerts: of a project, a budget and a
-// month ("2026-11") when set; at most Limit (0: all).
+// BudgetAlertFilter selects budget alerts: of a project, a budget, a
+// budget name and a month ("2026-11") when set; after AfterSeq and before
+// BeforeSeq when above 0; oldest first, or newest first with Newest; at
+// most Limit (0: all).
 type BudgetAlertFilter struct {
-	ProjectID, BudgetID, Month string
-	Limit                      int
+	ProjectID, BudgetID, Name, Month string
+	AfterSeq, BeforeSeq              int64
+	Newest                           bool
+	Limit                            int
 }
 
 // EventFilter selects events. Zero values select everything.

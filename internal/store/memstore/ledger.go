@@ -174,7 +174,7 @@ func (v view) ListBudgets(ctx context.Context, projectID string) ([]domain.Budge
 }
 
 // AddBudgetAlerts writes each alert in a statement of its own: one whose
-// budget and key are stored is left as it was, though, as with any
+// project, budget name, key and month are stored is left as it was, though, as with any
 // AUTOINCREMENT key, its row took a Seq.
 func (t *tx) AddBudgetAlerts(ctx context.Context, as []domain.BudgetAlert) error {
 	if err := t.write(ctx); err != nil {
@@ -186,13 +186,14 @@ func (t *tx) AddBudgetAlerts(ctx context.Context, as []domain.BudgetAlert) error
 			return notNull("add a budget alert", "budget_alerts.at")
 		}
 		t.st.alertSeq++
-		if t.st.alertKeys.has(ss{a.BudgetID, a.Key}) {
+		once := alertOnce(a)
+		if t.st.alertKeys.has(once) {
 			continue
 		}
 		a.Seq = t.st.alertSeq
 		a.Name, a.Message, a.At = text(a.Name), text(a.Message), dbTime(a.At)
 		t.st.alerts.set(t.w, a.Seq, &a)
-		t.st.alertKeys.set(t.w, ss{a.BudgetID, a.Key}, a.Seq)
+		t.st.alertKeys.set(t.w, once, a.Seq)
 	}
 	return nil
 }
@@ -202,15 +203,41 @@ func (v view) ListBudgetAlerts(ctx context.Context, f store.BudgetAlertFilter) (
 		return nil, err
 	}
 	out := []domain.BudgetAlert{}
-	v.st.alerts.each(func(_ int64, a *domain.BudgetAlert) bool {
+	fn := func(_ int64, a *domain.BudgetAlert) bool {
 		if f.Limit > 0 && len(out) >= f.Limit {
 			return false
 		}
-		if (f.ProjectID == "" || a.ProjectID == f.ProjectID) && (f.BudgetID == "" || a.BudgetID == f.BudgetID) &&
-			(f.Month == "" || a.Month == f.Month) {
+		if alertMatches(a, f) {
 			out = append(out, *a)
 		}
 		return true
-	})
+	}
+	if f.Newest {
+		var hi *int64
+		if f.BeforeSeq > 0 {
+			hi = new(f.BeforeSeq - 1)
+		}
+		v.st.alerts.descend(hi, fn)
+	} else {
+		var lo *int64
+		if f.AfterSeq > 0 {
+			lo = new(f.AfterSeq + 1)
+		}
+		v.st.alerts.ascend(lo, fn)
+	}
 	return out, nil
+}
+
+// alertMatches says whether a is one f selects (its order and limit
+// aside).
+func alertMatches(a *domain.BudgetAlert, f store.BudgetAlertFilter) bool {
+	return (f.ProjectID == "" || a.ProjectID == f.ProjectID) && (f.BudgetID == "" || a.BudgetID == f.BudgetID) &&
+		(f.Name == "" || a.Name == f.Name) && (f.Month == "" || a.Month == f.Month) &&
+		(f.AfterSeq <= 0 || a.Seq > f.AfterSeq) && (f.BeforeSeq <= 0 || a.Seq < f.BeforeSeq)
+}
+
+// alertOnce is what an alert is raised once for: its project, budget
+// name, key and month.
+func alertOnce(a domain.BudgetAlert) ss {
+	return ss{a.ProjectID + "\x00" + a.Name, a.Key + "\x00" + a.Month}
 }

@@ -58,3 +58,14 @@ func TestUsageUpgrade(t *testing.T) {
 	s := upgrade(t, 13, []any{`INSERT INTO usage (node_id, start_at, end_at) VALUES ('n', $1, $2)`, at, at.Add(time.Hour)})
 	storetest.CheckUpgradedUsage(t, s, at)
 }
+
+// TestBudgetAlertsUpgrade: alerts raised once per budget ID (copies of
+// one name's alert by re-created budgets) keep their first copy.
+func TestBudgetAlertsUpgrade(t *testing.T) {
+	row := func(seq int, budget, month string) []any {
+		return []any{`INSERT INTO budget_alerts (seq, budget_id, project_id, name, kind, threshold, alert_key, month, at)
+			VALUES ($1, $2, 'p', 'all', 'spend', 50, 'spend:50', $3, $4)`, seq, budget, month, at}
+	}
+	s := upgrade(t, 19, row(1, "b1", "2026-11"), row(2, "b2", "2026-11"), row(3, "b1x", "2026-10"))
+	storetest.CheckUpgradedAlerts(t, s, at)
+}

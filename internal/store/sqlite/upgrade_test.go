@@ -55,3 +55,14 @@ func TestUsageUpgrade(t *testing.T) {
 	s := upgrade(t, 13, []any{`INSERT INTO usage (node_id, start_at, end_at) VALUES ('n', ?, ?)`, at.UnixMicro(), at.Add(time.Hour).UnixMicro()})
 	storetest.CheckUpgradedUsage(t, s, at)
 }
+
+// TestBudgetAlertsUpgrade: alerts raised once per budget ID (copies of
+// one name's alert by re-created budgets) keep their first copy.
+func TestBudgetAlertsUpgrade(t *testing.T) {
+	row := func(seq int, budget, month string) []any {
+		return []any{`INSERT INTO budget_alerts (seq, budget_id, project_id, name, kind, threshold, alert_key, month, at)
+			VALUES (?, ?, 'p', 'all', 'spend', 50, 'spend:50', ?, ?)`, seq, budget, month, at.UnixMicro()}
+	}
+	s := upgrade(t, 19, row(1, "b1", "2026-11"), row(2, "b2", "2026-11"), row(3, "b1x", "2026-10"))
+	storetest.CheckUpgradedAlerts(t, s, at)
+}

@@ -30,8 +30,8 @@ func (t *tx) DeleteBudget(ctx context.Context, id string) error {
 	return t.update(ctx, "budget "+id, rebind(t.s.d, `DELETE FROM budgets WHERE id = ?`), id)
 }
 
-// AddBudgetAlerts inserts alerts; one whose budget and key are stored is
-// left as it was.
+// AddBudgetAlerts inserts alerts; one whose project, budget name, key and
+// month are stored is left as it was.
 func (t *tx) AddBudgetAlerts(ctx context.Context, as []domain.BudgetAlert) error {
 	q := rebind(t.s.d, `INSERT INTO budget_alerts (`+strings.TrimPrefix(alertCols, "seq, ")+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`)
@@ -73,13 +73,24 @@ func (s *Store) ListBudgetAlerts(ctx context.Context, f store.BudgetAlertFilter)
 	return s.rd().ListBudgetAlerts(ctx, f)
 }
 
-// ListBudgetAlerts lists alerts matching f, oldest first.
+// ListBudgetAlerts lists alerts matching f, in f's order.
 func (r reader) ListBudgetAlerts(ctx context.Context, f store.BudgetAlertFilter) ([]domain.BudgetAlert, error) {
 	var c conds
 	c.eq("project_id", f.ProjectID)
 	c.eq("budget_id", f.BudgetID)
+	c.eq("name", f.Name)
 	c.eq("month", f.Month)
-	q := `SELECT ` + alertCols + ` FROM budget_alerts` + c.sql() + " ORDER BY seq"
+	if f.AfterSeq > 0 {
+		c.add("seq > ?", f.AfterSeq)
+	}
+	if f.BeforeSeq > 0 {
+		c.add("seq < ?", f.BeforeSeq)
+	}
+	order := " ORDER BY seq"
+	if f.Newest {
+		order += " DESC"
+	}
+	q := `SELECT ` + alertCols + ` FROM budget_alerts` + c.sql() + order
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}

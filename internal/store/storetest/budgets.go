@@ -1,9 +1,12 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
@@ -11,7 +14,8 @@ import (
 
 // testBudgets: a budget's name is its project's; a budget needs its
 // project; deleting one leaves its alerts; an alert is written once per
-// budget and key.
+// project, budget name, key and month; alerts list oldest or newest
+// first, after or before a Seq.
 func testBudgets(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	update(t, s, func(tx store.Tx) error {
@@ -53,16 +57,20 @@ func testBudgets(t *testing.T, s store.Store) {
 	if all, _ := s.ListBudgets(ctx, ""); len(all) != 3 {
 		t.Fatalf("all budgets: %+v", all)
 	}
-	alert := func(budget, key string, minute int) domain.BudgetAlert {
-		return domain.BudgetAlert{BudgetID: budget, ProjectID: "bp1", Name: "all", Kind: domain.AlertSpend, Threshold: 50, Key: key,
+	alert := func(budget, name, key string, minute int) domain.BudgetAlert {
+		return domain.BudgetAlert{BudgetID: budget, ProjectID: "bp1", Name: name, Kind: domain.AlertSpend, Threshold: 50, Key: key,
 			Month: "2026-11", At: at(minute), Spend: "500.25", Forecast: "1200.00", Message: "half spent"}
 	}
 	update(t, s, func(tx store.Tx) error {
-		return tx.AddBudgetAlerts(ctx, []domain.BudgetAlert{alert("b1", "spend:50", 10), alert("b2", "spend:50", 11)})
+		return tx.AddBudgetAlerts(ctx, []domain.BudgetAlert{alert("b1", "all", "spend:50", 10), alert("b2", "team", "spend:50", 11)})
 	})
-	again := alert("b1", "spend:50", 20)
+	again := alert("b1", "all", "spend:50", 20)
 	again.Message = "changed"
-	update(t, s, func(tx store.Tx) error { return tx.AddBudgetAlerts(ctx, []domain.BudgetAlert{again}) })
+	// A budget of the same name created again raises nothing its name
+	// raised that month.
+	recreated := alert("b9", "all", "spend:50", 21)
+	recreated.Message = "again"
+	update(t, s, func(tx store.Tx) error { return tx.AddBudgetAlerts(ctx, []domain.BudgetAlert{again, recreated}) })
 	update(t, s, func(tx store.Tx) error { return tx.DeleteBudget(ctx, "b1") })
 	if err := s.Update(ctx, func(tx store.Tx) error { return tx.DeleteBudget(ctx, "b1") }); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("delete a deleted budget: %v", err)
@@ -75,7 +83,71 @@ func testBudgets(t *testing.T, s store.Store) {
 	if one, _ := s.ListBudgetAlerts(ctx, store.BudgetAlertFilter{BudgetID: "b2", Limit: 1}); len(one) != 1 || one[0].BudgetID != "b2" {
 		t.Fatalf("b2's alerts: %+v", one)
 	}
-	if none, _ := s.ListBudgetAlerts(ctx, store.BudgetAlertFilter{ProjectID: "bp1", Month: "2026-12"}); len(none) != 0 {
-		t.Fatalf("December's alerts: %+v", none)
+	// Next month the same name and key is a new alert.
+	dec := alert("b9", "all", "spend:50", 30)
+	dec.Month = "2026-12"
+	update(t, s, func(tx store.Tx) error { return tx.AddBudgetAlerts(ctx, []domain.BudgetAlert{dec}) })
+	if got, _ := s.ListBudgetAlerts(ctx, store.BudgetAlertFilter{ProjectID: "bp1", Name: "all"}); len(got) != 2 || got[1].Month != "2026-12" {
+		t.Fatalf("the name all's alerts: %+v", got)
+	}
+	checkAlertOrder(t, s, alerts[0].Seq, alerts[1].Seq)
+}
+
+// checkAlertOrder checks the listing's orders and cursors over bp1's
+// three alerts, of Seq first, second and a third after them.
+func checkAlertOrder(t *testing.T, s store.Store, first, second int64) {
+	t.Helper()
+	ctx := context.Background()
+	seqs := func(f store.BudgetAlertFilter) []int64 {
+		f.ProjectID = "bp1"
+		as, err := s.ListBudgetAlerts(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int64
+		for _, a := range as {
+			out = append(out, a.Seq)
+		}
+		return out
+	}
+	all := seqs(store.BudgetAlertFilter{})
+	if len(all) != 3 || all[0] != first || all[1] != second {
+		t.Fatalf("oldest first: %v", all)
+	}
+	third := all[2]
+	for _, tc := range []struct {
+		f    store.BudgetAlertFilter
+		want []int64
+	}{
+		{store.BudgetAlertFilter{Newest: true}, []int64{third, second, first}},
+		{store.BudgetAlertFilter{Newest: true, Limit: 2}, []int64{third, second}},
+		{store.BudgetAlertFilter{Newest: true, BeforeSeq: second}, []int64{first}},
+		{store.BudgetAlertFilter{Newest: true, AfterSeq: first}, []int64{third, second}},
+		{store.BudgetAlertFilter{AfterSeq: first, Limit: 1}, []int64{second}},
+		{store.BudgetAlertFilter{AfterSeq: first, BeforeSeq: third}, []int64{second}},
+	} {
+		if got := seqs(tc.f); !slices.Equal(got, tc.want) {
+			t.Errorf("%+v: %v, want %v", tc.f, got, tc.want)
+		}
+	}
+}
+
+// CheckUpgradedAlerts checks a store upgraded from a database whose
+// budget_alerts held, for project p, the 50% alert of budget b1 (named
+// "all", 2026-11, seq 1), the same of b2 (the name created again, seq 2)
+// and of b1x in 2026-10 (seq 3): the first of November's is kept,
+// October's too, and the name raises no November 50% alert again.
+func CheckUpgradedAlerts(t *testing.T, s store.Store, at time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := s.ListBudgetAlerts(ctx, store.BudgetAlertFilter{ProjectID: "p"})
+	if err != nil || len(got) != 2 || got[0].Seq != 1 || got[0].BudgetID != "b1" || got[1].Month != "2026-10" {
+		t.Fatalf("upgraded alerts: %+v (%v)", got, err)
+	}
+	again := domain.BudgetAlert{BudgetID: "b3", ProjectID: "p", Name: "all", Kind: domain.AlertSpend, Threshold: 50, Key: "spend:50",
+		Month: "2026-11", At: at}
+	update(t, s, func(tx store.Tx) error { return tx.AddBudgetAlerts(ctx, []domain.BudgetAlert{again}) })
+	if got, _ := s.ListBudgetAlerts(ctx, store.BudgetAlertFilter{ProjectID: "p"}); len(got) != 2 {
+		t.Fatalf("after a third copy: %+v", got)
 	}
 }
