@@ -194,6 +194,7 @@ func guardFlags(cmd *cobra.Command, o *server.Options, a *serverArgs) {
 	f.IntVar(&l.MaxStreamsPerProject, "max-streams-per-token", server.DefaultMaxStreamsPerProject, "")
 	_ = f.MarkDeprecated("max-streams-per-token", "streams are now counted per project: use --max-streams-per-project")
 	f.IntVar(&l.MaxTokensPerProject, "max-tokens-per-project", server.DefaultMaxTokensPerProject, "active tokens a project may hold; the next is refused (409) until one is revoked")
+	f.Float64Var(&l.BudgetWritesPerMinute, "budget-writes-per-minute", server.DefaultBudgetWritesPerMinute, "budgets a project may create or delete a minute, in bursts of as many; more get 429 with Retry-After (0: no limit; operators are not limited)")
 	f.Float64Var(&l.TokenMintsPerMinute, "token-mints-per-minute", server.DefaultTokenMintsPerMinute, "tokens a project may mint (create or rotate) a minute, in bursts of as many; more get 429 with Retry-After (0: no limit; operators are not limited)")
 	f.IntVar(&o.WebhookMaxPending, "webhook-max-pending", webhook.DefaultMaxPending, "webhook deliveries an endpoint may have pending (an endpoint that stopped answering); events past it are recorded failed, not sent")
 	f.Float64Var(&l.TokenRate, "rate-limit-token", 100, "requests a second per token, in bursts of twice that (0: no limit); more get 429 with Retry-After")
@@ -225,6 +226,8 @@ func limitFlags(l server.Limits) error {
 		return fmt.Errorf("--max-streams-per-project must be at least 1; got %d", l.MaxStreamsPerProject)
 	case l.MaxTokensPerProject < 1:
 		return fmt.Errorf("--max-tokens-per-project must be at least 1; got %d", l.MaxTokensPerProject)
+	case l.BudgetWritesPerMinute < 0:
+		return fmt.Errorf("--budget-writes-per-minute must not be negative (0 is no limit); got %g", l.BudgetWritesPerMinute)
 	case l.TokenMintsPerMinute < 0:
 		return fmt.Errorf("--token-mints-per-minute must not be negative (0 is no limit); got %g", l.TokenMintsPerMinute)
 	case l.TokenRate < 0 || l.AddressRate < 0 || l.AuthFailures < 0:

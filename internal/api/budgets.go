@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/sparecap/sparecap/internal/billing"
 	"github.com/sparecap/sparecap/internal/budget"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/guard"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -29,9 +31,28 @@ var labelValue = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z
 
 func (s *Server) budgetRoutes() {
 	s.mux.Handle("GET /v1/budgets", s.auth(s.listBudgets))
-	s.mux.Handle("POST /v1/budgets", s.auth(s.createBudget))
-	s.mux.Handle("DELETE /v1/budgets/{id}", s.auth(s.deleteBudget))
+	s.mux.Handle("POST /v1/budgets", s.auth(s.budgetWrite(s.createBudget)))
+	s.mux.Handle("DELETE /v1/budgets/{id}", s.auth(s.budgetWrite(s.deleteBudget)))
 	s.mux.Handle("GET /v1/budgets/alerts", s.auth(s.budgetAlerts))
+}
+
+// budgetWrite runs h, a write of a project's budgets, once the project's
+// budget writes (BudgetWrites) allow one more; else 429 with Retry-After.
+// A budget deleted and created again is a new budget: without a limit a
+// project could write them, and have them checked, as fast as it asks.
+// An operator's writes are not limited.
+func (s *Server) budgetWrite(h handler) handler {
+	return func(w http.ResponseWriter, r *http.Request, p principal) {
+		if !p.admin {
+			if ok, wait := s.BudgetWrites.Allow(p.project); !ok {
+				w.Header().Set("Retry-After", guard.RetryAfter(wait))
+				s.fail(w, r, rateLimited("project %s is writing budgets faster than it may (creating or deleting one); retry in %s s",
+					p.project, guard.RetryAfter(wait)))
+				return
+			}
+		}
+		h(w, r, p)
+	}
 }
 
 // budgetProject is whose budgets the caller means: a project token's own;
@@ -234,14 +255,13 @@ func (s *Server) budgetAlerts(w http.ResponseWriter, r *http.Request, p principa
 		s.fail(w, r, err)
 		return
 	}
-	month := r.URL.Query().Get("month")
-	if month != "" {
-		if err := checkMonth(month); err != nil {
-			s.fail(w, r, err)
-			return
-		}
+	f, err := alertFilter(r.URL.Query())
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	as, err := s.store.ListBudgetAlerts(ctx, store.BudgetAlertFilter{ProjectID: project, Month: month, Limit: 1000})
+	f.ProjectID = project
+	as, err := s.store.ListBudgetAlerts(ctx, f)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -251,7 +271,51 @@ func (s *Server) budgetAlerts(w http.ResponseWriter, r *http.Request, p principa
 		out.Alerts = append(out.Alerts, apiv1.BudgetAlert{Seq: a.Seq, BudgetID: a.BudgetID, ProjectID: a.ProjectID, Name: a.Name,
 			Kind: a.Kind, Threshold: a.Threshold, Month: a.Month, At: a.At, Spend: a.Spend, Forecast: a.Forecast, Message: a.Message})
 	}
+	if len(as) == f.Limit {
+		out.NextCursor = strconv.FormatInt(as[len(as)-1].Seq, 10)
+	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// maxAlerts is the most alerts one listing returns.
+const maxAlerts = 1000
+
+// alertFilter reads GET /v1/budgets/alerts' query: month, order (oldest,
+// the default, or newest first), cursor (the next_cursor of the page
+// before: alerts after it in that order) and limit (1 to maxAlerts).
+func alertFilter(q url.Values) (store.BudgetAlertFilter, error) {
+	f := store.BudgetAlertFilter{Month: q.Get("month"), Limit: maxAlerts}
+	if f.Month != "" {
+		if err := checkMonth(f.Month); err != nil {
+			return f, err
+		}
+	}
+	switch o := q.Get("order"); o {
+	case "", "oldest":
+	case "newest":
+		f.Newest = true
+	default:
+		return f, invalid("order", "order must be oldest or newest; got %q", echo(o))
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxAlerts {
+			return f, invalid("limit", "limit must be between 1 and %d; got %q", maxAlerts, echo(v))
+		}
+		f.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		seq, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || seq < 1 {
+			return f, invalid("cursor", "cursor %q is not one this API returned", echo(v))
+		}
+		if f.Newest {
+			f.BeforeSeq = seq
+		} else {
+			f.AfterSeq = seq
+		}
+	}
+	return f, nil
 }
 
 var monthRE = regexp.MustCompile(`^(20[0-9]{2})-(0[1-9]|1[0-2])$`)

@@ -1,11 +1,13 @@
 package api
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/budget"
+	"github.com/sparecap/sparecap/internal/guard"
 )
 
 func TestBudgets(t *testing.T) {
@@ -74,4 +76,81 @@ func TestBudgets(t *testing.T) {
 		t.Fatalf("q sees p's alerts: %+v", alerts)
 	}
 	e.apiErr("p", "GET", "/v1/budgets/alerts?month=2026-13", "", 400)
+}
+
+// TestBudgetAlertPages: alerts list oldest first by default, newest first
+// with order=newest, a page at a time with limit and next_cursor; bad
+// parameters are refused.
+func TestBudgetAlertPages(t *testing.T) {
+	e, _, _ := usageWorld(t)
+	book, _ := e.api.book(e.ctx)
+	c := &budget.Checker{Store: e.st}
+	e.do("p", "POST", "/v1/budgets", `{"name":"tiny","amount":"0.01","thresholds":[10,20,30,40,50]}`, 201, nil)
+	if err := c.Check(e.ctx, book, e.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	page := func(query string) apiv1.BudgetAlerts {
+		t.Helper()
+		var out apiv1.BudgetAlerts
+		e.do("p", "GET", "/v1/budgets/alerts"+query, "", 200, &out)
+		return out
+	}
+	all := page("")
+	if len(all.Alerts) != 6 || all.NextCursor != "" {
+		t.Fatalf("all: %+v", all)
+	}
+	for _, order := range []string{"oldest", "newest"} {
+		var got []int64
+		cursor := ""
+		for range 4 {
+			p := page("?order=" + order + "&limit=4&cursor=" + cursor)
+			for _, a := range p.Alerts {
+				got = append(got, a.Seq)
+			}
+			if cursor = p.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if len(got) != 6 {
+			t.Fatalf("%s: %v", order, got)
+		}
+		for i := range got {
+			want := all.Alerts[i].Seq
+			if order == "newest" {
+				want = all.Alerts[5-i].Seq
+			}
+			if got[i] != want {
+				t.Errorf("%s: %v, want the alerts %v in that order", order, got, all.Alerts)
+				break
+			}
+		}
+	}
+	for _, q := range []string{"?order=sideways", "?limit=0", "?limit=1001", "?cursor=x", "?cursor=-1"} {
+		e.apiErr("p", "GET", "/v1/budgets/alerts"+q, "", 400)
+	}
+}
+
+// TestBudgetWritesAreLimited: a project creates or deletes budgets at most
+// as fast as BudgetWrites lets it (429 with Retry-After, nothing written);
+// an operator is not limited.
+func TestBudgetWritesAreLimited(t *testing.T) {
+	e, _, _ := usageWorld(t)
+	e.api.BudgetWrites = guard.NewLimiter(3.0/60, 3)
+	for i := range 3 {
+		e.do("p", "POST", "/v1/budgets", fmt.Sprintf(`{"name":"b%d","amount":"1"}`, i), 201, nil)
+	}
+	got := e.apiErr("p", "POST", "/v1/budgets", `{"name":"b3","amount":"1"}`, 429)
+	if !strings.Contains(got.Message, "writing budgets faster") {
+		t.Errorf("429: %+v", got)
+	}
+	var list apiv1.BudgetList
+	e.do("p", "GET", "/v1/budgets", "", 200, &list)
+	if len(list.Budgets) != 3 {
+		t.Fatalf("%d budgets after a refused create", len(list.Budgets))
+	}
+	e.apiErr("p", "DELETE", "/v1/budgets/"+list.Budgets[0].ID, "", 429)
+	e.do("q", "POST", "/v1/budgets", `{"name":"b0","amount":"1"}`, 201, nil)
+	for i := range 5 {
+		e.do("admin", "POST", "/v1/budgets?project_id=p", fmt.Sprintf(`{"name":"op%d","amount":"1"}`, i), 201, nil)
+	}
 }

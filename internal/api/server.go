@@ -122,6 +122,9 @@ type Options struct {
 	// (nil: no limit; an operator's mints are not limited).
 	MaxTokens  int
 	TokenMints *guard.Limiter
+	// BudgetWrites limits how fast a project creates or deletes budgets
+	// (nil: no limit; an operator's are not limited).
+	BudgetWrites *guard.Limiter
 	// Webhooks checks endpoint URLs and wakes the sender.
 	Webhooks WebhookOptions
 }

@@ -66,6 +66,9 @@ type BudgetAlert struct {
 // BudgetAlerts is the body of GET /v1/budgets/alerts.
 type BudgetAlerts struct {
 	Alerts []BudgetAlert `json:"alerts"`
+	// NextCursor, when set, is the cursor of the next page (a full page
+	// was returned; the next may be empty).
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // Lending is the body of GET /v1/admin/lending: what the fleet lent and

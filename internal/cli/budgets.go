@@ -112,23 +112,30 @@ func newBudgetsDeleteCmd(s *state, project *string) *cobra.Command {
 }
 
 func newBudgetsAlertsCmd(s *state, project *string) *cobra.Command {
-	var month string
+	var o client.BudgetAlertOptions
 	alerts := &cobra.Command{
 		Use:   "alerts",
 		Short: "List the alerts budgets raised",
-		Long: `List the alerts the project's budgets raised, oldest first: a threshold of
-spend crossed (spend), the month-end forecast reaching the budget
-(forecast), a day's spend jumping above the week before (change).`,
+		Long: `List the alerts the project's budgets raised, oldest first (newest first
+with --newest): a threshold of spend crossed (spend), the month-end
+forecast reaching the budget (forecast), a day's spend jumping above the
+week before (change). Each is raised once per budget name and month (a
+change once per day), however often the budget is deleted and created
+again. At most 1,000 are listed (--limit fewer).`,
 		Example: `  sparecap budgets alerts
-  sparecap budgets alerts --month 2026-11`,
+  sparecap budgets alerts --month 2026-11
+  sparecap budgets alerts --newest --limit 20`,
 		Args: cobra.NoArgs,
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
-			if month != "" {
-				if _, _, err := monthPeriod(month); err != nil {
+			if o.Month != "" {
+				if _, _, err := monthPeriod(o.Month); err != nil {
 					return err
 				}
 			}
-			a, err := c.BudgetAlerts(cmd.Context(), *project, month)
+			if o.Limit < 0 || o.Limit > 1000 {
+				return fmt.Errorf("--limit must be between 1 and 1000; got %d", o.Limit)
+			}
+			a, err := c.BudgetAlertsPage(cmd.Context(), *project, o)
 			if err != nil {
 				return fmt.Errorf("list budget alerts: %w", err)
 			}
@@ -140,7 +147,9 @@ spend crossed (spend), the month-end forecast reaching the budget
 			})
 		}),
 	}
-	alerts.Flags().StringVar(&month, "month", "", "only this month, like 2026-11")
+	alerts.Flags().StringVar(&o.Month, "month", "", "only this month, like 2026-11")
+	alerts.Flags().BoolVar(&o.Newest, "newest", false, "newest first")
+	alerts.Flags().IntVar(&o.Limit, "limit", 0, "at most this many (1 to 1000; 0: 1000)")
 	return alerts
 }
 

@@ -34,10 +34,17 @@ func TestBudgetsCommands(t *testing.T) {
 	if q := f.only("GET", "/v1/budgets/alerts")[0].Query; q != "month=2026-11" {
 		t.Errorf("alerts query %q", q)
 	}
+	if r = f.run("budgets", "alerts", "--newest", "--limit", "20"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if q := f.only("GET", "/v1/budgets/alerts")[1].Query; q != "limit=20&order=newest" {
+		t.Errorf("newest alerts query %q", q)
+	}
 	if r = f.run("budgets", "delete", "bg-1"); r.err != nil || !strings.Contains(r.stdout, "deleted") {
 		t.Fatalf("delete: %v %s", r.err, r.stdout)
 	}
-	for _, bad := range [][]string{{"budgets", "create", "x"}, {"budgets", "alerts", "--month", "november"}, {"budgets", "delete"}} {
+	for _, bad := range [][]string{{"budgets", "create", "x"}, {"budgets", "alerts", "--month", "november"},
+		{"budgets", "alerts", "--limit", "1001"}, {"budgets", "delete"}} {
 		if r := f.run(bad...); r.err == nil {
 			t.Errorf("%v accepted", bad)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
@@ -33,14 +34,37 @@ func (c *Client) DeleteBudget(ctx context.Context, projectID, id string) error {
 }
 
 // BudgetAlerts lists the alerts budgets raised, of a month ("2026-11") or
-// all.
+// all, oldest first.
 func (c *Client) BudgetAlerts(ctx context.Context, projectID, month string) (*apiv1.BudgetAlerts, error) {
+	return c.BudgetAlertsPage(ctx, projectID, BudgetAlertOptions{Month: month})
+}
+
+// BudgetAlertOptions select a page of budget alerts: of Month when set,
+// newest first with Newest, after Cursor (a page's NextCursor), at most
+// Limit (0: the server's most, 1,000).
+type BudgetAlertOptions struct {
+	Month, Cursor string
+	Newest        bool
+	Limit         int
+}
+
+// BudgetAlertsPage lists a page of the alerts budgets raised.
+func (c *Client) BudgetAlertsPage(ctx context.Context, projectID string, o BudgetAlertOptions) (*apiv1.BudgetAlerts, error) {
 	q := projectQuery(projectID)
-	if month != "" {
-		if q == nil {
-			q = url.Values{}
-		}
-		q.Set("month", month)
+	if q == nil {
+		q = url.Values{}
+	}
+	if o.Month != "" {
+		q.Set("month", o.Month)
+	}
+	if o.Newest {
+		q.Set("order", "newest")
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
 	}
 	return call[apiv1.BudgetAlerts](ctx, c, http.MethodGet, "/v1/budgets/alerts", q, nil)
 }

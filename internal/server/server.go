@@ -160,6 +160,9 @@ type Limits struct {
 	// rotate) a minute, in bursts of as many (0: no limit).
 	MaxTokensPerProject int
 	TokenMintsPerMinute float64
+	// BudgetWritesPerMinute is how many budget creates and deletes a
+	// project may make a minute, in bursts of as many (0: no limit).
+	BudgetWritesPerMinute float64
 	// TokenRate and AddressRate are requests a second per token and per
 	// client address (bursts of twice that); AuthFailures is failed
 	// authentications a minute per client address, after which the
@@ -174,13 +177,14 @@ type Limits struct {
 
 // The defaults of Limits.
 const (
-	DefaultReadTimeout          = 30 * time.Second
-	DefaultWriteTimeout         = 2 * time.Minute
-	DefaultIdleTimeout          = 2 * time.Minute
-	DefaultMaxConnections       = 1024
-	DefaultMaxStreamsPerProject = 16
-	DefaultMaxTokensPerProject  = 100
-	DefaultTokenMintsPerMinute  = 10
+	DefaultReadTimeout           = 30 * time.Second
+	DefaultWriteTimeout          = 2 * time.Minute
+	DefaultIdleTimeout           = 2 * time.Minute
+	DefaultMaxConnections        = 1024
+	DefaultMaxStreamsPerProject  = 16
+	DefaultMaxTokensPerProject   = 100
+	DefaultTokenMintsPerMinute   = 10
+	DefaultBudgetWritesPerMinute = 10
 	// overflowConnections are accepted past the limits to be answered at
 	// once (health probes, refusals) and closed.
 	overflowConnections = 64

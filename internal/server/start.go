@@ -332,6 +332,7 @@ func (b *boot) handlers() error {
 	a.MaxStreams = cmp.Or(lim.MaxStreamsPerProject, DefaultMaxStreamsPerProject)
 	a.MaxTokens = cmp.Or(lim.MaxTokensPerProject, DefaultMaxTokensPerProject)
 	a.TokenMints = guard.NewLimiter(lim.TokenMintsPerMinute/60, int(lim.TokenMintsPerMinute))
+	a.BudgetWrites = guard.NewLimiter(lim.BudgetWritesPerMinute/60, int(lim.BudgetWritesPerMinute))
 	var instrumented http.Handler = s.Metrics.Middleware(a)
 	if b.shared {
 		if instrumented, err = b.elect(instrumented); err != nil {
