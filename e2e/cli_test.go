@@ -152,6 +152,7 @@ func TestServerFlagErrors(t *testing.T) {
 		{[]string{"--max-tokens-per-project", "0"}, "--max-tokens-per-project must be at least 1"},
 		{[]string{"--token-mints-per-minute", "-1"}, "--token-mints-per-minute must not be negative"},
 		{[]string{"--budget-writes-per-minute", "-1"}, "--budget-writes-per-minute must not be negative"},
+		{[]string{"--budget-alert-retention", "1h"}, "--budget-alert-retention must be at least 24h"},
 		{[]string{"--webhook-max-pending", "0"}, "--webhook-max-pending must be at least 1"},
 		{[]string{"--rate-limit-token", "-1"}, "must not be negative"},
 		{[]string{"--trusted-proxies", "10.0.0.0/33"}, `--trusted-proxies: "10.0.0.0/33" is not an address or a CIDR prefix`},

@@ -21,6 +21,7 @@ import (
 	"github.com/sparecap/sparecap/internal/client"
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/demo"
+	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/guard"
 	"github.com/sparecap/sparecap/internal/ha"
 	"github.com/sparecap/sparecap/internal/kube"
@@ -176,6 +177,7 @@ func serverFlags(cmd *cobra.Command, o *server.Options, a *serverArgs) {
 	f.StringArrayVar(&a.preemptibleTaints, "preemptible-taint", nil, "KEY[=VALUE]:EFFECT taint added to preemptible nodes only, so pods must tolerate it to land there (repeatable)")
 	f.IntVar(&o.Workers, "workers", 256, "node steps (provisioning, drains) run at once")
 	f.IntVar(&o.NoticeWorkers, "notice-workers", 1024, "steps delivering drain notices run at once, apart from the other steps")
+	f.DurationVar(&o.AlertRetention, "budget-alert-retention", domain.DefaultAlertRetention, "how long budget alerts are kept; older ones are deleted in the background, a slice at a time (see docs/operations.md's retention table)")
 	f.DurationVar(&o.NodeLostAfter, "node-lost-after", 5*time.Minute, "a ready node whose Node object stays NotReady this long is lost: billing stops, its machine is taken back and the node replaced (a Node deleted by someone else is lost at once)")
 	f.DurationVar(&o.RegisterTimeout, "register-timeout", 15*time.Minute, "a node not registered Ready this long after its machine was first asked to prepare goes back and is replaced; its machine goes out of service after 3 such failures in a row")
 }
@@ -279,6 +281,9 @@ func kubeFlags(o *server.Options, labels, taints, preemptible []string) error {
 	}
 	if o.NoticeWorkers < 1 {
 		return fmt.Errorf("--notice-workers must be at least 1; got %d", o.NoticeWorkers)
+	}
+	if o.AlertRetention < 24*time.Hour {
+		return fmt.Errorf("--budget-alert-retention must be at least 24h; got %s", o.AlertRetention)
 	}
 	if o.NodeLostAfter < time.Second {
 		return fmt.Errorf("--node-lost-after must be at least 1s; got %s", o.NodeLostAfter)

@@ -37,6 +37,9 @@ const (
 	DefaultDrainWindow = 5 * time.Minute
 	// DefaultEventRetention is how long lifecycle events are kept.
 	DefaultEventRetention = 72 * time.Hour
+	// DefaultAlertRetention is how long budget alerts are kept: 400 days,
+	// so a month's alerts are there a year later, beside last year's.
+	DefaultAlertRetention = 400 * 24 * time.Hour
 )
 
 // ComputeClass is the class a node serves its cluster in. A node changes

@@ -64,6 +64,7 @@ type Metrics struct {
 	drainDuration    *prometheus.HistogramVec
 	noticeLatency    prometheus.Histogram
 	billed           *prometheus.CounterVec
+	pruned           *prometheus.CounterVec
 	requests         *prometheus.HistogramVec
 	budgets          budgetGauges
 	lending          *lendingCollector
@@ -124,10 +125,15 @@ func New(st store.Store, wall clock.Clock) *Metrics {
 	for _, k := range []string{domain.AlertSpend, domain.AlertForecast, domain.AlertChange} {
 		m.budgets.alerts.WithLabelValues(k)
 	}
+	m.pruned = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "retention_pruned_rows_total",
+		Help: "Rows the retention deleted, by table, for being older than the table's retention (docs/operations.md).",
+	}, []string{"table"})
+	m.pruned.WithLabelValues("budget_alerts")
 
 	m.own = []prometheus.Collector{
 		m.reclaimsStarted, m.reclaimsFinished, m.drainDuration, m.noticeLatency, m.billed, m.requests,
-		m.budgets.spend, m.budgets.forecast, m.budgets.amount, m.budgets.alerts,
+		m.budgets.spend, m.budgets.forecast, m.budgets.amount, m.budgets.alerts, m.pruned,
 	}
 	if st != nil {
 		m.lending = newLendingCollector(st, wall)
@@ -441,6 +447,9 @@ func (m *Metrics) ObserveBudgets(all []budget.Status) {
 		m.budgets.amount.WithLabelValues(b.ProjectID, b.Name).Set(amount)
 	}
 }
+
+// Pruned counts rows the retention deleted from table.
+func (m *Metrics) Pruned(table string, n int) { m.pruned.WithLabelValues(table).Add(float64(n)) }
 
 // BudgetAlert counts an alert raised.
 func (m *Metrics) BudgetAlert(a domain.BudgetAlert) { m.budgets.alerts.WithLabelValues(a.Kind).Inc() }

@@ -108,6 +108,9 @@ type Options struct {
 	// NodeLostAfter and RegisterTimeout: see controller.Config.
 	NodeLostAfter   time.Duration
 	RegisterTimeout time.Duration
+	// AlertRetention is how long budget alerts are kept (0: the default,
+	// domain.DefaultAlertRetention; negative: for ever).
+	AlertRetention time.Duration
 	// AdvertiseURL is where other servers reach this one's API, to
 	// forward writes to it while it leads (default: the URL it listens
 	// on). Only a server on PostgreSQL campaigns for leadership.

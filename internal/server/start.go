@@ -27,6 +27,7 @@ import (
 	"github.com/sparecap/sparecap/internal/metering"
 	"github.com/sparecap/sparecap/internal/metrics"
 	"github.com/sparecap/sparecap/internal/queues/manager"
+	"github.com/sparecap/sparecap/internal/retention"
 	"github.com/sparecap/sparecap/internal/secret"
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/slurm"
@@ -440,6 +441,8 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 	go func() { b.queues().Run(ctx); close(queued) }()
 	hooked := make(chan struct{})
 	go func() { s.Webhooks.Run(ctx); close(hooked) }()
+	kept := make(chan struct{})
+	go func() { b.retention().Run(ctx, retention.DefaultEvery, o.Log.Warn); close(kept) }()
 	if err := s.Controller.Run(ctx); err != nil {
 		o.Log.Error("controller stopped", "err", err)
 	}
@@ -447,8 +450,17 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 	<-logged
 	<-queued
 	<-hooked
+	<-kept
 	// A later term starts the watches again, from a fresh LIST.
 	s.Drivers.Close()
+}
+
+// retention is the term's pruner of the tables that grow with time (see
+// internal/retention), on the leader's store.
+func (b *boot) retention() *retention.Pruner {
+	keep := cmp.Or(b.o.AlertRetention, domain.DefaultAlertRetention)
+	return &retention.Pruner{Store: b.fenced, Clock: b.s.Clock, Rules: []retention.Rule{retention.BudgetAlerts(keep)},
+		Pruned: b.s.Metrics.Pruned}
 }
 
 // queues is the term's queue integrations (Kueue's admission check, the

@@ -226,6 +226,9 @@ type Tx interface {
 	// DeleteBudget deletes a budget (its alerts stay); domain.ErrNotFound
 	// if absent.
 	DeleteBudget(ctx context.Context, id string) error
+	// PruneBudgetAlerts deletes up to limit of the oldest alerts raised
+	// before t (the retention's slice), returning how many went.
+	PruneBudgetAlerts(ctx context.Context, before time.Time, limit int) (int, error)
 	// AddBudgetAlerts writes alerts; one whose project, budget name, key
 	// and month are written already is left as it was (an alert is raised
 	// once, whatever the budget's ID).

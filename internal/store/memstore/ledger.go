@@ -198,6 +198,31 @@ func (t *tx) AddBudgetAlerts(ctx context.Context, as []domain.BudgetAlert) error
 	return nil
 }
 
+// PruneBudgetAlerts deletes up to limit of the oldest alerts raised
+// before t.
+func (t *tx) PruneBudgetAlerts(ctx context.Context, before time.Time, limit int) (int, error) {
+	if before.IsZero() || limit <= 0 {
+		return 0, nil
+	}
+	if err := t.write(ctx); err != nil {
+		return 0, err
+	}
+	defer t.unlock()
+	cut := dbTime(before)
+	var gone []*domain.BudgetAlert
+	t.st.alerts.each(func(_ int64, a *domain.BudgetAlert) bool {
+		if a.At.Before(cut) {
+			gone = append(gone, a)
+		}
+		return len(gone) < limit
+	})
+	for _, a := range gone {
+		t.st.alerts.delete(t.w, a.Seq)
+		t.st.alertKeys.delete(t.w, alertOnce(*a))
+	}
+	return len(gone), nil
+}
+
 func (v view) ListBudgetAlerts(ctx context.Context, f store.BudgetAlertFilter) ([]domain.BudgetAlert, error) {
 	if err := v.check(ctx); err != nil {
 		return nil, err

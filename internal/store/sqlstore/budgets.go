@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
@@ -42,6 +43,24 @@ func (t *tx) AddBudgetAlerts(ctx context.Context, as []domain.BudgetAlert) error
 		}
 	}
 	return nil
+}
+
+// PruneBudgetAlerts deletes up to limit of the oldest alerts raised
+// before t.
+func (t *tx) PruneBudgetAlerts(ctx context.Context, before time.Time, limit int) (int, error) {
+	if before.IsZero() || limit <= 0 {
+		return 0, nil
+	}
+	res, err := t.q.ExecContext(ctx, rebind(t.s.d, `DELETE FROM budget_alerts WHERE seq IN
+		(SELECT seq FROM budget_alerts WHERE at < ? ORDER BY seq LIMIT ?)`), t.s.timeArg(before), limit)
+	if err != nil {
+		return 0, t.writeErr("prune budget alerts", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, t.writeErr("prune budget alerts", err)
+	}
+	return int(n), nil
 }
 
 func (s *Store) ListBudgets(ctx context.Context, projectID string) ([]domain.Budget, error) {

@@ -91,6 +91,35 @@ func testBudgets(t *testing.T, s store.Store) {
 		t.Fatalf("the name all's alerts: %+v", got)
 	}
 	checkAlertOrder(t, s, alerts[0].Seq, alerts[1].Seq)
+	checkAlertPrune(t, s)
+}
+
+// checkAlertPrune: the retention deletes the oldest alerts raised before
+// a time, at most a slice of them at a time.
+func checkAlertPrune(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	prune := func(before time.Time, limit int) int {
+		var n int
+		update(t, s, func(tx store.Tx) (err error) {
+			n, err = tx.PruneBudgetAlerts(ctx, before, limit)
+			return err
+		})
+		return n
+	}
+	if n := prune(at(11), 5); n != 1 {
+		t.Errorf("pruned %d alerts raised before minute 11, want 1", n)
+	}
+	if n := prune(at(31), 1); n != 1 {
+		t.Errorf("pruned %d alerts in a slice of 1", n)
+	}
+	left, err := s.ListBudgetAlerts(ctx, store.BudgetAlertFilter{ProjectID: "bp1"})
+	if err != nil || len(left) != 1 || left[0].Month != "2026-12" {
+		t.Fatalf("left after the prunes: %+v (%v)", left, err)
+	}
+	if n := prune(time.Time{}, 10); n != 0 {
+		t.Errorf("a zero time pruned %d", n)
+	}
 }
 
 // checkAlertOrder checks the listing's orders and cursors over bp1's

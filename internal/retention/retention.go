@@ -1,0 +1,120 @@
+// Package retention keeps tables that grow with time bounded: each Rule
+// deletes its table's rows older than its retention, a slice of at most
+// Slice rows a transaction, so a prune never holds the store's writers
+// (the controller's commits, a request) for long. A pass takes at most
+// Slices slices of each rule; a backlog (a first pass on a years-old
+// database) is left for the next pass, a minute later rather than an
+// hour. The server runs it on the leader. docs/operations.md lists every
+// table's retention.
+package retention
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// Rule is one table's retention.
+type Rule struct {
+	// Table names it (in metrics and logs).
+	Table string
+	// Keep is how long its rows are kept (0 or less: for ever).
+	Keep time.Duration
+	// Prune deletes up to limit of its rows older than before, the oldest
+	// first, returning how many went.
+	Prune func(ctx context.Context, tx store.Tx, before time.Time, limit int) (int, error)
+}
+
+// Defaults of a Pruner.
+const (
+	DefaultSlice  = 1000
+	DefaultSlices = 100
+	DefaultEvery  = time.Hour
+)
+
+// Pruner applies Rules.
+type Pruner struct {
+	Store store.Store
+	Clock clock.Clock
+	Rules []Rule
+	// Slice is the most rows a transaction deletes, Slices the most
+	// transactions a rule takes a pass (0: the defaults).
+	Slice, Slices int
+	// Pruned, if set, is told each table's rows deleted by a pass.
+	Pruned func(table string, n int)
+}
+
+// Pass prunes each rule once, at most Slices slices of Slice rows. backlog
+// is true when a rule's last slice was full: rows may be left to prune.
+func (p *Pruner) Pass(ctx context.Context) (backlog bool, err error) {
+	slice, slices := p.Slice, p.Slices
+	if slice <= 0 {
+		slice = DefaultSlice
+	}
+	if slices <= 0 {
+		slices = DefaultSlices
+	}
+	now := p.Clock.Now()
+	for _, r := range p.Rules {
+		if r.Keep <= 0 {
+			continue
+		}
+		total, full, err := p.prune(ctx, r, now.Add(-r.Keep), slice, slices)
+		if total > 0 && p.Pruned != nil {
+			p.Pruned(r.Table, total)
+		}
+		if err != nil {
+			return backlog, fmt.Errorf("retention of %s: %w", r.Table, err)
+		}
+		backlog = backlog || full
+	}
+	return backlog, nil
+}
+
+// prune runs rule r's slices; full is true when the last was full.
+func (p *Pruner) prune(ctx context.Context, r Rule, before time.Time, slice, slices int) (total int, full bool, err error) {
+	for range slices {
+		var n int
+		err = p.Store.Update(ctx, func(tx store.Tx) (err error) {
+			n, err = r.Prune(ctx, tx, before, slice)
+			return err
+		})
+		if err != nil {
+			return total, false, err
+		}
+		total += n
+		if n < slice {
+			return total, false, nil
+		}
+	}
+	return total, true, nil
+}
+
+// Run makes a pass every `every` (a minute after a pass that left a
+// backlog, or failed) until ctx ends; failures go to logf.
+func (p *Pruner) Run(ctx context.Context, every time.Duration, logf func(msg string, args ...any)) {
+	for {
+		wait := every
+		if backlog, err := p.Pass(ctx); err != nil || backlog {
+			if err != nil && ctx.Err() == nil {
+				logf("retention pass failed; trying again in a minute", "err", err)
+			}
+			wait = min(every, time.Minute)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.Clock.After(wait):
+		}
+	}
+}
+
+// BudgetAlerts is the rule of the budget alerts' history, kept keep.
+func BudgetAlerts(keep time.Duration) Rule {
+	return Rule{Table: "budget_alerts", Keep: keep, Prune: func(ctx context.Context, tx store.Tx, before time.Time, limit int) (int, error) {
+		return tx.PruneBudgetAlerts(ctx, before, limit)
+	}}
+}
