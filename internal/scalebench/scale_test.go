@@ -37,6 +37,7 @@ var (
 	flagHandoverTimeout = flag.Duration("handover-timeout", 10*time.Minute, "give up waiting for the burst's standard nodes after this long")
 	flagStartTimeout    = flag.Duration("start-timeout", 5*time.Minute, "give up waiting for /readyz after this long")
 	flagCPUDuration     = flag.Duration("cpu-duration", 30*time.Second, "how long settled CPU is sampled")
+	flagCPUAfter        = flag.Duration("cpu-after", 0, "wait this long after convergence before sampling settled CPU (the meter's first records of the new nodes fall in the first minute at --speed 1)")
 	flagReadDuration    = flag.Duration("read-duration", 20*time.Second, "how long each read phase runs")
 	flagReserved        = flag.Bool("reserved", true, "make clusters RESERVED in projects holding the partition's reservation")
 	flagSeed            = flag.Uint64("seed", 1, "seed of the cluster shapes and of the readers' choices")
@@ -693,6 +694,12 @@ func b2f(b bool) float64 {
 
 func (r *run) settledCPU(ctx context.Context) {
 	pid := r.srv.Pid()
+	if *flagCPUAfter > 0 {
+		r.logf("waiting %s before sampling the server's CPU", *flagCPUAfter)
+		if !sleep(ctx, *flagCPUAfter) {
+			return
+		}
+	}
 	r.logf("sampling the server's CPU for %s with no client running", *flagCPUDuration)
 	c0, err := ProcCPU(pid)
 	if err != nil {
