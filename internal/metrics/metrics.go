@@ -65,6 +65,8 @@ type Metrics struct {
 	noticeLatency    prometheus.Histogram
 	billed           *prometheus.CounterVec
 	pruned           *prometheus.CounterVec
+	tableRows        *prometheus.GaugeVec
+	tableBytes       *prometheus.GaugeVec
 	requests         *prometheus.HistogramVec
 	budgets          budgetGauges
 	lending          *lendingCollector
@@ -130,10 +132,18 @@ func New(st store.Store, wall clock.Clock) *Metrics {
 		Help: "Rows the retention deleted, by table, for being older than the table's retention (docs/operations.md).",
 	}, []string{"table"})
 	m.pruned.WithLabelValues("budget_alerts")
+	m.tableRows = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "table_rows",
+		Help: "Rows of each table of the database, read hourly by the leader (PostgreSQL: the planner's estimate).",
+	}, []string{"table"})
+	m.tableBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "table_bytes",
+		Help: "Bytes of each table of the database on disk, its indexes included, read hourly by the leader.",
+	}, []string{"table"})
 
 	m.own = []prometheus.Collector{
 		m.reclaimsStarted, m.reclaimsFinished, m.drainDuration, m.noticeLatency, m.billed, m.requests,
-		m.budgets.spend, m.budgets.forecast, m.budgets.amount, m.budgets.alerts, m.pruned,
+		m.budgets.spend, m.budgets.forecast, m.budgets.amount, m.budgets.alerts, m.pruned, m.tableRows, m.tableBytes,
 	}
 	if st != nil {
 		m.lending = newLendingCollector(st, wall)
@@ -450,6 +460,16 @@ func (m *Metrics) ObserveBudgets(all []budget.Status) {
 
 // Pruned counts rows the retention deleted from table.
 func (m *Metrics) Pruned(table string, n int) { m.pruned.WithLabelValues(table).Add(float64(n)) }
+
+// TableSizes sets the table gauges to sizes.
+func (m *Metrics) TableSizes(sizes []store.TableSize) {
+	m.tableRows.Reset()
+	m.tableBytes.Reset()
+	for _, t := range sizes {
+		m.tableRows.WithLabelValues(t.Table).Set(float64(t.Rows))
+		m.tableBytes.WithLabelValues(t.Table).Set(float64(t.Bytes))
+	}
+}
 
 // BudgetAlert counts an alert raised.
 func (m *Metrics) BudgetAlert(a domain.BudgetAlert) { m.budgets.alerts.WithLabelValues(a.Kind).Inc() }

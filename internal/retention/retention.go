@@ -45,6 +45,10 @@ type Pruner struct {
 	Slice, Slices int
 	// Pruned, if set, is told each table's rows deleted by a pass.
 	Pruned func(table string, n int)
+	// Sizes, if set, is told every table's rows and bytes after each
+	// pass, read from Sizer (a store that says; see store.Sizer).
+	Sizer store.Sizer
+	Sizes func([]store.TableSize)
 }
 
 // Pass prunes each rule once, at most Slices slices of Slice rows. backlog
@@ -70,6 +74,13 @@ func (p *Pruner) Pass(ctx context.Context) (backlog bool, err error) {
 			return backlog, fmt.Errorf("retention of %s: %w", r.Table, err)
 		}
 		backlog = backlog || full
+	}
+	if p.Sizer != nil && p.Sizes != nil {
+		sizes, err := p.Sizer.TableSizes(ctx)
+		if err != nil {
+			return backlog, fmt.Errorf("table sizes: %w", err)
+		}
+		p.Sizes(sizes)
 	}
 	return backlog, nil
 }

@@ -63,3 +63,21 @@ func TestBudgetAlertsAreKeptTheirRetention(t *testing.T) {
 		t.Errorf("a retention of 0 pruned: %d left (%v)", left(), err)
 	}
 }
+
+type sizer []store.TableSize
+
+func (s sizer) TableSizes(context.Context) ([]store.TableSize, error) { return s, nil }
+
+// TestAPassToldTheTableSizes: after its rules, a pass tells what the
+// store's Sizer says of every table (the server's table gauges).
+func TestAPassToldTheTableSizes(t *testing.T) {
+	var told []store.TableSize
+	p := &Pruner{Store: memstore.New(), Clock: clock.NewFake(t0), Sizer: sizer{{Table: "events", Rows: 3, Bytes: 4096}},
+		Sizes: func(s []store.TableSize) { told = s }}
+	if _, err := p.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(told) != 1 || told[0].Table != "events" || told[0].Bytes != 4096 {
+		t.Errorf("told %+v", told)
+	}
+}

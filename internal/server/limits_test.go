@@ -390,6 +390,16 @@ func TestMetricsListener(t *testing.T) {
 	if code, body := scrape(srv.MetricsURL, token); code != 200 || !strings.Contains(body, "sparecap_nodes") {
 		t.Errorf("/metrics with its token: %d", code)
 	}
+	// The leader's first retention pass reads every table's size.
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, body := scrape(srv.MetricsURL, token)
+		if strings.Contains(body, `sparecap_table_bytes{table="nodes"}`) && strings.Contains(body, `sparecap_table_rows{table="machines"}`) {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("no table sizes in /metrics 10 s after the start")
+		}
+	}
 	one := start(Options{MetricsToken: token})
 	if code, _ := scrape(one.URL, ""); code != 401 {
 		t.Errorf("/metrics on the API's listener without the token: %d", code)

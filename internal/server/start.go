@@ -459,8 +459,12 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 // internal/retention), on the leader's store.
 func (b *boot) retention() *retention.Pruner {
 	keep := cmp.Or(b.o.AlertRetention, domain.DefaultAlertRetention)
-	return &retention.Pruner{Store: b.fenced, Clock: b.s.Clock, Rules: []retention.Rule{retention.BudgetAlerts(keep)},
+	p := &retention.Pruner{Store: b.fenced, Clock: b.s.Clock, Rules: []retention.Rule{retention.BudgetAlerts(keep)},
 		Pruned: b.s.Metrics.Pruned}
+	if sz, ok := b.s.Store.(store.Sizer); ok {
+		p.Sizer, p.Sizes = sz, b.s.Metrics.TableSizes
+	}
+	return p
 }
 
 // queues is the term's queue integrations (Kueue's admission check, the

@@ -360,6 +360,19 @@ type WorkSpanFilter struct {
 	Only string
 }
 
+// TableSize is one table's rows and bytes on disk, its indexes included.
+type TableSize struct {
+	Table       string
+	Rows, Bytes int64
+}
+
+// Sizer is a store that says how big its tables are (the SQL backends:
+// SQLite counts by walking its pages, PostgreSQL gives its planner's row
+// estimate, so run it seldom).
+type Sizer interface {
+	TableSizes(ctx context.Context) ([]TableSize, error)
+}
+
 // BudgetAlertFilter selects budget alerts: of a project, a budget, a
 // budget name and a month ("2026-11") when set; after AfterSeq and before
 // BeforeSeq when above 0; oldest first, or newest first with Newest; at

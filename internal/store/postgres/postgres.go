@@ -90,7 +90,13 @@ func OpenWith(ctx context.Context, dsn string, o sqlstore.Options) (store.Store,
 		return nil, fmt.Errorf("open postgres (schema %s): %w", schema, err)
 	}
 	d := sqlstore.Dialect{
-		Name:                 "postgres",
+		Name: "postgres",
+		// The planner's row estimate (0 before the first ANALYZE) and the
+		// table's bytes with its indexes and TOAST.
+		TableSizes: `SELECT c.relname, GREATEST(c.reltuples, 0)::bigint, pg_total_relation_size(c.oid)
+			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname != 'goose_db_version'
+			ORDER BY c.relname`,
 		NumberedPlaceholders: true,
 		UpdateTx:             sql.TxOptions{Isolation: sql.LevelSerializable},
 		// REPEATABLE READ is already one snapshot, and read-only

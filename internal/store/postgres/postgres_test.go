@@ -40,3 +40,9 @@ func newDB(t *testing.T) storetest.Opener {
 		return s
 	}
 }
+
+// TestTableSizes: the tables' bytes (rows are the planner's estimate).
+func TestTableSizes(t *testing.T) {
+	postgres.TestDSN(t)
+	storetest.CheckTableSizes(t, newDB(t)(t), false)
+}

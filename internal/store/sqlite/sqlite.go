@@ -42,9 +42,19 @@ const busyTimeout = 10 * time.Second
 // readers is the size of the read pool.
 const readers = 4
 
+// tableSizes walks every page (dbstat): a table's rows are the cells of
+// its b-tree's leaves, its bytes its pages and its indexes'.
+const tableSizes = `SELECT s.tbl_name,
+	SUM(CASE WHEN d.name = s.tbl_name AND d.pagetype = 'leaf' THEN d.ncell ELSE 0 END),
+	SUM(d.pgsize)
+FROM dbstat d JOIN sqlite_schema s ON s.name = d.name
+WHERE s.tbl_name NOT LIKE 'sqlite_%' AND s.tbl_name != 'goose_db_version'
+GROUP BY s.tbl_name ORDER BY s.tbl_name`
+
 var dialect = sqlstore.Dialect{
-	Name:    "sqlite",
-	TimeArg: func(t time.Time) any { return t.UnixMicro() },
+	Name:       "sqlite",
+	TableSizes: tableSizes,
+	TimeArg:    func(t time.Time) any { return t.UnixMicro() },
 	ForeignKeyViolation: func(err error) bool {
 		var e *sqlite.Error
 		return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY

@@ -96,3 +96,6 @@ func TestBadPath(t *testing.T) {
 		}
 	}
 }
+
+// TestTableSizes: the tables' rows and bytes, counted from the pages.
+func TestTableSizes(t *testing.T) { storetest.CheckTableSizes(t, newDB(t)(t), true) }

@@ -70,6 +70,9 @@ type Dialect struct {
 	// MaxScans, when positive, bounds how many ScanUsage run at once
 	// outside a transaction (see scan.go).
 	MaxScans int
+	// TableSizes is a query of each table's name, rows and bytes
+	// (store.Sizer); empty: the backend does not say.
+	TableSizes string
 }
 
 // Options are the caller's choices of a Store (New, and the backends'
