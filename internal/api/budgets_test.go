@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -142,6 +143,16 @@ func TestBudgetWritesAreLimited(t *testing.T) {
 	got := e.apiErr("p", "POST", "/v1/budgets", `{"name":"b3","amount":"1"}`, 429)
 	if !strings.Contains(got.Message, "writing budgets faster") {
 		t.Errorf("429: %+v", got)
+	}
+	req, _ := http.NewRequest("POST", e.srv.URL+"/v1/budgets", strings.NewReader(`{"name":"b3","amount":"1"}`))
+	req.Header.Set("Authorization", "Bearer "+e.tokens["p"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a refused budget write: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	var list apiv1.BudgetList
 	e.do("p", "GET", "/v1/budgets", "", 200, &list)
