@@ -49,6 +49,11 @@ func TestOneNodesLifeAsData(t *testing.T) {
 		len(r.Events) != 1 || r.Events[0].Reason != domain.ReasonNodeAdded || !r.Moved || !r.Forget {
 		t.Fatalf("registered: %+v", r)
 	}
+	// Its event tells the instant its billing starts, however late the
+	// commit that stamps the rest.
+	if !r.Events[0].Timestamp.Equal(t1) {
+		t.Fatalf("NodeAdded at %s, want its ReadyAt %s", r.Events[0].Timestamp, t1)
+	}
 	n = *r.Write
 
 	// Reclaimed at T+0 (the plan's commit): mark and list, then notify.

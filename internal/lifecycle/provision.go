@@ -103,9 +103,11 @@ func RegisterBy(cfg Config, n domain.Node, first time.Time) time.Time {
 }
 
 // readyEvents: node n joined its cluster on machine m, which the tenant
-// knows by its capacity (Machine.Capacity), not its ID.
+// knows by its capacity (Machine.Capacity), not its ID. The event carries
+// n's ReadyAt, where its billing starts: a group commit stamps events
+// later, and across a second's boundary the two told different seconds.
 func readyEvents(n *domain.Node, m domain.Machine) []domain.Event {
-	return []domain.Event{{Reason: domain.ReasonNodeAdded,
+	return []domain.Event{{Reason: domain.ReasonNodeAdded, Timestamp: n.ReadyAt,
 		Message: fmt.Sprintf("%s node %s (%d GPUs, %s) joined the cluster, labelled %s=%s", n.Class, n.Name, n.GPUs, m.Capacity(), domain.LabelComputeClass, n.Class)}}
 }
 
