@@ -85,7 +85,7 @@ func (pp *Partitioned) applyMachines(ms []domain.Machine, b batches) {
 			pp.mPart[m.ID] = p
 			touch(p)
 		} else if i, ok := slices.BinarySearchFunc(p.machines, m, func(r, m domain.Machine) int {
-			return byCreated(r.CreatedAt, r.ID, m.CreatedAt, m.ID)
+			return domain.ByCreated(r.CreatedAt, r.ID, m.CreatedAt, m.ID)
 		}); ok && sameLayout(&p.machines[i], &m) {
 			// What a plan's kept indexes hold of the machine is the same:
 			// written in place, no copy of the part's machines (a cooldown
@@ -193,7 +193,7 @@ func (pp *Partitioned) applyNodes(ns []*domain.Node, gone []string, b batches) {
 func at[T any](rows []T, created time.Time, id string, key func(T) (time.Time, string)) (int, bool) {
 	return slices.BinarySearchFunc(rows, id, func(r T, id string) int {
 		t, rid := key(r)
-		return byCreated(t, rid, created, id)
+		return domain.ByCreated(t, rid, created, id)
 	})
 }
 

@@ -33,9 +33,9 @@ func storeOrder(s Snapshot) Snapshot {
 		c := *n
 		out.Nodes = append(out.Nodes, &c)
 	}
-	slices.SortStableFunc(out.Machines, func(a, b domain.Machine) int { return byCreated(a.CreatedAt, a.ID, b.CreatedAt, b.ID) })
-	slices.SortStableFunc(out.Clusters, func(a, b domain.Cluster) int { return byCreated(a.CreatedAt, a.ID, b.CreatedAt, b.ID) })
-	slices.SortStableFunc(out.Nodes, func(a, b *domain.Node) int { return byCreated(a.CreatedAt, a.ID, b.CreatedAt, b.ID) })
+	slices.SortStableFunc(out.Machines, func(a, b domain.Machine) int { return domain.ByCreated(a.CreatedAt, a.ID, b.CreatedAt, b.ID) })
+	slices.SortStableFunc(out.Clusters, func(a, b domain.Cluster) int { return domain.ByCreated(a.CreatedAt, a.ID, b.CreatedAt, b.ID) })
+	slices.SortStableFunc(out.Nodes, func(a, b *domain.Node) int { return domain.ByCreated(a.CreatedAt, a.ID, b.CreatedAt, b.ID) })
 	return out
 }
 

@@ -51,25 +51,10 @@ func partBefore(a, b *part) int {
 		}
 		return 1
 	}
-	if c := byCreated(ta, ia, tb, ib); c != 0 {
+	if c := domain.ByCreated(ta, ia, tb, ib); c != 0 {
 		return c
 	}
 	return cmpString(a.key.region+"\x00"+a.key.gpuType, b.key.region+"\x00"+b.key.gpuType)
-}
-
-// byCreated orders rows as the store lists them: by creation time (a zero
-// time first), then ID.
-func byCreated(ta time.Time, ia string, tb time.Time, ib string) int {
-	if za, zb := ta.IsZero(), tb.IsZero(); za != zb {
-		if za {
-			return -1
-		}
-		return 1
-	}
-	if c := ta.Compare(tb); c != 0 {
-		return c
-	}
-	return cmpString(ia, ib)
 }
 
 // upsertRows returns rows (in the store's order) with ups replacing the
@@ -86,7 +71,7 @@ func upsertRows[T any](rows, ups []T, gone []rowKey, key func(T) (time.Time, str
 	at := func(t time.Time, id string) (int, bool) {
 		return slices.BinarySearchFunc(out, id, func(r T, id string) int {
 			rt, rid := key(r)
-			return byCreated(rt, rid, t, id)
+			return domain.ByCreated(rt, rid, t, id)
 		})
 	}
 	for _, g := range gone {
@@ -163,7 +148,7 @@ func (p *part) use(w With) (restore func()) {
 	var keptC []domain.Cluster
 	for _, c := range w.Clusters {
 		if i, ok := slices.BinarySearchFunc(p.clusters[:n], c, func(r, c domain.Cluster) int {
-			return byCreated(r.CreatedAt, r.ID, c.CreatedAt, c.ID)
+			return domain.ByCreated(r.CreatedAt, r.ID, c.CreatedAt, c.ID)
 		}); ok {
 			swappedC, keptC = append(swappedC, i), append(keptC, p.clusters[i])
 			p.clusters[i] = c

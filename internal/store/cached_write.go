@@ -4,7 +4,6 @@ package store
 // is merged into the copy: the write side of cached.go.
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -139,21 +138,6 @@ func newIndex(s Snapshot) *index {
 	return idx
 }
 
-// byKey orders rows as the backend does: ORDER BY created_at NULLS FIRST,
-// id (a zero time is stored as NULL).
-func byKey(ta time.Time, ia string, tb time.Time, ib string) int {
-	if za, zb := ta.IsZero(), tb.IsZero(); za != zb {
-		if za {
-			return -1
-		}
-		return 1
-	}
-	if c := ta.Compare(tb); c != 0 {
-		return c
-	}
-	return cmp.Compare(ia, ib)
-}
-
 // upsert returns a copy of rows with ups replacing or joining the rows of
 // the same ID and the rows of gone IDs left out, keeping the order and
 // created (the index of rows) up to date. Each change costs a binary
@@ -167,7 +151,7 @@ func upsert[T any](rows, ups []T, gone []string, created map[string]time.Time, k
 	find := func(t time.Time, id string) (int, bool) {
 		return slices.BinarySearchFunc(out, id, func(r T, id string) int {
 			rt, rid := key(r)
-			return byKey(rt, rid, t, id)
+			return domain.ByCreated(rt, rid, t, id)
 		})
 	}
 	remove := func(id string) {
