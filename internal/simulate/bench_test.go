@@ -44,21 +44,7 @@ func BenchmarkSimulate(b *testing.B) {
 		{4000, 24 * time.Hour}, {16000, 24 * time.Hour},
 	} {
 		b.Run(fmt.Sprintf("gpus=%d/days=%d", c.gpus, int(c.horizon.Hours()/24)), func(b *testing.B) {
-			s := benchScenario(c.gpus, c.horizon)
-			evs := Generate(s)
-			b.ReportAllocs()
-			var r *Result
-			for b.Loop() {
-				var err error
-				if r, err = Run(context.Background(), s, evs, s.Policy, nil); err != nil {
-					b.Fatal(err)
-				}
-			}
-			per := b.Elapsed() / time.Duration(b.N)
-			b.ReportMetric(float64(len(evs)), "events")
-			b.ReportMetric(float64(r.Run.Ticks), "ticks")
-			b.ReportMetric(float64(r.Run.Nodes), "nodes")
-			b.ReportMetric(c.horizon.Seconds()/per.Seconds(), "x-realtime")
+			runBench(b, benchScenario(c.gpus, c.horizon))
 		})
 	}
 }
@@ -125,7 +111,7 @@ func BenchmarkDemandEvent(b *testing.B) {
 }
 
 // runBench runs s under its policy, reporting its demand events, ticks,
-// nodes and the time per demand event.
+// nodes, the time per demand event and the speed against real time.
 func runBench(b *testing.B, s Scenario) {
 	b.Helper()
 	evs := Generate(s)
@@ -142,4 +128,5 @@ func runBench(b *testing.B, s Scenario) {
 	b.ReportMetric(float64(r.Run.Ticks), "ticks")
 	b.ReportMetric(float64(r.Run.Nodes), "nodes")
 	b.ReportMetric(float64(per.Microseconds())/float64(len(evs)), "µs/event")
+	b.ReportMetric(s.Horizon.D.Seconds()/per.Seconds(), "x-realtime")
 }

@@ -6,22 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparecap/sparecap/docs"
 	"github.com/sparecap/sparecap/internal/domain"
 )
 
 // monthScenario is the month of docs/planning.md, the very text users copy.
 func monthScenario(t testing.TB) Scenario {
 	t.Helper()
-	data, err := docs.Snippet("planning.md", "month-scenario")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Parse([]byte(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return docScenario(t, "month-scenario")
 }
 
 // TestMonthOfTheDocs: the month of docs/planning.md is what its text says
