@@ -15,7 +15,6 @@ import (
 	"github.com/sparecap/sparecap/internal/billing"
 	"github.com/sparecap/sparecap/internal/budget"
 	"github.com/sparecap/sparecap/internal/domain"
-	"github.com/sparecap/sparecap/internal/guard"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -44,10 +43,8 @@ func (s *Server) budgetRoutes() {
 func (s *Server) budgetWrite(h handler) handler {
 	return func(w http.ResponseWriter, r *http.Request, p principal) {
 		if !p.admin {
-			if ok, wait := s.BudgetWrites.Allow(p.project); !ok {
-				w.Header().Set("Retry-After", guard.RetryAfter(wait))
-				s.fail(w, r, rateLimited("project %s is writing budgets faster than it may (creating or deleting one); retry in %s s",
-					p.project, guard.RetryAfter(wait)))
+			if err := allowOne(w, s.BudgetWrites, p.project, "writing budgets faster than it may (creating or deleting one)"); err != nil {
+				s.fail(w, r, err)
 				return
 			}
 		}

@@ -189,10 +189,15 @@ func (s *Server) mintAllowed(w http.ResponseWriter, p principal) error {
 	if p.admin {
 		return nil
 	}
-	if ok, wait := s.TokenMints.Allow(p.project); !ok {
+	return allowOne(w, s.TokenMints, p.project, "minting tokens faster than it may (creating or rotating one)")
+}
+
+// allowOne takes one of project's writes from l, or sets Retry-After and
+// says the project is doing what (too fast). A nil l allows everything.
+func allowOne(w http.ResponseWriter, l *guard.Limiter, project, what string) error {
+	if ok, wait := l.Allow(project); !ok {
 		w.Header().Set("Retry-After", guard.RetryAfter(wait))
-		return rateLimited("project %s is minting tokens faster than it may (creating or rotating one); retry in %s s",
-			p.project, guard.RetryAfter(wait))
+		return rateLimited("project %s is %s; retry in %s s", project, what, guard.RetryAfter(wait))
 	}
 	return nil
 }
