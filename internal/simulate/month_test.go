@@ -12,7 +12,7 @@ import (
 // monthScenario is the month of docs/planning.md, the very text users copy.
 func monthScenario(t testing.TB) Scenario {
 	t.Helper()
-	return docScenario(t, "month-scenario")
+	return scenarioSnippet(t, "month-scenario")
 }
 
 // TestMonthOfTheDocs: the month of docs/planning.md is what its text says

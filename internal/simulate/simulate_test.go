@@ -21,11 +21,11 @@ import (
 // scenario is the week of docs/planning.md, the very text users copy.
 func scenario(t testing.TB) Scenario {
 	t.Helper()
-	return docScenario(t, "week-scenario")
+	return scenarioSnippet(t, "week-scenario")
 }
 
-// docScenario is the scenario of docs/planning.md's snippet name.
-func docScenario(t testing.TB, name string) Scenario {
+// scenarioSnippet is the scenario of docs/planning.md's snippet name.
+func scenarioSnippet(t testing.TB, name string) Scenario {
 	t.Helper()
 	data, err := docs.Snippet("planning.md", name)
 	if err != nil {
