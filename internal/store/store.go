@@ -167,6 +167,7 @@ type Reader interface {
 	ListBudgets(ctx context.Context, projectID string) ([]domain.Budget, error)
 	// ListBudgetAlerts lists the alerts matching f, in f's order.
 	ListBudgetAlerts(ctx context.Context, f BudgetAlertFilter) ([]domain.BudgetAlert, error)
+	RollupReader
 }
 
 // BulkReader reads many rows by ID in few queries (a round trip to a
@@ -204,6 +205,7 @@ type Tx interface {
 	BulkReader
 	BulkWriter
 	WebhookWriter
+	RollupWriter
 	// AddLostWork writes entries of the lost-work ledger; an entry of a
 	// node that has one is left as it was (a node is drained once).
 	AddLostWork(ctx context.Context, ws []domain.LostWork) error

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
 )
 
 // catalog holds the small tables: projects, tokens, reservations,
@@ -232,6 +233,12 @@ func (t *tx) CreatePrice(ctx context.Context, p domain.Price) error {
 	p.EffectiveFrom, p.CreatedAt = dbTime(p.EffectiveFrom), dbTime(p.CreatedAt)
 	t.st.prices.set(t.w, p.ID, &p)
 	t.st.priceOrder.set(t.w, tid{tkey(p.EffectiveFrom), p.ID}, &p)
+	// A price of the past reprices the rolled months from its start.
+	from := tkey(store.MonthOf(p.EffectiveFrom))
+	t.st.rollups.ascend(&rkey{month: from}, func(k rkey, _ *domain.Rollup) bool {
+		t.st.dirty.set(t.w, tid{k.month, k.cluster}, true)
+		return true
+	})
 	return nil
 }
 

@@ -189,3 +189,14 @@ func (s *Store) TouchTokens(ctx context.Context, used map[string]time.Time) erro
 	}
 	return nil
 }
+
+func (s *Store) ScanRollups(ctx context.Context, f store.RollupFilter, fn func(domain.Rollup) error) error {
+	v := s.read()
+	defer s.d.mu.RUnlock()
+	return v.ScanRollups(ctx, f, fn)
+}
+func (s *Store) RollupState(ctx context.Context) (domain.RollupState, error) {
+	v := s.read()
+	defer s.d.mu.RUnlock()
+	return v.RollupState(ctx)
+}

@@ -13,6 +13,7 @@ type state struct {
 	ledgerTables
 	spanTables
 	webhookTables
+	rollupTables
 	counters
 }
 
@@ -44,6 +45,7 @@ func newState() *state {
 		ledgerTables:  newLedgerTables(),
 		spanTables:    newSpanTables(),
 		webhookTables: newWebhookTables(),
+		rollupTables:  newRollupTables(),
 	}
 }
 
@@ -62,5 +64,6 @@ func (st *state) tables() []logged {
 		&st.spans, &st.spanKeys, &st.spansOpen, &st.spansByProject,
 		&st.endpoints, &st.endpointNames, &st.endpointOrder, &st.projectEndpoints, &st.messages, &st.deliveries,
 		&st.endpointDeliveries, &st.messageDeliveries, &st.pendingDeliveries,
+		&st.rollups, &st.dirty, &st.rollupMark,
 	}
 }

@@ -38,6 +38,7 @@ func (t *tx) PutUsage(ctx context.Context, u domain.UsageRecord) error {
 	if r.Final {
 		t.markMetered(r)
 	}
+	t.late(r.ClusterID, r.Start, r.End)
 	return nil
 }
 
@@ -94,6 +95,7 @@ func (t *tx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
 			if r.Final {
 				t.markMetered(r)
 			}
+			t.late(r.ClusterID, r.Start, r.End)
 		}
 		return nil
 	})

@@ -139,8 +139,10 @@ func (t *tx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
 	if _, ok := distinct(us, func(u domain.UsageRecord) string { return u.NodeID + "@" + u.Start.String() }); !ok {
 		return store.Each(ctx, us, t.PutUsage)
 	}
-	return execChunks(ctx, t, us, t.s.bq.usage[:], t.usageArgs, "put usage of %d nodes", func(chunk []domain.UsageRecord, _ sql.Result) error {
+	var late []lateRow
+	err := execChunks(ctx, t, us, t.s.bq.usage[:], t.usageArgs, "put usage of %d nodes", func(chunk []domain.UsageRecord, _ sql.Result) error {
 		for _, u := range chunk {
+			late = lateUsage(late, u)
 			if u.Final {
 				if err := t.markMetered(ctx, u); err != nil {
 					return err
@@ -149,6 +151,10 @@ func (t *tx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return t.late(ctx, late)
 }
 
 // CreateNodes creates nodes as CreateNode does, up to 32 per statement

@@ -246,9 +246,22 @@ func (t *tx) PutUsage(ctx context.Context, u domain.UsageRecord) error {
 		return t.writeErr("put usage of node "+u.NodeID, err)
 	}
 	if u.Final {
-		return t.markMetered(ctx, u)
+		if err := t.markMetered(ctx, u); err != nil {
+			return err
+		}
 	}
-	return nil
+	return t.late(ctx, lateUsage(nil, u))
+}
+
+// lateUsage adds u to rows: a record ending before the rollup mark
+// changes its months from its start (a final cut that came after its
+// month was rolled; the roller rolls no month an open record has not
+// passed, so a record reaching past the mark changes none).
+func lateUsage(rows []lateRow, u domain.UsageRecord) []lateRow {
+	if u.End.IsZero() {
+		return rows
+	}
+	return append(rows, lateRow{u.ClusterID, u.Start, u.End})
 }
 
 // usageArgs are u's values in the order of usageCols.
@@ -258,10 +271,20 @@ func (t *tx) usageArgs(u domain.UsageRecord) []any {
 		t.s.timeArg(u.Start), t.s.timeArg(u.End), u.Final}
 }
 
+// CreatePrice marks dirty every rolled month from the price's start: a
+// price of the past reprices them.
 func (t *tx) CreatePrice(ctx context.Context, p domain.Price) error {
-	return t.create(ctx, "price "+p.ID, t.s.q.createPrice,
+	if err := t.create(ctx, "price "+p.ID, t.s.q.createPrice,
 		p.ID, string(p.Kind), p.Region, p.GPUType, p.ReservationID, p.Value,
-		t.s.timeArg(p.EffectiveFrom), t.s.timeArg(p.CreatedAt))
+		t.s.timeArg(p.EffectiveFrom), t.s.timeArg(p.CreatedAt)); err != nil {
+		return err
+	}
+	q := rebind(t.s.d, `INSERT INTO rollup_dirty (month, cluster_id) SELECT DISTINCT month, cluster_id FROM rollups WHERE month >= ?
+		ON CONFLICT DO NOTHING`)
+	if _, err := t.q.ExecContext(ctx, q, t.s.timeArg(store.MonthOf(p.EffectiveFrom))); err != nil {
+		return fmt.Errorf("%s: price %s: mark rolled months dirty: %w", t.s.d.Name, p.ID, err)
+	}
+	return nil
 }
 
 // readBack is t as the store returns it after writing it.

@@ -33,8 +33,20 @@ func (t *tx) AddWorkSpans(ctx context.Context, ws []domain.WorkSpan) error {
 			args = append(args, w.ProjectID, w.ClusterID, w.NodeID, text(w.Key), text(w.Namespace), text(w.Name),
 				text(w.Job), text(w.Account), labels, w.GPUs, t.s.timeArg(w.Start), t.s.timeArg(w.End), w.Progress)
 		}
-		if _, err := t.q.ExecContext(ctx, q, args...); err != nil {
+		res, err := t.q.ExecContext(ctx, q, args...)
+		if err != nil {
 			return t.writeErr(fmt.Sprintf("add %d work spans", len(chunk)), err)
+		}
+		// A span that starts before the rollup mark is a late row (one
+		// already written, left as it was, is not).
+		if n, err := res.RowsAffected(); err == nil && n > 0 {
+			late := make([]lateRow, len(chunk))
+			for i, w := range chunk {
+				late[i] = lateRow{w.ClusterID, w.Start, w.Start}
+			}
+			if err := t.late(ctx, late); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -48,7 +60,11 @@ func (t *tx) EndWorkSpans(ctx context.Context, ws []domain.WorkSpan) error {
 			return t.writeErr("end a work span", err)
 		}
 	}
-	return nil
+	late := make([]lateRow, len(ws))
+	for i, w := range ws {
+		late[i] = lateRow{w.ClusterID, w.End, w.End}
+	}
+	return t.late(ctx, late)
 }
 
 // SetWorkProgress sets the Progress of each open span of its node and key.

@@ -58,6 +58,8 @@ func Run(t *testing.T, newDB NewDB) {
 		{"UsagePeriods", testUsagePeriods},
 		{"LostWork", testLostWork},
 		{"WorkSpans", testWorkSpans},
+		{"Rollups", testRollups},
+		{"RollupLateRows", testRollupLateRows},
 		{"Budgets", testBudgets},
 		{"Prices", testPrices},
 		{"Kubeconfig", testKubeconfig},

@@ -1,0 +1,196 @@
+package memstore
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// rollupTables are the rollup rows by month, cluster and row, the dirty
+// cluster months, and the mark (one row, key 1: tkey of rolled_until).
+type rollupTables struct {
+	rollups    tree[rkey, *domain.Rollup]
+	dirty      tree[tid, bool]
+	rollupMark tree[int, int64]
+}
+
+type rkey struct {
+	month   int64
+	cluster string
+	row     int
+}
+
+func cmpRKey(a, b rkey) int {
+	return cmp.Or(cmp.Compare(a.month, b.month), strings.Compare(a.cluster, b.cluster), cmp.Compare(a.row, b.row))
+}
+
+func newRollupTables() rollupTables {
+	return rollupTables{rollups: newTree[rkey, *domain.Rollup](cmpRKey), dirty: newTree[tid, bool](cmpTID),
+		rollupMark: newTree[int, int64](cmp.Compare[int])}
+}
+
+func (t *tx) PutRollups(ctx context.Context, month time.Time, clusterID string, rows []domain.Rollup) error {
+	if err := t.write(ctx); err != nil {
+		return err
+	}
+	defer t.unlock()
+	m := tkey(store.MonthOf(month))
+	var old []rkey
+	t.st.rollups.ascend(&rkey{month: m, cluster: clusterID}, func(k rkey, _ *domain.Rollup) bool {
+		if k.month != m || k.cluster != clusterID {
+			return false
+		}
+		old = append(old, k)
+		return true
+	})
+	for _, k := range old {
+		t.st.rollups.delete(t.w, k)
+	}
+	t.st.dirty.delete(t.w, tid{m, clusterID})
+	for i, r := range rows {
+		r.Month, r.ClusterID = store.MonthOf(month), clusterID
+		r.Start, r.End = dbTime(r.Start), dbTime(r.End)
+		r.Namespace, r.Account = text(r.Namespace), text(r.Account)
+		r.Amount, r.OnDemand = cmp.Or(r.Amount, "0"), cmp.Or(r.OnDemand, "0")
+		if l := labelsText(r.Labels); l != "" {
+			s, _ := storedSpan(domain.WorkSpan{Running: domain.Running{Labels: r.Labels}})
+			r.Labels = s.Labels
+		} else {
+			r.Labels = nil
+		}
+		t.st.rollups.set(t.w, rkey{m, clusterID, i}, &r)
+	}
+	return nil
+}
+
+func (t *tx) MarkRolled(ctx context.Context, until time.Time) error {
+	if err := t.write(ctx); err != nil {
+		return err
+	}
+	defer t.unlock()
+	if old, ok := t.st.rollupMark.get(1); !ok || old < tkey(until) {
+		t.st.rollupMark.set(t.w, 1, tkey(until))
+	}
+	return nil
+}
+
+// rolledUntil is the mark (zero: nothing rolled).
+func (v view) rolledUntil() time.Time {
+	if m, ok := v.st.rollupMark.get(1); ok {
+		return time.UnixMicro(m).UTC()
+	}
+	return time.Time{}
+}
+
+// late marks dirty the rolled months a row of cluster changes from from
+// on, when when is before the mark (as sqlstore's late).
+func (t *tx) late(cluster string, from, when time.Time) {
+	until := t.rolledUntil()
+	if until.IsZero() || from.IsZero() || when.IsZero() || !when.Before(until) {
+		return
+	}
+	for _, cm := range store.DirtyMonths(cluster, from, until) {
+		t.st.dirty.set(t.w, tid{tkey(cm.Month), cm.ClusterID}, true)
+	}
+}
+
+func (v view) RollupState(ctx context.Context) (domain.RollupState, error) {
+	if err := v.check(ctx); err != nil {
+		return domain.RollupState{}, err
+	}
+	st := domain.RollupState{RolledUntil: v.rolledUntil()}
+	v.st.dirty.each(func(k tid, _ bool) bool {
+		st.Dirty = append(st.Dirty, domain.ClusterMonth{Month: time.UnixMicro(k.t).UTC(), ClusterID: k.id})
+		return true
+	})
+	return st, nil
+}
+
+func (v view) ScanRollups(ctx context.Context, f store.RollupFilter, fn func(domain.Rollup) error) error {
+	if err := v.check(ctx); err != nil {
+		return err
+	}
+	var lo *rkey
+	if !f.From.IsZero() {
+		lo = &rkey{month: tkey(store.MonthOf(f.From))}
+	}
+	var out []domain.Rollup
+	v.st.rollups.ascend(lo, func(k rkey, r *domain.Rollup) bool {
+		if !f.To.IsZero() && k.month >= tkey(f.To) {
+			return false
+		}
+		if (f.ProjectID == "" || r.ProjectID == f.ProjectID) && (f.ClusterID == "" || r.ClusterID == f.ClusterID) &&
+			(len(f.Kinds) == 0 || slices.Contains(f.Kinds, r.Kind)) {
+			c := *r
+			c.Labels = maps.Clone(r.Labels)
+			out = append(out, c)
+		}
+		return true
+	})
+	for _, r := range out {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PruneUsage deletes final records that ended before before and by the
+// mark, in key order.
+func (t *tx) PruneUsage(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := t.write(ctx); err != nil {
+		return 0, err
+	}
+	defer t.unlock()
+	until := t.rolledUntil()
+	if before.IsZero() || limit <= 0 || until.IsZero() {
+		return 0, nil
+	}
+	var gone []*domain.UsageRecord
+	t.st.usage.each(func(_ stid, r *domain.UsageRecord) bool {
+		if r.Final && !r.End.IsZero() && r.End.Before(dbTime(before)) && !r.End.After(until) {
+			gone = append(gone, r)
+		}
+		return len(gone) < limit
+	})
+	for _, r := range gone {
+		start := tkey(r.Start)
+		t.st.usage.delete(t.w, stid{s: r.NodeID, t: start})
+		t.st.usageByStart.delete(t.w, tid{start, r.NodeID})
+		t.st.usageByProject.delete(t.w, stid{r.ProjectID, start, r.NodeID})
+		t.st.usageByCluster.delete(t.w, stid{r.ClusterID, start, r.NodeID})
+	}
+	return len(gone), nil
+}
+
+// PruneWorkSpans deletes ended spans as PruneUsage deletes records, by
+// ID.
+func (t *tx) PruneWorkSpans(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := t.write(ctx); err != nil {
+		return 0, err
+	}
+	defer t.unlock()
+	until := t.rolledUntil()
+	if before.IsZero() || limit <= 0 || until.IsZero() {
+		return 0, nil
+	}
+	var gone []*domain.WorkSpan
+	t.st.spans.each(func(_ int64, s *domain.WorkSpan) bool {
+		if !s.End.IsZero() && s.End.Before(dbTime(before)) && !s.End.After(until) {
+			gone = append(gone, s)
+		}
+		return len(gone) < limit
+	})
+	for _, s := range gone {
+		t.st.spans.delete(t.w, s.ID)
+		t.st.spanKeys.delete(t.w, ssi{s.NodeID, s.Key, tkey(s.Start)})
+		t.st.spansByProject.delete(t.w, sttid{s.ProjectID, tkey(s.Start), s.ID, ""})
+	}
+	return len(gone), nil
+}
