@@ -133,18 +133,22 @@ func (s *splitter) line(l billing.Line) {
 // part adds gpuSeconds of l (whose usage line is view) to its group.
 func (s *splitter) part(l billing.Line, view *apiv1.UsageLine, group string, idle bool, gpuSeconds int64) {
 	amt, od := l.Part(gpuSeconds)
-	k := s.groupKey(l.Record.ClusterID, group, idle)
 	line := *view
 	line.Group, line.Idle, line.GPUSeconds, line.BilledSeconds = group, idle, gpuSeconds, 0
+	s.merge(s.groupKey(l.Record.ClusterID, group, idle), line, groupSum{amt, od})
+}
+
+// merge adds line, whose exact sums are sum, to the group k.
+func (s *splitter) merge(k string, line apiv1.UsageLine, sum groupSum) {
 	i, ok := s.groups[k]
 	if !ok {
 		s.groups[k] = len(s.lines)
 		s.lines = append(s.lines, line)
 		s.keys = append(s.keys, k)
-		s.sums = append(s.sums, groupSum{amt, od})
+		s.sums = append(s.sums, sum)
 		return
 	}
-	s.sums[i].amount, s.sums[i].onDemand = s.sums[i].amount.Add(amt), s.sums[i].onDemand.Add(od)
+	s.sums[i].amount, s.sums[i].onDemand = s.sums[i].amount.Add(sum.amount), s.sums[i].onDemand.Add(sum.onDemand)
 	mergeLine(&s.lines[i], line)
 }
 
@@ -171,14 +175,11 @@ func (s *splitter) result() priced {
 
 // splitUsage prices f's usage over [from, to) split among its work; only
 // is the one field of the spans the split reads (store.WorkSpanFilter).
+// Whole rolled months come from their rollups.
 func (s *Server) splitUsage(ctx context.Context, f store.UsageFilter, b *billing.Book, from, to time.Time,
 	key func(*domain.WorkSpan) string, perCluster bool, only string) (priced, error) {
 	sp := newSplitter(b, from, to, key, perCluster)
-	wf := store.WorkSpanFilter{ProjectID: f.ProjectID, ClusterID: f.ClusterID, From: from, To: to, Only: only}
-	if err := s.store.ScanWorkSpans(ctx, wf, sp.span); err != nil {
-		return priced{}, err
-	}
-	if err := s.store.ScanUsage(ctx, f, sp.add); err != nil {
+	if err := s.splitParts(ctx, sp, f, from, to, only); err != nil {
 		return priced{}, err
 	}
 	return sp.result(), nil

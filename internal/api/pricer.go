@@ -13,10 +13,18 @@ import (
 )
 
 // scanPriced prices the records of f over [from, to) grouped by key, in
-// memory proportional to the groups, not the records.
+// memory proportional to the groups, not the records; whole rolled months
+// come from their rollups.
 func (s *Server) scanPriced(ctx context.Context, f store.UsageFilter, b *billing.Book, from, to time.Time, key func(*domain.UsageRecord) string) (priced, error) {
 	pr := newPricer(b, from, to, key)
-	if err := s.store.ScanUsage(ctx, f, pr.add); err != nil {
+	err := s.eachPart(ctx, f, from, to, func(part store.UsageFilter) error {
+		pr.from, pr.to = part.From, part.To
+		return s.store.ScanUsage(ctx, part, pr.add)
+	}, func(rf store.RollupFilter) error {
+		rf.Kinds = []domain.RollupKind{domain.RollupUsage}
+		return s.store.ScanRollups(ctx, rf, pr.addRow)
+	})
+	if err != nil {
 		return priced{}, err
 	}
 	return pr.result(), nil
@@ -86,15 +94,20 @@ func (p *pricer) line(l billing.Line) {
 		out.lines = append(out.lines, line)
 		return
 	}
-	k := p.key(r)
+	p.merge(p.key(r), line, groupSum{l.Amount, l.OnDemand})
+}
+
+// merge adds line, whose exact sums are sum, to the group k.
+func (p *pricer) merge(k string, line apiv1.UsageLine, sum groupSum) {
+	out := &p.out
 	i, ok := p.groups[k]
 	if !ok {
 		p.groups[k] = len(out.lines)
 		out.lines = append(out.lines, line)
-		p.sums = append(p.sums, groupSum{l.Amount, l.OnDemand})
+		p.sums = append(p.sums, sum)
 		return
 	}
-	p.sums[i].amount, p.sums[i].onDemand = p.sums[i].amount.Add(l.Amount), p.sums[i].onDemand.Add(l.OnDemand)
+	p.sums[i].amount, p.sums[i].onDemand = p.sums[i].amount.Add(sum.amount), p.sums[i].onDemand.Add(sum.onDemand)
 	mergeLine(&out.lines[i], line)
 }
 

@@ -312,3 +312,17 @@ func BenchmarkInvoice(b *testing.B) {
 	// The records themselves, as a usage query holds them in memory.
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/1e6, "input-MB")
 }
+
+func TestNumeratorRoundTrips(t *testing.T) {
+	for _, m := range []Money{{}, {lo: 42}, {hi: 1, lo: 7}, {hi: ^uint64(0), lo: ^uint64(0)}, amount(2_490_000, 5000, 1<<40)} {
+		got, err := ParseNumerator(m.Numerator())
+		if err != nil || got != m {
+			t.Errorf("%v: round trip gave %v, %v", m, got, err)
+		}
+	}
+	for _, bad := range []string{"", "-1", "x", "340282366920938463463374607431768211456"} {
+		if _, err := ParseNumerator(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

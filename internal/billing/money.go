@@ -167,3 +167,24 @@ func ParsePercent(s string) (uint64, error) {
 // AtFullRate is what gpuSeconds cost at rateMicros per GPU-hour, with no
 // discount: what a simulation's useful work would have cost on demand.
 func AtFullRate(rateMicros, gpuSeconds uint64) Money { return amount(rateMicros, FullBP, gpuSeconds) }
+
+// Numerator is m's numerator over Denom in decimal: m exactly, as a
+// store keeps it.
+func (m Money) Numerator() string {
+	if m.hi == 0 {
+		return strconv.FormatUint(m.lo, 10)
+	}
+	n := new(big.Int).SetUint64(m.hi)
+	n.Lsh(n, 64)
+	return n.Or(n, new(big.Int).SetUint64(m.lo)).String()
+}
+
+// ParseNumerator is the Money whose Numerator is s.
+func ParseNumerator(s string) (Money, error) {
+	n, ok := new(big.Int).SetString(s, 10)
+	if !ok || n.Sign() < 0 || n.BitLen() > 128 {
+		return Money{}, fmt.Errorf("amount %.40q is not a numerator of 128 bits", s)
+	}
+	lo := new(big.Int).And(n, new(big.Int).SetUint64(^uint64(0))).Uint64()
+	return Money{hi: new(big.Int).Rsh(n, 64).Uint64(), lo: lo}, nil
+}

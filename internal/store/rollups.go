@@ -29,6 +29,8 @@ type RollupWriter interface {
 	// then on a usage record or work span written with a time before it
 	// marks its cluster's months dirty (RollupState): a late row.
 	MarkRolled(ctx context.Context, until time.Time) error
+	// MarkDirty marks cluster months to roll (again).
+	MarkDirty(ctx context.Context, cms []domain.ClusterMonth) error
 	// PruneUsage deletes up to limit of the final usage records that
 	// ended before before and lie wholly in rolled months, returning how
 	// many went.

@@ -100,6 +100,17 @@ func (t *tx) late(cluster string, from, when time.Time) {
 	}
 }
 
+func (t *tx) MarkDirty(ctx context.Context, cms []domain.ClusterMonth) error {
+	if err := t.write(ctx); err != nil {
+		return err
+	}
+	defer t.unlock()
+	for _, cm := range cms {
+		t.st.dirty.set(t.w, tid{tkey(store.MonthOf(cm.Month)), cm.ClusterID}, true)
+	}
+	return nil
+}
+
 func (v view) RollupState(ctx context.Context) (domain.RollupState, error) {
 	if err := v.check(ctx); err != nil {
 		return domain.RollupState{}, err

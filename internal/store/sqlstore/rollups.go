@@ -126,12 +126,18 @@ func (t *tx) late(ctx context.Context, rows []lateRow) error {
 			}
 		}
 	}
-	q := rebind(t.s.d, `INSERT INTO rollup_dirty (month, cluster_id) VALUES (?, ?) ON CONFLICT DO NOTHING`)
+	var dirty []domain.ClusterMonth
 	for cluster, at := range from {
-		for _, cm := range store.DirtyMonths(cluster, at, until) {
-			if _, err := t.q.ExecContext(ctx, q, t.s.timeArg(cm.Month), cm.ClusterID); err != nil {
-				return fmt.Errorf("%s: mark a rolled month dirty: %w", t.s.d.Name, err)
-			}
+		dirty = append(dirty, store.DirtyMonths(cluster, at, until)...)
+	}
+	return t.MarkDirty(ctx, dirty)
+}
+
+func (t *tx) MarkDirty(ctx context.Context, cms []domain.ClusterMonth) error {
+	q := rebind(t.s.d, `INSERT INTO rollup_dirty (month, cluster_id) VALUES (?, ?) ON CONFLICT DO NOTHING`)
+	for _, cm := range cms {
+		if _, err := t.q.ExecContext(ctx, q, t.s.timeArg(store.MonthOf(cm.Month)), cm.ClusterID); err != nil {
+			return fmt.Errorf("%s: mark a rolled month dirty: %w", t.s.d.Name, err)
 		}
 	}
 	return nil

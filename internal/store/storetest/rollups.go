@@ -93,7 +93,16 @@ func testRollupLateRows(t *testing.T, s store.Store) {
 	if st := state(); !st.RolledUntil.IsZero() || len(st.Dirty) != 0 {
 		t.Fatalf("fresh state %+v", st)
 	}
-	update(t, s, func(tx store.Tx) error { return tx.MarkRolled(ctx, dec) })
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.MarkDirty(ctx, []domain.ClusterMonth{{Month: oct.Add(time.Hour), ClusterID: "c9"}}); err != nil {
+			return err
+		}
+		return tx.MarkRolled(ctx, dec)
+	})
+	if st := state(); !reflect.DeepEqual(st.Dirty, []domain.ClusterMonth{{Month: oct, ClusterID: "c9"}}) {
+		t.Fatalf("marked dirty %+v, want c9's October", st.Dirty)
+	}
+	update(t, s, func(tx store.Tx) error { return tx.PutRollups(ctx, oct, "c9", nil) })
 	update(t, s, func(tx store.Tx) error { return tx.MarkRolled(ctx, nov) }) // an older mark changes nothing
 	if st := state(); !st.RolledUntil.Equal(dec) {
 		t.Fatalf("mark %v, want %v", st.RolledUntil, dec)

@@ -41,6 +41,8 @@ CREATE TABLE rollups (
     PRIMARY KEY (month, cluster_id, row_no)
 );
 CREATE INDEX rollups_project ON rollups (project_id, month);
+-- A cluster month is rolled from its own spans.
+CREATE INDEX work_spans_cluster_start ON work_spans (cluster_id, start_at);
 -- A cluster's month a late row touched after it was rolled.
 CREATE TABLE rollup_dirty (
     month      TIMESTAMPTZ NOT NULL,
@@ -57,4 +59,5 @@ CREATE TABLE rollup_mark (
 DROP TABLE rollup_mark;
 DROP TABLE rollup_dirty;
 DROP TABLE rollups;
+DROP INDEX work_spans_cluster_start;
 DROP TABLE label_sets;

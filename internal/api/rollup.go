@@ -1,0 +1,199 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/billing"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// RollGrace is how long after a month ends the roller waits before it
+// rolls it: the meter's last cuts of the month land first.
+const RollGrace = time.Hour
+
+// RollPass rolls what is due at now, in bounded slices: the next closed
+// month is marked rolled with every cluster that used it dirty, then up
+// to limit dirty cluster months are computed again from their raw rows,
+// each in a transaction of its own (a late row written meanwhile waits
+// or marks it again). It returns how many cluster months it rolled.
+func (s *Server) RollPass(ctx context.Context, now time.Time, limit int) (int, error) {
+	st, err := s.store.RollupState(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.closeMonth(ctx, st.RolledUntil, now); err != nil {
+		return 0, err
+	}
+	if st, err = s.store.RollupState(ctx); err != nil {
+		return 0, err
+	}
+	b, err := s.book(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, cm := range st.Dirty[:min(len(st.Dirty), limit)] {
+		err := s.store.Update(ctx, func(tx store.Tx) error {
+			rows, err := rollClusterMonth(ctx, tx, b, cm)
+			if err != nil {
+				return err
+			}
+			return tx.PutRollups(ctx, cm.Month, cm.ClusterID, rows)
+		})
+		if err != nil {
+			return n, fmt.Errorf("roll up %s of %s: %w", cm.Month.Format("2006-01"), cm.ClusterID, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// closeMonth marks the month at until rolled, with its clusters dirty,
+// once it has ended RollGrace ago and no open usage record stops short
+// of its end. With nothing rolled yet, the mark starts at the month of
+// the first usage record (or stays unset without one).
+func (s *Server) closeMonth(ctx context.Context, until, now time.Time) error {
+	if until.IsZero() {
+		first, err := s.firstUsage(ctx)
+		if err != nil || first.IsZero() {
+			return err
+		}
+		until = store.MonthOf(first)
+		if err := s.store.Update(ctx, func(tx store.Tx) error { return tx.MarkRolled(ctx, until) }); err != nil {
+			return err
+		}
+	}
+	end := until.AddDate(0, 1, 0)
+	if now.Before(end.Add(RollGrace)) {
+		return nil
+	}
+	clusters := map[string]bool{}
+	open := false
+	err := s.store.ScanUsage(ctx, store.UsageFilter{From: until, To: end}, func(r domain.UsageRecord) error {
+		clusters[r.ClusterID] = true
+		open = open || (!r.Final && r.End.Before(end))
+		return nil
+	})
+	if err != nil || open {
+		return err
+	}
+	dirty := make([]domain.ClusterMonth, 0, len(clusters))
+	for _, c := range slices.Sorted(maps.Keys(clusters)) {
+		dirty = append(dirty, domain.ClusterMonth{Month: until, ClusterID: c})
+	}
+	return s.store.Update(ctx, func(tx store.Tx) error {
+		if err := tx.MarkDirty(ctx, dirty); err != nil {
+			return err
+		}
+		return tx.MarkRolled(ctx, end)
+	})
+}
+
+// firstUsage is when the first usage record starts (zero: none).
+func (s *Server) firstUsage(ctx context.Context) (time.Time, error) {
+	var first time.Time
+	err := s.store.ScanUsage(ctx, store.UsageFilter{}, func(r domain.UsageRecord) error {
+		first = r.Start
+		return errStop
+	})
+	if err == errStop {
+		err = nil
+	}
+	return first, err
+}
+
+var errStop = fmt.Errorf("stop")
+
+// rollClusterMonth computes a cluster month's rows from its raw usage
+// records and work spans, read in tx: the usage lines by compute class
+// (as invoices group them) and the work's shares by namespace, account
+// and label set, with the idle rest (as cost allocation groups them).
+func rollClusterMonth(ctx context.Context, tx store.Tx, b *billing.Book, cm domain.ClusterMonth) ([]domain.Rollup, error) {
+	from, to := cm.Month, cm.Month.AddDate(0, 1, 0)
+	c, err := tx.GetClusterRecord(ctx, cm.ClusterID)
+	if err != nil {
+		return nil, err
+	}
+	uf := store.UsageFilter{ClusterID: cm.ClusterID, From: from, To: to}
+	pr := newPricer(b, from, to, groupKeys["compute_class"])
+	if err := tx.ScanUsage(ctx, uf, pr.add); err != nil {
+		return nil, err
+	}
+	var rows []domain.Rollup
+	for i, l := range pr.out.lines {
+		r := rollupOf(cm, c.ProjectID, domain.RollupUsage, l, pr.sums[i])
+		r.UnpricedGPUSeconds = pr.out.byClass[l.ComputeClass].UnpricedGPUSeconds
+		rows = append(rows, r)
+	}
+	groups := map[string]domain.WorkSpan{} // each work group's namespace, account and labels
+	sp := newSplitter(b, from, to, func(w *domain.WorkSpan) string {
+		k := workSetKey(w)
+		if _, ok := groups[k]; !ok {
+			groups[k] = domain.WorkSpan{Running: domain.Running{Namespace: w.Namespace, Account: w.Account, Labels: w.Labels}}
+		}
+		return k
+	}, true)
+	if err := tx.ScanWorkSpans(ctx, store.WorkSpanFilter{ClusterID: cm.ClusterID, From: from, To: to}, sp.span); err != nil {
+		return nil, err
+	}
+	if err := tx.ScanUsage(ctx, uf, sp.add); err != nil {
+		return nil, err
+	}
+	return append(rows, workRollups(cm, c.ProjectID, sp, groups)...), nil
+}
+
+// workRollups are the splitter's groups as rows, and a row of units
+// alone for a group that reported progress but held no GPU-second.
+func workRollups(cm domain.ClusterMonth, project string, sp *splitter, groups map[string]domain.WorkSpan) []domain.Rollup {
+	var rows []domain.Rollup
+	lined := map[string]bool{}
+	for i, l := range sp.lines {
+		kind := domain.RollupWork
+		if l.Idle {
+			kind = domain.RollupIdle
+		}
+		r := rollupOf(cm, project, kind, l, sp.sums[i])
+		if !l.Idle {
+			g := groups[l.Group]
+			r.Namespace, r.Account, r.Labels = g.Namespace, g.Account, g.Labels
+		}
+		r.Units = sp.units[sp.keys[i]]
+		lined[sp.keys[i]] = true
+		rows = append(rows, r)
+	}
+	for _, k := range slices.Sorted(maps.Keys(sp.units)) {
+		if lined[k] {
+			continue
+		}
+		g := groups[strings.TrimPrefix(k, cm.ClusterID+"\x00")]
+		rows = append(rows, domain.Rollup{Month: cm.Month, ProjectID: project, ClusterID: cm.ClusterID, Kind: domain.RollupWork,
+			Namespace: g.Namespace, Account: g.Account, Labels: g.Labels, Start: cm.Month, End: cm.Month, Units: sp.units[k]})
+	}
+	return rows
+}
+
+// workSetKey tells work groups apart by namespace, account and labels.
+func workSetKey(w *domain.WorkSpan) string {
+	var b strings.Builder
+	b.WriteString(w.Namespace + "\x00" + w.Account)
+	for _, k := range slices.Sorted(maps.Keys(w.Labels)) {
+		b.WriteString("\x00" + k + "\x00" + w.Labels[k])
+	}
+	return b.String()
+}
+
+// rollupOf is a merged usage line and its exact sums as a row.
+func rollupOf(cm domain.ClusterMonth, project string, kind domain.RollupKind, l apiv1.UsageLine, sum groupSum) domain.Rollup {
+	return domain.Rollup{Month: cm.Month, ProjectID: project, ClusterID: cm.ClusterID, Kind: kind,
+		ClusterName: l.ClusterName, NodeID: l.NodeID, NodeName: l.NodeName, Class: l.ComputeClass, Region: l.Region, GPUType: l.GPUType,
+		GPUs: l.GPUs, Rate: l.RatePerGPUHour, OnDemandRate: l.OnDemandRatePerGPUHour, Priced: l.Priced, Start: l.Start, End: l.End,
+		BilledSeconds: l.BilledSeconds, GPUSeconds: l.GPUSeconds, Amount: sum.amount.Numerator(), OnDemand: sum.onDemand.Numerator(),
+		HasLine: true}
+}

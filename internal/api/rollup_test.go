@@ -1,0 +1,229 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
+	"github.com/sparecap/sparecap/internal/store/sqlite"
+)
+
+// rollFixture is November 2026 of 24 nodes in 6 clusters of 3 projects:
+// two usage records a node (a price change on the 11th, a reclaim on
+// the 16th), and pods in two namespaces with team and app labels,
+// reporting progress, some still running into December.
+func rollFixture(t *testing.T) (*Server, store.Store, time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	err = st.Update(ctx, func(tx store.Tx) error {
+		for _, p := range []domain.Price{
+			{ID: "od", Kind: domain.PriceOnDemand, GPUType: "H100", Value: "2.49"},
+			{ID: "od2", Kind: domain.PriceOnDemand, GPUType: "H100", Value: "2.29", EffectiveFrom: nov.AddDate(0, 0, 10)},
+			{ID: "disc", Kind: domain.PricePreemptibleDiscount, Value: "50"},
+		} {
+			if err := tx.CreatePrice(ctx, p); err != nil {
+				return err
+			}
+		}
+		for i := range 3 {
+			if err := tx.CreateProject(ctx, domain.Project{ID: fmt.Sprintf("p-%d", i), CreatedAt: nov}); err != nil {
+				return err
+			}
+		}
+		for c := range 6 {
+			cl := domain.Cluster{ID: fmt.Sprintf("c-%d", c), Name: fmt.Sprintf("train-%d", c), ProjectID: fmt.Sprintf("p-%d", c%3),
+				Region: "us-east", GPUType: "H100", CreatedAt: nov}
+			if err := tx.CreateCluster(ctx, cl); err != nil {
+				return err
+			}
+		}
+		us, ws := rollFixtureRows(nov)
+		if err := tx.PutUsages(ctx, us); err != nil {
+			return err
+		}
+		return tx.AddWorkSpans(ctx, ws)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := BootstrapOperator(ctx, st, adminToken, nov); err != nil {
+		t.Fatal(err)
+	}
+	now := nov.AddDate(0, 2, 0)
+	return New(st, nil, clock.NewFake(now), clock.Real{}, nil), st, now
+}
+
+func rollFixtureRows(nov time.Time) ([]domain.UsageRecord, []domain.WorkSpan) {
+	const day = 24 * time.Hour
+	var us []domain.UsageRecord
+	var ws []domain.WorkSpan
+	for i := range 24 {
+		c := i % 6
+		node, cluster, project := fmt.Sprintf("n-%02d", i), fmt.Sprintf("c-%d", c), fmt.Sprintf("p-%d", c%3)
+		cut := nov.Add(15*day + time.Duration(i*97)*time.Second)
+		for j, r := range [][2]time.Time{{nov.Add(-3 * day), cut}, {cut, nov.Add(30*day + time.Duration(i)*time.Hour)}} {
+			class := domain.Standard
+			if (i+j)%2 == 1 {
+				class = domain.Preemptible
+			}
+			us = append(us, domain.UsageRecord{NodeID: node, NodeName: node, ClusterID: cluster, ClusterName: fmt.Sprintf("train-%d", c),
+				ProjectID: project, Region: "us-east", GPUType: "H100", Class: class, BillingType: domain.BillingOnDemand, GPUs: 8,
+				Start: r[0], End: r[1], Final: true})
+		}
+		for d := range 31 {
+			s := nov.Add(time.Duration(d)*day + time.Duration(i)*time.Minute)
+			key := fmt.Sprintf("%s-%d", node, d)
+			ns := []string{"ml", "eval"}[(i+d)%2]
+			ws = append(ws, domain.WorkSpan{ProjectID: project, ClusterID: cluster, NodeID: node, End: s.Add(20 * time.Hour),
+				Running: domain.Running{Key: key, Namespace: ns, Name: key, Job: "job/" + key, Account: ns + "-acct", GPUs: 4 + 4*(d%2),
+					Start: s, Progress: int64(d * i), Labels: map[string]string{"team": fmt.Sprintf("team-%d", (i+d)%5), "app": "trainer"}}})
+		}
+	}
+	return us, ws
+}
+
+// rollQueries are the questions the rollups answer, over November, and
+// over a period whose edges are raw.
+func rollQueries() []string {
+	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var out []string
+	for _, period := range [][2]time.Time{{nov, nov.AddDate(0, 1, 0)}, {nov.AddDate(0, 0, -10), nov.AddDate(0, 1, 3)}} {
+		for _, g := range []string{"cluster", "compute_class", "label:team", "label:app", "label:none", "namespace", "account"} {
+			for _, scope := range [][]string{nil, {"project_id", "p-1"}, {"cluster_id", "c-4"}} {
+				out = append(out, "/v1/usage"+q(period[0], period[1], append([]string{"group_by", g}, scope...)...))
+			}
+		}
+	}
+	return append(out, "/v1/invoices?month=2026-11&project_id=p-2", "/v1/invoices?month=2026-11&project_id=p-0&format=csv")
+}
+
+func getAll(t *testing.T, s *Server, paths []string) []string {
+	t.Helper()
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", p, nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		s.ServeHTTP(w, req)
+		if w.Code != 200 {
+			t.Fatalf("%s: %d %s", p, w.Code, w.Body)
+		}
+		out[i] = w.Body.String()
+	}
+	return out
+}
+
+// rollAll runs roller passes until nothing is left to roll.
+func rollAll(t *testing.T, s *Server, now time.Time) {
+	t.Helper()
+	for range 10 {
+		n, err := s.RollPass(context.Background(), now, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+	t.Fatal("the roller did not settle")
+}
+
+// TestClosedMonthsReadFromRollups: once November is rolled, every
+// answer about it (alone, or inside a period whose edges are raw) is the
+// answer the raw rows gave, to the byte; a late row marks its cluster's
+// month dirty (the raw rows answer, with it) until the month is rolled
+// again; with the raw rows gone, the answers stay.
+func TestClosedMonthsReadFromRollups(t *testing.T) {
+	s, st, now := rollFixture(t)
+	ctx := t.Context()
+	paths := rollQueries()
+	raw := getAll(t, s, paths)
+	rollAll(t, s, now)
+	state, err := st.RollupState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC); !state.RolledUntil.Equal(want) || len(state.Dirty) != 0 {
+		t.Fatalf("rollup state %+v, want rolled until %v, nothing dirty", state, want)
+	}
+	rows := 0
+	if err := st.ScanRollups(ctx, store.RollupFilter{}, func(domain.Rollup) error { rows++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if rows == 0 {
+		t.Fatal("no rollup rows")
+	}
+	assertSame(t, paths, raw, getAll(t, s, paths), "rolled")
+
+	// A late final record of a node of c-4 in November.
+	late := domain.UsageRecord{NodeID: "n-late", NodeName: "n-late", ClusterID: "c-4", ClusterName: "train-4", ProjectID: "p-1",
+		Region: "us-east", GPUType: "H100", Class: domain.Preemptible, BillingType: domain.BillingOnDemand, GPUs: 8,
+		Start: time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC), End: time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC), Final: true}
+	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutUsage(ctx, late) }); err != nil {
+		t.Fatal(err)
+	}
+	if state, _ := st.RollupState(ctx); !slices.Contains(state.Dirty, domain.ClusterMonth{Month: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), ClusterID: "c-4"}) {
+		t.Fatalf("the late row marked %+v", state.Dirty)
+	}
+	withLate := getAll(t, s, paths)
+	if slices.Equal(withLate, raw) {
+		t.Fatal("the late row changed no answer")
+	}
+	rollAll(t, s, now)
+	assertSame(t, paths, withLate, getAll(t, s, paths), "rolled again")
+
+	// The raw rows of November go.
+	err = st.Update(ctx, func(tx store.Tx) error {
+		if _, err := tx.PruneUsage(ctx, now, 1000); err != nil {
+			return err
+		}
+		_, err := tx.PruneWorkSpans(ctx, now, 100000)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := 0
+	if err := st.ScanWorkSpans(ctx, store.WorkSpanFilter{From: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)}, func(domain.WorkSpan) error { left++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d spans of November left after pruning", left)
+	}
+	month := paths[:0:0]
+	for i, p := range paths {
+		if i < len(paths)/2-1 || p[:13] == "/v1/invoices?" {
+			month = append(month, p)
+		}
+	}
+	assertSame(t, month, getAll(t, s, month), getAll(t, s, month), "stable")
+	var want []string
+	for i, p := range paths {
+		if slices.Contains(month, p) {
+			want = append(want, withLate[i])
+		}
+	}
+	assertSame(t, month, want, getAll(t, s, month), "raw rows gone")
+}
+
+func assertSame(t *testing.T, paths, want, got []string, when string) {
+	t.Helper()
+	for i := range paths {
+		if got[i] != want[i] {
+			t.Errorf("%s: %s:\n got %s\nwant %s", when, paths[i], got[i], want[i])
+		}
+	}
+}
