@@ -46,6 +46,9 @@ func (s *Server) lending(w http.ResponseWriter, r *http.Request, p principal) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	from, to, err := period(q)
+	if err == nil {
+		err = s.checkRaw(ctx, from, false) // lending reads raw records only
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -17,7 +17,7 @@ import (
 // come from their rollups.
 func (s *Server) scanPriced(ctx context.Context, f store.UsageFilter, b *billing.Book, from, to time.Time, key func(*domain.UsageRecord) string) (priced, error) {
 	pr := newPricer(b, from, to, key)
-	err := s.eachPart(ctx, f, from, to, func(part store.UsageFilter) error {
+	err := s.eachPart(ctx, f, from, to, false, func(part store.UsageFilter) error {
 		pr.from, pr.to = part.From, part.To
 		return s.store.ScanUsage(ctx, part, pr.add)
 	}, func(rf store.RollupFilter) error {

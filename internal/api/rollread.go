@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -40,8 +39,9 @@ func (s *Server) rolledMonths(ctx context.Context, from, to time.Time) (r1, r2 t
 }
 
 // eachPart reads f's usage over [from, to): the raw parts through raw
-// (f with its From and To), the rolled months through rolled.
-func (s *Server) eachPart(ctx context.Context, f store.UsageFilter, from, to time.Time,
+// (f with its From and To), refused when their rows may be gone (their
+// work spans too, with spans), the rolled months through rolled.
+func (s *Server) eachPart(ctx context.Context, f store.UsageFilter, from, to time.Time, spans bool,
 	raw func(store.UsageFilter) error, rolled func(store.RollupFilter) error) error {
 	r1, r2, ok, err := s.rolledMonths(ctx, from, to)
 	if err != nil {
@@ -53,6 +53,9 @@ func (s *Server) eachPart(ctx context.Context, f store.UsageFilter, from, to tim
 	part := func(a, b time.Time) error {
 		if !a.Before(b) {
 			return nil
+		}
+		if err := s.checkRaw(ctx, a, spans); err != nil {
+			return err
 		}
 		g := f
 		g.From, g.To = a, b
@@ -182,17 +185,54 @@ func (s *Server) splitParts(ctx context.Context, sp *splitter, f store.UsageFilt
 		return nil
 	}
 	if !rolls {
+		if err := s.checkRaw(ctx, from, true); err != nil {
+			return err
+		}
 		return raw(store.UsageFilter{ProjectID: f.ProjectID, ClusterID: f.ClusterID, From: from, To: to, Open: f.Open})
 	}
-	return s.eachPart(ctx, f, from, to, raw, func(rf store.RollupFilter) error {
+	return s.eachPart(ctx, f, from, to, true, raw, func(rf store.RollupFilter) error {
 		return s.store.ScanRollups(ctx, rf, func(r domain.Rollup) error { return sp.addRow(r, group) })
 	})
 }
 
-// errDetailGone refuses a question about raw rows no longer kept.
-func detailGone(what string, horizon time.Time) error {
-	return invalid("from", "%s before %s is no longer kept (only whole months are, as rollups): ask from %s on, or for whole months by cluster, compute_class, namespace, account or label:<key>",
-		what, horizon.Format(time.RFC3339), horizon.Format(time.RFC3339))
+// rawHorizon is how far back raw rows kept keep may still all be there:
+// the retention prunes rows that ended before both now-keep and the
+// rollup mark. Zero: all of them are (keep 0 or less, nothing rolled).
+func (s *Server) rawHorizon(ctx context.Context, keep time.Duration) (time.Time, error) {
+	if keep <= 0 {
+		return time.Time{}, nil
+	}
+	st, err := s.store.RollupState(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return minTime(s.clock.Now().Add(-keep), st.RolledUntil), nil
 }
 
-var _ = fmt.Sprint
+// checkRaw refuses a raw read from from on when rows it needs may be
+// gone: usage records always, work spans for a split (spans).
+func (s *Server) checkRaw(ctx context.Context, from time.Time, spans bool) error {
+	for _, c := range []struct {
+		what string
+		keep time.Duration
+		need bool
+	}{{"usage detail", s.UsageRetention, true}, {"work detail", s.SpanRetention, spans}} {
+		if !c.need {
+			continue
+		}
+		h, err := s.rawHorizon(ctx, c.keep)
+		if err != nil {
+			return err
+		}
+		if from.Before(h) {
+			return detailGone(c.what, h)
+		}
+	}
+	return nil
+}
+
+// detailGone refuses a question about raw rows no longer kept.
+func detailGone(what string, horizon time.Time) error {
+	return invalid("from", "%s before %s is no longer kept (whole past months are, as rollups): ask from %s on, or for whole months by cluster, compute_class, namespace, account or label:<key>, or an invoice",
+		what, horizon.Format(time.RFC3339), horizon.Format(time.RFC3339))
+}

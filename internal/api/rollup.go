@@ -38,10 +38,18 @@ func (s *Server) RollPass(ctx context.Context, now time.Time, limit int) (int, e
 	if err != nil {
 		return 0, err
 	}
+	gone, err := s.goneBefore(ctx)
+	if err != nil {
+		return 0, err
+	}
 	n := 0
 	for _, cm := range st.Dirty[:min(len(st.Dirty), limit)] {
 		err := s.store.Update(ctx, func(tx store.Tx) error {
-			rows, err := rollClusterMonth(ctx, tx, b, cm)
+			roll := rollClusterMonth
+			if cm.Month.Before(gone) {
+				roll = keptRollups // its raw rows may be gone: what was rolled stands
+			}
+			rows, err := roll(ctx, tx, b, cm)
 			if err != nil {
 				return err
 			}
@@ -110,6 +118,30 @@ func (s *Server) firstUsage(ctx context.Context) (time.Time, error) {
 }
 
 var errStop = fmt.Errorf("stop")
+
+// goneBefore is the time before which raw rows may have been pruned (the
+// later of the two retentions' horizons; zero: none pruned).
+func (s *Server) goneBefore(ctx context.Context) (time.Time, error) {
+	u, err := s.rawHorizon(ctx, s.UsageRetention)
+	if err != nil {
+		return u, err
+	}
+	w, err := s.rawHorizon(ctx, s.SpanRetention)
+	if u.Before(w) {
+		u = w
+	}
+	return u, err
+}
+
+// keptRollups are a cluster month's rows as they stand: a month marked
+// again after its raw rows went (a price entered for the past) keeps
+// what was rolled while they were there.
+func keptRollups(ctx context.Context, tx store.Tx, _ *billing.Book, cm domain.ClusterMonth) ([]domain.Rollup, error) {
+	var rows []domain.Rollup
+	err := tx.ScanRollups(ctx, store.RollupFilter{ClusterID: cm.ClusterID, From: cm.Month, To: cm.Month.AddDate(0, 1, 0)},
+		func(r domain.Rollup) error { rows = append(rows, r); return nil })
+	return rows, err
+}
 
 // rollClusterMonth computes a cluster month's rows from its raw usage
 // records and work spans, read in tx: the usage lines by compute class

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,7 +217,25 @@ func TestClosedMonthsReadFromRollups(t *testing.T) {
 			want = append(want, withLate[i])
 		}
 	}
+	s.UsageRetention, s.SpanRetention = 40*24*time.Hour, 35*24*time.Hour
 	assertSame(t, month, want, getAll(t, s, month), "raw rows gone")
+	// What the raw rows alone could answer is refused, not answered short.
+	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for _, p := range []string{
+		"/v1/usage" + q(nov, nov.AddDate(0, 1, 0)),
+		"/v1/usage" + q(nov, nov.AddDate(0, 1, 0), "group_by", "day"),
+		"/v1/usage" + q(nov, nov.AddDate(0, 1, 0), "group_by", "job"),
+		"/v1/usage" + q(nov.AddDate(0, 0, -10), nov.AddDate(0, 1, 0), "group_by", "cluster"),
+		"/v1/usage" + q(nov, nov.AddDate(0, 0, 20), "group_by", "label:team"),
+	} {
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", p, nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		s.ServeHTTP(w, req)
+		if w.Code != 400 || !strings.Contains(w.Body.String(), "is no longer kept") {
+			t.Errorf("%s: %d %s, want 400: no longer kept", p, w.Code, w.Body)
+		}
+	}
 }
 
 func assertSame(t *testing.T, paths, want, got []string, when string) {

@@ -127,6 +127,11 @@ type Options struct {
 	BudgetWrites *guard.Limiter
 	// Webhooks checks endpoint URLs and wakes the sender.
 	Webhooks WebhookOptions
+	// UsageRetention and SpanRetention are how long raw usage records
+	// and work spans are kept once their months are rolled (0: for
+	// ever): a question about raw rows that may be gone is refused
+	// (rawHorizon), never answered short.
+	UsageRetention, SpanRetention time.Duration
 }
 
 // MaxTokenLen is the longest bearer token the API looks at: tokens it

@@ -224,6 +224,12 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, p principal) {
 		s.fail(w, r, err)
 		return
 	}
+	if groupBy == "node" || groupBy == "day" {
+		if err := s.checkRaw(ctx, from, false); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	var pr priced
 	switch groupBy {
 	case "node":

@@ -40,6 +40,17 @@ const (
 	// DefaultAlertRetention is how long budget alerts are kept: 400 days,
 	// so a month's alerts are there a year later, beside last year's.
 	DefaultAlertRetention = 400 * 24 * time.Hour
+	// DefaultUsageRetention is how long raw usage records are kept once
+	// their months are rolled up: per-node and per-day answers reach back
+	// this far (the current month and the two before it whole).
+	DefaultUsageRetention = 100 * 24 * time.Hour
+	// DefaultSpanRetention is how long raw work spans are kept once their
+	// months are rolled up: a budget's month, splits by job or unit of
+	// work, and periods not made of whole months reach back this far.
+	DefaultSpanRetention = 40 * 24 * time.Hour
+	// MinRawRetention is the least of both: a budget reads its whole
+	// month.
+	MinRawRetention = 32 * 24 * time.Hour
 )
 
 // ComputeClass is the class a node serves its cluster in. A node changes

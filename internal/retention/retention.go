@@ -129,3 +129,40 @@ func BudgetAlerts(keep time.Duration) Rule {
 		return tx.PruneBudgetAlerts(ctx, before, limit)
 	}}
 }
+
+// Usage is the rule of raw usage records, kept keep once their months
+// are rolled up (the store prunes none a rollup does not cover).
+func Usage(keep time.Duration) Rule {
+	return Rule{Table: "usage", Keep: keep, Prune: func(ctx context.Context, tx store.Tx, before time.Time, limit int) (int, error) {
+		before, err := clean(ctx, tx, before)
+		if err != nil {
+			return 0, err
+		}
+		return tx.PruneUsage(ctx, before, limit)
+	}}
+}
+
+// WorkSpans is the rule of raw work spans, kept keep once their months
+// are rolled up.
+func WorkSpans(keep time.Duration) Rule {
+	return Rule{Table: "work_spans", Keep: keep, Prune: func(ctx context.Context, tx store.Tx, before time.Time, limit int) (int, error) {
+		before, err := clean(ctx, tx, before)
+		if err != nil {
+			return 0, err
+		}
+		return tx.PruneWorkSpans(ctx, before, limit)
+	}}
+}
+
+// clean is before, or earlier: the start of the first month waiting to
+// be rolled again (a late row), whose raw rows the roller still reads.
+func clean(ctx context.Context, tx store.Tx, before time.Time) (time.Time, error) {
+	st, err := tx.RollupState(ctx)
+	if err != nil {
+		return before, err
+	}
+	if len(st.Dirty) > 0 && st.Dirty[0].Month.Before(before) {
+		before = st.Dirty[0].Month
+	}
+	return before, nil
+}

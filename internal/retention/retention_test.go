@@ -81,3 +81,64 @@ func TestAPassToldTheTableSizes(t *testing.T) {
 		t.Errorf("told %+v", told)
 	}
 }
+
+// TestRawRowsGoOnceRolledAndClean: usage records and work spans older
+// than their retention go only behind the rollup mark, and never those of
+// a month waiting to be rolled again (the roller still reads them).
+func TestRawRowsGoOnceRolledAndClean(t *testing.T) {
+	st := memstore.New()
+	ctx := context.Background()
+	jan, feb, mar := t0, t0.AddDate(0, 1, 0), t0.AddDate(0, 2, 0)
+	err := st.Update(ctx, func(tx store.Tx) error {
+		var us []domain.UsageRecord
+		var ws []domain.WorkSpan
+		for i, m := range []time.Time{jan, feb, mar} {
+			node := fmt.Sprint("n", i)
+			us = append(us, domain.UsageRecord{NodeID: node, ClusterID: "c", ProjectID: "p", GPUs: 8, Start: m, End: m.Add(time.Hour), Final: true})
+			ws = append(ws, domain.WorkSpan{ProjectID: "p", ClusterID: "c", NodeID: node, End: m.Add(time.Hour), Running: domain.Running{Key: "k", Start: m}})
+		}
+		if err := tx.PutUsages(ctx, us); err != nil {
+			return err
+		}
+		return tx.AddWorkSpans(ctx, ws)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() (u, w int) {
+		st.ScanUsage(ctx, store.UsageFilter{}, func(domain.UsageRecord) error { u++; return nil })
+		st.ScanWorkSpans(ctx, store.WorkSpanFilter{}, func(domain.WorkSpan) error { w++; return nil })
+		return
+	}
+	p := &Pruner{Store: st, Clock: clock.NewFake(mar.AddDate(1, 0, 0)), Rules: []Rule{Usage(24 * time.Hour), WorkSpans(24 * time.Hour)}}
+	pass := func() {
+		if _, err := p.Pass(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass()
+	if u, w := count(); u != 3 || w != 3 {
+		t.Fatalf("nothing rolled, yet %d records and %d spans left of 3", u, w)
+	}
+	// January and February rolled; February waits to be rolled again.
+	err = st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.MarkRolled(ctx, mar); err != nil {
+			return err
+		}
+		return tx.MarkDirty(ctx, []domain.ClusterMonth{{Month: feb, ClusterID: "c"}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass()
+	if u, w := count(); u != 2 || w != 2 {
+		t.Fatalf("%d records and %d spans left, want February's and March's", u, w)
+	}
+	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutRollups(ctx, feb, "c", nil) }); err != nil {
+		t.Fatal(err)
+	}
+	pass()
+	if u, w := count(); u != 1 || w != 1 {
+		t.Fatalf("%d records and %d spans left, want March's (not rolled)", u, w)
+	}
+}

@@ -111,6 +111,11 @@ type Options struct {
 	// AlertRetention is how long budget alerts are kept (0: the default,
 	// domain.DefaultAlertRetention; negative: for ever).
 	AlertRetention time.Duration
+	// UsageRetention and SpanRetention are how long raw usage records
+	// and work spans are kept once their months are rolled up (0: the
+	// defaults, domain.DefaultUsageRetention and DefaultSpanRetention;
+	// negative: for ever).
+	UsageRetention, SpanRetention time.Duration
 	// AdvertiseURL is where other servers reach this one's API, to
 	// forward writes to it while it leads (default: the URL it listens
 	// on). Only a server on PostgreSQL campaigns for leadership.

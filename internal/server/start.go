@@ -301,6 +301,7 @@ func (b *boot) handlers() error {
 	o, s := b.o, b.s
 	a := api.New(b.cached, s.Controller, s.Clock, o.Clock, o.Log)
 	b.api = a
+	a.UsageRetention, a.SpanRetention = b.rawRetention()
 	a.Meter = leaderMeter{s}
 	a.Sealer = b.sealer
 	a.MinLease = s.Fleet.Leases()
@@ -443,6 +444,8 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 	go func() { s.Webhooks.Run(ctx); close(hooked) }()
 	kept := make(chan struct{})
 	go func() { b.retention().Run(ctx, retention.DefaultEvery, o.Log.Warn); close(kept) }()
+	rolled := make(chan struct{})
+	go func() { b.roll(ctx); close(rolled) }()
 	if err := s.Controller.Run(ctx); err != nil {
 		o.Log.Error("controller stopped", "err", err)
 	}
@@ -451,6 +454,7 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 	<-queued
 	<-hooked
 	<-kept
+	<-rolled
 	// A later term starts the watches again, from a fresh LIST.
 	s.Drivers.Close()
 }
@@ -459,12 +463,40 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 // internal/retention), on the leader's store.
 func (b *boot) retention() *retention.Pruner {
 	keep := cmp.Or(b.o.AlertRetention, domain.DefaultAlertRetention)
-	p := &retention.Pruner{Store: b.fenced, Clock: b.s.Clock, Rules: []retention.Rule{retention.BudgetAlerts(keep)},
-		Pruned: b.s.Metrics.Pruned}
+	usage, spans := b.rawRetention()
+	p := &retention.Pruner{Store: b.fenced, Clock: b.s.Clock, Pruned: b.s.Metrics.Pruned,
+		Rules: []retention.Rule{retention.BudgetAlerts(keep), retention.Usage(usage), retention.WorkSpans(spans)}}
 	if sz, ok := b.s.Store.(store.Sizer); ok {
 		p.Sizer, p.Sizes = sz, b.s.Metrics.TableSizes
 	}
 	return p
+}
+
+// rawRetention is how long raw usage records and work spans are kept
+// (negative: for ever).
+func (b *boot) rawRetention() (usage, spans time.Duration) {
+	return cmp.Or(b.o.UsageRetention, domain.DefaultUsageRetention), cmp.Or(b.o.SpanRetention, domain.DefaultSpanRetention)
+}
+
+// RollSlice is the most cluster months a roller pass computes before it
+// goes on (a month closing marks every cluster that used it).
+const RollSlice = 200
+
+// roll rolls closed months up (api.Server.RollPass) every minute of the
+// server's clock until ctx ends, on the leader.
+func (b *boot) roll(ctx context.Context) {
+	for {
+		if n, err := b.api.RollPass(ctx, b.s.Clock.Now(), RollSlice); err != nil && ctx.Err() == nil {
+			b.o.Log.Warn("rolling up closed months failed; trying again in a minute", "err", err)
+		} else if n == RollSlice {
+			continue // a backlog: the next slice at once
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.s.Clock.After(time.Minute):
+		}
+	}
 }
 
 // queues is the term's queue integrations (Kueue's admission check, the
