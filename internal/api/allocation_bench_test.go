@@ -20,14 +20,19 @@ import (
 // projects of 40), on SQLite and on PostgreSQL: each node has two usage
 // records (a reclaim or a conversion splits its month) and runs two 4-GPU
 // pods a day, each with a team label of 20: 60 work spans a node. The
-// operator's query covers the whole fleet; a project's its 40 clusters.
+// operator's query covers the whole fleet; a project's its 40 clusters;
+// first from the raw rows, then (rolled) with the month rolled up, the
+// time the roller took reported once.
 func BenchmarkUsageByLabel(b *testing.B) {
 	for _, backend := range []string{"sqlite", "postgres"} {
 		for _, gpus := range []int{10_000, 100_000} {
 			b.Run(fmt.Sprintf("%s/gpus=%d", backend, gpus), func(b *testing.B) {
 				s, from, spans := allocationFixture(b, backend, gpus/8, 2000)
 				to := from.AddDate(0, 1, 0)
-				for _, who := range []struct{ name, query string }{{"fleet", ""}, {"project", "&project_id=p-07"}} {
+				for _, who := range []struct{ name, query string }{{"fleet", ""}, {"project", "&project_id=p-07"}, {"rolled", ""}, {"rolled/project", "&project_id=p-07"}} {
+					if who.name == "rolled" {
+						rollBench(b, s, from)
+					}
 					b.Run(who.name, func(b *testing.B) {
 						path := "/v1/usage" + q(from, to, "group_by", "label:team") + who.query
 						for i := 0; i < b.N; i++ {
@@ -124,8 +129,37 @@ func allocationFixture(b testing.TB, backend string, nodes, clusters int) (*Serv
 			b.Fatal(err)
 		}
 	}
+	err = st.Update(ctx, func(tx store.Tx) error {
+		for c := range clusters {
+			cl := domain.Cluster{ID: fmt.Sprintf("c-%04d", c), Name: fmt.Sprintf("c-%04d", c), ProjectID: fmt.Sprintf("p-%02d", c%50),
+				Region: "us-east", GPUType: "H100", CreatedAt: from}
+			if err := tx.CreateCluster(ctx, cl); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
 	if _, err := BootstrapOperator(ctx, st, adminToken, time.Now()); err != nil {
 		b.Fatal(err)
 	}
 	return New(st, nil, clock.NewFake(from.AddDate(0, 2, 0)), clock.Real{}, nil), from, spans
+}
+
+// rollBench rolls the fixture's month up, as the server's roller does.
+func rollBench(b *testing.B, s *Server, from time.Time) {
+	b.Helper()
+	start := time.Now()
+	for {
+		n, err := s.RollPass(context.Background(), from.AddDate(0, 2, 0), 1000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	b.Logf("rolled the month up in %s", time.Since(start).Round(time.Millisecond))
 }

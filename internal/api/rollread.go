@@ -190,8 +190,19 @@ func (s *Server) splitParts(ctx context.Context, sp *splitter, f store.UsageFilt
 		}
 		return raw(store.UsageFilter{ProjectID: f.ProjectID, ClusterID: f.ClusterID, From: from, To: to, Open: f.Open})
 	}
+	add := func(r domain.Rollup) error { return sp.addRow(r, group) }
 	return s.eachPart(ctx, f, from, to, true, raw, func(rf store.RollupFilter) error {
-		return s.store.ScanRollups(ctx, rf, func(r domain.Rollup) error { return sp.addRow(r, group) })
+		if sp.perCluster || f.ClusterID != "" {
+			return s.store.ScanRollups(ctx, rf, add)
+		}
+		// Groups across clusters: each project's merged rows, and the
+		// clusters' idle rows (an idle line is a cluster's).
+		merged, idle := rf, rf
+		merged.Merged, idle.Kinds = true, []domain.RollupKind{domain.RollupIdle}
+		if err := s.store.ScanRollups(ctx, merged, add); err != nil {
+			return err
+		}
+		return s.store.ScanRollups(ctx, idle, add)
 	})
 }
 

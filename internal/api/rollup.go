@@ -43,24 +43,69 @@ func (s *Server) RollPass(ctx context.Context, now time.Time, limit int) (int, e
 		return 0, err
 	}
 	n := 0
-	for _, cm := range st.Dirty[:min(len(st.Dirty), limit)] {
-		err := s.store.Update(ctx, func(tx store.Tx) error {
-			roll := rollClusterMonth
-			if cm.Month.Before(gone) {
-				roll = keptRollups // its raw rows may be gone: what was rolled stands
-			}
-			rows, err := roll(ctx, tx, b, cm)
+	for _, g := range projectMonths(st.Dirty) {
+		for len(g) > 0 && n < limit {
+			slice := g[:min(len(g), limit-n)]
+			g = g[len(slice):]
+			last := len(g) == 0
+			err := s.store.Update(ctx, func(tx store.Tx) error {
+				for _, cm := range slice {
+					if err := rollOne(ctx, tx, b, cm, gone); err != nil {
+						return err
+					}
+				}
+				if last {
+					return mergeProject(ctx, tx, slice[0])
+				}
+				return nil
+			})
 			if err != nil {
-				return err
+				return n, fmt.Errorf("roll up %s of project %s: %w", slice[0].Month.Format("2006-01"), slice[0].ProjectID, err)
 			}
-			return tx.PutRollups(ctx, cm.Month, cm.ClusterID, rows)
-		})
-		if err != nil {
-			return n, fmt.Errorf("roll up %s of %s: %w", cm.Month.Format("2006-01"), cm.ClusterID, err)
+			n += len(slice)
 		}
-		n++
 	}
 	return n, nil
+}
+
+// projectMonths groups dirty cluster months by month and project (they
+// come in that order).
+func projectMonths(dirty []domain.ClusterMonth) [][]domain.ClusterMonth {
+	var out [][]domain.ClusterMonth
+	for i, cm := range dirty {
+		if i == 0 || !cm.Month.Equal(dirty[i-1].Month) || cm.ProjectID != dirty[i-1].ProjectID {
+			out = append(out, nil)
+		}
+		out[len(out)-1] = append(out[len(out)-1], cm)
+	}
+	return out
+}
+
+// rollOne rolls one cluster month up again from its raw rows, or keeps
+// its rows when they may be gone (before gone).
+func rollOne(ctx context.Context, tx store.Tx, b *billing.Book, cm domain.ClusterMonth, gone time.Time) error {
+	roll := rollClusterMonth
+	if cm.Month.Before(gone) {
+		roll = keptRollups // its raw rows may be gone: what was rolled stands
+	}
+	rows, err := roll(ctx, tx, b, cm)
+	if err != nil {
+		return err
+	}
+	if cm.ClusterID == "" {
+		return tx.PutRollups(ctx, cm, nil) // a mark with no cluster: the merge below answers it
+	}
+	c, err := tx.GetClusterRecord(ctx, cm.ClusterID)
+	if err != nil {
+		return err
+	}
+	if c.ProjectID != cm.ProjectID { // marked under another project: clear that mark
+		if err := tx.PutRollups(ctx, cm, nil); err != nil {
+			return err
+		}
+		cm.ProjectID = c.ProjectID
+	}
+	return tx.PutRollups(ctx, cm, rows)
 }
 
 // closeMonth marks the month at until rolled, with its clusters dirty,
@@ -82,20 +127,17 @@ func (s *Server) closeMonth(ctx context.Context, until, now time.Time) error {
 	if now.Before(end.Add(RollGrace)) {
 		return nil
 	}
-	clusters := map[string]bool{}
+	clusters := map[domain.ClusterMonth]bool{}
 	open := false
 	err := s.store.ScanUsage(ctx, store.UsageFilter{From: until, To: end}, func(r domain.UsageRecord) error {
-		clusters[r.ClusterID] = true
+		clusters[domain.ClusterMonth{Month: until, ProjectID: r.ProjectID, ClusterID: r.ClusterID}] = true
 		open = open || (!r.Final && r.End.Before(end))
 		return nil
 	})
 	if err != nil || open {
 		return err
 	}
-	dirty := make([]domain.ClusterMonth, 0, len(clusters))
-	for _, c := range slices.Sorted(maps.Keys(clusters)) {
-		dirty = append(dirty, domain.ClusterMonth{Month: until, ClusterID: c})
-	}
+	dirty := slices.Collect(maps.Keys(clusters))
 	return s.store.Update(ctx, func(tx store.Tx) error {
 		if err := tx.MarkDirty(ctx, dirty); err != nil {
 			return err
@@ -149,10 +191,14 @@ func keptRollups(ctx context.Context, tx store.Tx, _ *billing.Book, cm domain.Cl
 // and label set, with the idle rest (as cost allocation groups them).
 func rollClusterMonth(ctx context.Context, tx store.Tx, b *billing.Book, cm domain.ClusterMonth) ([]domain.Rollup, error) {
 	from, to := cm.Month, cm.Month.AddDate(0, 1, 0)
+	if cm.ClusterID == "" {
+		return nil, nil
+	}
 	c, err := tx.GetClusterRecord(ctx, cm.ClusterID)
 	if err != nil {
 		return nil, err
 	}
+	cm.ProjectID = c.ProjectID
 	uf := store.UsageFilter{ClusterID: cm.ClusterID, From: from, To: to}
 	pr := newPricer(b, from, to, groupKeys["compute_class"])
 	if err := tx.ScanUsage(ctx, uf, pr.add); err != nil {

@@ -167,6 +167,15 @@ func TestClosedMonthsReadFromRollups(t *testing.T) {
 	if rows == 0 {
 		t.Fatal("no rollup rows")
 	}
+	for _, p := range []string{"p-0", "p-1", "p-2"} {
+		merged := 0
+		if err := st.ScanRollups(ctx, store.RollupFilter{ProjectID: p, Merged: true}, func(domain.Rollup) error { merged++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if merged == 0 {
+			t.Errorf("project %s has no merged rows", p)
+		}
+	}
 	assertSame(t, paths, raw, getAll(t, s, paths), "rolled")
 
 	// A late final record of a node of c-4 in November.
@@ -176,7 +185,7 @@ func TestClosedMonthsReadFromRollups(t *testing.T) {
 	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutUsage(ctx, late) }); err != nil {
 		t.Fatal(err)
 	}
-	if state, _ := st.RollupState(ctx); !slices.Contains(state.Dirty, domain.ClusterMonth{Month: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), ClusterID: "c-4"}) {
+	if state, _ := st.RollupState(ctx); !slices.Contains(state.Dirty, domain.ClusterMonth{Month: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), ProjectID: "p-1", ClusterID: "c-4"}) {
 		t.Fatalf("the late row marked %+v", state.Dirty)
 	}
 	withLate := getAll(t, s, paths)

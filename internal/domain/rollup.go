@@ -49,10 +49,13 @@ type Rollup struct {
 	HasLine bool
 }
 
-// ClusterMonth names one cluster's month.
+// ClusterMonth names one cluster's month, of its project; with no
+// ClusterID, the project's month: its rows merged across its clusters
+// (usage by class, work by namespace, account and label set), which a
+// question about a project or the fleet reads instead of every cluster's.
 type ClusterMonth struct {
-	Month     time.Time
-	ClusterID string
+	Month                time.Time
+	ProjectID, ClusterID string
 }
 
 // RollupState is how far the rollups reach: every month before

@@ -125,7 +125,7 @@ func TestRawRowsGoOnceRolledAndClean(t *testing.T) {
 		if err := tx.MarkRolled(ctx, mar); err != nil {
 			return err
 		}
-		return tx.MarkDirty(ctx, []domain.ClusterMonth{{Month: feb, ClusterID: "c"}})
+		return tx.MarkDirty(ctx, []domain.ClusterMonth{{Month: feb, ProjectID: "p", ClusterID: "c"}})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestRawRowsGoOnceRolledAndClean(t *testing.T) {
 	if u, w := count(); u != 2 || w != 2 {
 		t.Fatalf("%d records and %d spans left, want February's and March's", u, w)
 	}
-	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutRollups(ctx, feb, "c", nil) }); err != nil {
+	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutRollups(ctx, domain.ClusterMonth{Month: feb, ProjectID: "p", ClusterID: "c"}, nil) }); err != nil {
 		t.Fatal(err)
 	}
 	pass()

@@ -21,9 +21,10 @@ type RollupReader interface {
 // RollupWriter writes the rollups, and the raw rows they outlive go in
 // slices.
 type RollupWriter interface {
-	// PutRollups replaces the rows of a cluster's month with rows (whose
-	// Month and ClusterID are those) and clears its dirty mark.
-	PutRollups(ctx context.Context, month time.Time, clusterID string, rows []domain.Rollup) error
+	// PutRollups replaces the rows of a cluster's month (or its
+	// project's merged rows: no ClusterID) with rows, whose Month,
+	// ProjectID and ClusterID are cm's, and clears its dirty mark.
+	PutRollups(ctx context.Context, cm domain.ClusterMonth, rows []domain.Rollup) error
 	// MarkRolled records that every month before until is rolled for the
 	// whole fleet (a time before the stored one changes nothing). From
 	// then on a usage record or work span written with a time before it
@@ -42,11 +43,13 @@ type RollupWriter interface {
 
 // RollupFilter selects rollup rows: of a project or cluster (empty: all),
 // of the months in [From, To) (zero: unbounded); Kinds, when not empty,
-// only those.
+// only those; the clusters' rows, or with Merged the projects' merged
+// rows.
 type RollupFilter struct {
 	ProjectID, ClusterID string
 	From, To             time.Time
 	Kinds                []domain.RollupKind
+	Merged               bool
 }
 
 // MonthOf is the first instant of t's month, UTC.
@@ -55,13 +58,13 @@ func MonthOf(t time.Time) time.Time {
 	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 }
 
-// DirtyMonths are the cluster months a row of cluster reaching back to
-// from touches among those rolled before until: none when from is not
-// before until.
-func DirtyMonths(clusterID string, from, until time.Time) []domain.ClusterMonth {
+// DirtyMonths are the cluster months a row of cluster (of project)
+// reaching back to from touches among those rolled before until: none
+// when from is not before until.
+func DirtyMonths(projectID, clusterID string, from, until time.Time) []domain.ClusterMonth {
 	var out []domain.ClusterMonth
 	for m := MonthOf(from); m.Before(until); m = m.AddDate(0, 1, 0) {
-		out = append(out, domain.ClusterMonth{Month: m, ClusterID: clusterID})
+		out = append(out, domain.ClusterMonth{Month: m, ProjectID: projectID, ClusterID: clusterID})
 	}
 	return out
 }

@@ -236,7 +236,9 @@ func (t *tx) CreatePrice(ctx context.Context, p domain.Price) error {
 	// A price of the past reprices the rolled months from its start.
 	from := tkey(store.MonthOf(p.EffectiveFrom))
 	t.st.rollups.ascend(&rkey{month: from}, func(k rkey, _ *domain.Rollup) bool {
-		t.st.dirty.set(t.w, tid{k.month, k.cluster}, true)
+		if k.cluster != "" {
+			t.st.dirty.set(t.w, rkey{k.month, k.project, k.cluster, -1}, true)
+		}
 		return true
 	})
 	return nil

@@ -12,38 +12,45 @@ import (
 	"github.com/sparecap/sparecap/internal/store"
 )
 
-// rollupTables are the rollup rows by month, cluster and row, the dirty
-// cluster months, and the mark (one row, key 1: tkey of rolled_until).
+// rollupTables are the rollup rows by month, project, cluster and row,
+// the dirty cluster months (row -1 keys), and the mark (one row, key 1:
+// tkey of rolled_until).
 type rollupTables struct {
 	rollups    tree[rkey, *domain.Rollup]
-	dirty      tree[tid, bool]
+	dirty      tree[rkey, bool]
 	rollupMark tree[int, int64]
 }
 
 type rkey struct {
-	month   int64
-	cluster string
-	row     int
+	month            int64
+	project, cluster string
+	row              int
 }
 
 func cmpRKey(a, b rkey) int {
-	return cmp.Or(cmp.Compare(a.month, b.month), strings.Compare(a.cluster, b.cluster), cmp.Compare(a.row, b.row))
+	return cmp.Or(cmp.Compare(a.month, b.month), strings.Compare(a.project, b.project), strings.Compare(a.cluster, b.cluster),
+		cmp.Compare(a.row, b.row))
+}
+
+// dkey is cm's key in dirty.
+func dkey(cm domain.ClusterMonth) rkey {
+	return rkey{tkey(store.MonthOf(cm.Month)), cm.ProjectID, cm.ClusterID, -1}
 }
 
 func newRollupTables() rollupTables {
-	return rollupTables{rollups: newTree[rkey, *domain.Rollup](cmpRKey), dirty: newTree[tid, bool](cmpTID),
+	return rollupTables{rollups: newTree[rkey, *domain.Rollup](cmpRKey), dirty: newTree[rkey, bool](cmpRKey),
 		rollupMark: newTree[int, int64](cmp.Compare[int])}
 }
 
-func (t *tx) PutRollups(ctx context.Context, month time.Time, clusterID string, rows []domain.Rollup) error {
+func (t *tx) PutRollups(ctx context.Context, cm domain.ClusterMonth, rows []domain.Rollup) error {
 	if err := t.write(ctx); err != nil {
 		return err
 	}
 	defer t.unlock()
-	m := tkey(store.MonthOf(month))
+	m, clusterID := tkey(store.MonthOf(cm.Month)), cm.ClusterID
 	var old []rkey
-	t.st.rollups.ascend(&rkey{month: m, cluster: clusterID}, func(k rkey, _ *domain.Rollup) bool {
-		if k.month != m || k.cluster != clusterID {
+	t.st.rollups.ascend(&rkey{month: m, project: cm.ProjectID, cluster: clusterID}, func(k rkey, _ *domain.Rollup) bool {
+		if k.month != m || k.project != cm.ProjectID || k.cluster != clusterID {
 			return false
 		}
 		old = append(old, k)
@@ -52,9 +59,9 @@ func (t *tx) PutRollups(ctx context.Context, month time.Time, clusterID string, 
 	for _, k := range old {
 		t.st.rollups.delete(t.w, k)
 	}
-	t.st.dirty.delete(t.w, tid{m, clusterID})
+	t.st.dirty.delete(t.w, dkey(cm))
 	for i, r := range rows {
-		r.Month, r.ClusterID = store.MonthOf(month), clusterID
+		r.Month, r.ProjectID, r.ClusterID = store.MonthOf(cm.Month), cm.ProjectID, clusterID
 		r.Start, r.End = dbTime(r.Start), dbTime(r.End)
 		r.Namespace, r.Account = text(r.Namespace), text(r.Account)
 		r.Amount, r.OnDemand = cmp.Or(r.Amount, "0"), cmp.Or(r.OnDemand, "0")
@@ -64,7 +71,7 @@ func (t *tx) PutRollups(ctx context.Context, month time.Time, clusterID string, 
 		} else {
 			r.Labels = nil
 		}
-		t.st.rollups.set(t.w, rkey{m, clusterID, i}, &r)
+		t.st.rollups.set(t.w, rkey{m, cm.ProjectID, clusterID, i}, &r)
 	}
 	return nil
 }
@@ -88,15 +95,16 @@ func (v view) rolledUntil() time.Time {
 	return time.Time{}
 }
 
-// late marks dirty the rolled months a row of cluster changes from from
-// on, when when is before the mark (as sqlstore's late).
-func (t *tx) late(cluster string, from, when time.Time) {
+// late marks dirty the rolled months a row of cluster (of project)
+// changes from from on, when when is before the mark (as sqlstore's
+// late).
+func (t *tx) late(project, cluster string, from, when time.Time) {
 	until := t.rolledUntil()
 	if until.IsZero() || from.IsZero() || when.IsZero() || !when.Before(until) {
 		return
 	}
-	for _, cm := range store.DirtyMonths(cluster, from, until) {
-		t.st.dirty.set(t.w, tid{tkey(cm.Month), cm.ClusterID}, true)
+	for _, cm := range store.DirtyMonths(project, cluster, from, until) {
+		t.st.dirty.set(t.w, dkey(cm), true)
 	}
 }
 
@@ -106,7 +114,7 @@ func (t *tx) MarkDirty(ctx context.Context, cms []domain.ClusterMonth) error {
 	}
 	defer t.unlock()
 	for _, cm := range cms {
-		t.st.dirty.set(t.w, tid{tkey(store.MonthOf(cm.Month)), cm.ClusterID}, true)
+		t.st.dirty.set(t.w, dkey(cm), true)
 	}
 	return nil
 }
@@ -116,8 +124,8 @@ func (v view) RollupState(ctx context.Context) (domain.RollupState, error) {
 		return domain.RollupState{}, err
 	}
 	st := domain.RollupState{RolledUntil: v.rolledUntil()}
-	v.st.dirty.each(func(k tid, _ bool) bool {
-		st.Dirty = append(st.Dirty, domain.ClusterMonth{Month: time.UnixMicro(k.t).UTC(), ClusterID: k.id})
+	v.st.dirty.each(func(k rkey, _ bool) bool {
+		st.Dirty = append(st.Dirty, domain.ClusterMonth{Month: time.UnixMicro(k.month).UTC(), ProjectID: k.project, ClusterID: k.cluster})
 		return true
 	})
 	return st, nil
@@ -137,7 +145,7 @@ func (v view) ScanRollups(ctx context.Context, f store.RollupFilter, fn func(dom
 			return false
 		}
 		if (f.ProjectID == "" || r.ProjectID == f.ProjectID) && (f.ClusterID == "" || r.ClusterID == f.ClusterID) &&
-			(len(f.Kinds) == 0 || slices.Contains(f.Kinds, r.Kind)) {
+			(len(f.Kinds) == 0 || slices.Contains(f.Kinds, r.Kind)) && f.Merged == (r.ClusterID == "") {
 			c := *r
 			c.Labels = maps.Clone(r.Labels)
 			out = append(out, c)

@@ -62,7 +62,7 @@ func (t *tx) AddWorkSpans(ctx context.Context, ws []domain.WorkSpan) error {
 			s.ID = t.st.spanSeq
 			t.st.spanKeys.set(t.w, key, s.ID)
 			t.putSpan(nil, s)
-			t.late(s.ClusterID, s.Start, s.Start)
+			t.late(s.ProjectID, s.ClusterID, s.Start, s.Start)
 		}
 		return nil
 	})
@@ -123,7 +123,7 @@ func (t *tx) EndWorkSpans(ctx context.Context, ws []domain.WorkSpan) error {
 			next.End = dbTime(w.End)
 			t.putSpan(s, &next)
 		}
-		t.late(w.ClusterID, w.End, w.End) // as sqlstore: by what was asked
+		t.late(w.ProjectID, w.ClusterID, w.End, w.End) // as sqlstore: by what was asked
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func (t *tx) PutUsage(ctx context.Context, u domain.UsageRecord) error {
 	if r.Final {
 		t.markMetered(r)
 	}
-	t.late(r.ClusterID, r.Start, r.End)
+	t.late(r.ProjectID, r.ClusterID, r.Start, r.End)
 	return nil
 }
 
@@ -95,7 +95,7 @@ func (t *tx) PutUsages(ctx context.Context, us []domain.UsageRecord) error {
 			if r.Final {
 				t.markMetered(r)
 			}
-			t.late(r.ClusterID, r.Start, r.End)
+			t.late(r.ProjectID, r.ClusterID, r.Start, r.End)
 		}
 		return nil
 	})

@@ -23,11 +23,12 @@ const rollupCols = `month, cluster_id, row_no, project_id, kind, namespace, acco
 // parameters and PostgreSQL's 65,535.
 const rollupChunk = 500
 
-func (t *tx) PutRollups(ctx context.Context, month time.Time, clusterID string, rows []domain.Rollup) error {
-	m := t.s.timeArg(store.MonthOf(month))
-	for _, q := range []string{`DELETE FROM rollups WHERE month = ? AND cluster_id = ?`, `DELETE FROM rollup_dirty WHERE month = ? AND cluster_id = ?`} {
-		if _, err := t.q.ExecContext(ctx, rebind(t.s.d, q), m, clusterID); err != nil {
-			return fmt.Errorf("%s: put rollups of %s: %w", t.s.d.Name, clusterID, err)
+func (t *tx) PutRollups(ctx context.Context, cm domain.ClusterMonth, rows []domain.Rollup) error {
+	m, clusterID := t.s.timeArg(store.MonthOf(cm.Month)), cm.ClusterID
+	for _, q := range []string{`DELETE FROM rollups WHERE month = ? AND project_id = ? AND cluster_id = ?`,
+		`DELETE FROM rollup_dirty WHERE month = ? AND project_id = ? AND cluster_id = ?`} {
+		if _, err := t.q.ExecContext(ctx, rebind(t.s.d, q), m, cm.ProjectID, clusterID); err != nil {
+			return fmt.Errorf("%s: put rollups of %s/%s: %w", t.s.d.Name, cm.ProjectID, clusterID, err)
 		}
 	}
 	sets := map[string]int64{}
@@ -39,7 +40,7 @@ func (t *tx) PutRollups(ctx context.Context, month time.Time, clusterID string, 
 			if err != nil {
 				return err
 			}
-			args = append(args, m, clusterID, first+i, r.ProjectID, string(r.Kind), text(r.Namespace), text(r.Account), id,
+			args = append(args, m, clusterID, first+i, cm.ProjectID, string(r.Kind), text(r.Namespace), text(r.Account), id,
 				r.ClusterName, r.NodeID, r.NodeName, r.Class, r.Region, r.GPUType, r.GPUs, r.Rate, r.OnDemandRate, r.Priced,
 				t.s.timeArg(r.Start), t.s.timeArg(r.End), r.BilledSeconds, r.GPUSeconds, r.UnpricedGPUSeconds,
 				zeroIfEmpty(r.Amount), zeroIfEmpty(r.OnDemand), r.Units, r.HasLine)
@@ -101,11 +102,11 @@ func (r reader) rolledUntil(ctx context.Context) (time.Time, error) {
 	return until, nil
 }
 
-// lateRow is a row a write changed: of cluster, changing what rolled
-// months hold from from on if when is before the rollup mark.
+// lateRow is a row a write changed: of cluster (of project), changing
+// what rolled months hold from from on if when is before the rollup mark.
 type lateRow struct {
-	cluster    string
-	from, when time.Time
+	project, cluster string
+	from, when       time.Time
 }
 
 // late marks dirty the rolled months the rows change: a row written
@@ -118,25 +119,27 @@ func (t *tx) late(ctx context.Context, rows []lateRow) error {
 	if err != nil || until.IsZero() {
 		return err
 	}
-	from := map[string]time.Time{}
+	type pc struct{ project, cluster string }
+	from := map[pc]time.Time{}
 	for _, r := range rows {
 		if !r.from.IsZero() && !r.when.IsZero() && r.when.Before(until) {
-			if old, ok := from[r.cluster]; !ok || r.from.Before(old) {
-				from[r.cluster] = r.from
+			k := pc{r.project, r.cluster}
+			if old, ok := from[k]; !ok || r.from.Before(old) {
+				from[k] = r.from
 			}
 		}
 	}
 	var dirty []domain.ClusterMonth
-	for cluster, at := range from {
-		dirty = append(dirty, store.DirtyMonths(cluster, at, until)...)
+	for k, at := range from {
+		dirty = append(dirty, store.DirtyMonths(k.project, k.cluster, at, until)...)
 	}
 	return t.MarkDirty(ctx, dirty)
 }
 
 func (t *tx) MarkDirty(ctx context.Context, cms []domain.ClusterMonth) error {
-	q := rebind(t.s.d, `INSERT INTO rollup_dirty (month, cluster_id) VALUES (?, ?) ON CONFLICT DO NOTHING`)
+	q := rebind(t.s.d, `INSERT INTO rollup_dirty (month, project_id, cluster_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`)
 	for _, cm := range cms {
-		if _, err := t.q.ExecContext(ctx, q, t.s.timeArg(store.MonthOf(cm.Month)), cm.ClusterID); err != nil {
+		if _, err := t.q.ExecContext(ctx, q, t.s.timeArg(store.MonthOf(cm.Month)), cm.ProjectID, cm.ClusterID); err != nil {
 			return fmt.Errorf("%s: mark a rolled month dirty: %w", t.s.d.Name, err)
 		}
 	}
@@ -149,14 +152,14 @@ func (r reader) RollupState(ctx context.Context) (domain.RollupState, error) {
 	if st.RolledUntil, err = r.rolledUntil(ctx); err != nil {
 		return st, err
 	}
-	rows, err := r.q.QueryContext(ctx, `SELECT month, cluster_id FROM rollup_dirty ORDER BY month, cluster_id`)
+	rows, err := r.q.QueryContext(ctx, `SELECT month, project_id, cluster_id FROM rollup_dirty ORDER BY month, project_id, cluster_id`)
 	if err != nil {
 		return st, fmt.Errorf("%s: rollup state: %w", r.s.d.Name, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var cm domain.ClusterMonth
-		if err := rows.Scan(timeCol{&cm.Month}, &cm.ClusterID); err != nil {
+		if err := rows.Scan(timeCol{&cm.Month}, &cm.ProjectID, &cm.ClusterID); err != nil {
 			return st, fmt.Errorf("%s: rollup state: %w", r.s.d.Name, err)
 		}
 		st.Dirty = append(st.Dirty, cm)
@@ -182,6 +185,11 @@ func (r reader) rollupConds(f store.RollupFilter) conds {
 	if !f.To.IsZero() {
 		c.add("month < ?", r.s.timeArg(f.To))
 	}
+	if f.Merged {
+		c.add("cluster_id = ''")
+	} else {
+		c.add("cluster_id <> ''")
+	}
 	if len(f.Kinds) > 0 {
 		marks := strings.TrimSuffix(strings.Repeat("?, ", len(f.Kinds)), ", ")
 		args := make([]any, len(f.Kinds))
@@ -201,7 +209,7 @@ func (r reader) ScanRollups(ctx context.Context, f store.RollupFilter, fn func(d
 	if err != nil {
 		return err
 	}
-	rows, err := r.q.QueryContext(ctx, rebind(r.s.d, `SELECT `+rollupCols+` FROM rollups`+c.sql()+` ORDER BY month, cluster_id, row_no`), c.args...)
+	rows, err := r.q.QueryContext(ctx, rebind(r.s.d, `SELECT `+rollupCols+` FROM rollups`+c.sql()+` ORDER BY month, project_id, cluster_id, row_no`), c.args...)
 	if err != nil {
 		return fmt.Errorf("%s: scan rollups: %w", r.s.d.Name, err)
 	}

@@ -261,7 +261,7 @@ func lateUsage(rows []lateRow, u domain.UsageRecord) []lateRow {
 	if u.End.IsZero() {
 		return rows
 	}
-	return append(rows, lateRow{u.ClusterID, u.Start, u.End})
+	return append(rows, lateRow{u.ProjectID, u.ClusterID, u.Start, u.End})
 }
 
 // usageArgs are u's values in the order of usageCols.
@@ -279,8 +279,8 @@ func (t *tx) CreatePrice(ctx context.Context, p domain.Price) error {
 		t.s.timeArg(p.EffectiveFrom), t.s.timeArg(p.CreatedAt)); err != nil {
 		return err
 	}
-	q := rebind(t.s.d, `INSERT INTO rollup_dirty (month, cluster_id) SELECT DISTINCT month, cluster_id FROM rollups WHERE month >= ?
-		ON CONFLICT DO NOTHING`)
+	q := rebind(t.s.d, `INSERT INTO rollup_dirty (month, project_id, cluster_id)
+		SELECT DISTINCT month, project_id, cluster_id FROM rollups WHERE month >= ? AND cluster_id <> '' ON CONFLICT DO NOTHING`)
 	if _, err := t.q.ExecContext(ctx, q, t.s.timeArg(store.MonthOf(p.EffectiveFrom))); err != nil {
 		return fmt.Errorf("%s: price %s: mark rolled months dirty: %w", t.s.d.Name, p.ID, err)
 	}

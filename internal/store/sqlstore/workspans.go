@@ -42,7 +42,7 @@ func (t *tx) AddWorkSpans(ctx context.Context, ws []domain.WorkSpan) error {
 		if n, err := res.RowsAffected(); err == nil && n > 0 {
 			late := make([]lateRow, len(chunk))
 			for i, w := range chunk {
-				late[i] = lateRow{w.ClusterID, w.Start, w.Start}
+				late[i] = lateRow{w.ProjectID, w.ClusterID, w.Start, w.Start}
 			}
 			if err := t.late(ctx, late); err != nil {
 				return err
@@ -62,7 +62,7 @@ func (t *tx) EndWorkSpans(ctx context.Context, ws []domain.WorkSpan) error {
 	}
 	late := make([]lateRow, len(ws))
 	for i, w := range ws {
-		late[i] = lateRow{w.ClusterID, w.End, w.End}
+		late[i] = lateRow{w.ProjectID, w.ClusterID, w.End, w.End}
 	}
 	return t.late(ctx, late)
 }

@@ -10,9 +10,9 @@ import (
 )
 
 // testRollups: a cluster month's rows come back as put (label sets
-// included), by month, cluster and order, selected by project, cluster,
-// months and kind; putting them again replaces them and clears the
-// month's dirty mark.
+// included), by month, project, cluster and order, selected by project,
+// cluster, months and kind, apart from a project's merged rows; putting
+// them again replaces them.
 func testRollups(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	nov, dec := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -29,14 +29,16 @@ func testRollups(t *testing.T, s store.Store) {
 	c1 := row(dec, "c1", "p1", domain.RollupUsage, nil)
 	c1.HasLine, c1.Amount, c1.OnDemand = false, "0", "0"
 	stale := row(nov, "c1", "p1", domain.RollupWork, map[string]string{"team": "old"})
-	update(t, s, func(tx store.Tx) error { return tx.PutRollups(ctx, nov, "c1", []domain.Rollup{stale}) })
+	merged := row(nov, "", "p1", domain.RollupWork, team)
+	cm := func(m time.Time, p, c string) domain.ClusterMonth { return domain.ClusterMonth{Month: m, ProjectID: p, ClusterID: c} }
+	update(t, s, func(tx store.Tx) error { return tx.PutRollups(ctx, cm(nov, "p1", "c1"), []domain.Rollup{stale}) })
 	update(t, s, func(tx store.Tx) error {
 		for _, p := range []struct {
-			m    time.Time
-			c    string
+			cm   domain.ClusterMonth
 			rows []domain.Rollup
-		}{{nov, "c1", []domain.Rollup{a1, a2}}, {nov, "c2", []domain.Rollup{b1}}, {dec, "c1", []domain.Rollup{c1}}} {
-			if err := tx.PutRollups(ctx, p.m, p.c, p.rows); err != nil {
+		}{{cm(nov, "p1", "c1"), []domain.Rollup{a1, a2}}, {cm(nov, "p2", "c2"), []domain.Rollup{b1}}, {cm(dec, "p1", "c1"), []domain.Rollup{c1}},
+			{cm(nov, "p1", ""), []domain.Rollup{merged}}} {
+			if err := tx.PutRollups(ctx, p.cm, p.rows); err != nil {
 				return err
 			}
 		}
@@ -60,6 +62,8 @@ func testRollups(t *testing.T, s store.Store) {
 		{"months", store.RollupFilter{From: dec, To: dec.AddDate(0, 1, 0)}, []domain.Rollup{c1}},
 		{"before", store.RollupFilter{To: dec}, []domain.Rollup{a1, a2, b1}},
 		{"kinds", store.RollupFilter{Kinds: []domain.RollupKind{domain.RollupIdle, domain.RollupUsage}}, []domain.Rollup{a2, c1}},
+		{"merged", store.RollupFilter{Merged: true}, []domain.Rollup{merged}},
+		{"merged of p2", store.RollupFilter{Merged: true, ProjectID: "p2"}, nil},
 	} {
 		if got := scan(c.f); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: got\n%+v\nwant\n%+v", c.name, got, c.want)
@@ -94,15 +98,17 @@ func testRollupLateRows(t *testing.T, s store.Store) {
 		t.Fatalf("fresh state %+v", st)
 	}
 	update(t, s, func(tx store.Tx) error {
-		if err := tx.MarkDirty(ctx, []domain.ClusterMonth{{Month: oct.Add(time.Hour), ClusterID: "c9"}}); err != nil {
+		if err := tx.MarkDirty(ctx, []domain.ClusterMonth{{Month: oct.Add(time.Hour), ProjectID: "p1", ClusterID: "c9"}}); err != nil {
 			return err
 		}
 		return tx.MarkRolled(ctx, dec)
 	})
-	if st := state(); !reflect.DeepEqual(st.Dirty, []domain.ClusterMonth{{Month: oct, ClusterID: "c9"}}) {
+	if st := state(); !reflect.DeepEqual(st.Dirty, []domain.ClusterMonth{{Month: oct, ProjectID: "p1", ClusterID: "c9"}}) {
 		t.Fatalf("marked dirty %+v, want c9's October", st.Dirty)
 	}
-	update(t, s, func(tx store.Tx) error { return tx.PutRollups(ctx, oct, "c9", nil) })
+	update(t, s, func(tx store.Tx) error {
+		return tx.PutRollups(ctx, domain.ClusterMonth{Month: oct, ProjectID: "p1", ClusterID: "c9"}, nil)
+	})
 	update(t, s, func(tx store.Tx) error { return tx.MarkRolled(ctx, nov) }) // an older mark changes nothing
 	if st := state(); !st.RolledUntil.Equal(dec) {
 		t.Fatalf("mark %v, want %v", st.RolledUntil, dec)
@@ -130,7 +136,8 @@ func testRollupLateRows(t *testing.T, s store.Store) {
 	update(t, s, func(tx store.Tx) error {
 		return tx.EndWorkSpans(ctx, []domain.WorkSpan{span("n1", "c4", time.Time{}, nov.Add(time.Minute))})
 	})
-	want := []domain.ClusterMonth{{Month: oct, ClusterID: "c2"}, {Month: nov, ClusterID: "c2"}, {Month: nov, ClusterID: "c3"}, {Month: nov, ClusterID: "c4"}}
+	want := []domain.ClusterMonth{{Month: oct, ProjectID: "p1", ClusterID: "c2"}, {Month: nov, ProjectID: "p1", ClusterID: "c2"},
+		{Month: nov, ProjectID: "p1", ClusterID: "c3"}, {Month: nov, ProjectID: "p1", ClusterID: "c4"}}
 	if st := state(); !reflect.DeepEqual(st.Dirty, want) {
 		t.Fatalf("dirty %+v, want %+v", st.Dirty, want)
 	}
@@ -138,7 +145,7 @@ func testRollupLateRows(t *testing.T, s store.Store) {
 	// every rolled cluster month from its start.
 	update(t, s, func(tx store.Tx) error {
 		for _, cm := range want {
-			if err := tx.PutRollups(ctx, cm.Month, cm.ClusterID, []domain.Rollup{{ProjectID: "p1", Kind: domain.RollupIdle, Start: cm.Month, End: cm.Month}}); err != nil {
+			if err := tx.PutRollups(ctx, cm, []domain.Rollup{{Kind: domain.RollupIdle, Start: cm.Month, End: cm.Month}}); err != nil {
 				return err
 			}
 		}

@@ -38,16 +38,19 @@ CREATE TABLE rollups (
     on_demand    TEXT NOT NULL DEFAULT '0',
     units        BIGINT NOT NULL DEFAULT 0,
     has_line     BOOLEAN NOT NULL DEFAULT TRUE,
-    PRIMARY KEY (month, cluster_id, row_no)
+    PRIMARY KEY (month, project_id, cluster_id, row_no)
 );
 CREATE INDEX rollups_project ON rollups (project_id, month);
 -- A cluster month is rolled from its own spans.
 CREATE INDEX work_spans_cluster_start ON work_spans (cluster_id, start_at);
--- A cluster's month a late row touched after it was rolled.
+-- A cluster's month to roll (again): its month closed, or a late row
+-- touched it after it was rolled. A project's merged rows (cluster_id '')
+-- are rolled with the last of its clusters.
 CREATE TABLE rollup_dirty (
     month      TIMESTAMPTZ NOT NULL,
+    project_id TEXT NOT NULL,
     cluster_id TEXT NOT NULL,
-    PRIMARY KEY (month, cluster_id)
+    PRIMARY KEY (month, project_id, cluster_id)
 );
 -- Every month before rolled_until is rolled for the whole fleet.
 CREATE TABLE rollup_mark (
