@@ -134,7 +134,9 @@ func TestRawRowsGoOnceRolledAndClean(t *testing.T) {
 	if u, w := count(); u != 2 || w != 2 {
 		t.Fatalf("%d records and %d spans left, want February's and March's", u, w)
 	}
-	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutRollups(ctx, domain.ClusterMonth{Month: feb, ProjectID: "p", ClusterID: "c"}, nil) }); err != nil {
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		return tx.PutRollups(ctx, domain.ClusterMonth{Month: feb, ProjectID: "p", ClusterID: "c"}, nil)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	pass()

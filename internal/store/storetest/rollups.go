@@ -30,7 +30,9 @@ func testRollups(t *testing.T, s store.Store) {
 	c1.HasLine, c1.Amount, c1.OnDemand = false, "0", "0"
 	stale := row(nov, "c1", "p1", domain.RollupWork, map[string]string{"team": "old"})
 	merged := row(nov, "", "p1", domain.RollupWork, team)
-	cm := func(m time.Time, p, c string) domain.ClusterMonth { return domain.ClusterMonth{Month: m, ProjectID: p, ClusterID: c} }
+	cm := func(m time.Time, p, c string) domain.ClusterMonth {
+		return domain.ClusterMonth{Month: m, ProjectID: p, ClusterID: c}
+	}
 	update(t, s, func(tx store.Tx) error { return tx.PutRollups(ctx, cm(nov, "p1", "c1"), []domain.Rollup{stale}) })
 	update(t, s, func(tx store.Tx) error {
 		for _, p := range []struct {
