@@ -193,6 +193,10 @@ func (s *Server) splitParts(ctx context.Context, sp *splitter, f store.UsageFilt
 	add := func(r domain.Rollup) error { return sp.addRow(r, group) }
 	return s.eachPart(ctx, f, from, to, true, raw, func(rf store.RollupFilter) error {
 		if sp.perCluster || f.ClusterID != "" {
+			// A cluster's work rows live as long as raw usage records.
+			if s.UsageRetention > 0 && rf.From.Before(store.MonthOf(s.clock.Now().Add(-s.UsageRetention))) {
+				return detailGone("work detail of one cluster (or by namespace)", store.MonthOf(s.clock.Now().Add(-s.UsageRetention)))
+			}
 			return s.store.ScanRollups(ctx, rf, add)
 		}
 		// Groups across clusters: each project's merged rows, and the

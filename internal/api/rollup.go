@@ -54,8 +54,8 @@ func (s *Server) RollPass(ctx context.Context, now time.Time, limit int) (int, e
 						return err
 					}
 				}
-				if last {
-					return mergeProject(ctx, tx, slice[0])
+				if last && !slice[0].Month.Before(gone) {
+					return mergeProject(ctx, tx, slice[0]) // (before gone, its clusters' rows may be gone too)
 				}
 				return nil
 			})

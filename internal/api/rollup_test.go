@@ -245,6 +245,24 @@ func TestClosedMonthsReadFromRollups(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400: no longer kept", p, w.Code, w.Body)
 		}
 	}
+	// Once a cluster's work rows may be gone too (kept as long as usage
+	// records), the work of one cluster or by namespace is refused; the
+	// project's and the fleet's by label stay.
+	s.UsageRetention = 20 * 24 * time.Hour
+	for p, code := range map[string]int{
+		"/v1/usage" + q(nov, nov.AddDate(0, 1, 0), "group_by", "namespace"):                       400,
+		"/v1/usage" + q(nov, nov.AddDate(0, 1, 0), "group_by", "label:team", "cluster_id", "c-4"): 400,
+		"/v1/usage" + q(nov, nov.AddDate(0, 1, 0), "group_by", "label:team", "project_id", "p-1"): 200,
+		"/v1/usage" + q(nov, nov.AddDate(0, 1, 0), "group_by", "cluster"):                         200,
+	} {
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", p, nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		s.ServeHTTP(w, req)
+		if w.Code != code {
+			t.Errorf("%s: %d %s, want %d", p, w.Code, w.Body, code)
+		}
+	}
 }
 
 func assertSame(t *testing.T, paths, want, got []string, when string) {

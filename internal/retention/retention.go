@@ -154,6 +154,16 @@ func WorkSpans(keep time.Duration) Rule {
 	}}
 }
 
+// ClusterWork is the rule of the clusters' work rollups (a cluster's
+// month by namespace, account and label set), kept keep: then only the
+// projects' merged rows and the clusters' usage and idle rows answer for
+// those months.
+func ClusterWork(keep time.Duration) Rule {
+	return Rule{Table: "rollups", Keep: keep, Prune: func(ctx context.Context, tx store.Tx, before time.Time, limit int) (int, error) {
+		return tx.PruneClusterWork(ctx, store.MonthOf(before), limit)
+	}}
+}
+
 // clean is before, or earlier: the start of the first month waiting to
 // be rolled again (a late row), whose raw rows the roller still reads.
 func clean(ctx context.Context, tx store.Tx, before time.Time) (time.Time, error) {

@@ -465,7 +465,7 @@ func (b *boot) retention() *retention.Pruner {
 	keep := cmp.Or(b.o.AlertRetention, domain.DefaultAlertRetention)
 	usage, spans := b.rawRetention()
 	p := &retention.Pruner{Store: b.fenced, Clock: b.s.Clock, Pruned: b.s.Metrics.Pruned,
-		Rules: []retention.Rule{retention.BudgetAlerts(keep), retention.Usage(usage), retention.WorkSpans(spans)}}
+		Rules: []retention.Rule{retention.BudgetAlerts(keep), retention.Usage(usage), retention.WorkSpans(spans), retention.ClusterWork(usage)}}
 	if sz, ok := b.s.Store.(store.Sizer); ok {
 		p.Sizer, p.Sizes = sz, b.s.Metrics.TableSizes
 	}

@@ -39,6 +39,10 @@ type RollupWriter interface {
 	// PruneWorkSpans deletes up to limit of the ended work spans that
 	// ended before before and lie wholly in rolled months.
 	PruneWorkSpans(ctx context.Context, before time.Time, limit int) (int, error)
+	// PruneClusterWork deletes up to limit of the clusters' work rows
+	// (RollupWork) of months that start before before; the clusters'
+	// usage and idle rows and the projects' merged rows stay.
+	PruneClusterWork(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // RollupFilter selects rollup rows: of a project or cluster (empty: all),

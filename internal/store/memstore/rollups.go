@@ -160,6 +160,32 @@ func (v view) ScanRollups(ctx context.Context, f store.RollupFilter, fn func(dom
 	return nil
 }
 
+// PruneClusterWork deletes clusters' work rows of months before before,
+// in key order.
+func (t *tx) PruneClusterWork(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := t.write(ctx); err != nil {
+		return 0, err
+	}
+	defer t.unlock()
+	if before.IsZero() || limit <= 0 {
+		return 0, nil
+	}
+	var gone []rkey
+	t.st.rollups.ascend(nil, func(k rkey, r *domain.Rollup) bool {
+		if k.month >= tkey(before) {
+			return false
+		}
+		if k.cluster != "" && r.Kind == domain.RollupWork {
+			gone = append(gone, k)
+		}
+		return len(gone) < limit
+	})
+	for _, k := range gone {
+		t.st.rollups.delete(t.w, k)
+	}
+	return len(gone), nil
+}
+
 // PruneUsage deletes final records that ended before before and by the
 // mark, in key order.
 func (t *tx) PruneUsage(ctx context.Context, before time.Time, limit int) (int, error) {

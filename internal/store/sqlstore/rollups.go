@@ -270,6 +270,21 @@ func (t *tx) PruneWorkSpans(ctx context.Context, before time.Time, limit int) (i
 	return t.pruneRolled(ctx, "work_spans", `end_at IS NOT NULL AND end_at < ? AND end_at <= ?`, `id`, before, limit)
 }
 
+// PruneClusterWork deletes clusters' work rows of months before before.
+func (t *tx) PruneClusterWork(ctx context.Context, before time.Time, limit int) (int, error) {
+	if before.IsZero() || limit <= 0 {
+		return 0, nil
+	}
+	q := rebind(t.s.d, `DELETE FROM rollups WHERE (month, project_id, cluster_id, row_no) IN (SELECT month, project_id, cluster_id, row_no
+		FROM rollups WHERE month < ? AND cluster_id <> '' AND kind = 'work' LIMIT ?)`)
+	res, err := t.q.ExecContext(ctx, q, t.s.timeArg(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("%s: prune rollups: %w", t.s.d.Name, err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
 // pruneRolled deletes up to limit rows of table matching where (the cut
 // and the mark as its arguments), picked by their key columns.
 func (t *tx) pruneRolled(ctx context.Context, table, where, key string, before time.Time, limit int) (int, error) {

@@ -71,6 +71,21 @@ func testRollups(t *testing.T, s store.Store) {
 			t.Errorf("%s: got\n%+v\nwant\n%+v", c.name, got, c.want)
 		}
 	}
+	// The clusters' work rows of November go, a slice at a time; their
+	// usage and idle rows and the merged rows stay.
+	for _, want := range []int{1, 1, 0} {
+		var n int
+		update(t, s, func(tx store.Tx) (err error) { n, err = tx.PruneClusterWork(ctx, dec, 1); return err })
+		if n != want {
+			t.Errorf("pruned %d cluster work rows, want %d", n, want)
+		}
+	}
+	if got := scan(store.RollupFilter{}); !reflect.DeepEqual(got, []domain.Rollup{a2, c1}) {
+		t.Errorf("after pruning the clusters' work: %+v", got)
+	}
+	if got := scan(store.RollupFilter{Merged: true}); len(got) != 1 {
+		t.Errorf("after pruning the clusters' work, merged rows %+v", got)
+	}
 }
 
 // testRollupLateRows: once months are marked rolled, a row written late
