@@ -251,6 +251,9 @@ const (
 type Project struct {
 	ID        string
 	CreatedAt time.Time
+	// StorageQuota bounds, in bytes, what the project's own input makes
+	// the server keep (0: the server's default; see StorageTables).
+	StorageQuota int64
 }
 
 // Token is an API token, stored only as its SHA-256 hash.

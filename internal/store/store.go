@@ -168,6 +168,7 @@ type Reader interface {
 	// ListBudgetAlerts lists the alerts matching f, in f's order.
 	ListBudgetAlerts(ctx context.Context, f BudgetAlertFilter) ([]domain.BudgetAlert, error)
 	RollupReader
+	StorageReader
 }
 
 // BulkReader reads many rows by ID in few queries (a round trip to a
@@ -206,6 +207,7 @@ type Tx interface {
 	BulkWriter
 	WebhookWriter
 	RollupWriter
+	StorageWriter
 	// AddLostWork writes entries of the lost-work ledger; an entry of a
 	// node that has one is left as it was (a node is drained once).
 	AddLostWork(ctx context.Context, ws []domain.LostWork) error

@@ -58,7 +58,7 @@ func (t *tx) CreateProject(ctx context.Context, p domain.Project) error {
 	if t.st.projects.has(p.ID) {
 		return conflict("project " + p.ID)
 	}
-	p.CreatedAt = dbTime(p.CreatedAt)
+	p.CreatedAt, p.StorageQuota = dbTime(p.CreatedAt), max(p.StorageQuota, 0)
 	t.st.projects.set(t.w, p.ID, &p)
 	t.st.projectOrder.set(t.w, tid{tkey(p.CreatedAt), p.ID}, &p)
 	return nil

@@ -232,10 +232,15 @@ func (t *tx) PruneWorkSpans(ctx context.Context, before time.Time, limit int) (i
 		}
 		return len(gone) < limit
 	})
+	t.dropSpans(gone)
+	return len(gone), nil
+}
+
+// dropSpans deletes ended spans from their tables.
+func (t *tx) dropSpans(gone []*domain.WorkSpan) {
 	for _, s := range gone {
 		t.st.spans.delete(t.w, s.ID)
 		t.st.spanKeys.delete(t.w, ssi{s.NodeID, s.Key, tkey(s.Start)})
 		t.st.spansByProject.delete(t.w, sttid{s.ProjectID, tkey(s.Start), s.ID, ""})
 	}
-	return len(gone), nil
 }

@@ -7,7 +7,7 @@ import (
 
 // Column lists, in the order the scan functions read them.
 const (
-	projectCols     = `id, created_at`
+	projectCols     = `id, created_at, storage_quota`
 	tokenCols       = `id, hash, project_id, name, created_at, expires_at, revoked_at, last_used_at`
 	reservationCols = `id, project_id, region, gpu_type, created_at`
 	machineCols     = `id, region, gpu_type, gpus, reservation_id, out_of_service, cooldown_until, created_at,
@@ -59,7 +59,7 @@ func buildQueries(d Dialect) queries {
 	return queries{
 		getProject:    r(`SELECT ` + projectCols + ` FROM projects WHERE id = ?`),
 		listProjects:  r(`SELECT ` + projectCols + ` FROM projects` + oldestFirst),
-		createProject: r(`INSERT INTO projects (` + projectCols + `) VALUES (?, ?) ON CONFLICT DO NOTHING`),
+		createProject: r(`INSERT INTO projects (` + projectCols + `) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`),
 
 		tokenByHash:        r(`SELECT ` + tokenCols + ` FROM tokens WHERE hash = ?`),
 		createToken:        r(`INSERT INTO tokens (` + tokenCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),

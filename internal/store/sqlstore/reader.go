@@ -84,7 +84,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]domain.E
 type scanner interface{ Scan(dest ...any) error }
 
 func scanProject(sc scanner) (p domain.Project, err error) {
-	err = sc.Scan(&p.ID, timeCol{&p.CreatedAt})
+	err = sc.Scan(&p.ID, timeCol{&p.CreatedAt}, &p.StorageQuota)
 	return p, err
 }
 

@@ -65,7 +65,7 @@ func (t *tx) writeErr(doing string, err error) error {
 }
 
 func (t *tx) CreateProject(ctx context.Context, p domain.Project) error {
-	return t.create(ctx, "project "+p.ID, t.s.q.createProject, p.ID, t.s.timeArg(p.CreatedAt))
+	return t.create(ctx, "project "+p.ID, t.s.q.createProject, p.ID, t.s.timeArg(p.CreatedAt), max(p.StorageQuota, 0))
 }
 
 func (t *tx) CreateToken(ctx context.Context, tok domain.Token) error {

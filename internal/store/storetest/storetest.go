@@ -60,6 +60,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"WorkSpans", testWorkSpans},
 		{"Rollups", testRollups},
 		{"RollupLateRows", testRollupLateRows},
+		{"ProjectStorage", testProjectStorage},
 		{"Budgets", testBudgets},
 		{"Prices", testPrices},
 		{"Kubeconfig", testKubeconfig},
