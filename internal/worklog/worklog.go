@@ -22,6 +22,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/quota"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -47,6 +48,12 @@ type Recorder struct {
 	// open are the spans that have not ended, by node then key.
 	open   map[string]map[string]domain.WorkSpan
 	loaded bool
+	// Admit, if set, says whether a project may keep a new span of bytes
+	// (its storage quota: quota.Keeper); a span refused is not recorded,
+	// and is asked about again at the next pass while it runs.
+	Admit func(project string, bytes int64) bool
+	// Refused, if set, is called after a pass that refused a span.
+	Refused func(ctx context.Context)
 }
 
 // New returns a recorder of the nodes in reads' snapshots (the leader's
@@ -88,6 +95,11 @@ func (r *Recorder) Pass(ctx context.Context) error {
 	}
 	now := r.clock.Now().UTC().Truncate(time.Second)
 	add, end, progressed := r.changes(snap, now)
+	if n := len(add); r.Admit != nil {
+		if add = r.admitted(add); len(add) < n && r.Refused != nil {
+			r.Refused(ctx)
+		}
+	}
 	if len(add) == 0 && len(end) == 0 && len(progressed) == 0 {
 		return nil
 	}
@@ -116,6 +128,20 @@ func (r *Recorder) Pass(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// admitted are the spans of add the projects' quotas admit.
+func (r *Recorder) admitted(add []domain.WorkSpan) []domain.WorkSpan {
+	if r.Admit == nil {
+		return add
+	}
+	kept := add[:0]
+	for _, w := range add {
+		if r.Admit(w.ProjectID, quota.SpanBytes(w)) {
+			kept = append(kept, w)
+		}
+	}
+	return kept
 }
 
 func (r *Recorder) keep(w domain.WorkSpan) {
