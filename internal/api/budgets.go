@@ -122,6 +122,10 @@ func (s *Server) createBudget(w http.ResponseWriter, r *http.Request, p principa
 		return
 	}
 	b.ID, b.ProjectID, b.CreatedAt = s.ctrl.NewID("bg-"), project, s.wall.Now().UTC().Truncate(1e9)
+	if err := s.admitStorage(ctx, project, budgetBytes(b)); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		have, err := tx.ListBudgets(ctx, project)
 		if err != nil {

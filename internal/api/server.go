@@ -27,6 +27,7 @@ import (
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/guard"
+	"github.com/sparecap/sparecap/internal/quota"
 	"github.com/sparecap/sparecap/internal/secret"
 	"github.com/sparecap/sparecap/internal/simulate"
 	"github.com/sparecap/sparecap/internal/store"
@@ -132,6 +133,9 @@ type Options struct {
 	// ever): a question about raw rows that may be gone is refused
 	// (rawHorizon), never answered short.
 	UsageRetention, SpanRetention time.Duration
+	// Quota, if set, keeps each project's storage within its quota: the
+	// optional writes it bounds are refused past it (nil: no quota).
+	Quota *quota.Keeper
 }
 
 // MaxTokenLen is the longest bearer token the API looks at: tokens it
@@ -212,6 +216,8 @@ func (s *Server) routes() {
 
 	s.mux.Handle("POST /v1/admin/projects", s.admin(s.createProject))
 	s.mux.Handle("GET /v1/admin/projects", s.admin(s.listProjects))
+	s.mux.Handle("PUT /v1/admin/projects/{project}/storage-quota", s.admin(s.setStorageQuota))
+	s.mux.Handle("GET /v1/storage", s.auth(s.storage))
 	s.mux.Handle("GET /v1/tokens", s.auth(s.listTokens))
 	s.mux.Handle("POST /v1/tokens", s.auth(s.createToken))
 	s.mux.Handle("DELETE /v1/tokens/{token}", s.auth(s.revokeToken))

@@ -272,6 +272,9 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, p princip
 	if err == nil {
 		err = s.needSealer()
 	}
+	if err == nil {
+		err = s.admitStorage(ctx, project, int64(domain.StorageRowBytes+len(e.Name)+len(e.URL)+len(strings.Join(req.ClusterIDs, ","))+20*len(e.EventTypes)))
+	}
 	var secret string
 	if err == nil {
 		secret, e.Secret, err = webhook.NewSecret(s.Sealer, e.ID)

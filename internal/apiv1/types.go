@@ -2,7 +2,10 @@
 // server, the Go client and the CLI. Times are RFC 3339 UTC.
 package apiv1
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // CreateClusterRequest is the body of POST /v1/clusters.
 type CreateClusterRequest struct {
@@ -389,4 +392,53 @@ const (
 	CodeRateLimited = "rate_limited"
 	// CodeTooLarge: the request body is larger than the server takes (413).
 	CodeTooLarge = "too_large"
+	// CodeQuotaExceeded: the project keeps as much as its storage quota
+	// allows; the optional write was refused (403).
+	CodeQuotaExceeded = "storage_quota_exceeded"
 )
+
+// Storage is GET /v1/storage: what each project's own input makes the
+// server keep, against its quota.
+type Storage struct {
+	// CountedAt is when the tables were last counted; writes since are
+	// added as they are made.
+	CountedAt time.Time        `json:"counted_at"`
+	Projects  []ProjectStorage `json:"projects"`
+}
+
+// ProjectStorage is one project's storage.
+type ProjectStorage struct {
+	ProjectID  string         `json:"project_id"`
+	QuotaBytes int64          `json:"quota_bytes"`
+	UsedBytes  int64          `json:"used_bytes"`
+	Over       bool           `json:"over"`
+	Tables     []StorageTable `json:"tables"`
+}
+
+// StorageTable is what one table keeps of a project's input.
+type StorageTable struct {
+	Table string `json:"table"`
+	Rows  int64  `json:"rows"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Bytes is n in binary units as the CLI and the console show a size
+// ("1.5 GiB").
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// SetStorageQuotaRequest is PUT /v1/admin/projects/{project}/storage-quota.
+type SetStorageQuotaRequest struct {
+	// Bytes is the project's quota; 0 returns it to the server's default.
+	Bytes int64 `json:"bytes"`
+}

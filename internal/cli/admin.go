@@ -109,7 +109,7 @@ them. The token is shown only this once.`,
 			return s.printToken(cmd, p)
 		}),
 	}
-	cmd.AddCommand(create, list, token)
+	cmd.AddCommand(create, list, token, newStorageQuotaCmd(s))
 	return cmd
 }
 

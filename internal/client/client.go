@@ -545,3 +545,21 @@ func (c *Client) Healthz(ctx context.Context) error {
 func (c *Client) Readyz(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
 }
+
+// Storage reads what each project's input makes the server keep against
+// its quota: a project token its own, the admin every project's (or
+// project's, when not empty).
+func (c *Client) Storage(ctx context.Context, project string) (*apiv1.Storage, error) {
+	q := url.Values{}
+	if project != "" {
+		q.Set("project_id", project)
+	}
+	return call[apiv1.Storage](ctx, c, http.MethodGet, "/v1/storage", q, nil)
+}
+
+// SetStorageQuota sets a project's storage quota in bytes, 0 for the
+// server's default (admin).
+func (c *Client) SetStorageQuota(ctx context.Context, project string, bytes int64) error {
+	return c.do(ctx, http.MethodPut, "/v1/admin/projects/"+url.PathEscape(project)+"/storage-quota", nil,
+		apiv1.SetStorageQuotaRequest{Bytes: bytes}, nil)
+}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/api"
+	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/client"
 	"github.com/sparecap/sparecap/internal/clock"
 )
@@ -78,8 +79,15 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 		"share":   func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
 		"field":   func(m map[string]any, k string) any { return m[k] },
 		"per100":  func(r float64) float64 { return 100 * r },
+		"bytes":   apiv1.Bytes,
+		"ofQuota": func(used, quota int64) string {
+			if quota <= 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f%%", 100*float64(used)/float64(quota))
+		},
 	}
-	for _, page := range []string{"login", "clusters", "new", "cluster", "scale", "usage", "fleet", "tokens", "webhooks", "webhook", "error", "plan", "simulations", "simulation", "week", "lending"} {
+	for _, page := range []string{"login", "clusters", "new", "cluster", "scale", "usage", "fleet", "tokens", "webhooks", "webhook", "error", "plan", "simulations", "simulation", "week", "lending", "storage"} {
 		c.pages[page] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html"))
 	}
 	static, _ := fs.Sub(staticFS, "static")
@@ -97,6 +105,7 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 	c.mux.HandleFunc("POST /console/clusters/{id}/nodes/{node}/convert", c.signedIn(c.convertNode))
 	c.mux.HandleFunc("POST /console/budgets", c.signedIn(c.createBudget))
 	c.mux.HandleFunc("GET /console/lending", c.signedIn(c.lending))
+	c.mux.HandleFunc("GET /console/storage", c.signedIn(c.storage))
 	c.mux.HandleFunc("GET /console/usage", c.signedIn(c.usage))
 	c.mux.HandleFunc("GET /console/fleet", c.signedIn(c.fleet))
 	c.mux.HandleFunc("GET /console/pools/week", c.signedIn(c.week))

@@ -652,3 +652,26 @@ func TestLendingPage(t *testing.T) {
 		t.Fatalf("a project's lending page: %d", status)
 	}
 }
+
+// TestStoragePage: the operator sees every project's storage against its
+// quota, linked from the fleet page; a project sees its own only.
+func TestStoragePage(t *testing.T) {
+	e := newEnv(t)
+	e.readyCluster()
+	admin := e.browser()
+	admin.signIn(adm)
+	if _, page, _ := admin.get("/console/fleet"); !strings.Contains(page, `href="/console/storage"`) {
+		t.Fatal("the fleet page does not link the storage page")
+	}
+	status, page, _ := admin.get("/console/storage")
+	if status != 200 || !strings.Contains(page, "<tr><td>p</td><td>") || !strings.Contains(page, "<tr><td>q</td><td>") ||
+		!strings.Contains(page, "<td>1.0 GiB</td>") || !strings.Contains(page, "tokens ") {
+		t.Fatalf("the operator's storage page %d:\n%s", status, page)
+	}
+	b := e.browser()
+	b.signIn(e.tokens["p"])
+	status, page, _ = b.get("/console/storage")
+	if status != 200 || !strings.Contains(page, "<tr><td>p</td><td>") || strings.Contains(page, "<tr><td>q</td>") {
+		t.Fatalf("a project's storage page %d:\n%s", status, page)
+	}
+}

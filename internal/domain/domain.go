@@ -245,6 +245,10 @@ const (
 	// the project's, about no cluster: it is delivered to the webhook
 	// endpoints that ask for it and filter no cluster.
 	ReasonBudgetAlert EventReason = "BudgetAlert"
+	// ReasonStorageQuotaReached: the project keeps as much as its storage
+	// quota allows, so its optional writes are refused (new work spans,
+	// budgets, webhook endpoints); one on each of its clusters.
+	ReasonStorageQuotaReached EventReason = "StorageQuotaReached"
 )
 
 // Project is a tenant.

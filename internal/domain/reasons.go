@@ -24,6 +24,7 @@ var EventReasons = []EventReason{
 	ReasonWorkloadRequeued,
 	ReasonNodeConverted,
 	ReasonBudgetAlert,
+	ReasonStorageQuotaReached,
 }
 
 // KnownReason reports whether r is one of EventReasons.

@@ -67,6 +67,8 @@ type Metrics struct {
 	pruned           *prometheus.CounterVec
 	tableRows        *prometheus.GaugeVec
 	tableBytes       *prometheus.GaugeVec
+	storageUsed      *prometheus.GaugeVec
+	storageQuota     *prometheus.GaugeVec
 	requests         *prometheus.HistogramVec
 	budgets          budgetGauges
 	lending          *lendingCollector
@@ -140,10 +142,19 @@ func New(st store.Store, wall clock.Clock) *Metrics {
 		Namespace: Namespace, Name: "table_bytes",
 		Help: "Bytes of each table of the database on disk, its indexes included, read hourly by the leader.",
 	}, []string{"table"})
+	m.storageUsed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "project_storage_bytes",
+		Help: "Bytes each project's own input makes the server keep (work spans, budgets and alerts, webhook endpoints and deliveries, tokens), counted by the leader every 10 minutes.",
+	}, []string{"project"})
+	m.storageQuota = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "project_storage_quota_bytes",
+		Help: "Each project's storage quota in bytes: past it its optional writes are refused.",
+	}, []string{"project"})
 
 	m.own = []prometheus.Collector{
 		m.reclaimsStarted, m.reclaimsFinished, m.drainDuration, m.noticeLatency, m.billed, m.requests,
 		m.budgets.spend, m.budgets.forecast, m.budgets.amount, m.budgets.alerts, m.pruned, m.tableRows, m.tableBytes,
+		m.storageUsed, m.storageQuota,
 	}
 	if st != nil {
 		m.lending = newLendingCollector(st, wall)
@@ -468,6 +479,16 @@ func (m *Metrics) TableSizes(sizes []store.TableSize) {
 	for _, t := range sizes {
 		m.tableRows.WithLabelValues(t.Table).Set(float64(t.Rows))
 		m.tableBytes.WithLabelValues(t.Table).Set(float64(t.Bytes))
+	}
+}
+
+// ProjectStorage sets each project's storage and quota gauges.
+func (m *Metrics) ProjectStorage(projects []string, used, quota []int64) {
+	m.storageUsed.Reset()
+	m.storageQuota.Reset()
+	for i, p := range projects {
+		m.storageUsed.WithLabelValues(p).Set(float64(used[i]))
+		m.storageQuota.WithLabelValues(p).Set(float64(quota[i]))
 	}
 }
 

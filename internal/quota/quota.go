@@ -40,6 +40,9 @@ type Keeper struct {
 	// Reached, if set, is told when a project is found over its quota by
 	// a count, once until it is under again.
 	Reached func(ctx context.Context, project string, used, quota int64)
+	// Measured, if set, is given every project's storage after each
+	// count.
+	Measured func([]Use)
 
 	mu      sync.Mutex
 	counted time.Time
@@ -89,8 +92,15 @@ func (k *Keeper) Count(ctx context.Context, now time.Time) error {
 		}
 	}
 	k.Tell(ctx)
+	if k.Measured != nil {
+		k.Measured(k.Uses())
+	}
 	return nil
 }
+
+// Measure counts every project's storage again, and only that (a
+// follower's answer: it writes nothing).
+func (k *Keeper) Measure(ctx context.Context, now time.Time) error { return k.count(ctx, now) }
 
 func (k *Keeper) count(ctx context.Context, now time.Time) error {
 	uses, err := k.Store.ProjectStorage(ctx)

@@ -116,6 +116,9 @@ type Options struct {
 	// defaults, domain.DefaultUsageRetention and DefaultSpanRetention;
 	// negative: for ever).
 	UsageRetention, SpanRetention time.Duration
+	// StorageQuota is a project's storage quota in bytes when the
+	// operator set it none of its own (0: domain.DefaultStorageQuota).
+	StorageQuota int64
 	// AdvertiseURL is where other servers reach this one's API, to
 	// forward writes to it while it leads (default: the URL it listens
 	// on). Only a server on PostgreSQL campaigns for leadership.

@@ -27,6 +27,7 @@ import (
 	"github.com/sparecap/sparecap/internal/metering"
 	"github.com/sparecap/sparecap/internal/metrics"
 	"github.com/sparecap/sparecap/internal/queues/manager"
+	"github.com/sparecap/sparecap/internal/quota"
 	"github.com/sparecap/sparecap/internal/retention"
 	"github.com/sparecap/sparecap/internal/secret"
 	"github.com/sparecap/sparecap/internal/sim"
@@ -302,6 +303,14 @@ func (b *boot) handlers() error {
 	a := api.New(b.cached, s.Controller, s.Clock, o.Clock, o.Log)
 	b.api = a
 	a.UsageRetention, a.SpanRetention = b.rawRetention()
+	a.Quota = &quota.Keeper{Store: b.cached, Default: cmp.Or(o.StorageQuota, domain.DefaultStorageQuota), Reached: a.QuotaReached,
+		Measured: func(us []quota.Use) {
+			ps, used, limits := make([]string, len(us)), make([]int64, len(us)), make([]int64, len(us))
+			for i, u := range us {
+				ps[i], used[i], limits[i] = u.ProjectID, u.Used, u.Quota
+			}
+			s.Metrics.ProjectStorage(ps, used, limits)
+		}}
 	a.Meter = leaderMeter{s}
 	a.Sealer = b.sealer
 	a.MinLease = s.Fleet.Leases()
@@ -435,7 +444,9 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 	go func() { s.Meter.Run(ctx, atLeastReal(time.Minute, 10*time.Second, s.Speed)); close(metered) }()
 	logged := make(chan struct{})
 	go func() {
-		worklog.New(b.fenced, b.cached, s.Drivers, s.Clock, o.Log).Run(ctx, atLeastReal(WorkEvery, 5*time.Second, s.Speed))
+		r := worklog.New(b.fenced, b.cached, s.Drivers, s.Clock, o.Log)
+		r.Admit, r.Refused = b.api.Quota.Admit, b.api.Quota.Tell
+		r.Run(ctx, atLeastReal(WorkEvery, 5*time.Second, s.Speed))
 		close(logged)
 	}()
 	queued := make(chan struct{})
@@ -446,6 +457,8 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 	go func() { b.retention().Run(ctx, retention.DefaultEvery, o.Log.Warn); close(kept) }()
 	rolled := make(chan struct{})
 	go func() { b.roll(ctx); close(rolled) }()
+	counted := make(chan struct{})
+	go func() { b.api.Quota.Run(ctx, s.Clock.After, s.Clock.Now, o.Log.Warn); close(counted) }()
 	if err := s.Controller.Run(ctx); err != nil {
 		o.Log.Error("controller stopped", "err", err)
 	}
@@ -455,6 +468,7 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 	<-hooked
 	<-kept
 	<-rolled
+	<-counted
 	// A later term starts the watches again, from a fresh LIST.
 	s.Drivers.Close()
 }
