@@ -16,7 +16,6 @@ package quota
 
 import (
 	"context"
-	"encoding/json"
 	"maps"
 	"slices"
 	"sync"
@@ -225,12 +224,8 @@ func (k *Keeper) Run(ctx context.Context, after func(time.Duration) <-chan time.
 }
 
 // SpanBytes is what a work span costs in the count, as the store counts
-// it (its text, its labels as JSON, and a row's bytes).
+// it: its text, its labels as stored, and a row's bytes.
 func SpanBytes(w domain.WorkSpan) int64 {
-	labels := 0
-	if len(w.Labels) > 0 {
-		b, _ := json.Marshal(w.Labels)
-		labels = len(b)
-	}
-	return int64(domain.StorageRowBytes + len(w.Key) + len(w.Namespace) + len(w.Name) + len(w.Job) + len(w.Account) + labels)
+	return int64(domain.StorageRowBytes + len(w.Key) + len(w.Namespace) + len(w.Name) + len(w.Job) + len(w.Account) +
+		len(store.LabelsText(w.Labels)))
 }

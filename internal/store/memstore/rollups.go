@@ -65,7 +65,7 @@ func (t *tx) PutRollups(ctx context.Context, cm domain.ClusterMonth, rows []doma
 		r.Start, r.End = dbTime(r.Start), dbTime(r.End)
 		r.Namespace, r.Account = text(r.Namespace), text(r.Account)
 		r.Amount, r.OnDemand = cmp.Or(r.Amount, "0"), cmp.Or(r.OnDemand, "0")
-		if l := labelsText(r.Labels); l != "" {
+		if l := store.LabelsText(r.Labels); l != "" {
 			s, _ := storedSpan(domain.WorkSpan{Running: domain.Running{Labels: r.Labels}})
 			r.Labels = s.Labels
 		} else {

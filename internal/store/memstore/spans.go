@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -75,7 +74,7 @@ func storedSpan(w domain.WorkSpan) (*domain.WorkSpan, error) {
 	w.Start, w.End = dbTime(w.Start), dbTime(w.End)
 	labels := w.Labels
 	w.Labels = nil
-	if l := labelsText(labels); l != "" {
+	if l := store.LabelsText(labels); l != "" {
 		if err := json.Unmarshal([]byte(l), &w.Labels); err != nil {
 			return nil, err
 		}
@@ -217,28 +216,4 @@ func (sc spanScan) of(s *domain.WorkSpan) domain.WorkSpan {
 		}
 	}
 	return w
-}
-
-// maxLabelsText bounds a span's labels as stored.
-const maxLabelsText = 16 << 10
-
-// labelsText is labels as work_spans keeps them (sqlstore's labelsText):
-// JSON, empty for none; at most domain.MaxWorkLabels of them, the first
-// by key, each cut to store.MaxText, while they fit maxLabelsText.
-func labelsText(labels map[string]string) string {
-	if len(labels) == 0 {
-		return ""
-	}
-	cut := make(map[string]string, min(len(labels), domain.MaxWorkLabels))
-	size := 2
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		k2, v := text(k), text(labels[k])
-		// A JSON string takes at most 6 bytes a byte escaped, and quotes.
-		if len(cut) == domain.MaxWorkLabels || size+6*(len(k2)+len(v))+6 > maxLabelsText {
-			break
-		}
-		cut[k2], size = v, size+6*(len(k2)+len(v))+6
-	}
-	b, _ := json.Marshal(cut) // strings always encode
-	return string(b)
 }

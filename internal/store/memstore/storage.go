@@ -27,7 +27,7 @@ func (v view) ProjectStorage(ctx context.Context) ([]domain.StorageUse, error) {
 		use[k].Bytes += int64(domain.StorageRowBytes + n)
 	}
 	v.st.spans.each(func(_ int64, s *domain.WorkSpan) bool {
-		add(s.ProjectID, "work_spans", len(s.Key)+len(s.Namespace)+len(s.Name)+len(s.Job)+len(s.Account)+len(labelsText(s.Labels)))
+		add(s.ProjectID, "work_spans", len(s.Key)+len(s.Namespace)+len(s.Name)+len(s.Job)+len(s.Account)+len(store.LabelsText(s.Labels)))
 		return true
 	})
 	v.st.budgets.each(func(_ string, b *domain.Budget) bool {

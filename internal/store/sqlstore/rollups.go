@@ -66,7 +66,7 @@ func (t *tx) labelSet(ctx context.Context, labels map[string]string, seen map[st
 	if len(labels) == 0 {
 		return 0, nil
 	}
-	stored := labelsText(labels)
+	stored := store.LabelsText(labels)
 	if id, ok := seen[stored]; ok {
 		return id, nil
 	}

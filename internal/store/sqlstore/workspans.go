@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -29,7 +27,7 @@ func (t *tx) AddWorkSpans(ctx context.Context, ws []domain.WorkSpan) error {
 			strings.TrimSuffix(strings.Repeat(row+", ", len(chunk)), ", ")+` ON CONFLICT DO NOTHING`)
 		args := make([]any, 0, 13*len(chunk))
 		for _, w := range chunk {
-			labels := labelsText(w.Labels)
+			labels := store.LabelsText(w.Labels)
 			args = append(args, w.ProjectID, w.ClusterID, w.NodeID, text(w.Key), text(w.Namespace), text(w.Name),
 				text(w.Job), text(w.Account), labels, w.GPUs, t.s.timeArg(w.Start), t.s.timeArg(w.End), w.Progress)
 		}
@@ -76,31 +74,6 @@ func (t *tx) SetWorkProgress(ctx context.Context, ws []domain.WorkSpan) error {
 		}
 	}
 	return nil
-}
-
-// maxLabelsText bounds a span's labels as stored.
-const maxLabelsText = 16 << 10
-
-// labelsText is labels as stored: JSON, empty for none; at most
-// domain.MaxWorkLabels of them, the first by key, each cut to
-// store.MaxText, while they fit maxLabelsText. A tenant's labels bound
-// what is kept of them: they never fail the write of the fleet's spans.
-func labelsText(labels map[string]string) string {
-	if len(labels) == 0 {
-		return ""
-	}
-	cut := make(map[string]string, min(len(labels), domain.MaxWorkLabels))
-	size := 2
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		k2, v := text(k), text(labels[k])
-		// A JSON string takes at most 6 bytes a byte escaped, and quotes.
-		if len(cut) == domain.MaxWorkLabels || size+6*(len(k2)+len(v))+6 > maxLabelsText {
-			break
-		}
-		cut[k2], size = v, size+6*(len(k2)+len(v))+6
-	}
-	b, _ := json.Marshal(cut) // strings always encode
-	return string(b)
 }
 
 // ScanWorkSpans takes a scan slot like ScanUsage.
