@@ -134,22 +134,8 @@ func New(st store.Store, wall clock.Clock) *Metrics {
 		Help: "Rows the retention deleted, by table, for being older than the table's retention (docs/operations.md).",
 	}, []string{"table"})
 	m.pruned.WithLabelValues("budget_alerts")
-	m.tableRows = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: Namespace, Name: "table_rows",
-		Help: "Rows of each table of the database, read hourly by the leader (PostgreSQL: the planner's estimate).",
-	}, []string{"table"})
-	m.tableBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: Namespace, Name: "table_bytes",
-		Help: "Bytes of each table of the database on disk, its indexes included, read hourly by the leader.",
-	}, []string{"table"})
-	m.storageUsed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: Namespace, Name: "project_storage_bytes",
-		Help: "Bytes each project's own input makes the server keep (work spans, budgets and alerts, webhook endpoints and deliveries, tokens), counted by the leader every 10 minutes.",
-	}, []string{"project"})
-	m.storageQuota = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: Namespace, Name: "project_storage_quota_bytes",
-		Help: "Each project's storage quota in bytes: past it its optional writes are refused.",
-	}, []string{"project"})
+	m.tableRows, m.tableBytes = tableGauges()
+	m.storageUsed, m.storageQuota = storageGauges()
 
 	m.own = []prometheus.Collector{
 		m.reclaimsStarted, m.reclaimsFinished, m.drainDuration, m.noticeLatency, m.billed, m.requests,
@@ -480,6 +466,32 @@ func (m *Metrics) TableSizes(sizes []store.TableSize) {
 		m.tableRows.WithLabelValues(t.Table).Set(float64(t.Rows))
 		m.tableBytes.WithLabelValues(t.Table).Set(float64(t.Bytes))
 	}
+}
+
+// tableGauges are the gauges of the database's tables.
+func tableGauges() (rows, bytes *prometheus.GaugeVec) {
+	rows = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "table_rows",
+		Help: "Rows of each table of the database, read hourly by the leader (PostgreSQL: the planner's estimate).",
+	}, []string{"table"})
+	bytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "table_bytes",
+		Help: "Bytes of each table of the database on disk, its indexes included, read hourly by the leader.",
+	}, []string{"table"})
+	return rows, bytes
+}
+
+// storageGauges are the gauges of the projects' storage and quotas.
+func storageGauges() (used, quota *prometheus.GaugeVec) {
+	used = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "project_storage_bytes",
+		Help: "Bytes each project's own input makes the server keep (work spans, budgets and alerts, webhook endpoints and deliveries, tokens), counted by the leader every 10 minutes.",
+	}, []string{"project"})
+	quota = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "project_storage_quota_bytes",
+		Help: "Each project's storage quota in bytes: past it its optional writes are refused.",
+	}, []string{"project"})
+	return used, quota
 }
 
 // ProjectStorage sets each project's storage and quota gauges.

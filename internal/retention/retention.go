@@ -133,24 +133,24 @@ func BudgetAlerts(keep time.Duration) Rule {
 // Usage is the rule of raw usage records, kept keep once their months
 // are rolled up (the store prunes none a rollup does not cover).
 func Usage(keep time.Duration) Rule {
-	return Rule{Table: "usage", Keep: keep, Prune: func(ctx context.Context, tx store.Tx, before time.Time, limit int) (int, error) {
-		before, err := clean(ctx, tx, before)
-		if err != nil {
-			return 0, err
-		}
-		return tx.PruneUsage(ctx, before, limit)
-	}}
+	return rawRule("usage", keep, store.Tx.PruneUsage)
 }
 
 // WorkSpans is the rule of raw work spans, kept keep once their months
 // are rolled up.
 func WorkSpans(keep time.Duration) Rule {
-	return Rule{Table: "work_spans", Keep: keep, Prune: func(ctx context.Context, tx store.Tx, before time.Time, limit int) (int, error) {
+	return rawRule("work_spans", keep, store.Tx.PruneWorkSpans)
+}
+
+// rawRule is the rule of a table of raw rows the rollups cover: none of
+// a month waiting to be rolled again goes (clean).
+func rawRule(table string, keep time.Duration, prune func(store.Tx, context.Context, time.Time, int) (int, error)) Rule {
+	return Rule{Table: table, Keep: keep, Prune: func(ctx context.Context, tx store.Tx, before time.Time, limit int) (int, error) {
 		before, err := clean(ctx, tx, before)
 		if err != nil {
 			return 0, err
 		}
-		return tx.PruneWorkSpans(ctx, before, limit)
+		return prune(tx, ctx, before, limit)
 	}}
 }
 

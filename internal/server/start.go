@@ -27,7 +27,6 @@ import (
 	"github.com/sparecap/sparecap/internal/metering"
 	"github.com/sparecap/sparecap/internal/metrics"
 	"github.com/sparecap/sparecap/internal/queues/manager"
-	"github.com/sparecap/sparecap/internal/quota"
 	"github.com/sparecap/sparecap/internal/retention"
 	"github.com/sparecap/sparecap/internal/secret"
 	"github.com/sparecap/sparecap/internal/sim"
@@ -303,14 +302,7 @@ func (b *boot) handlers() error {
 	a := api.New(b.cached, s.Controller, s.Clock, o.Clock, o.Log)
 	b.api = a
 	a.UsageRetention, a.SpanRetention = b.rawRetention()
-	a.Quota = &quota.Keeper{Store: b.cached, Default: cmp.Or(o.StorageQuota, domain.DefaultStorageQuota), Reached: a.QuotaReached,
-		Measured: func(us []quota.Use) {
-			ps, used, limits := make([]string, len(us)), make([]int64, len(us)), make([]int64, len(us))
-			for i, u := range us {
-				ps[i], used[i], limits[i] = u.ProjectID, u.Used, u.Quota
-			}
-			s.Metrics.ProjectStorage(ps, used, limits)
-		}}
+	a.Quota = b.quotaKeeper(a)
 	a.Meter = leaderMeter{s}
 	a.Sealer = b.sealer
 	a.MinLease = s.Fleet.Leases()
@@ -484,33 +476,6 @@ func (b *boot) retention() *retention.Pruner {
 		p.Sizer, p.Sizes = sz, b.s.Metrics.TableSizes
 	}
 	return p
-}
-
-// rawRetention is how long raw usage records and work spans are kept
-// (negative: for ever).
-func (b *boot) rawRetention() (usage, spans time.Duration) {
-	return cmp.Or(b.o.UsageRetention, domain.DefaultUsageRetention), cmp.Or(b.o.SpanRetention, domain.DefaultSpanRetention)
-}
-
-// RollSlice is the most cluster months a roller pass computes before it
-// goes on (a month closing marks every cluster that used it).
-const RollSlice = 200
-
-// roll rolls closed months up (api.Server.RollPass) every minute of the
-// server's clock until ctx ends, on the leader.
-func (b *boot) roll(ctx context.Context) {
-	for {
-		if n, err := b.api.RollPass(ctx, b.s.Clock.Now(), RollSlice); err != nil && ctx.Err() == nil {
-			b.o.Log.Warn("rolling up closed months failed; trying again in a minute", "err", err)
-		} else if n == RollSlice {
-			continue // a backlog: the next slice at once
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-b.s.Clock.After(time.Minute):
-		}
-	}
 }
 
 // queues is the term's queue integrations (Kueue's admission check, the

@@ -186,6 +186,17 @@ func (t *tx) PruneClusterWork(ctx context.Context, before time.Time, limit int) 
 	return len(gone), nil
 }
 
+// behindMark says of an end whether a row ending then goes: before
+// before and by the rollup mark; ok is false when nothing goes.
+func (t *tx) behindMark(before time.Time, limit int) (goes func(end time.Time) bool, ok bool) {
+	until := t.rolledUntil()
+	if before.IsZero() || limit <= 0 || until.IsZero() {
+		return nil, false
+	}
+	cut := dbTime(before)
+	return func(end time.Time) bool { return !end.IsZero() && end.Before(cut) && !end.After(until) }, true
+}
+
 // PruneUsage deletes final records that ended before before and by the
 // mark, in key order.
 func (t *tx) PruneUsage(ctx context.Context, before time.Time, limit int) (int, error) {
@@ -193,13 +204,13 @@ func (t *tx) PruneUsage(ctx context.Context, before time.Time, limit int) (int, 
 		return 0, err
 	}
 	defer t.unlock()
-	until := t.rolledUntil()
-	if before.IsZero() || limit <= 0 || until.IsZero() {
+	goes, ok := t.behindMark(before, limit)
+	if !ok {
 		return 0, nil
 	}
 	var gone []*domain.UsageRecord
 	t.st.usage.each(func(_ stid, r *domain.UsageRecord) bool {
-		if r.Final && !r.End.IsZero() && r.End.Before(dbTime(before)) && !r.End.After(until) {
+		if r.Final && goes(r.End) {
 			gone = append(gone, r)
 		}
 		return len(gone) < limit
@@ -221,13 +232,13 @@ func (t *tx) PruneWorkSpans(ctx context.Context, before time.Time, limit int) (i
 		return 0, err
 	}
 	defer t.unlock()
-	until := t.rolledUntil()
-	if before.IsZero() || limit <= 0 || until.IsZero() {
+	goes, ok := t.behindMark(before, limit)
+	if !ok {
 		return 0, nil
 	}
 	var gone []*domain.WorkSpan
 	t.st.spans.each(func(_ int64, s *domain.WorkSpan) bool {
-		if !s.End.IsZero() && s.End.Before(dbTime(before)) && !s.End.After(until) {
+		if goes(s.End) {
 			gone = append(gone, s)
 		}
 		return len(gone) < limit
