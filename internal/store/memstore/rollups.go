@@ -253,5 +253,6 @@ func (t *tx) dropSpans(gone []*domain.WorkSpan) {
 		t.st.spans.delete(t.w, s.ID)
 		t.st.spanKeys.delete(t.w, ssi{s.NodeID, s.Key, tkey(s.Start)})
 		t.st.spansByProject.delete(t.w, sttid{s.ProjectID, tkey(s.Start), s.ID, ""})
+		t.st.spansByCluster.delete(t.w, sttid{s.ClusterID, tkey(s.Start), s.ID, ""})
 	}
 }

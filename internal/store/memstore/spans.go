@@ -13,21 +13,24 @@ import (
 	"github.com/sparecap/sparecap/internal/store"
 )
 
-// spanTables are the work spans by ID (an AUTOINCREMENT key), by their unique key (node, work key, start),
-// the open ones by node then ID, and by project then start then ID. A
-// scan walks the one SQLite's plan walks, so spans come in its order:
-// by project and start when a project is asked for, else the open ones by
-// node when only those are, else by ID.
+// spanTables are the work spans by ID (an AUTOINCREMENT key), by their
+// unique key (node, work key, start), the open ones by node then ID, and
+// by project and by cluster then start then ID. A scan walks the one
+// SQLite's plan walks, so spans come in its order: by project and start
+// when a project is asked for, by cluster and start when a cluster is,
+// else the open ones by node when only those are, else by ID.
 type spanTables struct {
 	spans          tree[int64, *domain.WorkSpan]
 	spanKeys       tree[ssi, int64]
 	spansOpen      tree[ssi, *domain.WorkSpan]
 	spansByProject tree[sttid, *domain.WorkSpan]
+	spansByCluster tree[sttid, *domain.WorkSpan]
 }
 
 func newSpanTables() spanTables {
 	return spanTables{spans: newTree[int64, *domain.WorkSpan](cmp.Compare[int64]), spanKeys: newTree[ssi, int64](cmpSSI),
-		spansOpen: newTree[ssi, *domain.WorkSpan](cmpSSI), spansByProject: newTree[sttid, *domain.WorkSpan](cmpSTTID)}
+		spansOpen: newTree[ssi, *domain.WorkSpan](cmpSSI), spansByProject: newTree[sttid, *domain.WorkSpan](cmpSTTID),
+		spansByCluster: newTree[sttid, *domain.WorkSpan](cmpSTTID)}
 }
 
 // AddWorkSpans writes the spans in statements of 64; one of a node, key
@@ -88,6 +91,7 @@ func (t *tx) putSpan(old, s *domain.WorkSpan) {
 	g := t.w
 	t.st.spans.set(g, s.ID, s)
 	t.st.spansByProject.set(g, sttid{s.ProjectID, tkey(s.Start), s.ID, ""}, s)
+	t.st.spansByCluster.set(g, sttid{s.ClusterID, tkey(s.Start), s.ID, ""}, s)
 	reindex(&t.st.spansOpen, g, old != nil && old.End.IsZero(), ssi{a: s.NodeID, n: s.ID},
 		s.End.IsZero(), ssi{a: s.NodeID, n: s.ID}, s)
 }
@@ -166,6 +170,10 @@ func (v view) ScanWorkSpans(ctx context.Context, f store.WorkSpanFilter, fn func
 	case f.ProjectID != "":
 		v.st.spansByProject.ascend(&sttid{s: f.ProjectID, t: minKey, u: minKey}, func(k sttid, s *domain.WorkSpan) bool {
 			return k.s == f.ProjectID && (f.To.IsZero() || k.t < to) && visit(s)
+		})
+	case f.ClusterID != "":
+		v.st.spansByCluster.ascend(&sttid{s: f.ClusterID, t: minKey, u: minKey}, func(k sttid, s *domain.WorkSpan) bool {
+			return k.s == f.ClusterID && (f.To.IsZero() || k.t < to) && visit(s)
 		})
 	case f.Open:
 		v.st.spansOpen.each(func(_ ssi, s *domain.WorkSpan) bool { return visit(s) })

@@ -61,7 +61,7 @@ func (st *state) tables() []logged {
 		&st.events, &st.eventKeys, &st.eventsOf, &st.eventTimes,
 		&st.usage, &st.usageByStart, &st.usageByProject, &st.usageByCluster, &st.usageOpen,
 		&st.lostWork, &st.lostWorkOrder, &st.lostWorkByProject, &st.budgets, &st.budgetNames, &st.alerts, &st.alertKeys,
-		&st.spans, &st.spanKeys, &st.spansOpen, &st.spansByProject,
+		&st.spans, &st.spanKeys, &st.spansOpen, &st.spansByProject, &st.spansByCluster,
 		&st.endpoints, &st.endpointNames, &st.endpointOrder, &st.projectEndpoints, &st.messages, &st.deliveries,
 		&st.endpointDeliveries, &st.messageDeliveries, &st.pendingDeliveries,
 		&st.rollups, &st.dirty, &st.rollupMark,
