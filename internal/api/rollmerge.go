@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"slices"
 
@@ -25,11 +26,34 @@ func mergeProject(ctx context.Context, tx store.Tx, cm domain.ClusterMonth) erro
 	pm := domain.ClusterMonth{Month: cm.Month, ProjectID: cm.ProjectID}
 	m := merger{index: map[string]int{}}
 	f := store.RollupFilter{ProjectID: cm.ProjectID, From: cm.Month, To: cm.Month.AddDate(0, 1, 0),
-		Kinds: []domain.RollupKind{domain.RollupUsage, domain.RollupWork}}
+		Kinds: []domain.RollupKind{domain.RollupUsage, domain.RollupWork, domain.RollupMore}}
 	if err := tx.ScanRollups(ctx, f, m.add); err != nil {
 		return err
 	}
-	return tx.PutRollups(ctx, pm, m.rows(pm))
+	return tx.PutRollups(ctx, pm, capGroups(pm, m.rows(pm), domain.MaxRollupGroups))
+}
+
+// capGroups keeps at most most groups of work among rows: past that, the
+// smallest (by GPU-seconds) are merged as one RollupMore row.
+func capGroups(cm domain.ClusterMonth, rows []domain.Rollup, most int) []domain.Rollup {
+	var work, rest []domain.Rollup
+	for _, r := range rows {
+		if r.Kind == domain.RollupWork || r.Kind == domain.RollupMore {
+			work = append(work, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	if len(work) <= most {
+		return rows
+	}
+	slices.SortStableFunc(work, func(a, b domain.Rollup) int { return cmp.Compare(b.GPUSeconds, a.GPUSeconds) })
+	m := merger{index: map[string]int{}}
+	for _, r := range work[most-1:] {
+		r.Kind, r.Namespace, r.Account, r.Labels = domain.RollupMore, "", "", nil
+		_ = m.add(r) // rows this roller computed: their amounts parse
+	}
+	return append(append(rest, work[:most-1]...), m.rows(cm)...)
 }
 
 // merger merges rows of several clusters by kind and group: usage by
@@ -50,6 +74,9 @@ type mergedRow struct {
 
 func (m *merger) add(r domain.Rollup) error {
 	k := string(r.Kind) + "\x00" + r.Class
+	if r.Kind == domain.RollupMore {
+		k = string(r.Kind)
+	}
 	if r.Kind == domain.RollupWork {
 		k = string(r.Kind) + "\x00" + workSetKey(&domain.WorkSpan{Running: domain.Running{Namespace: r.Namespace, Account: r.Account, Labels: r.Labels}})
 	}

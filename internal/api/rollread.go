@@ -146,7 +146,10 @@ func (s *splitter) addRow(r domain.Rollup, group func(domain.Rollup) string) err
 	}
 	idle := r.Kind == domain.RollupIdle
 	g := ""
-	if !idle {
+	switch {
+	case r.Kind == domain.RollupMore:
+		g = domain.MoreGroups
+	case !idle:
 		g = group(r)
 	}
 	k := s.groupKey(r.ClusterID, g, idle)

@@ -224,7 +224,7 @@ func rollClusterMonth(ctx context.Context, tx store.Tx, b *billing.Book, cm doma
 	if err := tx.ScanUsage(ctx, uf, sp.add); err != nil {
 		return nil, err
 	}
-	return append(rows, workRollups(cm, c.ProjectID, sp, groups)...), nil
+	return append(rows, capGroups(cm, workRollups(cm, c.ProjectID, sp, groups), domain.MaxRollupGroups)...), nil
 }
 
 // workRollups are the splitter's groups as rows, and a row of units

@@ -2,14 +2,17 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/store"
@@ -271,5 +274,70 @@ func assertSame(t *testing.T, paths, want, got []string, when string) {
 		if got[i] != want[i] {
 			t.Errorf("%s: %s:\n got %s\nwant %s", when, paths[i], got[i], want[i])
 		}
+	}
+}
+
+// TestRollupsKeepAThousandGroups: a cluster whose every pod has a label
+// value of its own keeps at most domain.MaxRollupGroups groups in its
+// month's rollup, the smallest merged as "(more groups)", and the
+// month's totals stay exact.
+func TestRollupsKeepAThousandGroups(t *testing.T) {
+	s, st, now := rollFixture(t)
+	ctx := t.Context()
+	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var ws []domain.WorkSpan
+	for i := range domain.MaxRollupGroups + 200 {
+		start := nov.Add(time.Duration(i) * 30 * time.Minute)
+		ws = append(ws, domain.WorkSpan{ProjectID: "p-1", ClusterID: "c-4", NodeID: "n-own", End: start.Add(time.Duration(1+i%7) * time.Minute),
+			Running: domain.Running{Key: fmt.Sprint("u-", i), GPUs: 1, Start: start, Labels: map[string]string{"team": fmt.Sprint("own-", i)}}})
+	}
+	own := domain.UsageRecord{NodeID: "n-own", NodeName: "n-own", ClusterID: "c-4", ClusterName: "train-4", ProjectID: "p-1",
+		Region: "us-east", GPUType: "H100", Class: domain.Preemptible, BillingType: domain.BillingOnDemand, GPUs: 8,
+		Start: nov, End: nov.AddDate(0, 1, 0), Final: true}
+	err := st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutUsage(ctx, own); err != nil {
+			return err
+		}
+		return tx.AddWorkSpans(ctx, ws)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/v1/usage" + q(nov, nov.AddDate(0, 1, 0), "group_by", "label:team", "project_id", "p-1")
+	var raw, rolled apiv1.Usage
+	decode := func(body string, out *apiv1.Usage) {
+		if err := json.Unmarshal([]byte(body), out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decode(getAll(t, s, []string{path})[0], &raw)
+	rollAll(t, s, now)
+	decode(getAll(t, s, []string{path})[0], &rolled)
+	for _, scope := range []store.RollupFilter{{ClusterID: "c-4"}, {ProjectID: "p-1", Merged: true}} {
+		work, more := 0, 0
+		if err := st.ScanRollups(ctx, scope, func(r domain.Rollup) error {
+			switch r.Kind {
+			case domain.RollupWork:
+				work++
+			case domain.RollupMore:
+				more++
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if work+more > domain.MaxRollupGroups || more != 1 {
+			t.Errorf("%+v: %d work rows and %d of more groups", scope, work, more)
+		}
+	}
+	if !reflect.DeepEqual(rolled.Totals, raw.Totals) {
+		t.Errorf("totals rolled %+v, raw %+v", rolled.Totals, raw.Totals)
+	}
+	found := false
+	for _, l := range rolled.LineItems {
+		found = found || l.Group == domain.MoreGroups
+	}
+	if !found || len(rolled.LineItems) > domain.MaxRollupGroups+2 || len(raw.LineItems) <= domain.MaxRollupGroups {
+		t.Errorf("%d lines rolled (a more-groups line: %v), %d raw", len(rolled.LineItems), found, len(raw.LineItems))
 	}
 }

@@ -14,7 +14,19 @@ const (
 	RollupWork RollupKind = "work"
 	// RollupIdle: the rest of a cluster's usage, held by no work.
 	RollupIdle RollupKind = "idle"
+	// RollupMore: the work of the smallest groups past MaxRollupGroups
+	// of a cluster's (or a project's) month, as one group: a tenant
+	// whose every pod has labels of its own cannot grow the rollups
+	// past that.
+	RollupMore RollupKind = "more"
 )
+
+// MaxRollupGroups bounds the work groups a cluster's or a project's
+// month keeps in its rollup (RollupMore holds the rest).
+const MaxRollupGroups = 1000
+
+// MoreGroups is the group a split shows for RollupMore's work.
+const MoreGroups = "(more groups)"
 
 // Rollup is one row of a closed month's rollup of one cluster: a group of
 // usage lines merged as the usage API merges them (a field on which the

@@ -40,7 +40,7 @@ type RollupWriter interface {
 	// ended before before and lie wholly in rolled months.
 	PruneWorkSpans(ctx context.Context, before time.Time, limit int) (int, error)
 	// PruneClusterWork deletes up to limit of the clusters' work rows
-	// (RollupWork) of months that start before before; the clusters'
+	// (RollupWork, RollupMore) of months that start before before; the clusters'
 	// usage and idle rows and the projects' merged rows stay.
 	PruneClusterWork(ctx context.Context, before time.Time, limit int) (int, error)
 }

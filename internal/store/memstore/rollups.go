@@ -175,7 +175,7 @@ func (t *tx) PruneClusterWork(ctx context.Context, before time.Time, limit int) 
 		if k.month >= tkey(before) {
 			return false
 		}
-		if k.cluster != "" && r.Kind == domain.RollupWork {
+		if k.cluster != "" && (r.Kind == domain.RollupWork || r.Kind == domain.RollupMore) {
 			gone = append(gone, k)
 		}
 		return len(gone) < limit

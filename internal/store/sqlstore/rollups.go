@@ -276,7 +276,7 @@ func (t *tx) PruneClusterWork(ctx context.Context, before time.Time, limit int) 
 		return 0, nil
 	}
 	q := rebind(t.s.d, `DELETE FROM rollups WHERE (month, project_id, cluster_id, row_no) IN (SELECT month, project_id, cluster_id, row_no
-		FROM rollups WHERE month < ? AND cluster_id <> '' AND kind = 'work' LIMIT ?)`)
+		FROM rollups WHERE month < ? AND cluster_id <> '' AND kind IN ('work', 'more') LIMIT ?)`)
 	res, err := t.q.ExecContext(ctx, q, t.s.timeArg(before), limit)
 	if err != nil {
 		return 0, fmt.Errorf("%s: prune rollups: %w", t.s.d.Name, err)
