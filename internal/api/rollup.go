@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,6 +18,12 @@ import (
 // RollGrace is how long after a month ends the roller waits before it
 // rolls it: the meter's last cuts of the month land first.
 const RollGrace = time.Hour
+
+// RollWait is how long after a month ends the roller waits for an open
+// record that stops short of the month's end (a node the meter cannot
+// cut) before it rolls the month anyway: its cut, when it comes, is a
+// late row.
+const RollWait = 7 * 24 * time.Hour
 
 // RollPass rolls what is due at now, in bounded slices: the next closed
 // month is marked rolled with every cluster that used it dirty, then up
@@ -110,7 +117,7 @@ func rollOne(ctx context.Context, tx store.Tx, b *billing.Book, cm domain.Cluste
 
 // closeMonth marks the month at until rolled, with its clusters dirty,
 // once it has ended RollGrace ago and no open usage record stops short
-// of its end. With nothing rolled yet, the mark starts at the month of
+// of its end (or RollWait has passed). With nothing rolled yet, the mark starts at the month of
 // the first usage record (or stays unset without one).
 func (s *Server) closeMonth(ctx context.Context, until, now time.Time) error {
 	if until.IsZero() {
@@ -134,7 +141,7 @@ func (s *Server) closeMonth(ctx context.Context, until, now time.Time) error {
 		open = open || (!r.Final && r.End.Before(end))
 		return nil
 	})
-	if err != nil || open {
+	if err != nil || (open && now.Before(end.Add(RollWait))) {
 		return err
 	}
 	dirty := slices.Collect(maps.Keys(clusters))
@@ -159,7 +166,7 @@ func (s *Server) firstUsage(ctx context.Context) (time.Time, error) {
 	return first, err
 }
 
-var errStop = fmt.Errorf("stop")
+var errStop = errors.New("stop")
 
 // goneBefore is the time before which raw rows may have been pruned (the
 // later of the two retentions' horizons; zero: none pruned).

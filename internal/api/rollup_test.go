@@ -341,3 +341,27 @@ func TestRollupsKeepAThousandGroups(t *testing.T) {
 		t.Errorf("%d lines rolled (a more-groups line: %v), %d raw", len(rolled.LineItems), found, len(raw.LineItems))
 	}
 }
+
+// TestAMonthWaitsForItsOpenRecords: a month is not rolled while an open
+// record stops short of its end (the meter will cut it), unless that
+// lasts RollWait.
+func TestAMonthWaitsForItsOpenRecords(t *testing.T) {
+	s, st, _ := rollFixture(t)
+	ctx := t.Context()
+	nov, dec := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	open := domain.UsageRecord{NodeID: "n-open", ClusterID: "c-0", ProjectID: "p-0", Region: "us-east", GPUType: "H100",
+		Class: domain.Standard, GPUs: 8, Start: nov.AddDate(0, 0, 3), End: nov.AddDate(0, 0, 20)}
+	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutUsage(ctx, open) }); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		now, until time.Time
+	}{{dec.Add(2 * time.Hour), nov}, {dec.Add(RollWait - time.Hour), nov}, {dec.Add(RollWait + time.Hour), dec}} {
+		if _, err := s.RollPass(ctx, c.now, 1000); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := st.RollupState(ctx); !st.RolledUntil.Equal(c.until) {
+			t.Errorf("at %v: rolled until %v, want %v", c.now, st.RolledUntil, c.until)
+		}
+	}
+}
