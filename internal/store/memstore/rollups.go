@@ -208,13 +208,7 @@ func (t *tx) PruneUsage(ctx context.Context, before time.Time, limit int) (int, 
 	if !ok {
 		return 0, nil
 	}
-	var gone []*domain.UsageRecord
-	t.st.usage.each(func(_ stid, r *domain.UsageRecord) bool {
-		if r.Final && goes(r.End) {
-			gone = append(gone, r)
-		}
-		return len(gone) < limit
-	})
+	gone := firstOf(&t.st.usage, limit, func(r *domain.UsageRecord) bool { return r.Final && goes(r.End) })
 	for _, r := range gone {
 		start := tkey(r.Start)
 		t.st.usage.delete(t.w, stid{s: r.NodeID, t: start})
@@ -236,15 +230,22 @@ func (t *tx) PruneWorkSpans(ctx context.Context, before time.Time, limit int) (i
 	if !ok {
 		return 0, nil
 	}
-	var gone []*domain.WorkSpan
-	t.st.spans.each(func(_ int64, s *domain.WorkSpan) bool {
-		if goes(s.End) {
-			gone = append(gone, s)
-		}
-		return len(gone) < limit
-	})
+	gone := firstOf(&t.st.spans, limit, func(s *domain.WorkSpan) bool { return goes(s.End) })
 	t.dropSpans(gone)
 	return len(gone), nil
+}
+
+// firstOf are the first limit rows of tr, in its order, that goes says
+// go.
+func firstOf[K, V any](tr *tree[K, *V], limit int, goes func(*V) bool) []*V {
+	var out []*V
+	tr.each(func(_ K, v *V) bool {
+		if goes(v) {
+			out = append(out, v)
+		}
+		return len(out) < limit
+	})
+	return out
 }
 
 // dropSpans deletes ended spans from their tables.
