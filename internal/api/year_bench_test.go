@@ -47,7 +47,7 @@ func runYear(b *testing.B, backend string, nodes int) {
 	s.UsageRetention, s.SpanRetention = domain.DefaultUsageRetention, domain.DefaultSpanRetention
 	p := &retention.Pruner{Store: st, Clock: clk, Slice: 5000, Slices: 10000,
 		Rules: []retention.Rule{retention.Usage(domain.DefaultUsageRetention), retention.WorkSpans(domain.DefaultSpanRetention),
-			retention.ClusterWork(domain.DefaultUsageRetention)}}
+			retention.ClusterWork(domain.DefaultUsageRetention), retention.LabelSets()}}
 	live := map[int]int64{}
 	for m := 1; m <= 12; m++ {
 		month := start.AddDate(0, m-1, 0)

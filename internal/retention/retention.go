@@ -164,6 +164,14 @@ func ClusterWork(keep time.Duration) Rule {
 	}}
 }
 
+// LabelSets is the rule of the rollups' label sets: one no row names any
+// more goes (its rows went with their retention).
+func LabelSets() Rule {
+	return Rule{Table: "label_sets", Keep: 1, Prune: func(ctx context.Context, tx store.Tx, _ time.Time, limit int) (int, error) {
+		return tx.PruneLabelSets(ctx, limit)
+	}}
+}
+
 // clean is before, or earlier: the start of the first month waiting to
 // be rolled again (a late row), whose raw rows the roller still reads.
 func clean(ctx context.Context, tx store.Tx, before time.Time) (time.Time, error) {

@@ -471,7 +471,8 @@ func (b *boot) retention() *retention.Pruner {
 	keep := cmp.Or(b.o.AlertRetention, domain.DefaultAlertRetention)
 	usage, spans := b.rawRetention()
 	p := &retention.Pruner{Store: b.fenced, Clock: b.s.Clock, Pruned: b.s.Metrics.Pruned,
-		Rules: []retention.Rule{retention.BudgetAlerts(keep), retention.Usage(usage), retention.WorkSpans(spans), retention.ClusterWork(usage)}}
+		Rules: []retention.Rule{retention.BudgetAlerts(keep), retention.Usage(usage), retention.WorkSpans(spans), retention.ClusterWork(usage),
+			retention.LabelSets()}}
 	if sz, ok := b.s.Store.(store.Sizer); ok {
 		p.Sizer, p.Sizes = sz, b.s.Metrics.TableSizes
 	}

@@ -43,6 +43,9 @@ type RollupWriter interface {
 	// (RollupWork, RollupMore) of months that start before before; the clusters'
 	// usage and idle rows and the projects' merged rows stay.
 	PruneClusterWork(ctx context.Context, before time.Time, limit int) (int, error)
+	// PruneLabelSets deletes up to limit of the label sets no rollup row
+	// names any more.
+	PruneLabelSets(ctx context.Context, limit int) (int, error)
 }
 
 // RollupFilter selects rollup rows: of a project or cluster (empty: all),

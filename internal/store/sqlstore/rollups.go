@@ -285,6 +285,17 @@ func (t *tx) PruneClusterWork(ctx context.Context, before time.Time, limit int) 
 	return int(n), err
 }
 
+func (t *tx) PruneLabelSets(ctx context.Context, limit int) (int, error) {
+	q := rebind(t.s.d, `DELETE FROM label_sets WHERE id IN (SELECT id FROM label_sets l
+		WHERE NOT EXISTS (SELECT 1 FROM rollups r WHERE r.label_set_id = l.id) LIMIT ?)`)
+	res, err := t.q.ExecContext(ctx, q, limit)
+	if err != nil {
+		return 0, fmt.Errorf("%s: prune label sets: %w", t.s.d.Name, err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
 // pruneRolled deletes up to limit rows of table matching where (the cut
 // and the mark as its arguments), picked by their key columns.
 func (t *tx) pruneRolled(ctx context.Context, table, where, key string, before time.Time, limit int) (int, error) {

@@ -86,6 +86,11 @@ func testRollups(t *testing.T, s store.Store) {
 	if got := scan(store.RollupFilter{Merged: true}); len(got) != 1 {
 		t.Errorf("after pruning the clusters' work, merged rows %+v", got)
 	}
+	// Label sets no row names go; the merged row keeps its own.
+	update(t, s, func(tx store.Tx) error { _, err := tx.PruneLabelSets(ctx, 100); return err })
+	if got := scan(store.RollupFilter{Merged: true}); len(got) != 1 || !reflect.DeepEqual(got[0].Labels, team) {
+		t.Errorf("after pruning label sets, merged rows %+v", got)
+	}
 }
 
 // testRollupLateRows: once months are marked rolled, a row written late

@@ -41,6 +41,8 @@ CREATE TABLE rollups (
     PRIMARY KEY (month, project_id, cluster_id, row_no)
 );
 CREATE INDEX rollups_project ON rollups (project_id, month);
+-- A label set no row names any more goes.
+CREATE INDEX rollups_label_set ON rollups (label_set_id);
 -- A cluster month is rolled from its own spans.
 CREATE INDEX work_spans_cluster_start ON work_spans (cluster_id, start_at);
 -- A cluster's month to roll (again): its month closed, or a late row
