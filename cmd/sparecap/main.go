@@ -179,6 +179,7 @@ func serverFlags(cmd *cobra.Command, o *server.Options, a *serverArgs) {
 	f.IntVar(&o.NoticeWorkers, "notice-workers", 1024, "steps delivering drain notices run at once, apart from the other steps")
 	f.DurationVar(&o.AlertRetention, "budget-alert-retention", domain.DefaultAlertRetention, "how long budget alerts are kept; older ones are deleted in the background, a slice at a time (see docs/operations.md's retention table)")
 	f.DurationVar(&o.UsageRetention, "usage-retention", domain.DefaultUsageRetention, "how long raw usage records are kept once their month is rolled up; whole past months are answered from the rollups, per-node and per-day lines only this far back")
+	f.DurationVar(&o.HistoryRetention, "history-retention", domain.DefaultHistoryRetention, "how long the lost-work ledger and the history of removed nodes are kept; older entries are deleted in the background, a slice at a time")
 	f.Int64Var(&o.StorageQuota, "project-storage-quota", domain.DefaultStorageQuota, "bytes a project's own input may make the server keep (work spans, budgets and alerts, webhook endpoints and deliveries, tokens), unless the operator set the project one of its own; past it its optional writes are refused")
 	f.DurationVar(&o.SpanRetention, "work-span-retention", domain.DefaultSpanRetention, "how long raw work spans are kept once their month is rolled up; splits by namespace, account or label of whole past months come from the rollups, by job or unit of work only this far back")
 	f.DurationVar(&o.NodeLostAfter, "node-lost-after", 5*time.Minute, "a ready node whose Node object stays NotReady this long is lost: billing stops, its machine is taken back and the node replaced (a Node deleted by someone else is lost at once)")
@@ -287,6 +288,9 @@ func kubeFlags(o *server.Options, labels, taints, preemptible []string) error {
 	}
 	if o.AlertRetention < 24*time.Hour {
 		return fmt.Errorf("--budget-alert-retention must be at least 24h; got %s", o.AlertRetention)
+	}
+	if o.HistoryRetention < 28*24*time.Hour {
+		return fmt.Errorf("--history-retention must be at least 672h (28 days: the statistics read as much); got %s", o.HistoryRetention)
 	}
 	if o.StorageQuota < 1<<20 {
 		return fmt.Errorf("--project-storage-quota must be at least 1048576 bytes (1 MiB); got %d", o.StorageQuota)

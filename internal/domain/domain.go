@@ -48,6 +48,11 @@ const (
 	// months are rolled up: a budget's month, splits by job or unit of
 	// work, and periods not made of whole months reach back this far.
 	DefaultSpanRetention = 40 * 24 * time.Hour
+	// DefaultHistoryRetention is how long the lost-work ledger and the
+	// history of removed nodes are kept: 400 days, so last year's same
+	// month is there (the 7- and 28-day statistics and the hour-of-week
+	// history read far less).
+	DefaultHistoryRetention = 400 * 24 * time.Hour
 	// MinRawRetention is the least of both: a budget reads its whole
 	// month.
 	MinRawRetention = 32 * 24 * time.Hour

@@ -125,9 +125,7 @@ func (p *Pruner) Run(ctx context.Context, every time.Duration, logf func(msg str
 
 // BudgetAlerts is the rule of the budget alerts' history, kept keep.
 func BudgetAlerts(keep time.Duration) Rule {
-	return Rule{Table: "budget_alerts", Keep: keep, Prune: func(ctx context.Context, tx store.Tx, before time.Time, limit int) (int, error) {
-		return tx.PruneBudgetAlerts(ctx, before, limit)
-	}}
+	return txRule("budget_alerts", keep, store.Tx.PruneBudgetAlerts)
 }
 
 // Usage is the rule of raw usage records, kept keep once their months
@@ -161,6 +159,23 @@ func rawRule(table string, keep time.Duration, prune func(store.Tx, context.Cont
 func ClusterWork(keep time.Duration) Rule {
 	return Rule{Table: "rollups", Keep: keep, Prune: func(ctx context.Context, tx store.Tx, before time.Time, limit int) (int, error) {
 		return tx.PruneClusterWork(ctx, store.MonthOf(before), limit)
+	}}
+}
+
+// LostWork is the rule of the lost-work ledger, kept keep.
+func LostWork(keep time.Duration) Rule {
+	return txRule("lost_work", keep, store.Tx.PruneLostWork)
+}
+
+// NodeHistory is the rule of the removed nodes' history, kept keep.
+func NodeHistory(keep time.Duration) Rule {
+	return txRule("node_history", keep, store.Tx.PruneNodeHistory)
+}
+
+// txRule is the rule of a table its transaction's prune keeps.
+func txRule(table string, keep time.Duration, prune func(store.Tx, context.Context, time.Time, int) (int, error)) Rule {
+	return Rule{Table: table, Keep: keep, Prune: func(ctx context.Context, tx store.Tx, before time.Time, limit int) (int, error) {
+		return prune(tx, ctx, before, limit)
 	}}
 }
 

@@ -144,3 +144,24 @@ func TestRawRowsGoOnceRolledAndClean(t *testing.T) {
 		t.Fatalf("%d records and %d spans left, want March's (not rolled)", u, w)
 	}
 }
+
+// TestTheLedgerIsKeptItsRetention: the lost-work ledger's entries older
+// than its retention go.
+func TestTheLedgerIsKeptItsRetention(t *testing.T) {
+	st := memstore.New()
+	ctx := context.Background()
+	err := st.Update(ctx, func(tx store.Tx) error {
+		return tx.AddLostWork(ctx, []domain.LostWork{{NodeID: "old", At: t0}, {NodeID: "new", At: t0.AddDate(0, 0, 300)}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Pruner{Store: st, Clock: clock.NewFake(t0.AddDate(0, 0, 401)), Rules: []Rule{LostWork(400 * 24 * time.Hour), NodeHistory(400 * 24 * time.Hour)}}
+	if _, err := p.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	left, err := st.ListLostWork(ctx, store.LostWorkFilter{})
+	if err != nil || len(left) != 1 || left[0].NodeID != "new" {
+		t.Fatalf("left %+v (%v), want the newer entry", left, err)
+	}
+}

@@ -116,6 +116,10 @@ type Options struct {
 	// defaults, domain.DefaultUsageRetention and DefaultSpanRetention;
 	// negative: for ever).
 	UsageRetention, SpanRetention time.Duration
+	// HistoryRetention is how long the lost-work ledger and the removed
+	// nodes' history are kept (0: domain.DefaultHistoryRetention;
+	// negative: for ever).
+	HistoryRetention time.Duration
 	// StorageQuota is a project's storage quota in bytes when the
 	// operator set it none of its own (0: domain.DefaultStorageQuota).
 	StorageQuota int64

@@ -470,9 +470,10 @@ func (b *boot) term(ctx context.Context, epoch int64) {
 func (b *boot) retention() *retention.Pruner {
 	keep := cmp.Or(b.o.AlertRetention, domain.DefaultAlertRetention)
 	usage, spans := b.rawRetention()
+	history := cmp.Or(b.o.HistoryRetention, domain.DefaultHistoryRetention)
 	p := &retention.Pruner{Store: b.fenced, Clock: b.s.Clock, Pruned: b.s.Metrics.Pruned,
 		Rules: []retention.Rule{retention.BudgetAlerts(keep), retention.Usage(usage), retention.WorkSpans(spans), retention.ClusterWork(usage),
-			retention.LabelSets()}}
+			retention.LabelSets(), retention.LostWork(history), retention.NodeHistory(history)}}
 	if sz, ok := b.s.Store.(store.Sizer); ok {
 		p.Sizer, p.Sizes = sz, b.s.Metrics.TableSizes
 	}

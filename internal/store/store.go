@@ -208,6 +208,7 @@ type Tx interface {
 	WebhookWriter
 	RollupWriter
 	StorageWriter
+	RetentionWriter
 	// AddLostWork writes entries of the lost-work ledger; an entry of a
 	// node that has one is left as it was (a node is drained once).
 	AddLostWork(ctx context.Context, ws []domain.LostWork) error

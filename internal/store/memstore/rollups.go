@@ -196,6 +196,60 @@ func (t *tx) PruneLabelSets(ctx context.Context, limit int) (int, error) {
 	return 0, nil
 }
 
+// PruneLostWork deletes the entries noticed first.
+func (t *tx) PruneLostWork(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := t.write(ctx); err != nil {
+		return 0, err
+	}
+	defer t.unlock()
+	if before.IsZero() || limit <= 0 {
+		return 0, nil
+	}
+	cut := tkey(dbTime(before))
+	var gone []*domain.LostWork
+	t.st.lostWorkOrder.each(func(k tid, w *domain.LostWork) bool {
+		if k.t >= cut {
+			return false
+		}
+		gone = append(gone, w)
+		return len(gone) < limit
+	})
+	for _, w := range gone {
+		t.st.lostWork.delete(t.w, w.NodeID)
+		t.st.lostWorkOrder.delete(t.w, tid{tkey(w.At), w.NodeID})
+		t.st.lostWorkByProject.delete(t.w, stid{w.ProjectID, tkey(w.At), w.NodeID})
+	}
+	return len(gone), nil
+}
+
+// PruneNodeHistory deletes the archived nodes removed first.
+func (t *tx) PruneNodeHistory(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := t.write(ctx); err != nil {
+		return 0, err
+	}
+	defer t.unlock()
+	if before.IsZero() || limit <= 0 {
+		return 0, nil
+	}
+	cut := dbTime(before)
+	var old []*domain.Node
+	t.st.history.each(func(_ string, n *domain.Node) bool {
+		if !n.RemovedAt.IsZero() && n.RemovedAt.Before(cut) {
+			old = append(old, n)
+		}
+		return true
+	})
+	slices.SortStableFunc(old, func(a, b *domain.Node) int { return a.RemovedAt.Compare(b.RemovedAt) })
+	for _, n := range old[:min(len(old), limit)] {
+		k := created(n)
+		t.st.history.delete(t.w, n.ID)
+		t.st.historyOrder.delete(t.w, k)
+		t.st.historyByCluster.delete(t.w, stid{n.ClusterID, k.t, n.ID})
+		t.st.historyByMachine.delete(t.w, stid{n.MachineID, k.t, n.ID})
+	}
+	return min(len(old), limit), nil
+}
+
 // behindMark says of an end whether a row ending then goes: before
 // before and by the rollup mark; ok is false when nothing goes.
 func (t *tx) behindMark(before time.Time, limit int) (goes func(end time.Time) bool, ok bool) {

@@ -296,6 +296,31 @@ func (t *tx) PruneLabelSets(ctx context.Context, limit int) (int, error) {
 	return int(n), err
 }
 
+// PruneLostWork deletes the entries noticed first.
+func (t *tx) PruneLostWork(ctx context.Context, before time.Time, limit int) (int, error) {
+	return t.pruneOldest(ctx, "lost_work", "node_id", "noticed_at", before, limit)
+}
+
+// PruneNodeHistory deletes the nodes removed first.
+func (t *tx) PruneNodeHistory(ctx context.Context, before time.Time, limit int) (int, error) {
+	return t.pruneOldest(ctx, "node_history", "id", "removed_at", before, limit)
+}
+
+// pruneOldest deletes up to limit rows of table whose at column is
+// before before, oldest first, picked by their key.
+func (t *tx) pruneOldest(ctx context.Context, table, key, at string, before time.Time, limit int) (int, error) {
+	if before.IsZero() || limit <= 0 {
+		return 0, nil
+	}
+	q := rebind(t.s.d, `DELETE FROM `+table+` WHERE `+key+` IN (SELECT `+key+` FROM `+table+` WHERE `+at+` < ? ORDER BY `+at+` LIMIT ?)`)
+	res, err := t.q.ExecContext(ctx, q, t.s.timeArg(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("%s: prune %s: %w", t.s.d.Name, table, err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
 // pruneRolled deletes up to limit rows of table matching where (the cut
 // and the mark as its arguments), picked by their key columns.
 func (t *tx) pruneRolled(ctx context.Context, table, where, key string, before time.Time, limit int) (int, error) {

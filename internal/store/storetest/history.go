@@ -24,6 +24,8 @@ func runHistory(t *testing.T, newDB NewDB) {
 		{"ArchiveNodes", testArchiveNodes},
 		{"ArchiveNodesOnlyFinished", testArchiveNodesOnlyFinished},
 		{"ArchiveNodesLimit", testArchiveNodesLimit},
+		{"PruneNodeHistory", testPruneNodeHistory},
+		{"PruneLostWork", testPruneLostWork},
 		{"ScanUsage", testScanUsage},
 		{"BulkReads", testBulkReads},
 		{"PutUsages", testPutUsages},
@@ -859,5 +861,69 @@ func testCreateClusters(t *testing.T, s store.Store) {
 	}
 	if c, err := s.GetCluster(ctx, "cc-07"); err != nil || c.Name != want[7].Name {
 		t.Fatalf("the live cluster whose ID was asked again: %+v, %v", c, err)
+	}
+}
+
+// testPruneNodeHistory: archived nodes go, those removed first first, a
+// slice at a time; GetNode no longer finds them.
+func testPruneNodeHistory(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	update(t, s, func(tx store.Tx) error {
+		for i := range 10 {
+			id := fmt.Sprintf("n%02d", i)
+			n := node(id, "c1", "m1", domain.NodeRemoved, at(i))
+			n.ReadyAt, n.RemovedAt = at(i), at(100-i) // removed in the reverse order of creation
+			if err := tx.CreateNode(ctx, n); err != nil {
+				return err
+			}
+			if err := tx.PutUsage(ctx, usageRecord(id, "c1", "p1", at(i), at(100-i), true)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if n := archive(t, s, 200, 100); n != 10 {
+		t.Fatalf("archived %d, want 10", n)
+	}
+	prune := func(before, limit int) (n int) {
+		update(t, s, func(tx store.Tx) (err error) { n, err = tx.PruneNodeHistory(ctx, at(before), limit); return err })
+		return n
+	}
+	if n := prune(95, 3); n != 3 {
+		t.Fatalf("first slice %d, want 3", n)
+	}
+	if n := prune(95, 10); n != 1 {
+		t.Fatalf("second slice %d, want the one left removed before minute 95", n)
+	}
+	for i, gone := range map[int]bool{9: true, 6: true, 5: false, 0: false} {
+		_, err := s.GetNode(ctx, fmt.Sprintf("n%02d", i))
+		if gone != errors.Is(err, domain.ErrNotFound) {
+			t.Errorf("n%02d: %v, gone %v", i, err, gone)
+		}
+	}
+	all, err := s.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
+	if err != nil || len(all) != 6 {
+		t.Fatalf("nodes left %v %v", err, nodeIDs(all))
+	}
+}
+
+// testPruneLostWork: entries go, those noticed first first.
+func testPruneLostWork(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var ws []domain.LostWork
+	for i := range 5 {
+		ws = append(ws, domain.LostWork{NodeID: fmt.Sprint("n", i), ClusterID: "c1", ProjectID: "p1", At: at(10 * i), GPUSeconds: 60})
+	}
+	update(t, s, func(tx store.Tx) error { return tx.AddLostWork(ctx, ws) })
+	var n int
+	update(t, s, func(tx store.Tx) (err error) { n, err = tx.PruneLostWork(ctx, at(25), 2); return err })
+	if n != 2 {
+		t.Fatalf("pruned %d, want 2", n)
+	}
+	update(t, s, func(tx store.Tx) (err error) { n, err = tx.PruneLostWork(ctx, at(25), 10); return err })
+	left, err := s.ListLostWork(ctx, store.LostWorkFilter{})
+	if err != nil || n != 1 || len(left) != 2 || left[0].NodeID != "n3" {
+		t.Fatalf("pruned %d, left %+v (%v)", n, left, err)
 	}
 }
