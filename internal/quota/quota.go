@@ -138,7 +138,8 @@ func (k *Keeper) Tell(ctx context.Context) {
 	if k.over == nil {
 		k.over = map[string]bool{}
 	}
-	for p, q := range k.quotas {
+	for _, p := range slices.Sorted(maps.Keys(k.quotas)) { // told in the order of the projects
+		q := k.quotas[p]
 		if (k.used[p] > k.limit(q) || k.refused[p]) && !k.over[p] {
 			reached = append(reached, Use{ProjectID: p, Used: k.used[p], Quota: k.limit(q)})
 			k.over[p] = true
