@@ -365,3 +365,39 @@ func TestAMonthWaitsForItsOpenRecords(t *testing.T) {
 		}
 	}
 }
+
+// failAfter is a store whose Updates fail once n have committed: a
+// leader killed in the middle of rolling a month up.
+type failAfter struct {
+	store.Store
+	n int
+}
+
+func (f *failAfter) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if f.n <= 0 {
+		return fmt.Errorf("the leader is gone")
+	}
+	f.n--
+	return f.Store.Update(ctx, fn)
+}
+
+// TestARollCutShortIsFinishedByTheNext: a roller stopped after a few of
+// a month's transactions leaves the month marked, answered from the raw
+// rows meanwhile (the same answers), and the next roller (a new leader)
+// finishes it with the same rows the uninterrupted roll writes.
+func TestARollCutShortIsFinishedByTheNext(t *testing.T) {
+	s, st, now := rollFixture(t)
+	paths := rollQueries()
+	raw := getAll(t, s, paths)
+	s.store = &failAfter{Store: st, n: 4}
+	if _, err := s.RollPass(t.Context(), now, 1000); err == nil {
+		t.Fatal("the cut-short roller reported no failure")
+	}
+	s.store = st
+	if state, _ := st.RollupState(t.Context()); len(state.Dirty) == 0 {
+		t.Fatal("nothing left to roll after the cut")
+	}
+	assertSame(t, paths, raw, getAll(t, s, paths), "cut short")
+	rollAll(t, s, now)
+	assertSame(t, paths, raw, getAll(t, s, paths), "finished")
+}
