@@ -13,6 +13,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/fleet"
 	"github.com/sparecap/sparecap/internal/simulate"
+	"github.com/sparecap/sparecap/internal/termsafe"
 )
 
 // maxScenario bounds a scenario file.
@@ -49,8 +50,10 @@ of policy,scope,name,metric,value.
 With --trace the demand comes from a trace instead of the scenario's random
 process: in sparecap's format, or (--trace-format) the pod list of Alibaba's
 GPU cluster trace 2023 or the job list of its spot GPU trace 2026, whose GPUs
-are summed per class and GPU type; --nodes reads the fleet from the same
-trace's node list (keeping the scenario's prices). See docs/planning.md.`,
+are summed per class and GPU type (a pod of any type, or of "A|B", goes at its
+arrival to the first of those with room, cheapest first); --nodes reads the
+fleet from the same trace's node list (keeping the scenario's prices). A run
+whose demand was mostly refused says so first. See docs/planning.md.`,
 		Example: `  sparecap simulate scenario.yaml
   sparecap simulate scenario.yaml --seed 2 --horizon 720h -o json
   sparecap simulate scenario.yaml --fleet /etc/sparecap/fleet.yaml
@@ -73,6 +76,9 @@ trace's node list (keeping the scenario's prices). See docs/planning.md.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if s.output != outTable {
+				warnAbout(cmd.ErrOrStderr(), c) // the table shows them itself
+			}
 			switch s.output {
 			case outCSV:
 				return c.WriteCSV(out)
@@ -125,7 +131,7 @@ func (a *simulateArgs) load(cmd *cobra.Command, path string) (simulate.Scenario,
 	}
 	evs := simulate.Generate(sc)
 	if a.tracePath != "" {
-		if evs, err = readTrace(a.traceFormat, a.tracePath); err != nil {
+		if evs, err = readTrace(a.traceFormat, a.tracePath, sc.Fleet); err != nil {
 			return sc, nil, err
 		}
 	}
@@ -160,13 +166,13 @@ func fleetFromNodes(sc *simulate.Scenario, format, path string) error {
 	return nil
 }
 
-func readTrace(format, path string) ([]simulate.Event, error) {
+func readTrace(format, path string, fl fleet.File) ([]simulate.Event, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read the trace: %w", err)
 	}
 	defer f.Close()
-	evs, err := simulate.ReadTraceAs(format, f)
+	evs, err := simulate.ReadTraceAs(format, f, fl)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -188,6 +194,15 @@ func readBounded(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
 	}
 	return b, nil
+}
+
+// warnAbout writes a comparison's warnings where a person sees them.
+func warnAbout(w io.Writer, c *simulate.Comparison) {
+	for _, r := range c.Runs {
+		for _, m := range r.Warnings {
+			fmt.Fprintf(w, "WARNING (%s): %s.\n", termsafe.Escape(r.Policy.Name), termsafe.Escape(m))
+		}
+	}
 }
 
 func isTerminal(w io.Writer) bool {

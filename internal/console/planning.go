@@ -199,6 +199,7 @@ type simResult struct {
 			Name string `json:"name"`
 		} `json:"policy"`
 		Operator map[string]any   `json:"operator"`
+		Warnings []string         `json:"warnings"`
 		Tenants  []map[string]any `json:"tenants"`
 		Series   []map[string]any `json:"series"`
 	} `json:"runs"`
@@ -206,7 +207,7 @@ type simResult struct {
 
 // operatorRows are the operator's figures the page compares.
 var operatorRows = []struct{ Key, Name string }{
-	{"fleet_gpu_hours", "Fleet GPU-hours"}, {"standard_gpu_hours", "Standard GPU-hours"}, {"preemptible_gpu_hours", "Preemptible GPU-hours"},
+	{"fleet_gpu_hours", "Fleet GPU-hours"}, {"asked_standard_gpu_hours", "Standard GPU-hours asked"}, {"asked_preemptible_gpu_hours", "Preemptible GPU-hours asked"}, {"standard_gpu_hours", "Standard GPU-hours"}, {"preemptible_gpu_hours", "Preemptible GPU-hours"},
 	{"lent_from_idle_gpu_hours", "lent from idle on-demand"}, {"lent_from_reserved_gpu_hours", "lent from idle reservations"},
 	{"idle_gpu_hours", "Idle GPU-hours"}, {"preemptible_revenue", "Preemptible revenue"}, {"standard_revenue", "Standard revenue"},
 	{"reclaims", "Reclaims"}, {"on_demand_refused", "On-demand requests refused"}, {"on_demand_waited_for_a_drain", "On-demand requests that waited for a drain"},

@@ -89,7 +89,7 @@ func TestSimulationPages(t *testing.T) {
 		t.Errorf("a formatting error on the result page:\n%s", page)
 	}
 	for _, want := range []string{"The operator, policy by policy", "<th>policy</th><th>slow</th>", `id="sim-chart-0"`, `id="sim-chart-1"`,
-		`id="sim-data-1"`, `id="sim-reclaims"`, "tenant-1-us-central-2-rtx-6000-pci", "Preemptible GPU-hours", "Waited for a gang GPU-h"} {
+		`id="sim-data-1"`, `id="sim-reclaims"`, "tenant-1-us-central-2-rtx-6000-pci", "Preemptible GPU-hours", "Standard GPU-hours asked", "Waited for a gang GPU-h"} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("result page %d lacks %q:\n%s", status, want, page)
 		}
@@ -99,5 +99,30 @@ func TestSimulationPages(t *testing.T) {
 	}
 	if _, page, _ = a.get("/console/simulations"); !strings.Contains(page, strings.TrimPrefix(loc, "/console/simulations/")) {
 		t.Error("the list does not show the simulation")
+	}
+	// Demand the fleet cannot hold: the page says so before any figure.
+	huge := "seed: 2\nhorizon: 2h\non_demand: {arrivals_per_hour: 20, mean_lifetime: 2h, gpus: [99992]}\n"
+	if status, _, h = a.post("/console/simulations", url.Values{"csrf": {csrf}, "scenario": {huge}}); status != http.StatusSeeOther {
+		t.Fatalf("run %d", status)
+	}
+	page = waitSimulation(t, a, h.Get("Location"))
+	if !strings.Contains(page, `<strong>Warning (policy):</strong> most of the standard demand was refused`) {
+		t.Errorf("the result of refused demand does not warn:\n%s", page)
+	}
+}
+
+// waitSimulation reads the console's page of a simulation until it is done.
+func waitSimulation(t *testing.T, a *browser, loc string) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, page, _ := a.get(loc)
+		if strings.Contains(page, `id="sim-status">done<`) {
+			return page
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("simulation %s not done in a minute:\n%s", loc, page)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

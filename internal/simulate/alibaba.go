@@ -36,29 +36,33 @@ const AlibabaRegion = "alibaba"
 // Formats lists the trace formats, for help and errors.
 var Formats = []string{FormatSparecap, FormatAlibaba2023, FormatAlibaba2026}
 
-// ReadTraceAs reads a trace in one of Formats. Alibaba's traces list
-// pods or jobs; their GPUs are summed per class and GPU type (latency-
-// sensitive and guaranteed pods, and HP jobs, are standard; best-effort
-// and burstable pods, and Spot jobs, preemptible) into one cluster each,
-// in AlibabaRegion, whose size follows the sum rounded up to whole 8-GPU
-// nodes; times are shifted so the trace starts at 0.
-func ReadTraceAs(format string, r io.Reader) ([]Event, error) {
+// ReadTraceAs reads a trace in one of Formats, to be replayed on fleet fl.
+// Alibaba's traces list pods or jobs; their GPUs are summed per class and
+// GPU type (latency-sensitive and guaranteed pods, and HP jobs, are
+// standard; best-effort and burstable pods, and Spot jobs, preemptible)
+// into one cluster each, in AlibabaRegion, whose size follows the sum
+// rounded up to whole 8-GPU nodes; times are shifted so the trace starts
+// at 0. A pod or job that accepts several GPU types (an empty type: any
+// of fl's in AlibabaRegion; "A|B": either) is placed at its arrival on
+// the first of them with room (see place).
+func ReadTraceAs(format string, r io.Reader, fl fleet.File) ([]Event, error) {
 	switch format {
 	case FormatSparecap, "":
 		return ReadTrace(r)
 	case FormatAlibaba2023:
-		return readAlibaba(r, alibaba2023)
+		return readAlibaba(r, alibaba2023, fl)
 	case FormatAlibaba2026:
-		return readAlibaba(r, alibaba2026)
+		return readAlibaba(r, alibaba2026, fl)
 	}
 	return nil, fmt.Errorf("unknown trace format %q: use one of %s", trim(format), strings.Join(Formats, ", "))
 }
 
-// usage is one pod's or job's GPUs over [from, to) (to < 0: to the end).
+// usage is one pod's or job's GPUs over [from, to) (to < 0: to the end),
+// of any of the types anyOf (none: any type of the fleet).
 type usage struct {
 	from, to float64
 	class    domain.ComputeClass
-	gpu      string
+	anyOf    []string
 	gpus     int
 }
 
@@ -76,7 +80,7 @@ var alibaba2023 = alibabaFormat{name: FormatAlibaba2023,
 		if err != nil || gpus == 0 || f["scheduled_time"] == "" {
 			return usage{}, false, err // no GPU, or never ran
 		}
-		u := usage{gpu: gpuName(f["gpu_spec"]), gpus: gpus, to: -1}
+		u := usage{anyOf: gpuSpec(f["gpu_spec"]), gpus: gpus, to: -1}
 		switch f["qos"] {
 		case "LS", "Guaranteed":
 			u.class = domain.Standard
@@ -111,7 +115,7 @@ var alibaba2026 = alibabaFormat{name: FormatAlibaba2026,
 		if gpus == 0 {
 			return usage{}, false, nil
 		}
-		u := usage{gpu: gpuName(f["gpu_model"]), gpus: gpus}
+		u := usage{anyOf: gpuSpec(f["gpu_model"]), gpus: gpus}
 		switch f["job_type"] {
 		case "HP":
 			u.class = domain.Standard
@@ -132,7 +136,7 @@ var alibaba2026 = alibabaFormat{name: FormatAlibaba2026,
 	}}
 
 // readAlibaba reads one of Alibaba's layouts into demand.
-func readAlibaba(r io.Reader, af alibabaFormat) ([]Event, error) {
+func readAlibaba(r io.Reader, af alibabaFormat, fl fleet.File) ([]Event, error) {
 	cr := csv.NewReader(&lineBound{r: newBufReader(r)})
 	cr.ReuseRecord = true
 	head, err := cr.Read()
@@ -169,12 +173,13 @@ func readAlibaba(r io.Reader, af alibabaFormat) ([]Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	return aggregate(us), nil
+	return aggregate(us, fleetTypes(fl)), nil
 }
 
 // aggregate turns usages into the demand of one cluster per class and
-// GPU type, following their summed GPUs in whole nodes.
-func aggregate(us []usage) []Event {
+// GPU type, following their summed GPUs in whole nodes; each usage goes
+// to the type place chooses at its arrival.
+func aggregate(us []usage, types []fleetType) []Event {
 	if len(us) == 0 {
 		return nil
 	}
@@ -183,31 +188,39 @@ func aggregate(us []usage) []Event {
 		start = math.Min(start, u.from)
 	}
 	type change struct {
-		at    float64
-		key   [2]string
-		delta int
+		at  float64
+		u   int
+		end bool
 	}
 	var cs []change
-	for _, u := range us {
-		k := [2]string{string(u.class), u.gpu}
-		cs = append(cs, change{u.from - start, k, u.gpus})
+	for i, u := range us {
+		cs = append(cs, change{u.from - start, i, false})
 		if u.to >= u.from {
-			cs = append(cs, change{u.to - start, k, -u.gpus})
+			cs = append(cs, change{u.to - start, i, true})
 		}
 	}
 	slices.SortStableFunc(cs, func(a, b change) int { return cmp.Compare(a.at, b.at) })
-	sum, size := map[[2]string]int{}, map[[2]string]int{}
+	pl := newPlacer(types)
+	on := make([]string, len(us)) // the type each usage was placed on
+	size := map[[2]string]int{}
 	var evs []Event
 	for _, c := range cs {
-		sum[c.key] += c.delta
-		nodes := min((max(sum[c.key], 0)+7)/8*8, 100_000)
-		if nodes == size[c.key] {
+		u := us[c.u]
+		delta := u.gpus
+		if c.end {
+			delta = -delta
+		} else {
+			on[c.u] = pl.place(u)
+		}
+		k := [2]string{string(u.class), on[c.u]}
+		pl.sum[k] += delta
+		nodes := pl.nodes(k)
+		if nodes == size[k] {
 			continue
 		}
-		size[c.key] = nodes
+		size[k] = nodes
 		at := time.Duration(math.Min(c.at, MaxHorizon.Seconds()) * float64(time.Second)).Round(time.Second)
-		class := domain.ComputeClass(c.key[0])
-		evs = append(evs, Event{At: at, Cluster: clusterName(class, c.key[1]), Region: AlibabaRegion, GPUType: c.key[1], Class: class, GPUs: nodes})
+		evs = append(evs, Event{At: at, Cluster: clusterName(u.class, k[1]), Region: AlibabaRegion, GPUType: k[1], Class: u.class, GPUs: nodes})
 	}
 	return evs
 }
@@ -243,6 +256,20 @@ func gpuName(s string) string {
 		return "GPU"
 	}
 	return n
+}
+
+// gpuSpec reads a trace's GPU type: "" is any (nil), "A|B" either.
+func gpuSpec(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	var out []string
+	for _, p := range strings.SplitN(s, "|", maxAnyOf+1)[:min(strings.Count(s, "|")+1, maxAnyOf)] {
+		if n := gpuName(strings.TrimSpace(p)); !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func count(s, field string) (int, error) {

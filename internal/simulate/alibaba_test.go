@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/fleet"
 )
 
 // Rows in the layout of Alibaba's cluster-trace-gpu-v2023 (openb_pod_list
@@ -35,7 +36,7 @@ job-3,org-a,A100,4,0.5,3,1200,600,Spot
 )
 
 func TestReadAlibaba2023(t *testing.T) {
-	evs, err := ReadTraceAs(FormatAlibaba2023, strings.NewReader(alibabaPods))
+	evs, err := ReadTraceAs(FormatAlibaba2023, strings.NewReader(alibabaPods), fleet.File{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestReadAlibaba2023(t *testing.T) {
 }
 
 func TestReadAlibaba2026(t *testing.T) {
-	evs, err := ReadTraceAs(FormatAlibaba2026, strings.NewReader(alibabaJobs))
+	evs, err := ReadTraceAs(FormatAlibaba2026, strings.NewReader(alibabaJobs), fleet.File{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestReadAlibabaRefuses(t *testing.T) {
 		{FormatAlibaba2026, strings.Replace(alibabaJobs, ",HP\n", ",VIP\n", 1), `job_type "VIP"`},
 		{FormatAlibaba2026, strings.Replace(alibabaJobs, "A100,16,1,4", "A100,16,-1,4", 1), `gpu_request "-1"`},
 	} {
-		if _, err := ReadTraceAs(c.format, strings.NewReader(c.in)); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := ReadTraceAs(c.format, strings.NewReader(c.in), fleet.File{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %.50q: %v; want %q", c.format, c.in, err, c.want)
 		}
 	}
@@ -123,7 +124,7 @@ func FuzzReadAlibaba(f *testing.F) {
 		switch which % 3 {
 		case 0, 1:
 			format := []string{FormatAlibaba2023, FormatAlibaba2026}[(which%3+3)%3%2]
-			evs, err := ReadTraceAs(format, bytes.NewReader(data))
+			evs, err := ReadTraceAs(format, bytes.NewReader(data), fleet.File{})
 			if err != nil {
 				return
 			}
@@ -145,4 +146,90 @@ func FuzzReadAlibaba(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A trace that says "any of these": the 2023 trace leaves gpu_spec empty
+// (any GPU will do) or names alternatives ("A|B"). Each pod goes, at its
+// arrival, to the first type with room in the documented order (the
+// cheapest on demand first), and the replay places them all.
+func TestATraceThatSaysAnyOfThese(t *testing.T) {
+	pods := `name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+p1,1000,1024,12,1000,,LS,Running,0,7200,0
+p2,1000,1024,8,1000,,LS,Running,600,7200,600
+p3,1000,1024,8,1000,,BE,Running,1200,7200,1200
+p4,1000,1024,4,1000,B|Z80,Guaranteed,Running,1800,5400,1800
+p5,1000,1024,8,1000,Z80,LS,Running,2400,3000,2400
+`
+	nodes := "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,8,B\nn2,1,1,8,B\nn3,1,1,8,A\nn4,1,1,8,A\nn5,1,1,8,B\n"
+	fl, err := ReadAlibabaNodes(FormatAlibaba2023, strings.NewReader(nodes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl.Prices = map[string]string{"A": "1.00", "B": "2.00"}
+	evs, err := ReadTraceAs(FormatAlibaba2023, strings.NewReader(pods), fl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		got = append(got, fmt.Sprintf("%s %s %s=%d", e.At, e.GPUType, e.Class, e.GPUs))
+	}
+	// p1 fits A (cheapest, 16 GPUs); p2 does not (24 in whole nodes):
+	// B; p3, preemptible, finds A full of standard nodes: B, beside p2;
+	// p4 names B or a type no pool has: B; p5 a type no pool has.
+	want := "[0s A standard=16 10m0s B standard=8 20m0s B preemptible=8 30m0s B standard=16 40m0s Z80 standard=8 50m0s Z80 standard=0 1h30m0s B standard=8 2h0m0s A standard=0 2h0m0s B standard=0 2h0m0s B preemptible=0]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("events\n%v\nwant\n%s", got, want)
+	}
+	s := Scenario{Horizon: Duration{3 * time.Hour}, Fleet: fl, Policy: Policy{Name: "replay"}}
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), s, evs, s.Policy, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := r.Operator
+	// Only p5, which names a type no pool has, is refused.
+	if op.Refused != 1 || op.AskedStandardGPUh != hours(16*7200+8*6600+8*3600+8*600) || op.AskedPreemptibleGPUh != hours(8*6000) {
+		t.Errorf("operator %+v", op)
+	}
+	if op.StandardGPUh < op.AskedStandardGPUh-hours(8*600)-1 || op.PreemptibleGPUh < op.AskedPreemptibleGPUh-0.5 {
+		t.Errorf("delivered %v standard and %v preemptible GPU-hours of %v and %v asked", op.StandardGPUh, op.PreemptibleGPUh, op.AskedStandardGPUh, op.AskedPreemptibleGPUh)
+	}
+	if len(r.Warnings) != 0 {
+		t.Errorf("warnings %q", r.Warnings)
+	}
+}
+
+// A replay whose demand was mostly refused says so: here the trace runs
+// on a fleet whose one pool is of another type than every pod asks.
+func TestAReplayMostlyRefusedSaysSo(t *testing.T) {
+	fl, err := ReadAlibabaNodes(FormatAlibaba2023, strings.NewReader("sn,gpu,model\nn1,8,A100\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl.Prices = map[string]string{"A100": "2.00"}
+	evs, err := ReadTraceAs(FormatAlibaba2023, strings.NewReader(alibabaPods), fl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Scenario{Horizon: Duration{2 * time.Hour}, Fleet: fl, Policy: Policy{Name: "replay"}}
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compare(context.Background(), s, evs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := strings.Join(c.Runs[0].Warnings, "\n")
+	for _, want := range []string{"most of the standard demand was refused", "no pool has the GPU type V100M16", "the demand runs to T+3h0m0s, past the horizon of 2h0m0s"} {
+		if !strings.Contains(ws, want) {
+			t.Errorf("warnings %q lack %q", ws, want)
+		}
+	}
+	var b bytes.Buffer
+	if err := c.WriteTable(&b); err != nil || !strings.Contains(b.String(), "WARNING (replay): most of the standard demand was refused") {
+		t.Errorf("the table does not warn: %v\n%s", err, b.String())
+	}
 }

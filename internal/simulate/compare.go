@@ -61,6 +61,16 @@ func Compare(ctx context.Context, s Scenario, evs []Event, progress func(Progres
 	return c, nil
 }
 
+// warned: a run has warnings.
+func (c *Comparison) warned() bool {
+	for _, r := range c.Runs {
+		if len(r.Warnings) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // WriteJSON writes the comparison as indented JSON.
 func (c *Comparison) WriteJSON(w io.Writer) error {
 	e := json.NewEncoder(w)
@@ -73,6 +83,14 @@ func (c *Comparison) WriteJSON(w io.Writer) error {
 func (c *Comparison) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "Seed %d, horizon %s, %d demand events.\n\n", c.Seed, c.Horizon.D, c.Events)
+	for _, r := range c.Runs {
+		for _, w := range r.Warnings {
+			fmt.Fprintf(tw, "WARNING (%s): %s.\n", r.Policy.Name, w)
+		}
+	}
+	if c.warned() {
+		fmt.Fprintln(tw)
+	}
 	head := "OPERATOR"
 	for _, r := range c.Runs {
 		head += "\t" + r.Policy.Name
@@ -112,6 +130,8 @@ var operatorMetrics = []struct {
 	csv func(*Operator) string
 }{
 	{"Fleet GPU-hours", "fleet_gpu_hours", func(o *Operator) string { return num(o.FleetGPUh) }, nil},
+	{"Standard GPU-hours asked", "asked_standard_gpu_hours", func(o *Operator) string { return num(o.AskedStandardGPUh) }, nil},
+	{"Preemptible GPU-hours asked", "asked_preemptible_gpu_hours", func(o *Operator) string { return num(o.AskedPreemptibleGPUh) }, nil},
 	{"Standard GPU-hours", "standard_gpu_hours", func(o *Operator) string { return num(o.StandardGPUh) }, nil},
 	{"Preemptible GPU-hours", "preemptible_gpu_hours", func(o *Operator) string { return num(o.PreemptibleGPUh) }, nil},
 	{"  lent from idle on-demand", "lent_from_idle_gpu_hours", func(o *Operator) string { return num(o.LentFromIdleGPUh) }, nil},
@@ -160,6 +180,9 @@ func (c *Comparison) WriteCSV(w io.Writer) error {
 					cw.Write([]string{p, "tenant", csvcell.Text(t.Cluster), kv[0], kv[1]})
 				}
 			}
+		}
+		for _, w := range r.Warnings {
+			cw.Write([]string{p, "warning", "", "message", csvcell.Text(w)})
 		}
 		for _, pr := range r.Pools {
 			name := pr.Region + "/" + pr.GPUType

@@ -58,6 +58,7 @@ type world struct {
 	meter *metering.Meter
 	// ids maps a demand's cluster names to the clusters made for them.
 	ids     map[string]string
+	evs     []Event
 	refused int
 	errs    int
 	ticks   int
@@ -76,6 +77,7 @@ func run(ctx context.Context, sc Scenario, evs []Event, pol Policy, progress fun
 		return nil, err
 	}
 	defer w.st.Close()
+	w.evs = evs
 	if err := w.loop(ctx, evs, progress); err != nil {
 		return nil, err
 	}

@@ -90,7 +90,7 @@ func TestFidelityAgainstTheServer(t *testing.T) {
 	}
 	h := startServer(t, sc)
 	refused := h.replay(t, evs)
-	got, err := simulate.Outcome(ctx, h.srv.Store, sc, sc.Policy, refused)
+	got, err := simulate.Outcome(ctx, h.srv.Store, sc, sc.Policy, evs, refused)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,9 @@ type Result struct {
 	Series   []Sample       `json:"series"`
 	Run      RunStats       `json:"run"`
 	Pools    []PoolReclaims `json:"reclaims_by_pool"`
+	// Warnings say what the figures hide: demand mostly refused, or cut
+	// by the horizon.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Tenant is one preemptible cluster's outcome.
@@ -60,21 +63,25 @@ type Tenant struct {
 
 // Operator is the fleet's outcome.
 type Operator struct {
-	FleetGPUh           float64  `json:"fleet_gpu_hours"`
-	StandardGPUh        float64  `json:"standard_gpu_hours"`
-	PreemptibleGPUh     float64  `json:"preemptible_gpu_hours"`
-	TransitGPUh         float64  `json:"transit_gpu_hours"`
-	IdleGPUh            float64  `json:"idle_gpu_hours"`
-	LentFromIdleGPUh    float64  `json:"lent_from_idle_gpu_hours"`
-	LentFromReserveGPUh float64  `json:"lent_from_reserved_gpu_hours"`
-	StandardRevenue     string   `json:"standard_revenue"`
-	PreemptibleRevenue  string   `json:"preemptible_revenue"`
-	Reclaims            int      `json:"reclaims"`
-	OnDemandRequests    int      `json:"on_demand_requests"`
-	Refused             int      `json:"on_demand_refused"`
-	WaitedForDrain      int      `json:"on_demand_waited_for_a_drain"`
-	WaitP50             Duration `json:"on_demand_wait_p50"`
-	WaitMax             Duration `json:"on_demand_wait_max"`
+	FleetGPUh float64 `json:"fleet_gpu_hours"`
+	// What the demand asked within the horizon, in the whole nodes it
+	// asked for.
+	AskedStandardGPUh    float64  `json:"asked_standard_gpu_hours"`
+	AskedPreemptibleGPUh float64  `json:"asked_preemptible_gpu_hours"`
+	StandardGPUh         float64  `json:"standard_gpu_hours"`
+	PreemptibleGPUh      float64  `json:"preemptible_gpu_hours"`
+	TransitGPUh          float64  `json:"transit_gpu_hours"`
+	IdleGPUh             float64  `json:"idle_gpu_hours"`
+	LentFromIdleGPUh     float64  `json:"lent_from_idle_gpu_hours"`
+	LentFromReserveGPUh  float64  `json:"lent_from_reserved_gpu_hours"`
+	StandardRevenue      string   `json:"standard_revenue"`
+	PreemptibleRevenue   string   `json:"preemptible_revenue"`
+	Reclaims             int      `json:"reclaims"`
+	OnDemandRequests     int      `json:"on_demand_requests"`
+	Refused              int      `json:"on_demand_refused"`
+	WaitedForDrain       int      `json:"on_demand_waited_for_a_drain"`
+	WaitP50              Duration `json:"on_demand_wait_p50"`
+	WaitMax              Duration `json:"on_demand_wait_max"`
 }
 
 // PoolReclaims counts reclaims in one pool.
@@ -116,16 +123,16 @@ type span struct {
 }
 
 func (w *world) result(ctx context.Context) (*Result, error) {
-	return outcome{st: w.st, sc: w.sc, pol: w.pol, refused: w.refused}.result(ctx, RunStats{Ticks: w.ticks, StepErrors: w.errs})
+	return outcome{st: w.st, sc: w.sc, pol: w.pol, evs: w.evs, refused: w.refused}.result(ctx, RunStats{Ticks: w.ticks, StepErrors: w.errs})
 }
 
 // Outcome is the Result of sc under pol as the control plane behind st
-// stored it: a simulator's run, or a server that ran the same demand
+// stored it: a simulator's run, or a server that ran the same demand evs
 // (refused counts the on-demand requests it refused for capacity; Run
 // holds only the node count). The simulator's fidelity test compares the
 // two.
-func Outcome(ctx context.Context, st store.Store, sc Scenario, pol Policy, refused int) (*Result, error) {
-	return outcome{st: st, sc: sc, pol: pol, refused: refused}.result(ctx, RunStats{})
+func Outcome(ctx context.Context, st store.Store, sc Scenario, pol Policy, evs []Event, refused int) (*Result, error) {
+	return outcome{st: st, sc: sc, pol: pol, evs: evs, refused: refused}.result(ctx, RunStats{})
 }
 
 // outcome reads a run's Result from what its control plane stored.
@@ -133,6 +140,7 @@ type outcome struct {
 	st      store.Store
 	sc      Scenario
 	pol     Policy
+	evs     []Event
 	refused int
 	// clusters caches the clusters' records (see cluster).
 	clusters map[string]domain.Cluster
@@ -189,7 +197,21 @@ func (w outcome) result(ctx context.Context, run RunStats) (*Result, error) {
 		return nil, err
 	}
 	r.Series = series(spans, fleetGPUs, w.sc.Horizon.D)
+	a := askedOf(w.evs, w.sc.Horizon.D)
+	r.Operator.AskedStandardGPUh, r.Operator.AskedPreemptibleGPUh = hours(a.std), hours(a.pre)
+	r.Warnings = a.warnings(&r.Operator, poolTypes(machines), w.sc.Horizon.D)
 	return r, nil
+}
+
+// poolTypes are the GPU types of machines.
+func poolTypes(ms []domain.Machine) []string {
+	var out []string
+	for _, m := range ms {
+		if !slices.Contains(out, m.GPUType) {
+			out = append(out, m.GPUType)
+		}
+	}
+	return out
 }
 
 func spanOf(n *domain.Node, end time.Time) span {
