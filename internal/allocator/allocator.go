@@ -74,8 +74,10 @@ type Reclaim struct {
 type Provision struct {
 	ClusterID string
 	MachineID string
-	Class     domain.ComputeClass
-	GPUs      int
+	// GPUType is the machine's: the node's type.
+	GPUType string
+	Class   domain.ComputeClass
+	GPUs    int
 	// Pending: the machine is still occupied by a node that is draining;
 	// the new node starts once that one is removed.
 	Pending bool
@@ -535,7 +537,7 @@ func ServesStandard(c *domain.Cluster, m *domain.Machine, resProject string) boo
 func (p *planner) provision(ci, mi int32, class domain.ComputeClass, pending bool) {
 	m := &p.s.Machines[mi]
 	p.out.Provisions = append(p.out.Provisions, Provision{
-		ClusterID: p.s.Clusters[ci].ID, MachineID: m.ID, Class: class, GPUs: m.GPUs, Pending: pending,
+		ClusterID: p.s.Clusters[ci].ID, MachineID: m.ID, GPUType: m.GPUType, Class: class, GPUs: m.GPUs, Pending: pending,
 	})
 	ni := int32(len(p.s.Nodes) + len(p.out.Provisions) - 1)
 	if pending {

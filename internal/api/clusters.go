@@ -367,7 +367,7 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 			v.AllocatedPreemptibleGPUs += n.GPUs
 		}
 		nv := apiv1.Node{NodeID: n.ID, NodeName: n.Name, ComputeClass: string(n.Class), Status: string(n.State),
-			NumGPUs: n.GPUs, CreatedAt: n.CreatedAt, ReadyAt: timePtr(n.ReadyAt), ClassSince: timePtr(n.ClassSince), LastError: redact(n.LastError),
+			NumGPUs: n.GPUs, GPUType: nodeType(n, c), CreatedAt: n.CreatedAt, ReadyAt: timePtr(n.ReadyAt), ClassSince: timePtr(n.ClassSince), LastError: redact(n.LastError),
 			Outcome: string(n.Outcome), CleanupPending: n.CleanupPending}
 		if n.State == domain.NodeDraining {
 			nv.Deadline = timePtr(n.Deadline)
@@ -402,6 +402,15 @@ func (s *Server) leaseEnd(ctx context.Context) func(domain.Node) time.Time {
 		}
 		return n.LeaseEnd(s.MinLease(&m))
 	}
+}
+
+// nodeType is n's GPU type: its own, or its cluster's for a node
+// written before nodes had one.
+func nodeType(n domain.Node, c domain.Cluster) string {
+	if n.GPUType != "" {
+		return n.GPUType
+	}
+	return c.GPUType
 }
 
 func timePtr(t time.Time) *time.Time {

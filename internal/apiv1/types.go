@@ -157,13 +157,15 @@ type Unfulfilled struct {
 
 // Node of a cluster.
 type Node struct {
-	NodeID       string     `json:"node_id"`
-	NodeName     string     `json:"node_name"`
-	ComputeClass string     `json:"compute_class"`
-	Status       string     `json:"status"`
-	NumGPUs      int        `json:"num_gpus"`
-	CreatedAt    time.Time  `json:"created_at"`
-	ReadyAt      *time.Time `json:"ready_at,omitempty"`
+	NodeID       string `json:"node_id"`
+	NodeName     string `json:"node_name"`
+	ComputeClass string `json:"compute_class"`
+	Status       string `json:"status"`
+	NumGPUs      int    `json:"num_gpus"`
+	// GPUType is its machine's; it is billed at that type's price.
+	GPUType   string     `json:"gpu_type"`
+	CreatedAt time.Time  `json:"created_at"`
+	ReadyAt   *time.Time `json:"ready_at,omitempty"`
 	// ClassSince: when the node was converted to its compute class in
 	// place (absent if never); it is billed in that class from then.
 	ClassSince *time.Time `json:"class_since,omitempty"`

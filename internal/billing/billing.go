@@ -70,9 +70,16 @@ func Record(n *domain.Node, c *domain.Cluster, m *domain.Machine, now time.Time)
 	if end.Before(start) {
 		end = start
 	}
+	// A node is billed at its own GPU type's price (a cluster's
+	// preemptible nodes may be of several); one of before has its
+	// cluster's.
+	typ := n.GPUType
+	if typ == "" {
+		typ = c.GPUType
+	}
 	return domain.UsageRecord{
 		NodeID: n.ID, NodeName: n.Name, ClusterID: c.ID, ClusterName: c.Name, ProjectID: c.ProjectID,
-		Region: c.Region, GPUType: c.GPUType, Class: n.Class, BillingType: c.BillingType,
+		Region: c.Region, GPUType: typ, Class: n.Class, BillingType: c.BillingType,
 		ReservationID: m.ReservationID, GPUs: n.GPUs, Start: start, End: end, Final: known,
 	}, true
 }

@@ -326,3 +326,27 @@ func TestNumeratorRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// TestANodeIsBilledAtItsOwnType: a cluster's node of another GPU type
+// than the cluster's (a preemptible target over several types) is
+// billed at its own type's price; a node of before, with none, at its
+// cluster's.
+func TestANodeIsBilledAtItsOwnType(t *testing.T) {
+	c := &domain.Cluster{ID: "c1", ProjectID: "p", Region: "us", GPUType: "H100", BillingType: domain.BillingOnDemand}
+	m := &domain.Machine{ID: "m1", Region: "us", GPUType: "H200", GPUs: 8}
+	n := &domain.Node{ID: "n1", ClusterID: "c1", MachineID: "m1", GPUType: "H200", Class: domain.Preemptible, GPUs: 8,
+		State: domain.NodeRemoved, ReadyAt: t0, DrainStartedAt: t0.Add(time.Hour), RemovedAt: t0.Add(time.Hour)}
+	r, ok := Record(n, c, m, t0.Add(2*time.Hour))
+	if !ok || r.GPUType != "H200" {
+		t.Fatalf("record %+v (%v); want GPU type H200", r, ok)
+	}
+	b := book(t, od("H100", "2.00", t0), od("H200", "3.00", t0),
+		domain.Price{ID: "d", Kind: domain.PricePreemptibleDiscount, Value: "50", EffectiveFrom: t0})
+	if tot, _ := priceAll(b, []domain.UsageRecord{r}, t0, t0.Add(2*time.Hour)); tot.Amount.Round(2) != "12.00" {
+		t.Errorf("an hour of 8 H200 GPUs at half of 3.00: %s, want 12.00", tot.Amount.Round(2))
+	}
+	n.GPUType = ""
+	if r, _ := Record(n, c, m, t0.Add(2*time.Hour)); r.GPUType != "H100" {
+		t.Errorf("a node of before is billed as %q, want its cluster's H100", r.GPUType)
+	}
+}

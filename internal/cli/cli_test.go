@@ -19,7 +19,7 @@ import (
 )
 
 func node(name, class, status string, deadline *time.Time) apiv1.Node {
-	return apiv1.Node{NodeID: "n-" + name, NodeName: name, ComputeClass: class, Status: status, NumGPUs: 8,
+	return apiv1.Node{NodeID: "n-" + name, NodeName: name, ComputeClass: class, Status: status, NumGPUs: 8, GPUType: "H100",
 		CreatedAt: t0.Add(-3 * time.Minute), Deadline: deadline}
 }
 
@@ -195,12 +195,12 @@ func TestOutputFormats(t *testing.T) {
 		"Standard GPUs:      8 (1/1 nodes ready)",
 		"Preemptible GPUs:   8 allocated / 16 desired (NoSpareCapacity: no spare H100 in us-central-2)",
 		"Created:            2025-03-04 08:30:00 (1h30m ago)",
-		"NAME                   CLASS         STATUS     GPUS   AGE    DEADLINE",
-		"gpu-dp-1               standard      ready      8      3m0s   -",
-		"gpu-preemptible-dp-2   preemptible   draining   8      3m0s   2025-03-04T10:04:12Z (in 4m12s)")
+		"NAME                   CLASS         STATUS     GPUS   GPU TYPE   AGE    DEADLINE",
+		"gpu-dp-1               standard      ready      8      H100       3m0s   -",
+		"gpu-preemptible-dp-2   preemptible   draining   8      H100       3m0s   2025-03-04T10:04:12Z (in 4m12s)")
 
 	r = f.run("nodes", "list", "--cluster", "c1")
-	mustContain(t, "nodes list", r.stdout, "gpu-preemptible-dp-2   preemptible   draining   8      3m0s   2025-03-04T10:04:12Z (in 4m12s)")
+	mustContain(t, "nodes list", r.stdout, "gpu-preemptible-dp-2   preemptible   draining   8      H100       3m0s   2025-03-04T10:04:12Z (in 4m12s)")
 	r = f.run("nodes", "list", "--cluster", "c1", "-o", "json")
 	mustContain(t, "nodes list json", r.stdout, `"gpu_worker_nodes": [`, `"deadline": "2025-03-04T10:04:12Z"`)
 

@@ -62,7 +62,7 @@ func (s *state) printCluster(cmd *cobra.Command, cl *apiv1.Cluster) error {
 func (s *state) nodesTable(tw *tabwriter.Writer, nodes []apiv1.Node) {
 	withErrors := slices.ContainsFunc(nodes, func(n apiv1.Node) bool { return n.LastError != "" })
 	withLeases := slices.ContainsFunc(nodes, func(n apiv1.Node) bool { return n.LeaseEnd != nil })
-	header := []any{"NAME", "CLASS", "STATUS", "GPUS", "AGE", "DEADLINE"}
+	header := []any{"NAME", "CLASS", "STATUS", "GPUS", "GPU TYPE", "AGE", "DEADLINE"}
 	if withLeases {
 		header = append(header, "LEASE END")
 	}
@@ -82,7 +82,7 @@ func (s *state) nodesTable(tw *tabwriter.Writer, nodes []apiv1.Node) {
 		case n.CleanupPending:
 			status += " (cleanup pending)"
 		}
-		cols := []any{name, n.ComputeClass, status, n.NumGPUs, s.age(n.CreatedAt), s.deadline(n.Deadline)}
+		cols := []any{name, n.ComputeClass, status, n.NumGPUs, orDash(n.GPUType), s.age(n.CreatedAt), s.deadline(n.Deadline)}
 		if withLeases {
 			cols = append(cols, s.deadline(n.LeaseEnd))
 		}

@@ -202,9 +202,9 @@ func TestKubernetesAndLastErrorColumns(t *testing.T) {
 			t.Fatal(r.err)
 		}
 		mustContain(t, strings.Join(args, " "), r.stdout,
-			"NAME                   CLASS         STATUS         GPUS   AGE    DEADLINE   LAST ERROR",
-			"gpu-dp-1               standard      ready          8      3m0s   -          -\n",
-			"gpu-preemptible-dp-2   preemptible   provisioning   8      3m0s   -          provision hook exited 1: no route to host\n")
+			"NAME                   CLASS         STATUS         GPUS   GPU TYPE   AGE    DEADLINE   LAST ERROR",
+			"gpu-dp-1               standard      ready          8      H100       3m0s   -          -\n",
+			"gpu-preemptible-dp-2   preemptible   provisioning   8      H100       3m0s   -          provision hook exited 1: no route to host\n")
 	}
 	// No node has an error: no column.
 	r := f.run("nodes", "list", "--cluster", "c2")
@@ -260,9 +260,9 @@ func TestLeaseEndColumn(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	mustContain(t, "nodes list", r.stdout,
-		"NAME                   CLASS         STATUS   GPUS   AGE    DEADLINE   LEASE END",
-		"gpu-dp-1               standard      ready    8      3m0s   -          -\n",
-		"gpu-preemptible-dp-2   preemptible   ready    8      3m0s   -          "+end.Format(time.RFC3339)+" (in 7m0s)\n")
+		"NAME                   CLASS         STATUS   GPUS   GPU TYPE   AGE    DEADLINE   LEASE END",
+		"gpu-dp-1               standard      ready    8      H100       3m0s   -          -\n",
+		"gpu-preemptible-dp-2   preemptible   ready    8      H100       3m0s   -          "+end.Format(time.RFC3339)+" (in 7m0s)\n")
 	r = f.run("nodes", "list", "--cluster", "c1", "-o", "json")
 	mustContain(t, "nodes -o json", r.stdout, `"lease_end": "`+end.Format(time.RFC3339)+`"`)
 }

@@ -254,7 +254,7 @@ func (t *commitTx) provision() ([]domain.Node, error) {
 		}
 		cl.NodeSeq++
 		n := domain.Node{
-			ID: t.c.NewID("n-"), ClusterID: cl.ID, MachineID: p.MachineID, Class: p.Class, GPUs: p.GPUs,
+			ID: t.c.NewID("n-"), ClusterID: cl.ID, MachineID: p.MachineID, GPUType: p.GPUType, Class: p.Class, GPUs: p.GPUs,
 			Name: domain.NodeName(p.Class, cl.NodeSeq), State: domain.NodeProvisioning, CreatedAt: t.now,
 			ProvisioningAt: t.now,
 		}

@@ -200,7 +200,8 @@ func sameNode(a, b domain.Node) bool {
 		a.ReadyAt.Equal(b.ReadyAt) && a.DrainStartedAt.Equal(b.DrainStartedAt) && a.Deadline.Equal(b.Deadline) &&
 		a.DrainCause == b.DrainCause && a.Notified == b.Notified && a.DrainedAt.Equal(b.DrainedAt) &&
 		a.Outcome == b.Outcome && a.RemovedAt.Equal(b.RemovedAt) && a.LastError == b.LastError &&
-		a.CleanupPending == b.CleanupPending && a.ProvisioningAt.Equal(b.ProvisioningAt) && a.ClassSince.Equal(b.ClassSince)
+		a.CleanupPending == b.CleanupPending && a.ProvisioningAt.Equal(b.ProvisioningAt) && a.ClassSince.Equal(b.ClassSince) &&
+		a.GPUType == b.GPUType
 }
 
 // SaveWork records a checkpoint within a drain's notice in the ledger.

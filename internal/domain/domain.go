@@ -17,6 +17,9 @@ const (
 	// marks a Node as sparecap's. No label names the machine: its ID may
 	// name the reservation's owner, which a borrower must not learn.
 	LabelNodeID = "sparecap.dev/node-id"
+	// LabelGPUType names the node's GPU type (its machine's, as the
+	// fleet names it): GPU Feature Discovery owns the nvidia.com/ labels.
+	LabelGPUType = "sparecap.dev/gpu-type"
 	// ReasonDisruption is the reason of the DisruptionTarget condition
 	// sparecap sets itself on a pod it deletes directly for a reclaim
 	// (its eviction was refused); ReasonEviction, Kubernetes' own, is the
@@ -414,6 +417,9 @@ type Node struct {
 	Name      string
 	Class     ComputeClass
 	GPUs      int
+	// GPUType is its machine's: a cluster's preemptible nodes may be of
+	// several types, each billed at its own price.
+	GPUType   string
 	State     NodeState
 	CreatedAt time.Time
 	ReadyAt   time.Time

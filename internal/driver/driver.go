@@ -14,6 +14,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"regexp"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
@@ -26,7 +27,10 @@ type NodeSpec struct {
 	MachineID string
 	Class     domain.ComputeClass
 	GPUs      int
-	// Labels include domain.LabelComputeClass.
+	// GPUType is the machine's (empty: not known, a node of before).
+	GPUType string
+	// Labels include domain.LabelComputeClass, and domain.LabelGPUType
+	// where the type is a valid label value.
 	Labels map[string]string
 	// Platform is the cluster's type (KUBERNETES or SLURM), for the
 	// machine provider: what the machine starts to join (a kubelet, a
@@ -38,14 +42,22 @@ type NodeSpec struct {
 // and sparecap node, not its machine (a borrower would learn whose
 // reservation it runs on from the machine's ID).
 func Spec(n domain.Node) NodeSpec {
-	return NodeSpec{
-		ClusterID: n.ClusterID, NodeName: n.Name, MachineID: n.MachineID, Class: n.Class, GPUs: n.GPUs,
+	sp := NodeSpec{
+		ClusterID: n.ClusterID, NodeName: n.Name, MachineID: n.MachineID, Class: n.Class, GPUs: n.GPUs, GPUType: n.GPUType,
 		Labels: map[string]string{
 			domain.LabelComputeClass: string(n.Class),
 			domain.LabelNodeID:       n.ID,
 		},
 	}
+	if labelValue.MatchString(n.GPUType) {
+		sp.Labels[domain.LabelGPUType] = n.GPUType
+	}
+	return sp
 }
+
+// labelValue is a Kubernetes label value that is not empty; a GPU type
+// (domain.ValidName) is one unless it ends in '-', '_' or '.'.
+var labelValue = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$`)
 
 // Marks are what a draining node carries from T+0 until it goes: why it
 // drains and its deadline. On Kubernetes: the cordon, the taint

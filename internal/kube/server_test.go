@@ -46,6 +46,9 @@ func TestServerAttach(t *testing.T) {
 		t.Fatalf("created with a kubeconfig but %+v", a.Kubernetes)
 	}
 	wantNodes(t, map[string]string{"gpu-dp-1": "standard", "gpu-preemptible-dp-2": "preemptible"})
+	if got, err := c.GetCluster(ctx, a.ClusterID); err != nil || len(got.GPUWorkerNodes) != 2 || got.GPUWorkerNodes[0].GPUType != "RTX_6000_PCI" || got.GPUWorkerNodes[1].GPUType != "RTX_6000_PCI" {
+		t.Fatalf("the API's nodes do not say their GPU type: %+v (%v)", got.GPUWorkerNodes, err)
+	}
 
 	// The API shows that it is attached, never the kubeconfig or where it
 	// points.
@@ -90,7 +93,8 @@ func TestServerAttach(t *testing.T) {
 }
 
 // wantNodes waits until the API server has exactly these nodes (name to
-// compute class), each Ready and with the operator's label.
+// compute class), each Ready, with the operator's label and its GPU
+// type's.
 func wantNodes(t *testing.T, want map[string]string) {
 	t.Helper()
 	eventually(t, 30*time.Second, func() error {
@@ -100,7 +104,7 @@ func wantNodes(t *testing.T, want map[string]string) {
 		}
 		got := map[string]string{}
 		for _, n := range nodes.Items {
-			if !kube.Ready(&n) || n.Labels["example.com/pool"] != "spare" {
+			if !kube.Ready(&n) || n.Labels["example.com/pool"] != "spare" || n.Labels[domain.LabelGPUType] != "RTX_6000_PCI" {
 				return fmt.Errorf("node %s: ready %v, labels %v", n.Name, kube.Ready(&n), n.Labels)
 			}
 			got[n.Name] = n.Labels[domain.LabelComputeClass]

@@ -47,7 +47,7 @@ func (c *Cluster) SetClass(ctx context.Context, spec driver.NodeSpec) error {
 	want := slices.DeleteFunc(slices.Clone(have), func(f string) bool {
 		return f != string(spec.Class) && slices.Contains(classes, domain.ComputeClass(f))
 	})
-	for _, f := range NodeFeatures(c.id, spec.Class) {
+	for _, f := range specFeatures(spec) {
 		if !slices.Contains(want, f) {
 			want = append(want, f)
 		}

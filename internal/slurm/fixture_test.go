@@ -109,7 +109,7 @@ func (b *bootProvider) Prepare(ctx context.Context, m domain.Machine, spec drive
 			return true, nil
 		}
 	}
-	_, err := b.env.StartNode(ctx, slurmenv.NodeSpec{Name: spec.NodeName, GPUs: 2, Features: slurm.Features(spec.Class)})
+	_, err := b.env.StartNode(ctx, slurmenv.NodeSpec{Name: spec.NodeName, GPUs: 2, GPUType: spec.GPUType, Features: slurm.Features(spec.Class)})
 	return err == nil, err
 }
 

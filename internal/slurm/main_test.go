@@ -73,7 +73,7 @@ func newCluster(t *testing.T, e *slurmenv.Env, opts slurm.Options) *slurm.Cluste
 func join(t *testing.T, e *slurmenv.Env, spec driver.NodeSpec) {
 	t.Helper()
 	_, err := e.StartNode(context.Background(), slurmenv.NodeSpec{Name: spec.NodeName, GPUs: spec.GPUs,
-		Features: slurm.Features(spec.Class)})
+		GPUType: spec.GPUType, Features: slurm.Features(spec.Class)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +193,7 @@ type nodeState struct {
 	Reason   string   `json:"reason"`
 	Extra    string   `json:"extra"`
 	Features string   `json:"features"`
+	Gres     string   `json:"gres"`
 }
 
 func nodeOf(t *testing.T, e *slurmenv.Env, name string) (nodeState, bool) {

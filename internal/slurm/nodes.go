@@ -62,7 +62,7 @@ func (c *Cluster) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 	case !n.responding():
 		return fmt.Errorf("node %s is %s: %w", spec.NodeName, n.State, driver.ErrNotReady)
 	}
-	if err := c.adopt(ctx, n, NodeFeatures(c.id, spec.Class)); err != nil {
+	if err := c.adopt(ctx, n, specFeatures(spec)); err != nil {
 		return err
 	}
 	c.setAdded(spec.NodeName, true)
@@ -73,11 +73,15 @@ func (c *Cluster) AddNode(ctx context.Context, spec driver.NodeSpec) error {
 }
 
 // NodeConf is what the machine's `slurmd -Z --conf` says of the node: its
-// CPUs, memory, GPUs and features, its cluster's among them, so the node
-// is its cluster's from its registration. The machine provider's hook
-// gets it.
+// CPUs, memory, GPUs (of its GPU type: gres gpu:H100:8) and features, its
+// cluster's and its GPU type among them, so the node is its cluster's from
+// its registration. The machine provider's hook gets it.
 func NodeConf(spec driver.NodeSpec, cpus, memoryMiB int) string {
-	s := fmt.Sprintf("Gres=gpu:%d Feature=%s", spec.GPUs, strings.Join(NodeFeatures(spec.ClusterID, spec.Class), ","))
+	gres := fmt.Sprintf("gpu:%d", spec.GPUs)
+	if featureName.MatchString(spec.GPUType) {
+		gres = fmt.Sprintf("gpu:%s:%d", spec.GPUType, spec.GPUs)
+	}
+	s := fmt.Sprintf("Gres=%s Feature=%s", gres, strings.Join(specFeatures(spec), ","))
 	if cpus > 0 {
 		s = fmt.Sprintf("CPUs=%d ", cpus) + s
 	}

@@ -2,11 +2,13 @@ package slurm
 
 import (
 	"context"
+	"regexp"
 	"slices"
 	"strings"
 	"unicode"
 
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/driver"
 )
 
 // Which nodes of a slurmctld are this cluster's. The controllers of two
@@ -48,6 +50,21 @@ func ClusterFeature(clusterID string) string {
 func NodeFeatures(clusterID string, class domain.ComputeClass) []string {
 	return append(Features(class), ClusterFeature(clusterID))
 }
+
+// specFeatures are the features of the node spec describes: its class's,
+// its cluster's and its GPU type (a job asks for one with -C H100).
+func specFeatures(spec driver.NodeSpec) []string {
+	fs := NodeFeatures(spec.ClusterID, spec.Class)
+	if featureName.MatchString(spec.GPUType) && !slices.Contains(fs, spec.GPUType) {
+		fs = append(fs, spec.GPUType)
+	}
+	return fs
+}
+
+// featureName is a GPU type Slurm takes as a feature and a gres type
+// as it is (no character its constraint expressions or gres strings
+// give a meaning).
+var featureName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 
 // ownership is what a node is to this cluster.
 type ownership int

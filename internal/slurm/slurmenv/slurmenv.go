@@ -61,8 +61,10 @@ type Node struct {
 
 // NodeSpec is a node to start.
 type NodeSpec struct {
-	Name     string
-	GPUs     int
+	Name string
+	GPUs int
+	// GPUType, if set, types its GPUs (gres gpu:TYPE:N).
+	GPUType  string
 	CPUs     int
 	Features []string
 }
@@ -362,7 +364,11 @@ func NodeConf(spec NodeSpec) string {
 	if cpus == 0 {
 		cpus = 2
 	}
-	s := fmt.Sprintf("CPUs=%d RealMemory=1000 Gres=gpu:%d", cpus, spec.GPUs)
+	gres := fmt.Sprintf("gpu:%d", spec.GPUs)
+	if spec.GPUType != "" {
+		gres = fmt.Sprintf("gpu:%s:%d", spec.GPUType, spec.GPUs)
+	}
+	s := fmt.Sprintf("CPUs=%d RealMemory=1000 Gres=%s", cpus, gres)
 	if len(spec.Features) > 0 {
 		s += " Feature=" + strings.Join(spec.Features, ",")
 	}
@@ -395,7 +401,11 @@ func (e *Env) fakeGPUs(spec NodeSpec) error {
 		return err
 	}
 	defer f.Close()
-	_, err = fmt.Fprintf(f, "NodeName=%s Name=gpu File=%s/gpu[0-%d]\n", spec.Name, dev, spec.GPUs-1)
+	typ := ""
+	if spec.GPUType != "" {
+		typ = " Type=" + spec.GPUType
+	}
+	_, err = fmt.Fprintf(f, "NodeName=%s Name=gpu%s File=%s/gpu[0-%d]\n", spec.Name, typ, dev, spec.GPUs-1)
 	return err
 }
 

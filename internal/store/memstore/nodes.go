@@ -97,6 +97,7 @@ func storedNode(n domain.Node) *domain.Node {
 	n.Deadline, n.DrainedAt, n.RemovedAt = dbTime(n.Deadline), dbTime(n.DrainedAt), dbTime(n.RemovedAt)
 	n.ProvisioningAt, n.ClassSince = dbTime(n.ProvisioningAt), dbTime(n.ClassSince)
 	n.LastError = text(n.LastError) // a cluster's API wrote it
+	n.GPUType = text(n.GPUType)
 	return &n
 }
 

@@ -69,3 +69,15 @@ func TestBudgetAlertsUpgrade(t *testing.T) {
 	s := upgrade(t, 19, row(1, "b1", "2026-11"), row(2, "b2", "2026-11"), row(3, "b1x", "2026-10"))
 	storetest.CheckUpgradedAlerts(t, s, at)
 }
+
+// TestNodeTypesUpgrade: nodes from before nodes had a GPU type, live and
+// archived, get their machines'.
+func TestNodeTypesUpgrade(t *testing.T) {
+	s := upgrade(t, 22,
+		[]any{`INSERT INTO projects (id, created_at) VALUES ('p', $1)`, at},
+		[]any{`INSERT INTO machines (id, region, gpu_type, gpus) VALUES ('m', 'r', 'H200', 8)`},
+		[]any{`INSERT INTO clusters (id, name, project_id, region, gpu_type) VALUES ('c', 'c', 'p', 'r', 'H100')`},
+		[]any{`INSERT INTO nodes (id, cluster_id, machine_id, name, state) VALUES ('n', 'c', 'm', 'n', 'ready')`},
+		[]any{`INSERT INTO node_history (id, cluster_id, machine_id, name, state) VALUES ('h', 'c', 'm', 'h', 'removed')`})
+	storetest.CheckUpgradedNodeTypes(t, s)
+}

@@ -22,7 +22,7 @@ const (
 	clusterCols = clusterWriteCols + `, kube_attached_at, access`
 	nodeCols    = `id, cluster_id, machine_id, name, class, gpus, state, created_at, ready_at,
 		drain_started_at, deadline, drain_cause, notified, drained_at, outcome, removed_at, last_error,
-		cleanup_pending, provisioning_at, class_since`
+		cleanup_pending, provisioning_at, class_since, gpu_type`
 	eventCols = `seq, id, cluster_id, node_id, node_name, reason, message, ts, deadline`
 	usageCols = `node_id, node_name, cluster_id, cluster_name, project_id, region, gpu_type, class,
 		billing_type, reservation_id, gpus, start_at, end_at, final`
@@ -173,7 +173,7 @@ var (
 		{"drain_started_at", "timestamptz"}, {"deadline", "timestamptz"}, {"drain_cause", "text"},
 		{"notified", "boolean"}, {"drained_at", "timestamptz"}, {"outcome", "text"}, {"removed_at", "timestamptz"},
 		{"last_error", "text"}, {"cleanup_pending", "boolean"}, {"provisioning_at", "timestamptz"},
-		{"class_since", "timestamptz"}}
+		{"class_since", "timestamptz"}, {"gpu_type", "text"}}
 	clusterSet = []typedCol{{"name", "text"}, {"project_id", "text"}, {"region", "text"}, {"gpu_type", "text"},
 		{"type", "text"}, {"billing_type", "text"}, {"num_gpus", "bigint"}, {"desired_preemptible_gpus", "bigint"},
 		{"weight", "bigint"}, {"status", "text"}, {"unfulfilled", "text"}, {"unfulfilled_message", "text"},
@@ -215,5 +215,5 @@ const clusterRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 // nodeRow is one row of createNode's VALUES, shared with CreateNodes:
 // metered starts set if the final record of the node's current period is
 // already there.
-const nodeRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+const nodeRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 			EXISTS (SELECT 1 FROM usage WHERE node_id = ? AND final AND start_at >= ?))`

@@ -120,7 +120,7 @@ func scanNode(sc scanner) (n domain.Node, err error) {
 	err = sc.Scan(&n.ID, &n.ClusterID, &n.MachineID, &n.Name, &n.Class, &n.GPUs, &n.State,
 		timeCol{&n.CreatedAt}, timeCol{&n.ReadyAt}, timeCol{&n.DrainStartedAt}, timeCol{&n.Deadline},
 		&n.DrainCause, &n.Notified, timeCol{&n.DrainedAt}, &n.Outcome, timeCol{&n.RemovedAt}, &n.LastError,
-		&n.CleanupPending, timeCol{&n.ProvisioningAt}, timeCol{&n.ClassSince})
+		&n.CleanupPending, timeCol{&n.ProvisioningAt}, timeCol{&n.ClassSince}, &n.GPUType)
 	return n, err
 }
 

@@ -177,7 +177,7 @@ func (t *tx) newNodeArgs(n domain.Node) []any {
 		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
 		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
 		string(n.Outcome), t.s.timeArg(n.RemovedAt), text(n.LastError), n.CleanupPending, t.s.timeArg(n.ProvisioningAt),
-		t.s.timeArg(n.ClassSince), n.ID, t.s.timeArg(n.PeriodStart())}
+		t.s.timeArg(n.ClassSince), text(n.GPUType), n.ID, t.s.timeArg(n.PeriodStart())}
 }
 
 func (t *tx) UpdateNode(ctx context.Context, n domain.Node) error {
@@ -190,7 +190,7 @@ func (t *tx) nodeSetArgs(n domain.Node) []any {
 		t.s.timeArg(n.CreatedAt), t.s.timeArg(n.ReadyAt), t.s.timeArg(n.DrainStartedAt),
 		t.s.timeArg(n.Deadline), string(n.DrainCause), n.Notified, t.s.timeArg(n.DrainedAt),
 		string(n.Outcome), t.s.timeArg(n.RemovedAt), text(n.LastError), n.CleanupPending, t.s.timeArg(n.ProvisioningAt),
-		t.s.timeArg(n.ClassSince), n.ID}
+		t.s.timeArg(n.ClassSince), text(n.GPUType), n.ID}
 }
 
 // lockEvents takes the event lock, once per transaction.

@@ -180,3 +180,17 @@ func CheckUpgradedAlerts(t *testing.T, s store.Store, at time.Time) {
 		t.Fatalf("after a third copy: %+v", got)
 	}
 }
+
+// CheckUpgradedNodeTypes: nodes and archived nodes written before nodes
+// had a GPU type (n on machine m, h archived, both of cluster c in
+// project p) read as their machines' type.
+func CheckUpgradedNodeTypes(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	for _, id := range []string{"n", "h"} {
+		n, err := s.GetNode(ctx, id)
+		if err != nil || n.GPUType != "H200" {
+			t.Errorf("upgraded node %s: %+v (%v); want its machine's type H200", id, n, err)
+		}
+	}
+}

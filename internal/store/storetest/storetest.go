@@ -1020,7 +1020,7 @@ func full() (domain.Project, domain.Token, domain.Reservation, domain.Machine, d
 		DrainStartedAt: at(9), Deadline: at(14), DrainCause: domain.CauseFairShare, Notified: true,
 		DrainedAt: at(12), Outcome: domain.OutcomeEarly, RemovedAt: at(13),
 		LastError:      "provision hook: exit status 1: \"no route to host\" — ünïcode ✓",
-		CleanupPending: true, ProvisioningAt: at(7).Add(time.Second), ClassSince: at(10),
+		CleanupPending: true, ProvisioningAt: at(7).Add(time.Second), ClassSince: at(10), GPUType: "B200",
 	}
 	e := domain.Event{
 		ID: "ev-1", ClusterID: c.ID, NodeID: n.ID, NodeName: n.Name, Reason: domain.ReasonPreemptionNotified,
