@@ -196,6 +196,7 @@ func (s *Server) routes() {
 	s.mux.Handle("DELETE /v1/admin/clusters/{id}/slurm", s.attachAdmin("slurm.conf", s.detachSlurm))
 	s.mux.Handle("PATCH /v1/admin/clusters/{id}", s.admin(s.setClusterWeight))
 	s.mux.Handle("GET /v1/capacity", s.auth(s.capacity))
+	s.mux.Handle("GET /v1/capacity/forecast", s.auth(s.capacityForecast))
 	s.mux.Handle("GET /v1/whoami", s.auth(func(w http.ResponseWriter, r *http.Request, p principal) {
 		writeJSON(w, http.StatusOK, apiv1.WhoAmI{Admin: p.admin, ProjectID: p.project, TokenID: p.tokenID})
 	}))

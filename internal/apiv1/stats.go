@@ -179,3 +179,38 @@ type LostWorkTotals struct {
 	DestroyedGPUHours  float64 `json:"destroyed_gpu_hours"`
 	PreemptibleSavings string  `json:"preemptible_savings"`
 }
+
+// CapacityForecast is the body of GET /v1/capacity/forecast: per pool,
+// the GPUs preemptible tenants can expect hour by hour. See package
+// internal/forecast.
+type CapacityForecast struct {
+	// At is when it was made; the first hour starts at the next hour.
+	At    time.Time      `json:"at"`
+	Pools []PoolForecast `json:"pools"`
+}
+
+// PoolForecast is one pool's forecast.
+type PoolForecast struct {
+	Region  string `json:"region"`
+	GPUType string `json:"gpu_type"`
+	// CapacityGPUs are the pool's GPUs in service now.
+	CapacityGPUs int `json:"capacity_gpus"`
+	// EnoughHistory is false while an hour has fewer samples than a 90%
+	// interval needs (four weeks of the pool's history); Note says so.
+	EnoughHistory bool           `json:"enough_history"`
+	Note          string         `json:"note,omitempty"`
+	Hours         []ForecastGPUs `json:"hours"`
+}
+
+// ForecastGPUs is one hour of a pool's forecast: the lendable GPUs (in
+// service, not held by standard nodes; preemptible tenants share them by
+// fair share) expected, and a 90% interval, from Samples past hours
+// (the same hour of the week, and two either side, in each of the last
+// four weeks).
+type ForecastGPUs struct {
+	Start        time.Time `json:"start"`
+	ExpectedGPUs float64   `json:"expected_gpus"`
+	LowGPUs      float64   `json:"low_gpus"`
+	HighGPUs     float64   `json:"high_gpus"`
+	Samples      int       `json:"samples"`
+}

@@ -4,16 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/client"
+	"github.com/sparecap/sparecap/internal/termsafe"
 )
 
 func newCapacityCmd(s *state) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "capacity",
 		Short: "Show GPU capacity per region and GPU type",
 		Long: `Show GPU capacity per region and GPU type, in GPUs:
@@ -45,7 +47,53 @@ func newCapacityCmd(s *state) *cobra.Command {
 			})
 		}),
 	}
+	cmd.AddCommand(newForecastCmd(s))
+	return cmd
 }
+
+func newForecastCmd(s *state) *cobra.Command {
+	var region, gpuType string
+	var hours int
+	cmd := &cobra.Command{
+		Use:   "forecast",
+		Short: "Forecast the GPUs preemptible tenants can expect, hour by hour",
+		Long: `Forecast, for every pool (or those --region and --gpu-type select), the
+lendable GPUs (in service, not held by standard nodes: what preemptible
+targets share by fair share) hour by hour from the next hour: the expected
+number and a 90% interval, from the same hour of the week, and two hours
+either side, in each of the pool's last four weeks. A pool with less
+history says so. Any token may ask.`,
+		Example: `  sparecap capacity forecast --region us-central-2 --gpu-type RTX_6000_PCI
+  sparecap capacity forecast --hours 168 -o json`,
+		Args: cobra.NoArgs,
+		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
+			f, err := c.CapacityForecast(cmd.Context(), region, gpuType, hours)
+			if err != nil {
+				return fmt.Errorf("get the capacity forecast: %w", err)
+			}
+			return s.print(cmd.OutOrStdout(), f, func(tw *tabwriter.Writer) {
+				row(tw, "REGION", "GPU_TYPE", "HOUR", "EXPECTED", "90% INTERVAL", "OF")
+				for _, p := range f.Pools {
+					for _, h := range p.Hours {
+						row(tw, p.Region, p.GPUType, s.localTime(h.Start), num1(h.ExpectedGPUs), num1(h.LowGPUs)+" - "+num1(h.HighGPUs), p.CapacityGPUs)
+					}
+				}
+				for _, p := range f.Pools {
+					if p.Note != "" {
+						fmt.Fprintf(tw, "\n%s/%s: %s\n", termsafe.Escape(p.Region), termsafe.Escape(p.GPUType), termsafe.Escape(p.Note))
+					}
+				}
+			})
+		}),
+	}
+	cmd.Flags().StringVar(&region, "region", "", "only this region's pools")
+	cmd.Flags().StringVar(&gpuType, "gpu-type", "", "only this GPU type's pools")
+	cmd.Flags().IntVar(&hours, "hours", 48, "hours to forecast, from 1 to 168")
+	return cmd
+}
+
+// num1 prints a figure with at most one decimal.
+func num1(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 func newProjectsCmd(s *state) *cobra.Command {
 	cmd := &cobra.Command{

@@ -45,3 +45,16 @@ func (c *Client) PreemptionWeek(ctx context.Context, region, gpuType string, fro
 	}
 	return call[apiv1.WeekStats](ctx, c, http.MethodGet, "/v1/stats/preemptions/week", q, nil)
 }
+
+// CapacityForecast is GET /v1/capacity/forecast: the lendable GPUs of
+// the pools region and gpuType select (empty: all) over the next hours.
+func (c *Client) CapacityForecast(ctx context.Context, region, gpuType string, hours int) (*apiv1.CapacityForecast, error) {
+	q := url.Values{"hours": {strconv.Itoa(hours)}}
+	if region != "" {
+		q.Set("region", region)
+	}
+	if gpuType != "" {
+		q.Set("gpu_type", gpuType)
+	}
+	return call[apiv1.CapacityForecast](ctx, c, http.MethodGet, "/v1/capacity/forecast", q, nil)
+}

@@ -499,7 +499,8 @@ func TestConvertFromTheClusterPage(t *testing.T) {
 
 // TestPoolWeekPage: the cluster page links its pool's week, whose page
 // shows the hours of the week as a heatmap (a row a day, "·" where too
-// little service tells nothing), the next 24 hours, and says plainly that
+// little service tells nothing), the next 24 hours and the GPUs forecast
+// to lend in them, and says plainly that
 // a new pool's history is too short; a pool the fleet lacks is refused.
 func TestPoolWeekPage(t *testing.T) {
 	e := newEnv(t)
@@ -513,8 +514,13 @@ func TestPoolWeekPage(t *testing.T) {
 	}
 	status, page, _ := b.get(strings.ReplaceAll(link, "&amp;", "&"))
 	if status != 200 || strings.Count(page, "<tr><th scope=\"row\">") != 7 || !strings.Contains(page, `<th scope="row">Sun</th>`) ||
-		!strings.Contains(page, `class="heat-none"`) || !strings.Contains(page, "Too little history: only") || strings.Count(page, "<tr><td><time") != 24 {
+		!strings.Contains(page, `class="heat-none"`) || !strings.Contains(page, "Too little history: only") || strings.Count(page, "<tr><td><time") != 48 {
 		t.Fatalf("week page %d:\n%s", status, page)
+	}
+	// The GPUs it is forecast to lend in those hours, with as little
+	// history said plainly.
+	if !strings.Contains(page, `id="capacity-forecast"`) || !strings.Contains(page, "Of the pool's 24 GPUs in service") || !strings.Contains(page, "Too little history for a 90% interval") {
+		t.Fatalf("week page without the capacity forecast:\n%s", page)
 	}
 	if status, page, _ := b.get("/console/pools/week?region=us-central-2&gpu_type=H100"); status != 400 || !strings.Contains(page, "no pool") {
 		t.Fatalf("a pool the fleet lacks: %d\n%s", status, page)

@@ -14,6 +14,8 @@ import (
 type weekPage struct {
 	W    *apiv1.WeekStats
 	Days [7][24]weekCell
+	// F is the pool's capacity forecast for the same hours.
+	F *apiv1.PoolForecast
 }
 
 type weekCell struct {
@@ -25,7 +27,8 @@ type weekCell struct {
 }
 
 // week shows when the pool ?region= ?gpu_type= is reclaimed, by hour of
-// the week, over the last four weeks, and the next day's hours.
+// the week, over the last four weeks, the next day's hours, and the GPUs
+// it is forecast to lend in them.
 func (c *Console) week(w http.ResponseWriter, r *http.Request, s *session, api *client.Client) {
 	q := r.URL.Query()
 	ws, err := api.PreemptionWeek(r.Context(), q.Get("region"), q.Get("gpu_type"), time.Time{}, time.Time{}, 24)
@@ -33,7 +36,16 @@ func (c *Console) week(w http.ResponseWriter, r *http.Request, s *session, api *
 		c.apiFailure(w, s, err)
 		return
 	}
-	c.render(w, http.StatusOK, "week", view{Title: "Pool " + ws.Region + " " + ws.GPUType, Nav: "clusters", Data: heatmap(ws)}, s)
+	f, err := api.CapacityForecast(r.Context(), ws.Region, ws.GPUType, 24)
+	if err != nil {
+		c.apiFailure(w, s, err)
+		return
+	}
+	p := heatmap(ws)
+	if len(f.Pools) == 1 {
+		p.F = &f.Pools[0]
+	}
+	c.render(w, http.StatusOK, "week", view{Title: "Pool " + ws.Region + " " + ws.GPUType, Nav: "clusters", Data: p}, s)
 }
 
 // heatmap lays the hours of the week out by day and shades them.

@@ -1,0 +1,126 @@
+package api
+
+import (
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/bound"
+	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/forecast"
+	"github.com/sparecap/sparecap/internal/store"
+)
+
+// maxForecastHours is how far GET /v1/capacity/forecast looks: a week.
+const maxForecastHours = 7 * 24
+
+// capacityForecast serves GET /v1/capacity/forecast: for every pool of
+// the fleet (?region= and ?gpu_type= narrow them), the lendable GPUs
+// expected hour by hour over ?hours= (48 by default, at most 168) from
+// the next hour, with a 90% interval, from the pool's last four weeks.
+// Like the statistics, any caller may read it: it names no project.
+func (s *Server) capacityForecast(w http.ResponseWriter, r *http.Request, p principal) {
+	q := r.URL.Query()
+	hours := 48
+	if v := q.Get("hours"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxForecastHours {
+			s.fail(w, r, invalid("hours", "hours must be a whole number from 1 to %d; got %q", maxForecastHours, bound.Text(v, 32)))
+			return
+		}
+		hours = n
+	}
+	ctx := r.Context()
+	machines, err := s.store.ListMachines(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	pools, err := forecastPools(machines, q.Get("region"), q.Get("gpu_type"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	nodes, err := s.store.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	now := s.clock.Now()
+	out := apiv1.CapacityForecast{At: now.UTC(), Pools: make([]apiv1.PoolForecast, 0, len(pools))}
+	for _, pl := range pools {
+		out.Pools = append(out.Pools, poolForecast(nodes, machines, pl, now, hours))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// forecastPools are the fleet's pools (region, GPU type) that region and
+// gpuType select (empty: any), in order; a name the fleet lacks is a 400.
+func forecastPools(machines []domain.Machine, region, gpuType string) ([][2]string, error) {
+	regions, types := map[string]bool{}, map[string]bool{}
+	var pools [][2]string
+	for _, m := range machines {
+		regions[m.Region], types[m.GPUType] = true, true
+		k := [2]string{m.Region, m.GPUType}
+		if (region == "" || region == m.Region) && (gpuType == "" || gpuType == m.GPUType) && !slices.Contains(pools, k) {
+			pools = append(pools, k)
+		}
+	}
+	if region != "" && !regions[region] {
+		return nil, invalid("region", "unknown region %q; the fleet has %s", echo(region), list(regions))
+	}
+	if gpuType != "" && !types[gpuType] {
+		return nil, invalid("gpu_type", "unknown gpu_type %q; the fleet has %s", echo(gpuType), list(types))
+	}
+	slices.SortFunc(pools, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
+	return pools, nil
+}
+
+// poolForecast is pool's forecast of hours hours from the hour after now.
+func poolForecast(nodes []domain.Node, machines []domain.Machine, pool [2]string, now time.Time, hours int) apiv1.PoolForecast {
+	pf := apiv1.PoolForecast{Region: pool[0], GPUType: pool[1], EnoughHistory: true}
+	first := now // the pool's history starts with its first machine
+	for _, m := range machines {
+		if m.Region == pool[0] && m.GPUType == pool[1] {
+			if !m.OutOfService {
+				pf.CapacityGPUs += m.GPUs
+			}
+			first = earlier(first, m.CreatedAt)
+		}
+	}
+	back := time.Duration(forecast.Weeks)*7*24*time.Hour + forecast.Spread*time.Hour
+	histStart := now.Truncate(time.Hour).Add(-back)
+	if f := first.Truncate(time.Hour); f.After(histStart) {
+		histStart = f // hours before the pool are no sample of it
+	}
+	hist := forecast.Lendable(nodes, machines, pool[0], pool[1], histStart, now)
+	start := now.Truncate(time.Hour).Add(time.Hour)
+	short := 0
+	for _, h := range forecast.Of(hist, histStart, start, hours) {
+		if h.Samples < forecast.MinSamples {
+			short++
+		}
+		pf.Hours = append(pf.Hours, apiv1.ForecastGPUs{Start: h.Start.UTC(), ExpectedGPUs: tenth(h.Expected),
+			LowGPUs: tenth(h.Low), HighGPUs: tenth(h.High), Samples: h.Samples})
+	}
+	if short > 0 {
+		pf.EnoughHistory = false
+		pf.Note = "the pool has " + strconv.FormatFloat(max(now.Sub(first), 0).Hours()/24, 'f', 1, 64) +
+			" days of history; " + strconv.Itoa(short) + " hours have less than the four weeks a 90% interval needs"
+	}
+	return pf
+}
+
+func earlier(a, b time.Time) time.Time {
+	if !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// tenth rounds to a tenth of a GPU.
+func tenth(f float64) float64 { return math.Round(f*10) / 10 }
