@@ -86,6 +86,22 @@ func (s *Server) planInput(ctx context.Context, r *http.Request, q url.Values) (
 	case out.GPUType == "":
 		return out, j, m, invalid("gpu_type", "gpu_type is required")
 	}
+	j, err := planJob(q, &out)
+	if err != nil {
+		return out, j, m, err
+	}
+	if m, err = s.planMarket(ctx, r, &out, q.Get("rate_percent_per_hour")); err != nil {
+		return out, j, m, err
+	}
+	if err := plan.Check(j, m); err != nil {
+		return out, j, m, invalid("plan", "%s", err.Error())
+	}
+	return out, j, m, nil
+}
+
+// planJob reads and checks a plan's job, and writes it in out.
+func planJob(q url.Values, out *apiv1.Plan) (plan.Job, error) {
+	var j plan.Job
 	var err error
 	num := func(name string, def float64) float64 {
 		if err != nil {
@@ -113,27 +129,21 @@ func (s *Server) planInput(ctx context.Context, r *http.Request, q url.Values) (
 	j = plan.Job{GPUHours: out.GPUHours, GPUs: int(gpus), CheckpointCost: secs("checkpoint_seconds"), RestartCost: secs("restart_seconds"),
 		Interval: secs("interval_seconds"), Deadline: time.Duration(num("deadline_hours", 0) * float64(time.Hour))}
 	if err != nil {
-		return out, j, m, err
+		return j, err
 	}
 	if gpus != math.Trunc(gpus) {
-		return out, j, m, invalid("gpus", "gpus must be a whole number; got %g", gpus)
+		return j, invalid("gpus", "gpus must be a whole number; got %g", gpus)
 	}
 	switch v := q.Get("checkpoint_at_notice"); v {
 	case "", "false":
 	case "true":
 		j.CheckpointAtNotice = true
 	default:
-		return out, j, m, invalid("checkpoint_at_notice", "checkpoint_at_notice must be true or false; got %q", boundQuery(v))
-	}
-	if m, err = s.planMarket(ctx, r, &out, q.Get("rate_percent_per_hour")); err != nil {
-		return out, j, m, err
-	}
-	if err := plan.Check(j, m); err != nil {
-		return out, j, m, invalid("plan", "%s", err.Error())
+		return j, invalid("checkpoint_at_notice", "checkpoint_at_notice must be true or false; got %q", boundQuery(v))
 	}
 	out.GPUs, out.CheckpointSeconds, out.RestartSeconds, out.CheckpointAtNotice = j.GPUs, j.CheckpointCost.Seconds(), j.RestartCost.Seconds(), j.CheckpointAtNotice
 	out.DeadlineHours = j.Deadline.Hours()
-	return out, j, m, nil
+	return j, nil
 }
 
 // planMarket is the rate (measured, or asked), the prices and the notice

@@ -205,6 +205,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/stats/lost-work", s.auth(s.lostWork))
 	s.mux.Handle("GET /v1/advice/checkpoint", s.auth(s.checkpointAdvice))
 	s.mux.Handle("GET /v1/plan", s.auth(s.jobPlan))
+	s.mux.Handle("GET /v1/plan/options", s.auth(s.planOptions))
 	s.mux.Handle("POST /v1/simulations", s.admin(s.createSimulation))
 	s.mux.Handle("GET /v1/simulations", s.admin(s.listSimulations))
 	s.mux.Handle("GET /v1/simulations/{id}", s.admin(s.getSimulation))

@@ -66,3 +66,42 @@ type PlanDeadline struct {
 	StandardCost  float64     `json:"standard_cost"`
 	StandardMeets bool        `json:"standard_meets"`
 }
+
+// PlanOptions is the body of GET /v1/plan/options: a job's plan in every
+// pool (region and GPU type) it may run in, best first.
+type PlanOptions struct {
+	GPUHours      float64 `json:"gpu_hours"`
+	GPUs          int     `json:"gpus"`
+	DeadlineHours float64 `json:"deadline_hours,omitempty"`
+	// Options, best first: pools with the lendable GPUs the job needs
+	// before those without; then, with a deadline, those that meet it in
+	// 99% of runs by expected cost, then the rest by their chance; without
+	// one, by expected cost, then expected time.
+	Options []PlanOption `json:"options"`
+	Note    string       `json:"note,omitempty"`
+}
+
+// PlanOption is the job in one pool.
+type PlanOption struct {
+	Rank                         int     `json:"rank"`
+	Region                       string  `json:"region"`
+	GPUType                      string  `json:"gpu_type"`
+	OnDemandPerGPUHour           string  `json:"on_demand_per_gpu_hour"`
+	PreemptionRatePercentPerHour float64 `json:"preemption_rate_percent_per_hour"`
+	// ExpectedCost and ExpectedHours: on preemptible nodes, or with a
+	// deadline the plan that moves to standard ones when the slack runs
+	// out; P90Hours its 90th percentile.
+	ExpectedCost  float64 `json:"expected_cost"`
+	ExpectedHours float64 `json:"expected_hours"`
+	P90Hours      float64 `json:"p90_hours"`
+	// MeetProbability, with a deadline: the share of runs that meet it.
+	MeetProbability *float64 `json:"meet_probability,omitempty"`
+	// LendableGPUs the pool is forecast to have in the next hour, from
+	// ForecastSamples past hours (0: nothing known); Fits when they cover
+	// the job's GPUs, or nothing is known.
+	LendableGPUs    float64 `json:"lendable_gpus_next_hour"`
+	ForecastSamples int     `json:"forecast_samples"`
+	Fits            bool    `json:"fits"`
+	// Plan is the whole plan in the pool (GET /v1/plan's answer).
+	Plan Plan `json:"plan"`
+}

@@ -31,3 +31,27 @@ func TestCapacityForecast(t *testing.T) {
 		t.Errorf("query %q", q)
 	}
 }
+
+// TestPlanOptions: `plan options` sends the job and the any_of lists and
+// prints the pools best first, saying which cannot lend the job's GPUs.
+func TestPlanOptions(t *testing.T) {
+	f := newFakeAPI(t)
+	meet := 1.0
+	f.handle("GET /v1/plan/options", 200, apiv1.PlanOptions{GPUHours: 384, GPUs: 16, DeadlineHours: 52, Options: []apiv1.PlanOption{
+		{Rank: 1, Region: "us-central-2", GPUType: "H200", OnDemandPerGPUHour: "3.50", PreemptionRatePercentPerHour: 1.2, ExpectedCost: 700.5, ExpectedHours: 25, P90Hours: 27, MeetProbability: &meet, LendableGPUs: 64, ForecastSamples: 20, Fits: true},
+		{Rank: 2, Region: "us-central-2", GPUType: "H100", OnDemandPerGPUHour: "2.99", PreemptionRatePercentPerHour: 4.1, ExpectedCost: 650, ExpectedHours: 26, P90Hours: 30, MeetProbability: &meet, LendableGPUs: 8, ForecastSamples: 20},
+	}})
+	r := f.run("plan", "options", "--gpu-hours", "384", "--gpus", "16", "--deadline", "52h", "--gpu-types", "H100,H200")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "plan options", r.stdout, "RANK", "MEETS DEADLINE", "LENDABLE NEXT HOUR",
+		"1      us-central-2   H200", "100.0%", "8 (too few)")
+	reqs := f.requests()
+	if q := reqs[len(reqs)-1].Query; !strings.Contains(q, "gpu_types=H100%2CH200") || !strings.Contains(q, "gpus=16") || strings.Contains(q, "region=") {
+		t.Errorf("query %q", q)
+	}
+	if r := f.run("plan", "options"); r.err == nil || !strings.Contains(r.err.Error(), "--gpu-hours") {
+		t.Errorf("no work: %v", r.err)
+	}
+}

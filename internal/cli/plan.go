@@ -14,6 +14,7 @@ import (
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/client"
 	"github.com/sparecap/sparecap/internal/plan"
+	"github.com/sparecap/sparecap/internal/termsafe"
 )
 
 func newPlanCmd(s *state) *cobra.Command {
@@ -81,6 +82,18 @@ not. The price is then --on-demand-price (and --discount).`,
 	f := cmd.Flags()
 	f.StringVar(&q.Region, "region", "", "region of the fleet")
 	f.StringVar(&q.GPUType, "gpu-type", "", "GPU type")
+	jobFlags(cmd, &q)
+	f.Float64Var(&q.RatePercentPerHour, "rate", -1, "preemption rate to plan with, percent of nodes an hour (default: the measured one)")
+	f.StringVar(&tracePath, "availability-trace", "", "plan locally against this availability trace (SkyPilot's JSON format) instead of asking the server")
+	f.Float64Var(&price, "on-demand-price", 0, "with --availability-trace: the on-demand price per GPU-hour")
+	f.Float64Var(&discount, "discount", 50, "with --availability-trace: the preemptible discount, percent")
+	cmd.AddCommand(newPlanOptionsCmd(s))
+	return cmd
+}
+
+// jobFlags are the flags that describe a job to plan.
+func jobFlags(cmd *cobra.Command, q *client.PlanQuery) {
+	f := cmd.Flags()
 	f.Float64Var(&q.GPUHours, "gpu-hours", 0, "the job's work, in GPU-hours at full speed")
 	f.IntVar(&q.GPUs, "gpus", 8, "GPUs the job runs on at once (a gang: a multiple of 8)")
 	f.DurationVar(&q.Checkpoint, "checkpoint", 0, "how long one checkpoint takes")
@@ -88,11 +101,64 @@ not. The price is then --on-demand-price (and --discount).`,
 	f.DurationVar(&q.Interval, "interval", 0, "checkpoint interval to plan with (default: Daly's for the rate)")
 	f.BoolVar(&q.CheckpointAtNotice, "checkpoint-at-notice", false, "the job checkpoints on its notice (sparecap run, the SDKs)")
 	f.DurationVar(&q.Deadline, "deadline", 0, "time from now by which the job must end")
-	f.Float64Var(&q.RatePercentPerHour, "rate", -1, "preemption rate to plan with, percent of nodes an hour (default: the measured one)")
-	f.StringVar(&tracePath, "availability-trace", "", "plan locally against this availability trace (SkyPilot's JSON format) instead of asking the server")
-	f.Float64Var(&price, "on-demand-price", 0, "with --availability-trace: the on-demand price per GPU-hour")
-	f.Float64Var(&discount, "discount", 50, "with --availability-trace: the preemptible discount, percent")
+}
+
+func newPlanOptionsCmd(s *state) *cobra.Command {
+	q := client.PlanQuery{RatePercentPerHour: -1}
+	var regions, types []string
+	cmd := &cobra.Command{
+		Use:   "options",
+		Short: "Rank every region and GPU type a job may run in",
+		Long: `Plan a job (the flags of sparecap plan) in every pool of the fleet in
+--regions and of --gpu-types (any of them; default all), each at its own
+price and measured preemption rate, with the GPUs it is forecast to lend
+next hour, and rank them: pools that can lend the job's GPUs first; then,
+with --deadline, those that meet it in 99% of runs by expected cost, then
+the rest by their chance; without, by expected cost, then time.`,
+		Example: `  sparecap plan options --gpu-hours 4000 --gpus 32 --checkpoint 90s --restart 10m --gpu-types H100_SXM,H200
+  sparecap plan options --gpu-hours 384 --checkpoint 90s --deadline 52h -o json`,
+		Args: cobra.NoArgs,
+		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
+			if !(q.GPUHours > 0) {
+				return fmt.Errorf("--gpu-hours must be the job's work in GPU-hours (above 0)")
+			}
+			o, err := c.PlanOptions(cmd.Context(), q, regions, types)
+			if err != nil {
+				return fmt.Errorf("plan options: %w", err)
+			}
+			return s.print(cmd.OutOrStdout(), o, func(tw *tabwriter.Writer) { optionsTable(tw, o) })
+		}),
+	}
+	jobFlags(cmd, &q)
+	cmd.Flags().StringSliceVar(&regions, "regions", nil, "only these regions (comma-separated)")
+	cmd.Flags().StringSliceVar(&types, "gpu-types", nil, "only these GPU types (comma-separated): any of them will do")
 	return cmd
+}
+
+// optionsTable is a job's ranked pools for a person.
+func optionsTable(tw *tabwriter.Writer, o *apiv1.PlanOptions) {
+	head := []any{"RANK", "REGION", "GPU_TYPE", "$/GPU-H", "RATE %/H", "EXPECTED COST", "EXPECTED HOURS", "P90 HOURS"}
+	if o.DeadlineHours > 0 {
+		head = append(head, "MEETS DEADLINE")
+	}
+	row(tw, append(head, "LENDABLE NEXT HOUR")...)
+	for _, x := range o.Options {
+		cols := []any{x.Rank, x.Region, x.GPUType, x.OnDemandPerGPUHour, x.PreemptionRatePercentPerHour, x.ExpectedCost, x.ExpectedHours, x.P90Hours}
+		if x.MeetProbability != nil {
+			cols = append(cols, fmt.Sprintf("%.1f%%", 100**x.MeetProbability))
+		}
+		lend := "unknown"
+		if x.ForecastSamples > 0 {
+			lend = strconv.FormatFloat(x.LendableGPUs, 'f', -1, 64)
+			if !x.Fits {
+				lend += " (too few)"
+			}
+		}
+		row(tw, append(cols, lend)...)
+	}
+	if o.Note != "" {
+		fmt.Fprintf(tw, "\n%s\n", termsafe.Escape(o.Note))
+	}
 }
 
 // planOnTrace plans a job locally against an availability trace.

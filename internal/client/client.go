@@ -438,6 +438,26 @@ type PlanQuery struct {
 // Plan asks what a job would cost and take on preemptible and standard
 // nodes, and with a deadline the plan that meets it.
 func (c *Client) Plan(ctx context.Context, p PlanQuery) (*apiv1.Plan, error) {
+	return call[apiv1.Plan](ctx, c, http.MethodGet, "/v1/plan", p.values(), nil)
+}
+
+// PlanOptions plans the job of p (its Region and GPUType ignored) in
+// every pool in regions and of gpuTypes (empty: any), ranked.
+func (c *Client) PlanOptions(ctx context.Context, p PlanQuery, regions, gpuTypes []string) (*apiv1.PlanOptions, error) {
+	q := p.values()
+	q.Del("region")
+	q.Del("gpu_type")
+	if len(regions) > 0 {
+		q.Set("regions", strings.Join(regions, ","))
+	}
+	if len(gpuTypes) > 0 {
+		q.Set("gpu_types", strings.Join(gpuTypes, ","))
+	}
+	return call[apiv1.PlanOptions](ctx, c, http.MethodGet, "/v1/plan/options", q, nil)
+}
+
+// values is p as a query.
+func (p PlanQuery) values() url.Values {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	q := url.Values{"region": {p.Region}, "gpu_type": {p.GPUType}, "gpu_hours": {f(p.GPUHours)}}
 	if p.GPUs > 0 {
@@ -457,7 +477,7 @@ func (c *Client) Plan(ctx context.Context, p PlanQuery) (*apiv1.Plan, error) {
 	if p.RatePercentPerHour >= 0 {
 		q.Set("rate_percent_per_hour", f(p.RatePercentPerHour))
 	}
-	return call[apiv1.Plan](ctx, c, http.MethodGet, "/v1/plan", q, nil)
+	return q
 }
 
 // CreateSimulation queues a simulation (admin).
