@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"slices"
@@ -34,18 +35,9 @@ func (s *Server) capacityForecast(w http.ResponseWriter, r *http.Request, p prin
 		}
 		hours = n
 	}
-	ctx := r.Context()
-	machines, err := s.store.ListMachines(ctx)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	pools, err := forecastPools(machines, q.Get("region"), q.Get("gpu_type"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	nodes, err := s.store.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
+	machines, pools, nodes, err := s.poolsHistory(r.Context(), func(ms []domain.Machine) ([][2]string, error) {
+		return forecastPools(ms, q.Get("region"), q.Get("gpu_type"))
+	})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -56,6 +48,21 @@ func (s *Server) capacityForecast(w http.ResponseWriter, r *http.Request, p prin
 		out.Pools = append(out.Pools, poolForecast(nodes, machines, pl, now, hours))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// poolsHistory is the fleet's machines, the pools pick chooses of them,
+// and every node ever run (the nodes only once the pools are known).
+func (s *Server) poolsHistory(ctx context.Context, pick func([]domain.Machine) ([][2]string, error)) ([]domain.Machine, [][2]string, []domain.Node, error) {
+	machines, err := s.store.ListMachines(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pools, err := pick(machines)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	nodes, err := s.store.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
+	return machines, pools, nodes, err
 }
 
 // forecastPools are the fleet's pools (region, GPU type) that region and

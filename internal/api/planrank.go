@@ -9,7 +9,6 @@ import (
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/plan"
-	"github.com/sparecap/sparecap/internal/store"
 )
 
 // planOptions serves GET /v1/plan/options: the job of GET /v1/plan's
@@ -27,17 +26,9 @@ func (s *Server) planOptions(w http.ResponseWriter, r *http.Request, p principal
 		s.fail(w, r, err)
 		return
 	}
-	machines, err := s.store.ListMachines(ctx)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	pools, err := anyOfPools(machines, q.Get("regions"), q.Get("gpu_types"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	nodes, err := s.store.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
+	machines, pools, nodes, err := s.poolsHistory(ctx, func(ms []domain.Machine) ([][2]string, error) {
+		return anyOfPools(ms, q.Get("regions"), q.Get("gpu_types"))
+	})
 	if err != nil {
 		s.fail(w, r, err)
 		return

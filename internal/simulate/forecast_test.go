@@ -13,19 +13,6 @@ import (
 	"github.com/sparecap/sparecap/internal/store"
 )
 
-// forecastScenario is five weeks of one pool of 192 GPUs.
-const forecastScenario = `
-seed: 5
-horizon: 840h
-fleet:
-  pools:
-    - {region: us-east-1, gpu_type: H100_SXM, machines: 24}
-  prices:
-    H100_SXM: "2.99"
-policy:
-  name: server
-`
-
 // busyDemand is a preemptible tenant that wants the whole pool and
 // on-demand clusters arriving at random (Poisson, 8 to 32 GPUs, two
 // hours on average), three times as often in weekday working hours.
@@ -66,10 +53,12 @@ func mergeByTime(a, b []simulate.Event) []simulate.Event {
 // simulated control plane then lent out of).
 func TestForecastFromASimulatedMonth(t *testing.T) {
 	t.Parallel()
-	sc, err := simulate.Parse([]byte(forecastScenario))
+	// The week test's pool of 192 GPUs, for five weeks.
+	sc, err := simulate.Parse([]byte(weekScenario))
 	if err != nil {
 		t.Fatal(err)
 	}
+	sc.Seed, sc.Horizon.D = 5, 5*7*24*time.Hour
 	ctx := context.Background()
 	cut := simulate.Epoch.Add(4 * 7 * 24 * time.Hour)
 	end := simulate.Epoch.Add(sc.Horizon.D)
