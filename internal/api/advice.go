@@ -91,7 +91,7 @@ func (s *Server) runRate(r *http.Request, region, gpuType string, rate rateOf) (
 		}
 		hours = n
 	}
-	machines, nodes, err := s.poolHistory(r, region, gpuType)
+	machines, nodes, err := s.poolHistory(r, region, gpuType, now.Add(-weekWindow))
 	if err != nil {
 		return rate, err
 	}

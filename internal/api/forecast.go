@@ -13,7 +13,6 @@ import (
 	"github.com/sparecap/sparecap/internal/bound"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/forecast"
-	"github.com/sparecap/sparecap/internal/store"
 )
 
 // maxForecastHours is how far GET /v1/capacity/forecast looks: a week.
@@ -35,24 +34,25 @@ func (s *Server) capacityForecast(w http.ResponseWriter, r *http.Request, p prin
 		}
 		hours = n
 	}
-	machines, pools, nodes, err := s.poolsHistory(r.Context(), func(ms []domain.Machine) ([][2]string, error) {
+	now := s.clock.Now()
+	machines, pools, hist, err := s.poolsHistory(r.Context(), now, func(ms []domain.Machine) ([][2]string, error) {
 		return forecastPools(ms, q.Get("region"), q.Get("gpu_type"))
 	})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	now := s.clock.Now()
 	out := apiv1.CapacityForecast{At: now.UTC(), Pools: make([]apiv1.PoolForecast, 0, len(pools))}
 	for _, pl := range pools {
-		out.Pools = append(out.Pools, poolForecast(nodes, machines, pl, now, hours))
+		out.Pools = append(out.Pools, poolForecast(hist[pl], machines, pl, now, hours))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 // poolsHistory is the fleet's machines, the pools pick chooses of them,
-// and every node ever run (the nodes only once the pools are known).
-func (s *Server) poolsHistory(ctx context.Context, pick func([]domain.Machine) ([][2]string, error)) ([]domain.Machine, [][2]string, []domain.Node, error) {
+// and every pool's lendable GPUs in the hours from historyStart(now) to
+// now's hour (s.lendable).
+func (s *Server) poolsHistory(ctx context.Context, now time.Time, pick func([]domain.Machine) ([][2]string, error)) ([]domain.Machine, [][2]string, map[[2]string][]float64, error) {
 	machines, err := s.store.ListMachines(ctx)
 	if err != nil {
 		return nil, nil, nil, err
@@ -61,8 +61,8 @@ func (s *Server) poolsHistory(ctx context.Context, pick func([]domain.Machine) (
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	nodes, err := s.store.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
-	return machines, pools, nodes, err
+	hist, err := s.lendables.of(ctx, s.store, machines, now)
+	return machines, pools, hist, err
 }
 
 // forecastPools are the fleet's pools (region, GPU type) that region and
@@ -87,8 +87,9 @@ func forecastPools(machines []domain.Machine, region, gpuType string) ([][2]stri
 	return pools, nil
 }
 
-// poolForecast is pool's forecast of hours hours from the hour after now.
-func poolForecast(nodes []domain.Node, machines []domain.Machine, pool [2]string, now time.Time, hours int) apiv1.PoolForecast {
+// poolForecast is pool's forecast of hours hours from the hour after now,
+// from its lendable GPUs in the hours from historyStart(now) (hist).
+func poolForecast(hist []float64, machines []domain.Machine, pool [2]string, now time.Time, hours int) apiv1.PoolForecast {
 	pf := apiv1.PoolForecast{Region: pool[0], GPUType: pool[1], EnoughHistory: true}
 	first := now // the pool's history starts with its first machine
 	for _, m := range machines {
@@ -99,12 +100,12 @@ func poolForecast(nodes []domain.Node, machines []domain.Machine, pool [2]string
 			first = earlier(first, m.CreatedAt)
 		}
 	}
-	back := time.Duration(forecast.Weeks)*7*24*time.Hour + forecast.Spread*time.Hour
-	histStart := now.Truncate(time.Hour).Add(-back)
+	histStart := historyStart(now)
 	if f := first.Truncate(time.Hour); f.After(histStart) {
-		histStart = f // hours before the pool are no sample of it
+		// Hours before the pool are no sample of it.
+		hist = hist[min(int(f.Sub(histStart)/time.Hour), len(hist)):]
+		histStart = f
 	}
-	hist := forecast.Lendable(nodes, machines, pool[0], pool[1], histStart, now)
 	start := now.Truncate(time.Hour).Add(time.Hour)
 	short := 0
 	for _, h := range forecast.Of(hist, histStart, start, hours) {
@@ -120,6 +121,13 @@ func poolForecast(nodes []domain.Node, machines []domain.Machine, pool [2]string
 			" days of history; " + strconv.Itoa(short) + " hours have less than the four weeks a 90% interval needs"
 	}
 	return pf
+}
+
+// historyStart is where the history a forecast made at now reads starts:
+// its weeks back and the hours either side.
+func historyStart(now time.Time) time.Time {
+	back := time.Duration(forecast.Weeks)*7*24*time.Hour + forecast.Spread*time.Hour
+	return now.Truncate(time.Hour).Add(-back)
 }
 
 func earlier(a, b time.Time) time.Time {

@@ -26,7 +26,8 @@ func (s *Server) planOptions(w http.ResponseWriter, r *http.Request, p principal
 		s.fail(w, r, err)
 		return
 	}
-	machines, pools, nodes, err := s.poolsHistory(ctx, func(ms []domain.Machine) ([][2]string, error) {
+	now := s.clock.Now()
+	machines, pools, hist, err := s.poolsHistory(ctx, now, func(ms []domain.Machine) ([][2]string, error) {
 		return anyOfPools(ms, q.Get("regions"), q.Get("gpu_types"))
 	})
 	if err != nil {
@@ -41,7 +42,6 @@ func (s *Server) planOptions(w http.ResponseWriter, r *http.Request, p principal
 	}
 	defer release()
 	out := apiv1.PlanOptions{GPUHours: j.GPUHours, GPUs: j.GPUs, DeadlineHours: j.Deadline.Hours(), Options: []apiv1.PlanOption{}}
-	now := s.clock.Now()
 	b, err := s.book(ctx)
 	if err != nil {
 		s.fail(w, r, err)
@@ -58,7 +58,7 @@ func (s *Server) planOptions(w http.ResponseWriter, r *http.Request, p principal
 			s.fail(w, r, err)
 			return
 		}
-		if f := poolForecast(nodes, machines, pool, now, 1).Hours; len(f) == 1 {
+		if f := poolForecast(hist[pool], machines, pool, now, 1).Hours; len(f) == 1 {
 			o.LendableGPUs, o.ForecastSamples = f[0].ExpectedGPUs, f[0].Samples
 		}
 		o.Fits = o.ForecastSamples == 0 || o.LendableGPUs >= float64(j.GPUs)

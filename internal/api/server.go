@@ -74,7 +74,10 @@ type Server struct {
 	// planSlot lets one plan compute at a time; planners counts the plans
 	// running or waiting by project (see planTurn).
 	planSlot chan struct{}
-	planners streamCounts
+	// lendables keeps the pools' lendable history of the hour, which the
+	// capacity forecast and the plan options read.
+	lendables lendableCache
+	planners  streamCounts
 	// Options are set after New, before the server handles requests
 	// (their fields are promoted: s.Sealer = …, or s.Options = …).
 	Options

@@ -109,7 +109,7 @@ func (s *Server) preemptionWeek(w http.ResponseWriter, r *http.Request, p princi
 		s.fail(w, r, err)
 		return
 	}
-	machines, nodes, err := s.poolHistory(r, region, gpuType)
+	machines, nodes, err := s.poolHistory(r, region, gpuType, from)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -117,9 +117,10 @@ func (s *Server) preemptionWeek(w http.ResponseWriter, r *http.Request, p princi
 	writeJSON(w, http.StatusOK, stats.Week(nodes, machines, region, gpuType, from, to, now, ahead))
 }
 
-// poolHistory is the fleet's machines and the preemptible nodes ever run,
-// after checking that region and gpu_type name a pool of the fleet.
-func (s *Server) poolHistory(r *http.Request, region, gpuType string) ([]domain.Machine, []domain.Node, error) {
+// poolHistory is the fleet's machines and the preemptible nodes not
+// removed before since, after checking that region and gpu_type name a
+// pool of the fleet.
+func (s *Server) poolHistory(r *http.Request, region, gpuType string, since time.Time) ([]domain.Machine, []domain.Node, error) {
 	ctx := r.Context()
 	if region == "" || gpuType == "" {
 		return nil, nil, invalid("region", "region and gpu_type name the pool: both are required")
@@ -135,17 +136,11 @@ func (s *Server) poolHistory(r *http.Request, region, gpuType string) ([]domain.
 	if !pools[region+" "+gpuType] {
 		return nil, nil, invalid("gpu_type", "the fleet has no pool of %q in %q; it has %s", bound.Text(gpuType, 64), bound.Text(region, 64), list(pools))
 	}
-	nodes, err := s.store.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true})
+	nodes, err := s.store.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true, Class: domain.Preemptible, RemovedSince: since})
 	if err != nil {
 		return nil, nil, err
 	}
-	preemptible := nodes[:0]
-	for _, n := range nodes {
-		if n.Class == domain.Preemptible {
-			preemptible = append(preemptible, n)
-		}
-	}
-	return machines, preemptible, nil
+	return machines, nodes, nil
 }
 
 // statsWindow parses ?from= and ?to= (RFC 3339). to defaults to now and

@@ -318,6 +318,12 @@ type NodeFilter struct {
 	States []domain.NodeState
 	// IncludeRemoved selects removed nodes too (ignored when States is set).
 	IncludeRemoved bool
+	// Class, when set, selects nodes of this compute class only.
+	Class domain.ComputeClass
+	// RemovedSince, when set, leaves out the nodes removed before it: a
+	// read of the past from then on (statistics, forecasts) skips the rest
+	// of the history kept.
+	RemovedSince time.Time
 	// Unmetered selects, removed or not, the nodes that became ready and
 	// have no final usage record yet: the meter's work list.
 	Unmetered bool

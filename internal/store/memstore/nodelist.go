@@ -53,7 +53,8 @@ func (q *nodeQuery) match(n *domain.Node, metered func() bool) bool {
 	f := &q.f
 	if (f.ClusterID != "" && n.ClusterID != f.ClusterID) ||
 		(len(f.ClusterIDs) > 0 && !slices.Contains(f.ClusterIDs, n.ClusterID)) ||
-		(f.MachineID != "" && n.MachineID != f.MachineID) || (f.CleanupPending && !n.CleanupPending) {
+		(f.MachineID != "" && n.MachineID != f.MachineID) || (f.CleanupPending && !n.CleanupPending) ||
+		(f.Class != "" && n.Class != f.Class) || (!f.RemovedSince.IsZero() && !n.RemovedAt.IsZero() && n.RemovedAt.Before(dbTime(f.RemovedSince))) {
 		return false
 	}
 	switch q.mode {

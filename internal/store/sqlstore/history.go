@@ -92,6 +92,14 @@ func (r reader) nodesQuery(f store.NodeFilter) (string, []any) {
 		where = append(where, "machine_id = ?")
 		args = append(args, f.MachineID)
 	}
+	if f.Class != "" {
+		where = append(where, "class = ?")
+		args = append(args, string(f.Class))
+	}
+	if !f.RemovedSince.IsZero() {
+		where = append(where, "(removed_at IS NULL OR removed_at >= ?)")
+		args = append(args, r.s.timeArg(f.RemovedSince))
+	}
 	if f.CleanupPending {
 		// The same expression as the partial index nodes_cleanup, so both
 		// backends use it.

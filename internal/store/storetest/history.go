@@ -118,6 +118,24 @@ func testArchiveNodes(t *testing.T, s store.Store) {
 			t.Fatalf("%+v: %v, want the archived node first", f, nodeIDs(ns))
 		}
 	}
+	// A read of the past from its removal on sees it; from after, or of
+	// the other class, does not.
+	for _, c := range []struct {
+		f    store.NodeFilter
+		want []string
+	}{
+		{store.NodeFilter{IncludeRemoved: true, RemovedSince: at(10)}, []string{"done", "live"}},
+		{store.NodeFilter{IncludeRemoved: true, RemovedSince: at(10).Add(time.Microsecond)}, []string{"live"}},
+		{store.NodeFilter{IncludeRemoved: true, Class: done.Class}, []string{"done", "live"}},
+		{store.NodeFilter{IncludeRemoved: true, Class: domain.Standard}, []string{}},
+		{store.NodeFilter{Class: domain.Preemptible, RemovedSince: at(11)}, []string{"live"}},
+	} {
+		ns, err := s.ListNodes(ctx, c.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEqual(t, fmt.Sprintf("%+v", c.f), append([]string{}, nodeIDs(ns)...), c.want)
+	}
 	// The live-state reads do not see it.
 	snap, err := s.Snapshot(ctx)
 	if err != nil {
