@@ -22,6 +22,8 @@ type planForm struct {
 	Errors map[string]string
 	Offers []offer
 	Plan   *apiv1.Plan
+	// Options: the job ranked in every pool (region_gpu "any").
+	Options *apiv1.PlanOptions
 }
 
 // planFields are the planner form's fields, with their defaults.
@@ -81,6 +83,9 @@ func (c *Console) askPlan(r *http.Request, api *client.Client, f *planForm) int 
 	if len(f.Errors) > 0 {
 		return http.StatusBadRequest
 	}
+	if v["region_gpu"] == "any" {
+		return askOptions(r, api, f, q)
+	}
 	p, err := api.Plan(r.Context(), q)
 	if err != nil {
 		msg, _ := fieldError(err, f.Errors)
@@ -98,6 +103,28 @@ func (c *Console) askPlan(r *http.Request, api *client.Client, f *planForm) int 
 		return statusOf(err)
 	}
 	f.Plan = p
+	return http.StatusOK
+}
+
+// askOptions asks for the job of q ranked in every pool and keeps them,
+// or the error; it returns the page's status.
+func askOptions(r *http.Request, api *client.Client, f *planForm, q client.PlanQuery) int {
+	if q.RatePercentPerHour >= 0 {
+		f.Errors["rate"] = "a what-if rate is for one region and GPU type: every pool is planned at its own measured rate"
+		return http.StatusBadRequest
+	}
+	o, err := api.PlanOptions(r.Context(), q, nil, nil)
+	if err != nil {
+		msg, _ := fieldError(err, f.Errors)
+		if e := f.Errors["plan"]; e != "" {
+			f.Errors["gpu_hours"] = e
+		}
+		if msg != "" || len(f.Errors) == 0 {
+			f.Errors["gpu_hours"] = err.Error()
+		}
+		return statusOf(err)
+	}
+	f.Options = o
 	return http.StatusOK
 }
 

@@ -11,7 +11,7 @@ import (
 
 // TestPlanPage: a tenant plans a job through the form: the plan, its
 // advice and the deadline rows; a bad number is shown by its field and
-// asks nothing.
+// asks nothing; "any region and GPU type" ranks every pool.
 func TestPlanPage(t *testing.T) {
 	e := newEnv(t)
 	b := e.browser()
@@ -38,6 +38,19 @@ func TestPlanPage(t *testing.T) {
 	status, page, _ = b.get("/console/plan?" + q.Encode())
 	if status != http.StatusBadRequest || !strings.Contains(page, `id="err-rate"`) {
 		t.Fatalf("plan with a bad rate %d", status)
+	}
+	// Any region and GPU type: every pool ranked, each linking its week.
+	q.Set("region_gpu", "any")
+	q.Set("rate", "4.1")
+	if status, page, _ = b.get("/console/plan?" + q.Encode()); status != http.StatusBadRequest || !strings.Contains(page, "a what-if rate is for one region") {
+		t.Fatalf("any pool with a what-if rate %d:\n%s", status, page)
+	}
+	q.Del("rate")
+	status, page, _ = b.get("/console/plan?" + q.Encode())
+	if status != 200 || !strings.Contains(page, `id="plan-options"`) || !strings.Contains(page, "<tr><td>1</td>") ||
+		!strings.Contains(page, `href="/console/pools/week?region=us-central-2&amp;gpu_type=RTX_6000_PCI"`) || !strings.Contains(page, "<th>Deadline met</th>") ||
+		strings.Contains(page, `id="plan-result"`) || strings.Contains(page, "%!") {
+		t.Fatalf("any pool %d:\n%s", status, page)
 	}
 }
 
