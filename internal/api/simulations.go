@@ -63,7 +63,7 @@ func (s *Server) createSimulation(w http.ResponseWriter, r *http.Request, _ prin
 	}
 	evs := simulate.Generate(sc)
 	if req.Trace != "" {
-		if evs, err = simulate.ReadTraceAs(req.TraceFormat, strings.NewReader(req.Trace), sc.Fleet); err != nil {
+		if evs, sc.Trace, err = simulate.ReadTraceAs(req.TraceFormat, strings.NewReader(req.Trace), sc.Fleet); err != nil {
 			s.fail(w, r, invalid("trace", "%s", err.Error()))
 			return
 		}

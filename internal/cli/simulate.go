@@ -131,7 +131,7 @@ func (a *simulateArgs) load(cmd *cobra.Command, path string) (simulate.Scenario,
 	}
 	evs := simulate.Generate(sc)
 	if a.tracePath != "" {
-		if evs, err = readTrace(a.traceFormat, a.tracePath, sc.Fleet); err != nil {
+		if evs, sc.Trace, err = readTrace(a.traceFormat, a.tracePath, sc.Fleet); err != nil {
 			return sc, nil, err
 		}
 	}
@@ -166,17 +166,17 @@ func fleetFromNodes(sc *simulate.Scenario, format, path string) error {
 	return nil
 }
 
-func readTrace(format, path string, fl fleet.File) ([]simulate.Event, error) {
+func readTrace(format, path string, fl fleet.File) ([]simulate.Event, *simulate.TraceAsk, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read the trace: %w", err)
+		return nil, nil, fmt.Errorf("read the trace: %w", err)
 	}
 	defer f.Close()
-	evs, err := simulate.ReadTraceAs(format, f, fl)
+	evs, ask, err := simulate.ReadTraceAs(format, f, fl)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return evs, nil
+	return evs, ask, nil
 }
 
 // readBounded reads a file of at most max bytes.

@@ -45,16 +45,20 @@ var Formats = []string{FormatSparecap, FormatAlibaba2023, FormatAlibaba2026}
 // at 0. A pod or job that accepts several GPU types (an empty type: any
 // of fl's in AlibabaRegion; "A|B": either) is placed at its arrival on
 // the first of them with room (see place).
-func ReadTraceAs(format string, r io.Reader, fl fleet.File) ([]Event, error) {
+//
+// For Alibaba's traces it also says what the rows ask as they are, before
+// whole nodes (nil for sparecap's format, whose rows are the demand).
+func ReadTraceAs(format string, r io.Reader, fl fleet.File) ([]Event, *TraceAsk, error) {
 	switch format {
 	case FormatSparecap, "":
-		return ReadTrace(r)
+		evs, err := ReadTrace(r)
+		return evs, nil, err
 	case FormatAlibaba2023:
 		return readAlibaba(r, alibaba2023, fl)
 	case FormatAlibaba2026:
 		return readAlibaba(r, alibaba2026, fl)
 	}
-	return nil, fmt.Errorf("unknown trace format %q: use one of %s", trim(format), strings.Join(Formats, ", "))
+	return nil, nil, fmt.Errorf("unknown trace format %q: use one of %s", trim(format), strings.Join(Formats, ", "))
 }
 
 // usage is one pod's or job's GPUs over [from, to) (to < 0: to the end),
@@ -136,12 +140,12 @@ var alibaba2026 = alibabaFormat{name: FormatAlibaba2026,
 	}}
 
 // readAlibaba reads one of Alibaba's layouts into demand.
-func readAlibaba(r io.Reader, af alibabaFormat, fl fleet.File) ([]Event, error) {
+func readAlibaba(r io.Reader, af alibabaFormat, fl fleet.File) ([]Event, *TraceAsk, error) {
 	cr := csv.NewReader(&lineBound{r: newBufReader(r)})
 	cr.ReuseRecord = true
 	head, err := cr.Read()
 	if err != nil {
-		return nil, fmt.Errorf("%s trace: read the header: %w", af.name, err)
+		return nil, nil, fmt.Errorf("%s trace: read the header: %w", af.name, err)
 	}
 	col := map[string]int{}
 	for i, h := range head {
@@ -149,7 +153,7 @@ func readAlibaba(r io.Reader, af alibabaFormat, fl fleet.File) ([]Event, error) 
 	}
 	for _, h := range af.header {
 		if _, ok := col[h]; !ok {
-			return nil, fmt.Errorf("%s trace: the header lacks %q (want %s)", af.name, h, strings.Join(af.header, ","))
+			return nil, nil, fmt.Errorf("%s trace: the header lacks %q (want %s)", af.name, h, strings.Join(af.header, ","))
 		}
 	}
 	var us []usage
@@ -171,9 +175,9 @@ func readAlibaba(r io.Reader, af alibabaFormat, fl fleet.File) ([]Event, error) 
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return aggregate(us, fleetTypes(fl)), nil
+	return aggregate(us, fleetTypes(fl)), askOf(us), nil
 }
 
 // aggregate turns usages into the demand of one cluster per class and

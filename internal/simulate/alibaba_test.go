@@ -36,7 +36,7 @@ job-3,org-a,A100,4,0.5,3,1200,600,Spot
 )
 
 func TestReadAlibaba2023(t *testing.T) {
-	evs, err := ReadTraceAs(FormatAlibaba2023, strings.NewReader(alibabaPods), fleet.File{})
+	evs, _, err := ReadTraceAs(FormatAlibaba2023, strings.NewReader(alibabaPods), fleet.File{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestReadAlibaba2023(t *testing.T) {
 }
 
 func TestReadAlibaba2026(t *testing.T) {
-	evs, err := ReadTraceAs(FormatAlibaba2026, strings.NewReader(alibabaJobs), fleet.File{})
+	evs, _, err := ReadTraceAs(FormatAlibaba2026, strings.NewReader(alibabaJobs), fleet.File{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestReadAlibabaRefuses(t *testing.T) {
 		{FormatAlibaba2026, strings.Replace(alibabaJobs, ",HP\n", ",VIP\n", 1), `job_type "VIP"`},
 		{FormatAlibaba2026, strings.Replace(alibabaJobs, "A100,16,1,4", "A100,16,-1,4", 1), `gpu_request "-1"`},
 	} {
-		if _, err := ReadTraceAs(c.format, strings.NewReader(c.in), fleet.File{}); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, _, err := ReadTraceAs(c.format, strings.NewReader(c.in), fleet.File{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %.50q: %v; want %q", c.format, c.in, err, c.want)
 		}
 	}
@@ -124,7 +124,7 @@ func FuzzReadAlibaba(f *testing.F) {
 		switch which % 3 {
 		case 0, 1:
 			format := []string{FormatAlibaba2023, FormatAlibaba2026}[(which%3+3)%3%2]
-			evs, err := ReadTraceAs(format, bytes.NewReader(data), fleet.File{})
+			evs, _, err := ReadTraceAs(format, bytes.NewReader(data), fleet.File{})
 			if err != nil {
 				return
 			}
@@ -166,9 +166,14 @@ p5,1000,1024,8,1000,Z80,LS,Running,2400,3000,2400
 		t.Fatal(err)
 	}
 	fl.Prices = map[string]string{"A": "1.00", "B": "2.00"}
-	evs, err := ReadTraceAs(FormatAlibaba2023, strings.NewReader(pods), fl)
+	evs, ask, err := ReadTraceAs(FormatAlibaba2023, strings.NewReader(pods), fl)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The rows as they are: 12×2h + 8×110m + 4×1h + 8×10m standard,
+	// 8×100m preemptible.
+	if *ask != (TraceAsk{Rows: 5, StandardGPUh: 44, PreemptibleGPUh: 13.333}) {
+		t.Errorf("the trace asks %+v", *ask)
 	}
 	var got []string
 	for _, e := range evs {
@@ -210,11 +215,11 @@ func TestAReplayMostlyRefusedSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	fl.Prices = map[string]string{"A100": "2.00"}
-	evs, err := ReadTraceAs(FormatAlibaba2023, strings.NewReader(alibabaPods), fl)
+	evs, ask, err := ReadTraceAs(FormatAlibaba2023, strings.NewReader(alibabaPods), fl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Scenario{Horizon: Duration{2 * time.Hour}, Fleet: fl, Policy: Policy{Name: "replay"}}
+	s := Scenario{Horizon: Duration{2 * time.Hour}, Fleet: fl, Policy: Policy{Name: "replay"}, Trace: ask}
 	if err := s.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +234,8 @@ func TestAReplayMostlyRefusedSaysSo(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	if err := c.WriteTable(&b); err != nil || !strings.Contains(b.String(), "WARNING (replay): most of the standard demand was refused") {
+	if err := c.WriteTable(&b); err != nil || !strings.Contains(b.String(), "WARNING (replay): most of the standard demand was refused") ||
+		!strings.Contains(b.String(), "The trace's 3 rows with GPUs ask 24 standard and 5.944 preemptible GPU-hours as they are") {
 		t.Errorf("the table does not warn: %v\n%s", err, b.String())
 	}
 }

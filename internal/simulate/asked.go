@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -92,4 +93,36 @@ func absent(want, have []string) []string {
 		}
 	}
 	return out
+}
+
+// TraceAsk is what a trace's rows ask as they are: their GPU-hours by
+// class before they are summed into whole nodes (a row with no end holds
+// its GPUs to the trace's last time), over the whole trace, whatever
+// the horizon.
+type TraceAsk struct {
+	Rows            int     `json:"rows_with_gpus"`
+	StandardGPUh    float64 `json:"standard_gpu_hours"`
+	PreemptibleGPUh float64 `json:"preemptible_gpu_hours"`
+}
+
+// askOf is the TraceAsk of a trace's usages.
+func askOf(us []usage) *TraceAsk {
+	end := math.Inf(-1)
+	for _, u := range us {
+		end = math.Max(end, math.Max(u.from, u.to))
+	}
+	var std, pre float64
+	for _, u := range us {
+		to := u.to
+		if to < u.from {
+			to = end
+		}
+		gs := float64(u.gpus) * (to - u.from)
+		if u.class == domain.Standard {
+			std += gs
+		} else {
+			pre += gs
+		}
+	}
+	return &TraceAsk{Rows: len(us), StandardGPUh: round(std / 3600), PreemptibleGPUh: round(pre / 3600)}
 }

@@ -21,14 +21,16 @@ type Comparison struct {
 	Events  int      `json:"demand_events"`
 	// GangGPUs is the scenario's largest gang (jobs.gang_gpus or its mix;
 	// 0: none).
-	GangGPUs int       `json:"gang_gpus,omitempty"`
-	Runs     []*Result `json:"runs"`
+	GangGPUs int `json:"gang_gpus,omitempty"`
+	// Trace is what the trace's rows ask, when the demand is a trace's.
+	Trace *TraceAsk `json:"trace,omitempty"`
+	Runs  []*Result `json:"runs"`
 }
 
 // Compare runs evs under the scenario's policy and, if set, its Compare
 // policy.
 func Compare(ctx context.Context, s Scenario, evs []Event, progress func(Progress)) (*Comparison, error) {
-	c := &Comparison{Seed: s.Seed, Horizon: s.Horizon, Events: len(evs), GangGPUs: s.Jobs.largestGang()}
+	c := &Comparison{Seed: s.Seed, Horizon: s.Horizon, Events: len(evs), GangGPUs: s.Jobs.largestGang(), Trace: s.Trace}
 	pols := []Policy{s.Policy}
 	if s.Compare != nil {
 		pols = append(pols, *s.Compare)
@@ -82,7 +84,12 @@ func (c *Comparison) WriteJSON(w io.Writer) error {
 // with a column per policy, then each tenant's.
 func (c *Comparison) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "Seed %d, horizon %s, %d demand events.\n\n", c.Seed, c.Horizon.D, c.Events)
+	fmt.Fprintf(tw, "Seed %d, horizon %s, %d demand events.\n", c.Seed, c.Horizon.D, c.Events)
+	if t := c.Trace; t != nil {
+		fmt.Fprintf(tw, "The trace's %d rows with GPUs ask %s standard and %s preemptible GPU-hours as they are; the replay asks them in whole 8-GPU nodes.\n",
+			t.Rows, num(t.StandardGPUh), num(t.PreemptibleGPUh))
+	}
+	fmt.Fprintln(tw)
 	for _, r := range c.Runs {
 		for _, w := range r.Warnings {
 			fmt.Fprintf(tw, "WARNING (%s): %s.\n", r.Policy.Name, w)
@@ -183,6 +190,11 @@ func (c *Comparison) WriteCSV(w io.Writer) error {
 		}
 		for _, w := range r.Warnings {
 			cw.Write([]string{p, "warning", "", "message", csvcell.Text(w)})
+		}
+		if t := c.Trace; t != nil {
+			for _, kv := range [][2]string{{"rows_with_gpus", strconv.Itoa(t.Rows)}, {"standard_gpu_hours", num(t.StandardGPUh)}, {"preemptible_gpu_hours", num(t.PreemptibleGPUh)}} {
+				cw.Write([]string{p, "trace", "", kv[0], kv[1]})
+			}
 		}
 		for _, pr := range r.Pools {
 			name := pr.Region + "/" + pr.GPUType

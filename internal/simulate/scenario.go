@@ -35,6 +35,9 @@ type Scenario struct {
 	Policy Policy `json:"policy"`
 	// Compare, if set, is a second policy run on the same demand.
 	Compare *Policy `json:"compare,omitempty"`
+	// Trace, set by whoever read the demand from a trace (not a field of
+	// the file), is what the trace's rows ask, shown beside the results.
+	Trace *TraceAsk `json:"-"`
 }
 
 // OnDemand: standard clusters arrive in each on-demand pool as a Poisson

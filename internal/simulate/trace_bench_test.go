@@ -34,12 +34,13 @@ func BenchmarkAlibaba2023(b *testing.B) {
 	}
 	b.ReportAllocs()
 	var r *Result
+	var trace TraceAsk
 	for b.Loop() {
 		fl, err := ReadAlibabaNodes(FormatAlibaba2023, bytes.NewReader(nodes))
 		if err != nil {
 			b.Fatal(err)
 		}
-		evs, err := ReadTraceAs(FormatAlibaba2023, bytes.NewReader(pods), fl)
+		evs, ask, err := ReadTraceAs(FormatAlibaba2023, bytes.NewReader(pods), fl)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -50,11 +51,14 @@ func BenchmarkAlibaba2023(b *testing.B) {
 		if r, err = Run(context.Background(), s, evs, s.Policy, nil); err != nil {
 			b.Fatal(err)
 		}
+		trace = *ask
 	}
 	op := r.Operator
 	if op.Refused > 0 || len(r.Warnings) > 0 {
 		b.Errorf("on-demand refused %d, warnings %q", op.Refused, r.Warnings)
 	}
+	b.ReportMetric(trace.StandardGPUh, "std-rows-GPUh")
+	b.ReportMetric(trace.PreemptibleGPUh, "pre-rows-GPUh")
 	b.ReportMetric(op.AskedStandardGPUh, "std-asked-GPUh")
 	b.ReportMetric(op.StandardGPUh, "std-GPUh")
 	b.ReportMetric(op.AskedPreemptibleGPUh, "pre-asked-GPUh")
