@@ -100,6 +100,11 @@ func (s *Server) planOption(r *http.Request, base apiv1.Plan, j plan.Job, pool [
 	return o, nil
 }
 
+// maxOptions bounds the pools one question plans: each gets at least 50
+// Monte Carlo runs, so a plan of heavy jobs over many pools would take
+// many plans' time.
+const maxOptions = 32
+
 // anyOfPools are the fleet's pools in the regions and of the GPU types
 // the comma lists name (empty: any), in order; a name the fleet lacks is
 // a 400.
@@ -142,6 +147,9 @@ func anyOfPools(machines []domain.Machine, regions, types string) ([][2]string, 
 	}
 	if len(pools) == 0 {
 		return nil, invalid("gpu_types", "no pool of the fleet is of those GPU types in those regions")
+	}
+	if len(pools) > maxOptions {
+		return nil, invalid("gpu_types", "%d pools match: name at most %d with regions or gpu_types (each is planned, within one plan's time)", len(pools), maxOptions)
 	}
 	return pools, nil
 }

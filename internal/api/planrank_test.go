@@ -2,10 +2,12 @@ package api
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/domain"
 )
 
 // TestPlanOptions: a job is planned in every pool it may run in, each at
@@ -70,5 +72,20 @@ func TestRankOptions(t *testing.T) {
 	want := "[cheap-sure dear-sure cheap-unsure unsurer cheapest-full]"
 	if s := fmt.Sprint(got); s != want {
 		t.Errorf("order %s, want %s", s, want)
+	}
+}
+
+// TestPlanOptionsBoundsThePools: a question that would plan more pools
+// than maxOptions is refused before any is planned.
+func TestPlanOptionsBoundsThePools(t *testing.T) {
+	var ms []domain.Machine
+	for i := range maxOptions + 1 {
+		ms = append(ms, domain.Machine{ID: fmt.Sprint(i), Region: fmt.Sprintf("r-%02d", i), GPUType: "H100"})
+	}
+	if _, err := anyOfPools(ms, "", ""); err == nil || !strings.Contains(err.Error(), "33 pools match") {
+		t.Errorf("33 pools: %v", err)
+	}
+	if p, err := anyOfPools(ms, "r-01,r-02", "H100"); err != nil || len(p) != 2 {
+		t.Errorf("two regions: %v %v", p, err)
 	}
 }
