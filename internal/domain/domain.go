@@ -375,6 +375,14 @@ type Cluster struct {
 	// TargetPreemptibleGPUs.
 	MaxPreemptibleGPUs       int
 	RequestedPreemptibleGPUs int
+	// PreemptibleGPUTypes are the GPU types of its region its preemptible
+	// target may be of, in order of preference (none: GPUType), chosen
+	// by PreemptibleStrategy; MaxPreemptiblePrice caps the preemptible
+	// price per GPU-hour of a type it takes (a decimal string; "": none).
+	// WORK IN PROGRESS (issue 50): not stored nor planned yet.
+	PreemptibleGPUTypes []string
+	PreemptibleStrategy string
+	MaxPreemptiblePrice string
 	// Weight for max-min fair sharing of spare capacity (1 by default,
 	// at most MaxWeight): a cluster's share is proportional to it.
 	Weight int

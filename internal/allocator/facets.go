@@ -1,0 +1,178 @@
+package allocator
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// A cluster whose preemptible target may be of several GPU types is
+// planned as one facet per type, each a row of its type's partition:
+// partitions stay independent. The home facet is the cluster's own row
+// (its type: its standard demand and that type's share of the target);
+// each other type's facet has the ID FacetID(cluster, type), no standard
+// demand and its type's share. A node is planned under the facet of its
+// GPU type. What the plan says of a facet is said of its cluster
+// (RealID), and the facets' states merge into the cluster's (Merge).
+//
+// WORK IN PROGRESS (issue 50, part 1): pure functions only; the
+// controller does not expand clusters into facets yet.
+
+// FacetSep separates a cluster's ID from a GPU type in a facet's ID
+// (cluster IDs never hold it).
+const FacetSep = "/"
+
+// FacetID is the ID of cluster id's facet of GPU type t.
+func FacetID(id, t string) string { return id + FacetSep + t }
+
+// RealID is the cluster a facet ID (or a cluster's own ID) stands for.
+func RealID(id string) string {
+	real, _, _ := strings.Cut(id, FacetSep)
+	return real
+}
+
+// Types are the GPU types c's preemptible target may be of, in its
+// order of preference: its PreemptibleGPUTypes, or its own type.
+func Types(c *domain.Cluster) []string {
+	if len(c.PreemptibleGPUTypes) == 0 {
+		return []string{c.GPUType}
+	}
+	return c.PreemptibleGPUTypes
+}
+
+// Facets is c as the planner sees it, given the split of its target by
+// type: the home row first, then a row per other type, in c's order.
+// A cluster of one type is itself.
+func Facets(c domain.Cluster, split map[string]int) []domain.Cluster {
+	types := Types(&c)
+	if len(types) == 1 && types[0] == c.GPUType {
+		return []domain.Cluster{c}
+	}
+	home := c
+	home.DesiredPreemptibleGPUs, home.RequestedPreemptibleGPUs, home.MaxPreemptibleGPUs = split[c.GPUType], 0, 0
+	out := []domain.Cluster{home}
+	for _, t := range types {
+		if t == c.GPUType {
+			continue
+		}
+		f := c
+		f.ID, f.GPUType, f.NumGPUs = FacetID(c.ID, t), t, 0
+		f.DesiredPreemptibleGPUs, f.RequestedPreemptibleGPUs, f.MaxPreemptibleGPUs = split[t], 0, 0
+		out = append(out, f)
+	}
+	return out
+}
+
+// NodeFacet is the row ID node n of cluster c is planned under: the
+// facet of its GPU type (a node of before, with none, is c's own).
+func NodeFacet(n *domain.Node, c *domain.Cluster) string {
+	if n.GPUType == "" || n.GPUType == c.GPUType || !slices.Contains(Types(c), n.GPUType) {
+		return c.ID
+	}
+	return FacetID(c.ID, n.GPUType)
+}
+
+// Pool is what the spread knows of one GPU type's pool in the
+// cluster's region: its preemptible price (micro-dollars per GPU-hour,
+// 0 unknown) and the GPUs it could lend the cluster now (-1 unknown).
+type Pool struct {
+	Price uint64
+	Room  int
+}
+
+// Spread splits c's preemptible target among its types, given the
+// preemptible GPUs it holds of each (held) and their pools. Types priced
+// above c's cap get nothing (their nodes go). What it holds stays where
+// it is (no node is reclaimed only to move back to a preferred type),
+// within the target, the least preferred given up first; the rest goes
+// to the types in the strategy's order, each as much as its pool has
+// room for, and what none has room for waits on the first.
+func Spread(c *domain.Cluster, held map[string]int, pools map[string]Pool, capMicros uint64) map[string]int {
+	order := strategyOrder(c, pools)
+	order = slices.DeleteFunc(order, func(t string) bool { return capMicros > 0 && pools[t].Price > capMicros })
+	split := make(map[string]int, len(order))
+	left := c.TargetPreemptibleGPUs()
+	for _, t := range order {
+		k := min(held[t], left)
+		split[t], left = k, left-k
+	}
+	for _, t := range order {
+		if left <= 0 {
+			break
+		}
+		room := pools[t].Room
+		if room < 0 {
+			room = left
+		}
+		k := min(room, left)
+		split[t], left = split[t]+k, left-k
+	}
+	if left > 0 && len(order) > 0 {
+		split[order[0]] += left
+	}
+	return split
+}
+
+// Strategies of a preemptible target over several types.
+const (
+	InOrder                = "in-order"
+	LowestPrice            = "lowest-price"
+	CapacityOptimized      = "capacity-optimized"
+	PriceCapacityOptimized = "price-capacity-optimized"
+)
+
+// strategyOrder is c's types in the order its strategy tries them:
+// in-order as listed; lowest-price by price; capacity-optimized by room
+// (most first); price-capacity-optimized those with room for the whole
+// target first, by price, then the rest by room. Ties keep c's order.
+func strategyOrder(c *domain.Cluster, pools map[string]Pool) []string {
+	order := slices.Clone(Types(c))
+	want := c.TargetPreemptibleGPUs()
+	byPrice := func(a, b string) int { return cmp.Compare(pools[a].Price, pools[b].Price) }
+	byRoom := func(a, b string) int { return cmp.Compare(pools[b].Room, pools[a].Room) }
+	switch c.PreemptibleStrategy {
+	case LowestPrice:
+		slices.SortStableFunc(order, byPrice)
+	case CapacityOptimized:
+		slices.SortStableFunc(order, byRoom)
+	case PriceCapacityOptimized:
+		fits := func(t string) bool { return pools[t].Room < 0 || pools[t].Room >= want }
+		slices.SortStableFunc(order, func(a, b string) int {
+			if fa, fb := fits(a), fits(b); fa != fb {
+				if fa {
+					return -1
+				}
+				return 1
+			} else if fa {
+				return byPrice(a, b)
+			}
+			return byRoom(a, b)
+		})
+	}
+	return order
+}
+
+// Merge is the state of cluster c from its facets' states (the home
+// facet's first): standard nodes and status are the home facet's, the
+// preemptible GPUs allocated and the fair shares the facets' sums; the
+// target is unmet while the sum is below it, for the first unmet
+// facet's reason.
+func Merge(c *domain.Cluster, states []ClusterState) ClusterState {
+	out := ClusterState{ClusterID: c.ID}
+	for i, s := range states {
+		if i == 0 {
+			out.Status, out.StandardGPUs = s.Status, s.StandardGPUs
+		}
+		out.AllocatedPreemptibleGPUs += s.AllocatedPreemptibleGPUs
+		out.FairShareGPUs += s.FairShareGPUs
+		if out.Unfulfilled == domain.UnfulfilledNone && s.Unfulfilled != domain.UnfulfilledNone {
+			out.Unfulfilled, out.Message = s.Unfulfilled, s.Message
+		}
+	}
+	if out.AllocatedPreemptibleGPUs >= c.TargetPreemptibleGPUs() {
+		out.Unfulfilled, out.Message = domain.UnfulfilledNone, ""
+	}
+	return out
+}
