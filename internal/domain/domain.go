@@ -379,7 +379,7 @@ type Cluster struct {
 	// target may be of, in order of preference (none: GPUType), chosen
 	// by PreemptibleStrategy; MaxPreemptiblePrice caps the preemptible
 	// price per GPU-hour of a type it takes (a decimal string; "": none).
-	// WORK IN PROGRESS (issue 50): not stored nor planned yet.
+	// WORK IN PROGRESS (issue 50): stored (migration 00024), not planned yet.
 	PreemptibleGPUTypes []string
 	PreemptibleStrategy string
 	MaxPreemptiblePrice string

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
@@ -135,6 +136,13 @@ func (t *tx) insertCluster(c domain.Cluster) {
 // storedCluster is c with its times as stored.
 func storedCluster(c domain.Cluster) domain.Cluster {
 	c.CreatedAt, c.DeletedAt, c.UnmetSince = dbTime(c.CreatedAt), dbTime(c.DeletedAt), dbTime(c.UnmetSince)
+	// As the SQL backends keep them: one bounded text, read back split.
+	if types := text(strings.Join(c.PreemptibleGPUTypes, ",")); types != "" {
+		c.PreemptibleGPUTypes = strings.Split(types, ",")
+	} else {
+		c.PreemptibleGPUTypes = nil
+	}
+	c.PreemptibleStrategy, c.MaxPreemptiblePrice = text(c.PreemptibleStrategy), text(c.MaxPreemptiblePrice)
 	return c
 }
 

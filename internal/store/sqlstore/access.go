@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
@@ -58,6 +59,21 @@ func (c accessCol) Scan(v any) error {
 	for _, m := range j.Missing {
 		c.a.Missing = append(c.a.Missing, domain.MissingPermission{Permission: m.Permission, Essential: m.Essential,
 			Effect: m.Effect, Since: m.Since, Detail: m.Detail})
+	}
+	return nil
+}
+
+// listCol scans a comma-separated list (empty: none).
+type listCol struct{ l *[]string }
+
+func (c listCol) Scan(v any) error {
+	text, err := columnText(v, "list")
+	if err != nil {
+		return err
+	}
+	*c.l = nil
+	if len(text) > 0 {
+		*c.l = strings.Split(string(text), ",")
 	}
 	return nil
 }

@@ -18,7 +18,8 @@ const (
 	// kubeconfig is never among the columns read into a domain.Cluster.
 	clusterWriteCols = `id, name, project_id, region, gpu_type, type, billing_type, num_gpus,
 		desired_preemptible_gpus, weight, status, unfulfilled, unfulfilled_message, deleting,
-		node_seq, created_at, deleted_at, unmet_since, max_preemptible_gpus, requested_preemptible_gpus`
+		node_seq, created_at, deleted_at, unmet_since, max_preemptible_gpus, requested_preemptible_gpus,
+		preemptible_gpu_types, preemptible_strategy, max_preemptible_price`
 	clusterCols = clusterWriteCols + `, kube_attached_at, access`
 	nodeCols    = `id, cluster_id, machine_id, name, class, gpus, state, created_at, ready_at,
 		drain_started_at, deadline, drain_cause, notified, drained_at, outcome, removed_at, last_error,
@@ -179,7 +180,8 @@ var (
 		{"weight", "bigint"}, {"status", "text"}, {"unfulfilled", "text"}, {"unfulfilled_message", "text"},
 		{"deleting", "boolean"}, {"node_seq", "bigint"}, {"created_at", "timestamptz"},
 		{"deleted_at", "timestamptz"}, {"unmet_since", "timestamptz"}, {"max_preemptible_gpus", "bigint"},
-		{"requested_preemptible_gpus", "bigint"}}
+		{"requested_preemptible_gpus", "bigint"}, {"preemptible_gpu_types", "text"}, {"preemptible_strategy", "text"},
+		{"max_preemptible_price", "text"}}
 )
 
 type typedCol struct{ name, typ string }
@@ -210,7 +212,7 @@ func bulkUpdateSet(table string, cols []typedCol, rows int) string {
 
 // clusterRow is one row of createCluster's VALUES, shared with
 // CreateClusters.
-const clusterRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const clusterRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // nodeRow is one row of createNode's VALUES, shared with CreateNodes:
 // metered starts set if the final record of the node's current period is

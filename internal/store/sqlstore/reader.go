@@ -111,8 +111,8 @@ func scanCluster(sc scanner) (c domain.Cluster, err error) {
 	err = sc.Scan(&c.ID, &c.Name, &c.ProjectID, &c.Region, &c.GPUType, &c.Type, &c.BillingType,
 		&c.NumGPUs, &c.DesiredPreemptibleGPUs, &c.Weight, &c.Status, &c.Unfulfilled,
 		&c.UnfulfilledMessage, &c.Deleting, &c.NodeSeq, timeCol{&c.CreatedAt}, timeCol{&c.DeletedAt},
-		timeCol{&c.UnmetSince}, &c.MaxPreemptibleGPUs, &c.RequestedPreemptibleGPUs, timeCol{&c.KubeAttachedAt},
-		accessCol{&c.Access})
+		timeCol{&c.UnmetSince}, &c.MaxPreemptibleGPUs, &c.RequestedPreemptibleGPUs, listCol{&c.PreemptibleGPUTypes},
+		&c.PreemptibleStrategy, &c.MaxPreemptiblePrice, timeCol{&c.KubeAttachedAt}, accessCol{&c.Access})
 	return c, err
 }
 

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/bound"
@@ -112,7 +113,8 @@ func (t *tx) newClusterArgs(c domain.Cluster) []any {
 	return []any{c.ID, c.Name, c.ProjectID, c.Region, c.GPUType, string(c.Type), string(c.BillingType),
 		c.NumGPUs, c.DesiredPreemptibleGPUs, c.Weight, string(c.Status), string(c.Unfulfilled),
 		c.UnfulfilledMessage, c.Deleting, c.NodeSeq, t.s.timeArg(c.CreatedAt), t.s.timeArg(c.DeletedAt),
-		t.s.timeArg(c.UnmetSince), c.MaxPreemptibleGPUs, c.RequestedPreemptibleGPUs}
+		t.s.timeArg(c.UnmetSince), c.MaxPreemptibleGPUs, c.RequestedPreemptibleGPUs,
+		text(strings.Join(c.PreemptibleGPUTypes, ",")), text(c.PreemptibleStrategy), text(c.MaxPreemptiblePrice)}
 }
 
 func (t *tx) UpdateCluster(ctx context.Context, c domain.Cluster) error {
@@ -127,7 +129,8 @@ func (t *tx) clusterSetArgs(c domain.Cluster) []any {
 	return []any{c.Name, c.ProjectID, c.Region, c.GPUType, string(c.Type), string(c.BillingType),
 		c.NumGPUs, c.DesiredPreemptibleGPUs, c.Weight, string(c.Status), string(c.Unfulfilled),
 		c.UnfulfilledMessage, c.Deleting, c.NodeSeq, t.s.timeArg(c.CreatedAt), t.s.timeArg(c.DeletedAt),
-		t.s.timeArg(c.UnmetSince), c.MaxPreemptibleGPUs, c.RequestedPreemptibleGPUs, c.ID}
+		t.s.timeArg(c.UnmetSince), c.MaxPreemptibleGPUs, c.RequestedPreemptibleGPUs,
+		text(strings.Join(c.PreemptibleGPUTypes, ",")), text(c.PreemptibleStrategy), text(c.MaxPreemptiblePrice), c.ID}
 }
 
 // dropKubeconfig drops the kubeconfig of c, just written, if it is fully

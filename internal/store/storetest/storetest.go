@@ -1012,6 +1012,7 @@ func full() (domain.Project, domain.Token, domain.Reservation, domain.Machine, d
 		DesiredPreemptibleGPUs: 1 << 40, Weight: 3, Status: domain.StatusDegraded,
 		Unfulfilled: domain.UnfulfilledCoolingDown, UnfulfilledMessage: "cooling down until 10:00 — ünïcode ✓",
 		Deleting: true, NodeSeq: 1<<62 + 1, CreatedAt: at(6), DeletedAt: time.Time{},
+		PreemptibleGPUTypes: []string{"B200", "H200"}, PreemptibleStrategy: "price-capacity-optimized", MaxPreemptiblePrice: "1.60",
 		// KubeAttachedAt is written by SetKubeconfig only: see attachFull.
 	}
 	n := domain.Node{
