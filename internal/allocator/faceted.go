@@ -1,0 +1,271 @@
+package allocator
+
+import (
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sparecap/sparecap/internal/domain"
+)
+
+// Faceted is Partitioned over the facets of the clusters whose
+// preemptible target may be of several GPU types (facets.go): each such
+// cluster is fed to the planner as its facets, with its nodes joined to
+// the facet of their type; its plan's rows say the cluster again, and its
+// facets' states are merged. After each plan the target is spread again
+// over the types (Spread), from the nodes held and what each facet's
+// plan said of its pool; a new spread is a change of the facets' rows.
+//
+// WORK IN PROGRESS (issue 50, part 1): not used by the controller yet.
+type Faceted struct {
+	Partitioned
+	// Price is the preemptible price of a pool in micro-dollars per
+	// GPU-hour at now (0: unknown); Cap parses a cluster's cap (0: none).
+	Price func(region, gpuType string, now time.Time) uint64
+	Cap   func(*domain.Cluster) uint64
+
+	fmu sync.Mutex
+	// multi are the stored rows of the clusters of several types; split
+	// their targets' spread; states each facet row's last state; held the
+	// live preemptible GPUs of each by type; nodes what is known of each
+	// of their nodes (cluster, type, GPUs counted in held).
+	multi  map[string]domain.Cluster
+	split  map[string]map[string]int
+	states map[string]ClusterState
+	held   map[string]map[string]int
+	nodes  map[string]heldNode
+	// blocked is when each facet's plan last said its pool gave it less
+	// than it asked: its pool counts as full until retryFull has passed.
+	blocked map[string]time.Time
+}
+
+// retryFull is how long a pool that gave a facet less than it asked
+// counts as full for the spread: the remainder does not flap between
+// types plan by plan.
+const retryFull = time.Minute
+
+type heldNode struct {
+	cluster, gpuType string
+	gpus             int
+}
+
+func isMulti(c *domain.Cluster) bool {
+	t := Types(c)
+	return len(t) > 1 || (len(t) == 1 && t[0] != c.GPUType)
+}
+
+// Load loads s, its clusters of several types as their facets.
+func (f *Faceted) Load(s Snapshot) {
+	f.fmu.Lock()
+	f.multi, f.split, f.states = map[string]domain.Cluster{}, map[string]map[string]int{}, map[string]ClusterState{}
+	f.held, f.nodes, f.blocked = map[string]map[string]int{}, map[string]heldNode{}, map[string]time.Time{}
+	out := s
+	out.Clusters = f.expandClusters(s.Clusters, nil)
+	out.Nodes = f.expandNodes(s.Nodes, nil)
+	f.fmu.Unlock()
+	f.Partitioned.Load(out)
+}
+
+// Apply applies ch, its clusters of several types as their facets.
+func (f *Faceted) Apply(ch Changes) {
+	f.fmu.Lock()
+	out := ch
+	gone := slices.Clone(ch.GoneClusters)
+	out.Clusters = f.expandClusters(ch.Clusters, &gone)
+	for _, id := range ch.GoneClusters {
+		if c, ok := f.multi[id]; ok {
+			for _, t := range Types(&c) {
+				if t != c.GPUType {
+					gone = append(gone, FacetID(id, t))
+				}
+			}
+			delete(f.multi, id)
+			delete(f.split, id)
+		}
+	}
+	out.GoneClusters = gone
+	out.Nodes = f.expandNodes(ch.Nodes, ch.GoneNodes)
+	f.fmu.Unlock()
+	f.Partitioned.Apply(out)
+}
+
+// expandClusters is cs with each cluster of several types as its facets
+// (a facet of a type no longer listed gone, into gone).
+func (f *Faceted) expandClusters(cs []domain.Cluster, gone *[]string) []domain.Cluster {
+	out := make([]domain.Cluster, 0, len(cs))
+	for _, c := range cs {
+		old, was := f.multi[c.ID]
+		if gone != nil && was {
+			for _, t := range Types(&old) {
+				if t != old.GPUType && !slices.Contains(Types(&c), t) {
+					*gone = append(*gone, FacetID(c.ID, t))
+				}
+			}
+		}
+		if !isMulti(&c) {
+			delete(f.multi, c.ID)
+			out = append(out, c)
+			continue
+		}
+		f.multi[c.ID] = c
+		if f.split[c.ID] == nil {
+			f.split[c.ID] = Spread(&c, f.held[c.ID], nil, 0)
+		}
+		out = append(out, f.facetsWithStates(c)...)
+	}
+	return out
+}
+
+// facetsWithStates is c's facets, each with its own last state (what
+// the planner compares a plan's state with).
+func (f *Faceted) facetsWithStates(c domain.Cluster) []domain.Cluster {
+	fs := Facets(c, f.split[c.ID])
+	for i := range fs {
+		if st, ok := f.states[fs[i].ID]; ok {
+			fs[i].Status, fs[i].Unfulfilled, fs[i].UnfulfilledMessage = st.Status, st.Unfulfilled, st.Message
+		}
+	}
+	return fs
+}
+
+// expandNodes is ns with the nodes of clusters of several types joined
+// to their facets (copies), counting their preemptible GPUs in held.
+func (f *Faceted) expandNodes(ns []*domain.Node, gone []string) []*domain.Node {
+	for _, id := range gone {
+		f.unhold(id)
+	}
+	out := make([]*domain.Node, len(ns))
+	for i, n := range ns {
+		out[i] = n
+		f.unhold(n.ID)
+		c, ok := f.multi[n.ClusterID]
+		if !ok {
+			continue
+		}
+		if n.Class == domain.Preemptible && n.State.Live() {
+			t := n.GPUType
+			if t == "" {
+				t = c.GPUType
+			}
+			if f.held[c.ID] == nil {
+				f.held[c.ID] = map[string]int{}
+			}
+			f.held[c.ID][t] += n.GPUs
+			f.nodes[n.ID] = heldNode{c.ID, t, n.GPUs}
+		}
+		if id := NodeFacet(n, &c); id != c.ID {
+			cp := *n
+			cp.ClusterID = id
+			out[i] = &cp
+		}
+	}
+	return out
+}
+
+func (f *Faceted) unhold(id string) {
+	if h, ok := f.nodes[id]; ok {
+		f.held[h.cluster][h.gpuType] -= h.gpus
+		delete(f.nodes, id)
+	}
+}
+
+// Plan plans as Partitioned does, with's clusters of several types as
+// their facets, and says the plan of the clusters again: their merged
+// states (those that change), then spreads their targets again.
+func (f *Faceted) Plan(now time.Time, cfg Config, with With) (Plan, Token) {
+	f.fmu.Lock()
+	w := with
+	w.Clusters = nil
+	for _, c := range with.Clusters {
+		if isMulti(&c) {
+			w.Clusters = append(w.Clusters, Facets(c, Spread(&c, f.held[c.ID], nil, 0))...)
+		} else {
+			w.Clusters = append(w.Clusters, c)
+		}
+	}
+	f.fmu.Unlock()
+	pl, tok := f.Partitioned.Plan(now, cfg, w)
+	f.fmu.Lock()
+	defer f.fmu.Unlock()
+	f.collapse(&pl, now, len(with.Clusters)+len(with.Nodes) == 0)
+	if len(with.Clusters)+len(with.Nodes) == 0 {
+		f.respread(now)
+	}
+	return pl, tok
+}
+
+// collapse says pl of the clusters, not their facets; keep: the facets'
+// states are kept (a plan of the stored world).
+func (f *Faceted) collapse(pl *Plan, now time.Time, keep bool) {
+	for i := range pl.Reclaims {
+		pl.Reclaims[i].ClusterID = RealID(pl.Reclaims[i].ClusterID)
+	}
+	for i := range pl.Provisions {
+		pl.Provisions[i].ClusterID = RealID(pl.Provisions[i].ClusterID)
+	}
+	for i := range pl.Shortfalls {
+		pl.Shortfalls[i].ClusterID = RealID(pl.Shortfalls[i].ClusterID)
+	}
+	touched := map[string]bool{}
+	kept := pl.Clusters[:0]
+	for _, cs := range pl.Clusters {
+		id := RealID(cs.ClusterID)
+		if _, ok := f.multi[id]; !ok {
+			kept = append(kept, cs)
+			continue
+		}
+		if keep {
+			f.states[cs.ClusterID] = cs
+			if cs.Unfulfilled == domain.UnfulfilledNoCapacity || cs.Unfulfilled == domain.UnfulfilledFairShare {
+				f.blocked[cs.ClusterID] = now
+			}
+		}
+		touched[id] = true
+	}
+	pl.Clusters = kept
+	for _, id := range slices.Sorted(maps.Keys(touched)) {
+		c := f.multi[id]
+		var states []ClusterState
+		for _, fc := range Facets(c, f.split[id]) {
+			states = append(states, f.states[fc.ID])
+		}
+		if m := Merge(&c, states); StateChanged(&c, m, now) {
+			pl.Clusters = append(pl.Clusters, m)
+		}
+	}
+}
+
+// respread spreads each cluster of several types' target again, and
+// feeds the planner the facets of those whose spread changed.
+func (f *Faceted) respread(now time.Time) {
+	var changed []domain.Cluster
+	for _, id := range slices.Sorted(maps.Keys(f.multi)) {
+		c := f.multi[id]
+		pools := map[string]Pool{}
+		for _, fc := range Facets(c, f.split[id]) {
+			p := Pool{Room: -1}
+			if f.Price != nil {
+				p.Price = f.Price(c.Region, fc.GPUType, now)
+			}
+			if at, ok := f.blocked[fc.ID]; ok && now.Before(at.Add(retryFull)) {
+				p.Room = 0 // its pool gave it less than it asked, lately
+			}
+			pools[fc.GPUType] = p
+		}
+		var capMicros uint64
+		if f.Cap != nil {
+			capMicros = f.Cap(&c)
+		}
+		s := Spread(&c, f.held[id], pools, capMicros)
+		if !maps.Equal(s, f.split[id]) {
+			f.split[id] = s
+			changed = append(changed, f.facetsWithStates(c)...)
+		}
+	}
+	if len(changed) > 0 {
+		f.fmu.Unlock()
+		f.Partitioned.Apply(Changes{Clusters: changed})
+		f.fmu.Lock()
+	}
+}
