@@ -38,6 +38,8 @@ type Faceted struct {
 	// blocked is when each facet's plan last said its pool gave it less
 	// than it asked: its pool counts as full until retryFull has passed.
 	blocked map[string]time.Time
+	// now is the time of the last plan.
+	now time.Time
 }
 
 // retryFull is how long a pool that gave a facet less than it asked
@@ -88,6 +90,11 @@ func (f *Faceted) Apply(ch Changes) {
 	out.Nodes = f.expandNodes(ch.Nodes, ch.GoneNodes)
 	f.fmu.Unlock()
 	f.Partitioned.Apply(out)
+	// A commit tagged by its plan settles the parts it planned: a spread
+	// that what it wrote changes is a change of their inputs of its own.
+	f.fmu.Lock()
+	f.respread(f.now)
+	f.fmu.Unlock()
 }
 
 // expandClusters is cs with each cluster of several types as its facets
@@ -118,13 +125,13 @@ func (f *Faceted) expandClusters(cs []domain.Cluster, gone *[]string) []domain.C
 }
 
 // facetsWithStates is c's facets, each with its own last state (what
-// the planner compares a plan's state with).
+// the planner compares a plan's state with), none before its first plan
+// (so that the plan says it).
 func (f *Faceted) facetsWithStates(c domain.Cluster) []domain.Cluster {
 	fs := Facets(c, f.split[c.ID])
 	for i := range fs {
-		if st, ok := f.states[fs[i].ID]; ok {
-			fs[i].Status, fs[i].Unfulfilled, fs[i].UnfulfilledMessage = st.Status, st.Unfulfilled, st.Message
-		}
+		st := f.states[fs[i].ID]
+		fs[i].Status, fs[i].Unfulfilled, fs[i].UnfulfilledMessage = st.Status, st.Unfulfilled, st.Message
 	}
 	return fs
 }
@@ -177,9 +184,15 @@ func (f *Faceted) Plan(now time.Time, cfg Config, with With) (Plan, Token) {
 	f.fmu.Lock()
 	w := with
 	w.Clusters = nil
+	asked := map[string]domain.Cluster{} // with's clusters of several types
 	for _, c := range with.Clusters {
 		if isMulti(&c) {
-			w.Clusters = append(w.Clusters, Facets(c, Spread(&c, f.held[c.ID], nil, 0))...)
+			split := f.split[c.ID]
+			if split == nil {
+				split = Spread(&c, f.held[c.ID], nil, 0)
+			}
+			asked[c.ID] = c
+			w.Clusters = append(w.Clusters, Facets(c, split)...)
 		} else {
 			w.Clusters = append(w.Clusters, c)
 		}
@@ -188,16 +201,26 @@ func (f *Faceted) Plan(now time.Time, cfg Config, with With) (Plan, Token) {
 	pl, tok := f.Partitioned.Plan(now, cfg, w)
 	f.fmu.Lock()
 	defer f.fmu.Unlock()
-	f.collapse(&pl, now, len(with.Clusters)+len(with.Nodes) == 0)
+	f.collapse(&pl, now, asked)
+	f.now = now
 	if len(with.Clusters)+len(with.Nodes) == 0 {
 		f.respread(now)
 	}
 	return pl, tok
 }
 
-// collapse says pl of the clusters, not their facets; keep: the facets'
-// states are kept (a plan of the stored world).
-func (f *Faceted) collapse(pl *Plan, now time.Time, keep bool) {
+// collapse says pl of the clusters, not their facets (asked: a request's
+// clusters of several types, planned as it would leave them), keeping
+// the facets' states.
+func (f *Faceted) collapse(pl *Plan, now time.Time, asked map[string]domain.Cluster) {
+	cluster := func(id string) (domain.Cluster, bool) {
+		if c, ok := asked[id]; ok {
+			return c, true
+		}
+		c, ok := f.multi[id]
+		return c, ok
+	}
+	states := map[string]ClusterState{}
 	for i := range pl.Reclaims {
 		pl.Reclaims[i].ClusterID = RealID(pl.Reclaims[i].ClusterID)
 	}
@@ -211,26 +234,31 @@ func (f *Faceted) collapse(pl *Plan, now time.Time, keep bool) {
 	kept := pl.Clusters[:0]
 	for _, cs := range pl.Clusters {
 		id := RealID(cs.ClusterID)
-		if _, ok := f.multi[id]; !ok {
+		if _, ok := cluster(id); !ok {
 			kept = append(kept, cs)
 			continue
 		}
-		if keep {
-			f.states[cs.ClusterID] = cs
-			if cs.Unfulfilled == domain.UnfulfilledNoCapacity || cs.Unfulfilled == domain.UnfulfilledFairShare {
-				f.blocked[cs.ClusterID] = now
-			}
+		states[cs.ClusterID] = cs
+		// A request's plan's too: what it saw of the pools holds whether
+		// or not the request is committed.
+		f.states[cs.ClusterID] = cs
+		if cs.Unfulfilled == domain.UnfulfilledNoCapacity || cs.Unfulfilled == domain.UnfulfilledFairShare {
+			f.blocked[cs.ClusterID] = now
 		}
 		touched[id] = true
 	}
 	pl.Clusters = kept
 	for _, id := range slices.Sorted(maps.Keys(touched)) {
-		c := f.multi[id]
-		var states []ClusterState
+		c, _ := cluster(id)
+		var all []ClusterState
 		for _, fc := range Facets(c, f.split[id]) {
-			states = append(states, f.states[fc.ID])
+			st, ok := states[fc.ID]
+			if !ok {
+				st = f.states[fc.ID]
+			}
+			all = append(all, st)
 		}
-		if m := Merge(&c, states); StateChanged(&c, m, now) {
+		if m := Merge(&c, all); StateChanged(&c, m, now) {
 			pl.Clusters = append(pl.Clusters, m)
 		}
 	}
@@ -268,4 +296,24 @@ func (f *Faceted) respread(now time.Time) {
 		f.Partitioned.Apply(Changes{Clusters: changed})
 		f.fmu.Lock()
 	}
+}
+
+// Finished is Partitioned's, said of the clusters (the caller checks
+// that none of a cluster's nodes is left, of any type).
+func (f *Faceted) Finished() []string {
+	var out []string
+	for _, id := range f.Partitioned.Finished() {
+		if real := RealID(id); !slices.Contains(out, real) {
+			out = append(out, real)
+		}
+	}
+	return out
+}
+
+// Reset forgets the world and the facets.
+func (f *Faceted) Reset() {
+	f.fmu.Lock()
+	f.multi, f.split, f.states, f.held, f.nodes, f.blocked = nil, nil, nil, nil, nil, nil
+	f.fmu.Unlock()
+	f.Partitioned.Reset()
 }

@@ -133,7 +133,7 @@ type Controller struct {
 	store store.Store
 	// parts plans what changed: the partitions whose inputs changed since
 	// they were last settled (fed the in-memory copy's commits).
-	parts    allocator.Partitioned
+	parts    allocator.Faceted
 	cluster  driver.ClusterDriver
 	machines driver.MachineProvider
 	clock    clock.Clock

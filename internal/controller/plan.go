@@ -74,7 +74,7 @@ func (c *Controller) loadParts(ctx context.Context) error {
 }
 
 // partsWatcher feeds the planner what the in-memory copy commits.
-type partsWatcher struct{ pp *allocator.Partitioned }
+type partsWatcher struct{ pp *allocator.Faceted }
 
 func (w partsWatcher) Load(s store.Snapshot) { w.pp.Load(allocator.Snapshot(s)) }
 func (w partsWatcher) Apply(x store.Written) { w.pp.Apply(allocator.Changes(x)) }
