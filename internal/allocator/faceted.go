@@ -16,8 +16,8 @@ import (
 // facets' states are merged. After each plan the target is spread again
 // over the types (Spread), from the nodes held and what each facet's
 // plan said of its pool; a new spread is a change of the facets' rows.
-//
-// WORK IN PROGRESS (issue 50, part 1): not used by the controller yet.
+// The controller's planner; Price and Cap are not set yet (every target
+// spreads in order, with no cap).
 type Faceted struct {
 	Partitioned
 	// Price is the preemptible price of a pool in micro-dollars per
@@ -57,11 +57,35 @@ func isMulti(c *domain.Cluster) bool {
 	return len(t) > 1 || (len(t) == 1 && t[0] != c.GPUType)
 }
 
+// heldElsewhere are the types c holds preemptible nodes of that it does
+// not list (it listed them before): their facets stay, with no target,
+// until the nodes are gone.
+func (f *Faceted) heldElsewhere(c *domain.Cluster) []string {
+	var out []string
+	for _, t := range slices.Sorted(maps.Keys(f.held[c.ID])) {
+		if f.held[c.ID][t] > 0 && t != c.GPUType && !slices.Contains(Types(c), t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// facetsOf is c's facets at its split, with those of the types it holds
+// nodes of without listing them.
+func (f *Faceted) facetsOf(c domain.Cluster) []domain.Cluster {
+	return Facets(c, f.split[c.ID], f.heldElsewhere(&c)...)
+}
+
 // Load loads s, its clusters of several types as their facets.
 func (f *Faceted) Load(s Snapshot) {
 	f.fmu.Lock()
-	f.multi, f.split, f.states = map[string]domain.Cluster{}, map[string]map[string]int{}, map[string]ClusterState{}
-	f.held, f.nodes, f.blocked = map[string]map[string]int{}, map[string]heldNode{}, map[string]time.Time{}
+	// What the plans said of the facets (their states, the pools that
+	// fell short, the spread) outlives a Load: over a store not in memory
+	// every plan loads the world afresh.
+	if f.states == nil {
+		f.split, f.states, f.blocked = map[string]map[string]int{}, map[string]ClusterState{}, map[string]time.Time{}
+	}
+	f.multi, f.held, f.nodes = map[string]domain.Cluster{}, map[string]map[string]int{}, map[string]heldNode{}
 	out := s
 	out.Clusters = f.expandClusters(s.Clusters, nil)
 	out.Nodes = f.expandNodes(s.Nodes, nil)
@@ -105,12 +129,12 @@ func (f *Faceted) expandClusters(cs []domain.Cluster, gone *[]string) []domain.C
 		old, was := f.multi[c.ID]
 		if gone != nil && was {
 			for _, t := range Types(&old) {
-				if t != old.GPUType && !slices.Contains(Types(&c), t) {
+				if t != old.GPUType && !slices.Contains(Types(&c), t) && f.held[c.ID][t] <= 0 {
 					*gone = append(*gone, FacetID(c.ID, t))
 				}
 			}
 		}
-		if !isMulti(&c) {
+		if !isMulti(&c) && len(f.heldElsewhere(&c)) == 0 {
 			delete(f.multi, c.ID)
 			out = append(out, c)
 			continue
@@ -128,7 +152,7 @@ func (f *Faceted) expandClusters(cs []domain.Cluster, gone *[]string) []domain.C
 // the planner compares a plan's state with), none before its first plan
 // (so that the plan says it).
 func (f *Faceted) facetsWithStates(c domain.Cluster) []domain.Cluster {
-	fs := Facets(c, f.split[c.ID])
+	fs := f.facetsOf(c)
 	for i := range fs {
 		st := f.states[fs[i].ID]
 		fs[i].Status, fs[i].Unfulfilled, fs[i].UnfulfilledMessage = st.Status, st.Unfulfilled, st.Message
@@ -251,7 +275,7 @@ func (f *Faceted) collapse(pl *Plan, now time.Time, asked map[string]domain.Clus
 	for _, id := range slices.Sorted(maps.Keys(touched)) {
 		c, _ := cluster(id)
 		var all []ClusterState
-		for _, fc := range Facets(c, f.split[id]) {
+		for _, fc := range f.facetsOf(c) {
 			st, ok := states[fc.ID]
 			if !ok {
 				st = f.states[fc.ID]
@@ -271,7 +295,7 @@ func (f *Faceted) respread(now time.Time) {
 	for _, id := range slices.Sorted(maps.Keys(f.multi)) {
 		c := f.multi[id]
 		pools := map[string]Pool{}
-		for _, fc := range Facets(c, f.split[id]) {
+		for _, fc := range f.facetsOf(c) {
 			p := Pool{Room: -1}
 			if f.Price != nil {
 				p.Price = f.Price(c.Region, fc.GPUType, now)

@@ -16,9 +16,7 @@ import (
 // demand and its type's share. A node is planned under the facet of its
 // GPU type. What the plan says of a facet is said of its cluster
 // (RealID), and the facets' states merge into the cluster's (Merge).
-//
-// WORK IN PROGRESS (issue 50, part 1): pure functions only; the
-// controller does not expand clusters into facets yet.
+// The controller plans through Faceted, which does this.
 
 // FacetSep separates a cluster's ID from a GPU type in a facet's ID
 // (cluster IDs never hold it).
@@ -43,10 +41,16 @@ func Types(c *domain.Cluster) []string {
 }
 
 // Facets is c as the planner sees it, given the split of its target by
-// type: the home row first, then a row per other type, in c's order.
-// A cluster of one type is itself.
-func Facets(c domain.Cluster, split map[string]int) []domain.Cluster {
+// type: the home row first, then a row per other type, in c's order, then
+// one per type of more that it no longer lists (target 0: its nodes
+// there go). A cluster of one type is itself.
+func Facets(c domain.Cluster, split map[string]int, more ...string) []domain.Cluster {
 	types := Types(&c)
+	for _, t := range more {
+		if !slices.Contains(types, t) {
+			types = append(slices.Clip(types), t)
+		}
+	}
 	if len(types) == 1 && types[0] == c.GPUType {
 		return []domain.Cluster{c}
 	}
@@ -68,7 +72,7 @@ func Facets(c domain.Cluster, split map[string]int) []domain.Cluster {
 // NodeFacet is the row ID node n of cluster c is planned under: the
 // facet of its GPU type (a node of before, with none, is c's own).
 func NodeFacet(n *domain.Node, c *domain.Cluster) string {
-	if n.GPUType == "" || n.GPUType == c.GPUType || !slices.Contains(Types(c), n.GPUType) {
+	if n.GPUType == "" || n.GPUType == c.GPUType {
 		return c.ID
 	}
 	return FacetID(c.ID, n.GPUType)

@@ -27,7 +27,7 @@ func TestFacetsOfATargetOverTwoTypes(t *testing.T) {
 		t.Errorf("a cluster of one type is itself: %+v", fs)
 	}
 	n := &domain.Node{GPUType: "H200"}
-	if NodeFacet(n, c) != "c-1/H200" || NodeFacet(&domain.Node{}, c) != "c-1" || NodeFacet(&domain.Node{GPUType: "L40S"}, c) != "c-1" {
+	if NodeFacet(n, c) != "c-1/H200" || NodeFacet(&domain.Node{}, c) != "c-1" || NodeFacet(&domain.Node{GPUType: "L40S"}, c) != "c-1/L40S" {
 		t.Error("NodeFacet")
 	}
 }

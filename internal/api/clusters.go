@@ -45,6 +45,15 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 		s.fail(w, r, err)
 		return
 	}
+	for _, t := range req.PreemptibleGPUTypes {
+		if err := s.checkOffering(ctx, req.Region, t); err != nil {
+			s.fail(w, r, invalid("preemptible_gpu_types", "%s", err.Error()))
+			return
+		}
+	}
+	if len(req.PreemptibleGPUTypes) == 1 && req.PreemptibleGPUTypes[0] == req.GPUType {
+		req.PreemptibleGPUTypes = nil // its own type: the default
+	}
 	if req.BillingType == string(domain.BillingReserved) {
 		if err := s.checkReservation(ctx, project, req.Region, req.GPUType); err != nil {
 			s.fail(w, r, err)
@@ -65,7 +74,7 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 		Name: req.ClusterName, ProjectID: project, Region: req.Region, GPUType: req.GPUType,
 		Type: domain.ClusterType(req.ClusterType), BillingType: domain.BillingType(req.BillingType),
 		NumGPUs: req.NumGPUs, DesiredPreemptibleGPUs: req.NumPreemptibleGPUs, MaxPreemptibleGPUs: req.MaxPreemptibleGPUs,
-		Weight: 1,
+		PreemptibleGPUTypes: req.PreemptibleGPUTypes, Weight: 1,
 	}, attach...)
 	if err != nil {
 		s.fail(w, r, err)
@@ -347,6 +356,7 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 		ClusterType: string(c.Type), BillingType: string(c.BillingType), Status: string(c.Status),
 		NumGPUs: c.NumGPUs, DesiredPreemptibleGPUs: c.DesiredPreemptibleGPUs, Weight: max(c.Weight, 1),
 		MaxPreemptibleGPUs: c.MaxPreemptibleGPUs, RequestedPreemptibleGPUs: c.RequestedPreemptibleGPUs,
+		PreemptibleGPUTypes:   allocator.Types(&c),
 		TargetPreemptibleGPUs: c.TargetPreemptibleGPUs(),
 		CreatedAt:             c.CreatedAt, GPUWorkerNodes: make([]apiv1.Node, 0, len(nodes)),
 		Access: accessView(c.Access, redact),

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -205,7 +206,27 @@ func decodeCreate(r io.Reader) (apiv1.CreateClusterRequest, error) {
 	if req.ClusterType == string(domain.ClusterSlurm) && req.MaxPreemptibleGPUs > 0 {
 		return req, errSlurmQueue()
 	}
-	return req, nil
+	return req, checkTypes(req.PreemptibleGPUTypes)
+}
+
+// maxPreemptibleTypes bounds a cluster's preemptible GPU types.
+const maxPreemptibleTypes = 8
+
+// checkTypes checks a list of preemptible GPU types: names, at most
+// maxPreemptibleTypes, each once.
+func checkTypes(types []string) error {
+	if len(types) > maxPreemptibleTypes {
+		return invalid("preemptible_gpu_types", "preemptible_gpu_types names at most %d GPU types; got %d", maxPreemptibleTypes, len(types))
+	}
+	for i, t := range types {
+		if !domain.ValidName(t) {
+			return invalid("preemptible_gpu_types", "preemptible_gpu_types[%d] %q is not a GPU type name", i, echo(t))
+		}
+		if slices.Contains(types[:i], t) {
+			return invalid("preemptible_gpu_types", "preemptible_gpu_types names %s twice", t)
+		}
+	}
+	return nil
 }
 
 // errSlurmQueue refuses a queue's maximum on a SLURM cluster: its
@@ -228,6 +249,7 @@ type updateBody struct {
 	BillingType        *string         `json:"billing_type"`
 	ProjectID          *string         `json:"project_id"`
 	ComputeClass       *string         `json:"compute_class"`
+	PreemptibleTypes   json.RawMessage `json:"preemptible_gpu_types"`
 	GPUWorkerNodes     json.RawMessage `json:"gpu_worker_nodes"`
 }
 
@@ -246,6 +268,7 @@ func decodeUpdate(r io.Reader) (apiv1.UpdateClusterRequest, error) {
 	}{
 		{"cluster_name", b.ClusterName != nil}, {"region", b.Region != nil}, {"gpu_type", b.GPUType != nil},
 		{"cluster_type", b.ClusterType != nil}, {"billing_type", b.BillingType != nil}, {"project_id", b.ProjectID != nil},
+		{"preemptible_gpu_types", b.PreemptibleTypes != nil},
 	} {
 		if f.set {
 			return apiv1.UpdateClusterRequest{}, invalid(f.name, "%s cannot be changed after creation; only num_gpus, num_preemptible_gpus and max_preemptible_gpus can", f.name)

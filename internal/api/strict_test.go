@@ -89,7 +89,7 @@ func FuzzDecodeStrict(f *testing.F) {
 		if refErr != nil {
 			t.Fatalf("decodeStrict accepted %q, which a strict decoder refuses: %v", body, refErr)
 		}
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("decodeStrict read %q as %+v, the strict decoder as %+v", body, got, want)
 		}
 	})

@@ -21,6 +21,12 @@ type CreateClusterRequest struct {
 	// preemptible.sparecap.dev (0, the default: requests are not taken).
 	// KUBERNETES clusters only.
 	MaxPreemptibleGPUs int `json:"max_preemptible_gpus,omitempty"`
+	// PreemptibleGPUTypes are the GPU types of the region the preemptible
+	// target may be of, in order of preference (default: gpu_type, alone;
+	// at most 8). The target counts GPUs across them; nodes held stay
+	// where they are, the rest comes from the first type with spare
+	// capacity.
+	PreemptibleGPUTypes []string `json:"preemptible_gpu_types,omitempty"`
 	// ProjectID is required for admin tokens and optional (must match) for
 	// project tokens.
 	ProjectID string `json:"project_id,omitempty"`
@@ -89,6 +95,10 @@ type Cluster struct {
 	// RequestedPreemptibleGPUs what those requests ask for now.
 	MaxPreemptibleGPUs       int `json:"max_preemptible_gpus"`
 	RequestedPreemptibleGPUs int `json:"requested_preemptible_gpus"`
+	// PreemptibleGPUTypes are the types the preemptible target may be of,
+	// in order of preference (gpu_type alone unless the cluster was made
+	// with several).
+	PreemptibleGPUTypes []string `json:"preemptible_gpu_types"`
 	// TargetPreemptibleGPUs is what sparecap fills: the desired target,
 	// or what the requests ask for within the maximum when that is more.
 	TargetPreemptibleGPUs int `json:"target_preemptible_gpus"`

@@ -103,6 +103,7 @@ nothing.`,
 	f.IntVar(&req.NumGPUs, "num-gpus", 0, "standard GPUs, a multiple of 8, at least 8 (required)")
 	f.StringVar(&req.BillingType, "billing-type", "ON_DEMAND", "billing of standard nodes: ON_DEMAND or RESERVED")
 	f.IntVar(&req.NumPreemptibleGPUs, "num-preemptible-gpus", 0, "target of preemptible GPUs, a multiple of 8")
+	f.StringSliceVar(&req.PreemptibleGPUTypes, "preemptible-gpu-types", nil, "GPU types of the region the preemptible target may be of, in order of preference (comma-separated; default: --gpu-type)")
 	f.IntVar(&req.MaxPreemptibleGPUs, "max-preemptible-gpus", 0, "let the cluster's queue raise the preemptible target up to this many GPUs with ProvisioningRequests (KUBERNETES; 0: off)")
 	f.StringVar(&req.ProjectID, "project-id", "", "project to create the cluster in (needed with an admin token)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster's Kubernetes API to attach (admin token; - reads stdin)")

@@ -44,6 +44,9 @@ func (s *state) printCluster(cmd *cobra.Command, cl *apiv1.Cluster) error {
 			pre += ")"
 		}
 		row(tw, "Preemptible GPUs:", pre)
+		if len(cl.PreemptibleGPUTypes) > 1 || (len(cl.PreemptibleGPUTypes) == 1 && cl.PreemptibleGPUTypes[0] != cl.GPUType) {
+			row(tw, "Preemptible types:", strings.Join(cl.PreemptibleGPUTypes, ", ")+" (in order of preference)")
+		}
 		row(tw, "Weight:", cl.Weight)
 		row(tw, "Created:", s.timeAndAge(cl.CreatedAt))
 		// Flush so the key column's width does not depend on the node rows.

@@ -379,7 +379,8 @@ type Cluster struct {
 	// target may be of, in order of preference (none: GPUType), chosen
 	// by PreemptibleStrategy; MaxPreemptiblePrice caps the preemptible
 	// price per GPU-hour of a type it takes (a decimal string; "": none).
-	// WORK IN PROGRESS (issue 50): stored (migration 00024), not planned yet.
+	// Only the list is settable through the API yet (the strategy is then
+	// in-order, with no cap).
 	PreemptibleGPUTypes []string
 	PreemptibleStrategy string
 	MaxPreemptiblePrice string
