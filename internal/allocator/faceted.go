@@ -96,6 +96,13 @@ func (f *Faceted) Load(s Snapshot) {
 // Apply applies ch, its clusters of several types as their facets.
 func (f *Faceted) Apply(ch Changes) {
 	f.fmu.Lock()
+	if f.plain(ch) {
+		// No cluster of several types in sight: as Partitioned, at no
+		// cost (every commit of a fleet of one type per cluster).
+		f.fmu.Unlock()
+		f.Partitioned.Apply(ch)
+		return
+	}
 	out := ch
 	gone := slices.Clone(ch.GoneClusters)
 	out.Clusters = f.expandClusters(ch.Clusters, &gone)
@@ -119,6 +126,19 @@ func (f *Faceted) Apply(ch Changes) {
 	f.fmu.Lock()
 	f.respread(f.now)
 	f.fmu.Unlock()
+}
+
+// plain: ch has nothing of a cluster of several types.
+func (f *Faceted) plain(ch Changes) bool {
+	if len(f.multi) > 0 {
+		return false
+	}
+	for i := range ch.Clusters {
+		if isMulti(&ch.Clusters[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // expandClusters is cs with each cluster of several types as its facets
@@ -225,8 +245,11 @@ func (f *Faceted) Plan(now time.Time, cfg Config, with With) (Plan, Token) {
 	pl, tok := f.Partitioned.Plan(now, cfg, w)
 	f.fmu.Lock()
 	defer f.fmu.Unlock()
-	f.collapse(&pl, now, asked)
 	f.now = now
+	if len(asked) == 0 && len(f.multi) == 0 {
+		return pl, tok // as Partitioned's
+	}
+	f.collapse(&pl, now, asked)
 	if len(with.Clusters)+len(with.Nodes) == 0 {
 		f.respread(now)
 	}
