@@ -246,7 +246,7 @@ func (f *Faceted) Plan(now time.Time, cfg Config, with With) (Plan, Token) {
 	f.fmu.Lock()
 	defer f.fmu.Unlock()
 	f.now = now
-	if len(asked) == 0 && len(f.multi) == 0 {
+	if len(asked) == 0 && len(f.multi) == 0 && len(f.states) == 0 {
 		return pl, tok // as Partitioned's
 	}
 	f.collapse(&pl, now, asked)
@@ -311,9 +311,27 @@ func (f *Faceted) collapse(pl *Plan, now time.Time, asked map[string]domain.Clus
 	}
 }
 
+// prune forgets what was kept of clusters that are not stored (gone, or
+// a request's that was never committed, such as a create refused): a
+// tenant's refused creates do not grow the leader's memory.
+func (f *Faceted) prune() {
+	for id := range f.states {
+		if _, ok := f.multi[RealID(id)]; !ok {
+			delete(f.states, id)
+			delete(f.blocked, id)
+		}
+	}
+	for id, h := range f.held {
+		if _, ok := f.multi[id]; !ok && !slices.ContainsFunc(slices.Collect(maps.Values(h)), func(n int) bool { return n > 0 }) {
+			delete(f.held, id)
+		}
+	}
+}
+
 // respread spreads each cluster of several types' target again, and
 // feeds the planner the facets of those whose spread changed.
 func (f *Faceted) respread(now time.Time) {
+	f.prune()
 	var changed []domain.Cluster
 	for _, id := range slices.Sorted(maps.Keys(f.multi)) {
 		c := f.multi[id]

@@ -53,3 +53,26 @@ func TestFacetedFillsFromTheSecondTypeWhenTheFirstIsFull(t *testing.T) {
 		}
 	}
 }
+
+// TestFacetedForgetsRequestsNeverStored: what a request's plan said of
+// the facets of a cluster that was never stored (a create refused) is
+// forgotten by the next plan of the stored world, so that refused
+// creates do not grow the planner's memory.
+func TestFacetedForgetsRequestsNeverStored(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	s := Snapshot{Machines: []domain.Machine{{ID: "m", Region: "r", GPUType: "H100", GPUs: 8, CreatedAt: now}}}
+	var f Faceted
+	f.Load(s)
+	for i := range 50 {
+		asked := domain.Cluster{ID: fmt.Sprintf("c-%d", i), Region: "r", GPUType: "H100", NumGPUs: 8, CreatedAt: now,
+			DesiredPreemptibleGPUs: 8, PreemptibleGPUTypes: []string{"H100", "H200"}}
+		f.Plan(now, Config{}, With{Clusters: []domain.Cluster{asked}})
+	}
+	if len(f.states) == 0 {
+		t.Fatal("the requests' plans kept no facet state: the test tests nothing")
+	}
+	f.Plan(now, Config{}, With{})
+	if len(f.states)+len(f.blocked)+len(f.held) != 0 {
+		t.Errorf("after a plan of the stored world, kept %d states, %d blocked, %d held", len(f.states), len(f.blocked), len(f.held))
+	}
+}
