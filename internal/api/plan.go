@@ -35,16 +35,26 @@ func (s *Server) jobPlan(w http.ResponseWriter, r *http.Request, p principal) {
 		s.fail(w, r, invalid("gpu_hours", "%s", err.Error()))
 		return
 	}
-	release, err := s.planTurn(ctx, p)
-	if err != nil {
-		w.Header().Set("Retry-After", "1")
-		s.fail(w, r, err)
+	release, ok := s.takePlanTurn(w, r, p)
+	if !ok {
 		return
 	}
 	res := plan.Make(j, m, runs, plan.PoissonRuns(j, m, planSeed))
 	release()
 	res.Fill(&out)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// takePlanTurn is planTurn for a handler: without a turn it answers
+// (429 with Retry-After) and says so.
+func (s *Server) takePlanTurn(w http.ResponseWriter, r *http.Request, p principal) (func(), bool) {
+	release, err := s.planTurn(r.Context(), p)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return release, true
 }
 
 // planWait is how long a plan waits for the one running before it is

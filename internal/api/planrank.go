@@ -34,10 +34,8 @@ func (s *Server) planOptions(w http.ResponseWriter, r *http.Request, p principal
 		s.fail(w, r, err)
 		return
 	}
-	release, err := s.planTurn(ctx, p)
-	if err != nil {
-		w.Header().Set("Retry-After", "1")
-		s.fail(w, r, err)
+	release, ok := s.takePlanTurn(w, r, p)
+	if !ok {
 		return
 	}
 	defer release()

@@ -26,16 +26,7 @@ import (
 func TestServerAttach(t *testing.T) {
 	reset(t)
 	ctx := context.Background()
-	srv, err := server.Start(ctx, server.Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), AdminToken: "adm-0123456789abcdef0123456789abcdef",
-		MachineProvider: "register", ProvisionTime: -1, WipeTime: -1, Kube: kube.Options{NodeLabels: map[string]string{"example.com/pool": "spare"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c := client.New(srv.URL, "adm-0123456789abcdef0123456789abcdef")
-	if _, err := c.CreateProject(ctx, "team"); err != nil {
-		t.Fatal(err)
-	}
+	srv, c := startServer(t, kube.Options{NodeLabels: map[string]string{"example.com/pool": "spare"}})
 	req := apiv1.CreateClusterRequest{ProjectID: "team", ClusterName: "attached", Region: "us-central-2", GPUType: "RTX_6000_PCI",
 		ClusterType: "KUBERNETES", BillingType: "ON_DEMAND", NumGPUs: 8, NumPreemptibleGPUs: 8, Kubeconfig: string(env.Kubeconfig())}
 	a, err := c.CreateCluster(ctx, req)
@@ -56,7 +47,7 @@ func TestServerAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Header.Set("Authorization", "Bearer adm-0123456789abcdef0123456789abcdef")
+	resp.Header.Set("Authorization", "Bearer "+adminToken)
 	r, err := http.DefaultClient.Do(resp)
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +81,28 @@ func TestServerAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantNodes(t, map[string]string{"gpu-preemptible-dp-2": "preemptible"})
+}
+
+// adminToken is the servers' of these tests.
+const adminToken = "adm-0123456789abcdef0123456789abcdef"
+
+// startServer starts a server on the built-in fleet whose machines join
+// the test's API server (the register provider), with the project team,
+// and returns it and an admin client; it is closed with the test.
+func startServer(t *testing.T, opts kube.Options) (*server.Server, *client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := server.Start(ctx, server.Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), AdminToken: adminToken,
+		MachineProvider: "register", ProvisionTime: -1, WipeTime: -1, Kube: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	c := client.New(srv.URL, adminToken)
+	if _, err := c.CreateProject(ctx, "team"); err != nil {
+		t.Fatal(err)
+	}
+	return srv, c
 }
 
 // wantNodes waits until the API server has exactly these nodes (name to

@@ -9,9 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
-	"github.com/sparecap/sparecap/internal/client"
 	"github.com/sparecap/sparecap/internal/domain"
-	"github.com/sparecap/sparecap/internal/server"
+	"github.com/sparecap/sparecap/internal/kube"
 )
 
 // TestATargetOverTwoTypesOnTheAPIServer, on a real API server: in the
@@ -22,18 +21,7 @@ import (
 func TestATargetOverTwoTypesOnTheAPIServer(t *testing.T) {
 	reset(t)
 	ctx := context.Background()
-	srv, err := server.Start(ctx, server.Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), AdminToken: "adm-0123456789abcdef0123456789abcdef",
-		MachineProvider: "register", ProvisionTime: -1, WipeTime: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c := client.New(srv.URL, "adm-0123456789abcdef0123456789abcdef")
-	for _, p := range []string{"team"} { // globex is the built-in fleet's
-		if _, err := c.CreateProject(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, c := startServer(t, kube.Options{}) // globex is the built-in fleet's
 	// Standard nodes on all four L40S machines (two on demand, globex's two).
 	for _, r := range []apiv1.CreateClusterRequest{
 		{ProjectID: "team", ClusterName: "std", BillingType: "ON_DEMAND"},
