@@ -507,7 +507,7 @@ func (p *planner) scaleDown() {
 			continue
 		}
 		gpm := p.partGPM[p.cPart[ci]]
-		for _, v := range p.victimsOf(int32(ci), domain.Standard, (int(p.stdLive[ci])-c.NumGPUs)/gpm, false) {
+		for _, v := range p.victimsOf(int32(ci), domain.Standard, (int(p.stdLive[ci])-p.stdWant(int32(ci)))/gpm, false) {
 			p.reclaim(v.ni, domain.CauseScaledDown, v.why)
 		}
 		// The tenant's own scale-down may end its leases.

@@ -109,6 +109,7 @@ func clusterKey(c domain.Cluster) (time.Time, string) { return c.CreatedAt, c.ID
 func nodeKey(n *domain.Node) (time.Time, string)      { return n.CreatedAt, n.ID }
 func machinePlanned(a, b *domain.Machine) bool {
 	return a.OutOfService == b.OutOfService && a.CooldownUntil.Equal(b.CooldownUntil) && a.ReservationID == b.ReservationID &&
+		a.ClaimedBy == b.ClaimedBy &&
 		a.GPUs == b.GPUs && a.Region == b.Region && a.GPUType == b.GPUType && a.CreatedAt.Equal(b.CreatedAt)
 }
 
@@ -119,7 +120,7 @@ func machinePlanned(a, b *domain.Machine) bool {
 func clusterPlanned(a, b *domain.Cluster) bool {
 	return a.NumGPUs == b.NumGPUs && a.TargetPreemptibleGPUs() == b.TargetPreemptibleGPUs() && a.Weight == b.Weight &&
 		a.Deleting == b.Deleting && a.BillingType == b.BillingType && a.ProjectID == b.ProjectID && a.CreatedAt.Equal(b.CreatedAt) &&
-		a.UnmetSince.Equal(b.UnmetSince) && a.Region == b.Region && a.GPUType == b.GPUType
+		a.UnmetSince.Equal(b.UnmetSince) && a.Region == b.Region && a.GPUType == b.GPUType && a.ActiveAt.Equal(b.ActiveAt)
 }
 
 // nodePlanned reports whether a and b are the same to a plan: what the

@@ -10,11 +10,11 @@ import (
 func (p *planner) standard(part int32) {
 	for _, ci := range p.partClusters[part] {
 		c := &p.s.Clusters[ci]
-		if c.Deleting || int(p.stdLive[ci]) >= c.NumGPUs {
+		if c.Deleting || int(p.stdLive[ci]) >= p.stdWant(ci) {
 			continue
 		}
 		p.findStandard(part, ci)
-		if int(p.stdLive[ci]) < c.NumGPUs {
+		if int(p.stdLive[ci]) < p.stdWant(ci) {
 			p.short[ci] = true
 			p.out.Shortfalls = append(p.out.Shortfalls, Shortfall{
 				ClusterID: c.ID, Region: c.Region, GPUType: c.GPUType,
@@ -25,7 +25,25 @@ func (p *planner) standard(part int32) {
 }
 
 func (p *planner) need(ci int32) bool {
-	return int(p.stdLive[ci])+p.partGPM[p.cPart[ci]] <= p.s.Clusters[ci].NumGPUs
+	return int(p.stdLive[ci])+p.partGPM[p.cPart[ci]] <= p.stdWant(ci)
+}
+
+// claimedFor reports whether node ni's machine is claimed by the booking
+// of cluster ci.
+func (p *planner) claimedFor(ni, ci int32) bool {
+	by := p.s.Machines[p.nMachine[ni]].ClaimedBy
+	return by != "" && by == p.s.Clusters[ci].ID
+}
+
+// stdWant is the standard GPUs cluster ci wants now: none before its
+// ActiveAt (a booking; the plan wakes then), its NumGPUs after.
+func (p *planner) stdWant(ci int32) int {
+	c := &p.s.Clusters[ci]
+	if c.ActiveAt.After(p.now) {
+		p.wake(c.ActiveAt)
+		return 0
+	}
+	return c.NumGPUs
 }
 
 func (p *planner) findStandard(part, ci int32) {
@@ -75,11 +93,18 @@ func (p *planner) findStandard(part, ci int32) {
 // (fartherAbove). Which of a cluster's nodes go is victims': the ones
 // whose loss hurts least.
 func (p *planner) preempt(part, ci int32) {
-	want := (p.s.Clusters[ci].NumGPUs - int(p.stdLive[ci])) / p.partGPM[part]
+	want := (p.stdWant(ci) - int(p.stdLive[ci])) / p.partGPM[part]
 	if want <= 0 {
 		return
 	}
 	order, leased := p.preemptCandidates(part, ci)
+	// Machines its booking claimed (docs/concepts.md "Capacity booked
+	// ahead") are taken before any other: their nodes were told.
+	for _, ni := range order {
+		if p.claimedFor(ni, ci) {
+			delete(leased, ni)
+		}
+	}
 	if len(order) == 0 {
 		return
 	}
@@ -90,7 +115,7 @@ func (p *planner) preempt(part, ci int32) {
 		}
 	}
 	ends := append(heads[1:len(heads):len(heads)], int32(len(order)))
-	count := p.takeFromHeads(order, leased, heads, ends, want)
+	count := p.takeFromHeads(ci, order, leased, heads, ends, want)
 	for h, n := range count {
 		p.preemptOf(order[heads[h]:ends[h]], leased, n, ci)
 	}
@@ -118,6 +143,12 @@ func (p *planner) preemptCandidates(part, ci int32) (order []int32, leased map[i
 		if c := cmp.Compare(p.nCluster[a], p.nCluster[b]); c != 0 {
 			return c
 		}
+		if ca, cb := p.claimedFor(a, ci), p.claimedFor(b, ci); ca != cb {
+			if ca {
+				return -1
+			}
+			return 1
+		}
 		if leased[a] != leased[b] {
 			if leased[b] {
 				return -1
@@ -133,7 +164,7 @@ func (p *planner) preemptCandidates(part, ci int32) (order []int32, leased map[i
 // head of the cluster farthest above its share (order[heads[h]:ends[h]]
 // is cluster h's candidates), a leased head only when no cluster has
 // another. It returns how many each cluster gives.
-func (p *planner) takeFromHeads(order []int32, leased map[int32]bool, heads, ends []int32, want int) []int {
+func (p *planner) takeFromHeads(ci int32, order []int32, leased map[int32]bool, heads, ends []int32, want int) []int {
 	count := make([]int, len(heads))
 	live := make(map[int32]int32, len(heads)) // preLive as the choice goes
 	for taken := 0; taken < want; taken++ {
@@ -148,6 +179,12 @@ func (p *planner) takeFromHeads(order []int32, leased map[int32]bool, heads, end
 				continue
 			}
 			b := order[int(heads[best])+count[best]]
+			if ca, cb := p.claimedFor(a, ci), p.claimedFor(b, ci); ca != cb {
+				if ca {
+					best = h
+				}
+				continue
+			}
 			if leased[a] != leased[b] {
 				if leased[b] {
 					best = h
@@ -177,6 +214,17 @@ func (p *planner) takeFromHeads(order []int32, leased map[int32]bool, heads, end
 // minimum lease first) and provisions cluster ci's standard nodes on
 // their machines.
 func (p *planner) preemptOf(cands []int32, leased map[int32]bool, n int, ci int32) {
+	// Machines ci's booking claimed come first in cands: their nodes
+	// were told they would go.
+	k := 0
+	for k < len(cands) && k < n && p.claimedFor(cands[k], ci) {
+		p.reclaim(cands[k], domain.CausePreempted, "its machine is claimed by a booking, as the node was told")
+		p.provision(ci, p.nMachine[cands[k]], domain.Standard, true)
+		k++
+	}
+	if cands, n = cands[k:], n-k; n == 0 || len(cands) == 0 {
+		return
+	}
 	free := 0 // not leased: first in cands
 	for free < len(cands) && !leased[cands[free]] {
 		free++

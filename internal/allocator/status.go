@@ -88,6 +88,8 @@ func (p *planner) status() {
 		switch {
 		case c.Deleting:
 			st.Status = domain.StatusDeleting
+		case c.ActiveAt.After(p.now):
+			st.Status = domain.StatusScheduled
 		case p.short[ci] || st.StandardGPUs < c.NumGPUs:
 			st.Status = domain.StatusDegraded
 		case waiting:

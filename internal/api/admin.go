@@ -159,6 +159,7 @@ func machineView(m domain.Machine, n *domain.Node) apiv1.Machine {
 		v.OutOfServiceReason = m.OutOfServiceReason
 	}
 	v.RegistrationFailures = m.Failures
+	v.MaintenanceAt, v.ClaimedBy, v.PreemptAt = timePtr(m.MaintenanceAt), m.ClaimedBy, timePtr(m.PreemptAt)
 	return v
 }
 
@@ -197,7 +198,7 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request, _ principa
 func (s *Server) updateMachine(w http.ResponseWriter, r *http.Request, _ principal) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	req, err := decodeMachineUpdate(r.Body)
+	req, err := decodeMachineUpdate(r.Body, s.clock.Now())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -210,16 +211,24 @@ func (s *Server) updateMachine(w http.ResponseWriter, r *http.Request, _ princip
 		} else if err != nil {
 			return err
 		}
-		m.OutOfService = *req.OutOfService
-		if !m.OutOfService {
+		if req.MaintenanceAt != nil {
+			m.MaintenanceAt = req.maintenance
+		}
+		if req.OutOfService != nil {
+			m.OutOfService = *req.OutOfService
+		}
+		if req.OutOfService != nil && !m.OutOfService {
 			// Back in service: the operator has seen to it.
-			m.Failures, m.OutOfServiceReason = 0, ""
+			m.Failures, m.OutOfServiceReason, m.MaintenanceAt = 0, "", time.Time{}
 		}
 		return tx.UpdateMachine(ctx, m)
 	})
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if req.MaintenanceAt != nil {
+		s.ctrl.ClaimsNow()
 	}
 	s.ctrl.Kick()
 	nodes, err := s.store.ListNodes(ctx, store.NodeFilter{MachineID: id})

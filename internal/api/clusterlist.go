@@ -42,7 +42,7 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, p principa
 	}
 	out := apiv1.ClusterList{Clusters: make([]apiv1.Cluster, 0, len(cs))}
 	for _, c := range cs {
-		out.Clusters = append(out.Clusters, clusterView(c, byCluster[c.ID], s.apiAddressRedactor(ctx, c), s.leaseEnd(ctx)))
+		out.Clusters = append(out.Clusters, clusterView(c, byCluster[c.ID], s.apiAddressRedactor(ctx, c), s.nodeTimes(ctx)))
 	}
 	body := encodeJSON(out, compactJSON(w))
 	if ix != nil {

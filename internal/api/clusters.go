@@ -51,6 +51,10 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 			return
 		}
 	}
+	if err := checkStart(req, s.clock.Now()); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if len(req.PreemptibleGPUTypes) == 1 && req.PreemptibleGPUTypes[0] == req.GPUType {
 		req.PreemptibleGPUTypes = nil // its own type: the default
 	}
@@ -74,7 +78,7 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 		Name: req.ClusterName, ProjectID: project, Region: req.Region, GPUType: req.GPUType,
 		Type: domain.ClusterType(req.ClusterType), BillingType: domain.BillingType(req.BillingType),
 		NumGPUs: req.NumGPUs, DesiredPreemptibleGPUs: req.NumPreemptibleGPUs, MaxPreemptibleGPUs: req.MaxPreemptibleGPUs,
-		PreemptibleGPUTypes: req.PreemptibleGPUTypes, Weight: 1,
+		PreemptibleGPUTypes: req.PreemptibleGPUTypes, Weight: 1, StartsAt: startOf(req.StartsAt),
 	}, attach...)
 	if err != nil {
 		s.fail(w, r, err)
@@ -235,7 +239,7 @@ func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, status int
 		return
 	}
 	nodes = append(nodes, pending...)
-	writeJSON(w, status, clusterView(c, nodes, s.apiAddressRedactor(r.Context(), c), s.leaseEnd(r.Context())))
+	writeJSON(w, status, clusterView(c, nodes, s.apiAddressRedactor(r.Context(), c), s.nodeTimes(r.Context())))
 }
 
 func (s *Server) updateCluster(w http.ResponseWriter, r *http.Request, p principal) {
@@ -254,7 +258,11 @@ func (s *Server) updateCluster(w http.ResponseWriter, r *http.Request, p princip
 		s.fail(w, r, errSlurmQueue())
 		return
 	}
-	c, err = s.ctrl.UpdateCluster(ctx, c.ID, controller.Change{NumGPUs: req.NumGPUs, PreemptibleGPUs: req.NumPreemptibleGPUs, MaxPreemptibleGPUs: req.MaxPreemptibleGPUs})
+	if req.StartsAt != nil || scheduled(c, s.clock.Now()) {
+		c, err = s.updateBooking(ctx, c, req)
+	} else {
+		c, err = s.ctrl.UpdateCluster(ctx, c.ID, controller.Change{NumGPUs: req.NumGPUs, PreemptibleGPUs: req.NumPreemptibleGPUs, MaxPreemptibleGPUs: req.MaxPreemptibleGPUs})
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -350,7 +358,7 @@ func accessView(a domain.Access, redact func(string) string) *apiv1.Access {
 
 // clusterView is the API's view of a cluster; redact masks the cluster's
 // API server address in the nodes' errors.
-func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) string, leaseEnd func(domain.Node) time.Time) apiv1.Cluster {
+func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) string, times func(domain.Node) nodeTimes) apiv1.Cluster {
 	v := apiv1.Cluster{
 		ClusterID: c.ID, ClusterName: c.Name, ProjectID: c.ProjectID, Region: c.Region, GPUType: c.GPUType,
 		ClusterType: string(c.Type), BillingType: string(c.BillingType), Status: string(c.Status),
@@ -359,6 +367,7 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 		PreemptibleGPUTypes:   allocator.Types(&c),
 		TargetPreemptibleGPUs: c.TargetPreemptibleGPUs(),
 		CreatedAt:             c.CreatedAt, GPUWorkerNodes: make([]apiv1.Node, 0, len(nodes)),
+		StartsAt: timePtr(c.StartsAt), ActiveAt: timePtr(c.ActiveAt),
 		Access: accessView(c.Access, redact),
 	}
 	// One column holds a cluster's attachment: a kubeconfig, or a SLURM
@@ -382,9 +391,8 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 		if n.State == domain.NodeDraining {
 			nv.Deadline = timePtr(n.Deadline)
 		}
-		if leaseEnd != nil {
-			nv.LeaseEnd = timePtr(leaseEnd(n))
-		}
+		t := times(n)
+		nv.LeaseEnd, nv.PreemptAt = timePtr(t.leaseEnd), timePtr(t.preemptAt)
 		v.GPUWorkerNodes = append(v.GPUWorkerNodes, nv)
 	}
 	if c.Unfulfilled != "" && v.AllocatedPreemptibleGPUs < v.TargetPreemptibleGPUs {
@@ -397,20 +405,27 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 }
 
 // leaseEnd is when a ready preemptible node's minimum lease ends (zero
-// for other nodes, or a pool without one); nil without Options.MinLease.
-func (s *Server) leaseEnd(ctx context.Context) func(domain.Node) time.Time {
-	if s.MinLease == nil {
-		return nil
-	}
-	return func(n domain.Node) time.Time {
-		if n.Class != domain.Preemptible || n.State != domain.NodeReady {
-			return time.Time{}
+// for other nodes, or a pool without one; none without Options.MinLease),
+// and when the node's notice comes, its machine being booked (zero: not
+// booked, or the notice came).
+type nodeTimes struct{ leaseEnd, preemptAt time.Time }
+
+// nodeTimes reads the nodeTimes of a cluster's nodes from their machines.
+func (s *Server) nodeTimes(ctx context.Context) func(domain.Node) nodeTimes {
+	return func(n domain.Node) nodeTimes {
+		if n.State != domain.NodeReady && n.State != domain.NodeProvisioning {
+			return nodeTimes{}
 		}
 		m, err := s.store.GetMachine(ctx, n.MachineID)
 		if err != nil {
-			return time.Time{}
+			return nodeTimes{}
 		}
-		return n.LeaseEnd(s.MinLease(&m))
+		var t nodeTimes
+		if s.MinLease != nil {
+			t.leaseEnd = n.LeaseEnd(s.MinLease(&m))
+		}
+		t.preemptAt = m.PreemptAt
+		return t
 	}
 }
 

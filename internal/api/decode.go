@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/bound"
@@ -251,6 +252,7 @@ type updateBody struct {
 	ComputeClass       *string         `json:"compute_class"`
 	PreemptibleTypes   json.RawMessage `json:"preemptible_gpu_types"`
 	GPUWorkerNodes     json.RawMessage `json:"gpu_worker_nodes"`
+	StartsAt           *time.Time      `json:"starts_at"`
 }
 
 func decodeUpdate(r io.Reader) (apiv1.UpdateClusterRequest, error) {
@@ -273,6 +275,12 @@ func decodeUpdate(r io.Reader) (apiv1.UpdateClusterRequest, error) {
 		if f.set {
 			return apiv1.UpdateClusterRequest{}, invalid(f.name, "%s cannot be changed after creation; only num_gpus, num_preemptible_gpus and max_preemptible_gpus can", f.name)
 		}
+	}
+	if b.StartsAt != nil {
+		if b.NumGPUs != nil || b.NumPreemptibleGPUs != nil || b.MaxPreemptibleGPUs != nil {
+			return apiv1.UpdateClusterRequest{}, invalid("starts_at", "starts_at moves a booking: change it alone")
+		}
+		return apiv1.UpdateClusterRequest{StartsAt: b.StartsAt}, nil
 	}
 	if b.NumGPUs == nil && b.NumPreemptibleGPUs == nil && b.MaxPreemptibleGPUs == nil {
 		return apiv1.UpdateClusterRequest{}, invalid("", "nothing to update; set num_gpus, num_preemptible_gpus and/or max_preemptible_gpus")
@@ -422,13 +430,32 @@ func decodeConvert(r io.Reader) (apiv1.ConvertNodeRequest, error) {
 	return req, invalid("compute_class", "compute_class must be standard or preemptible; got %q", bound.Text(req.ComputeClass, 64))
 }
 
-func decodeMachineUpdate(r io.Reader) (apiv1.UpdateMachineRequest, error) {
-	var req apiv1.UpdateMachineRequest
-	if err := decodeStrict(r, &req); err != nil {
+// machineUpdate is a machine's update, its maintenance time parsed.
+type machineUpdate struct {
+	apiv1.UpdateMachineRequest
+	maintenance time.Time
+}
+
+func decodeMachineUpdate(r io.Reader, now time.Time) (machineUpdate, error) {
+	var req machineUpdate
+	if err := decodeStrict(r, &req.UpdateMachineRequest); err != nil {
 		return req, err
 	}
-	if req.OutOfService == nil {
-		return req, invalid("out_of_service", "nothing to update; set out_of_service")
+	if req.OutOfService == nil && req.MaintenanceAt == nil {
+		return req, invalid("out_of_service", "nothing to update; set out_of_service and/or maintenance_at")
 	}
+	if req.MaintenanceAt == nil || *req.MaintenanceAt == "" {
+		return req, nil
+	}
+	at, err := time.Parse(time.RFC3339, *req.MaintenanceAt)
+	switch {
+	case err != nil:
+		return req, invalid("maintenance_at", "maintenance_at %q is not an RFC 3339 time (2026-12-08T09:00:00Z), or \"\" to cancel", echo(bound.Text(*req.MaintenanceAt, 64)))
+	case !at.After(now):
+		return req, invalid("maintenance_at", "maintenance_at %s is not in the future; to take the machine out now set out_of_service", at.UTC().Format(time.RFC3339))
+	case at.Sub(now) > maxBookAhead:
+		return req, invalid("maintenance_at", "maintenance_at %s is more than a year ahead", at.UTC().Format(time.RFC3339))
+	}
+	req.maintenance = at.UTC().Truncate(time.Second)
 	return req, nil
 }

@@ -84,11 +84,16 @@ func FuzzDecodeAdmin(f *testing.F) {
 			}
 		}
 		_, _ = decodeReservation(strings.NewReader(body))
-		if u, err := decodeMachineUpdate(strings.NewReader(body)); err == nil && u.OutOfService == nil {
+		if u, err := decodeMachineUpdate(strings.NewReader(body), fuzzNow); err == nil && u.OutOfService == nil && u.MaintenanceAt == nil {
 			t.Fatal("accepted an empty machine update")
+		} else if err == nil && u.MaintenanceAt != nil && *u.MaintenanceAt != "" && !u.maintenance.After(fuzzNow) {
+			t.Fatalf("accepted maintenance at %s, not ahead of %s", u.maintenance, fuzzNow)
 		}
 	})
 }
+
+// fuzzNow is the time the fuzzed decoders take as now.
+var fuzzNow = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 
 func FuzzDecodeTokenRequest(f *testing.F) {
 	f.Add(``)

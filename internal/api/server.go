@@ -544,7 +544,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusBadRequest, apiv1.CodeInvalid, bad.field, bad.msg)
 	case errors.As(err, &sf):
 		writeError(w, http.StatusConflict, apiv1.CodeNoCapacity, "num_gpus", sf.Error())
-	case errors.Is(err, controller.ErrDeleting):
+	case errors.Is(err, controller.ErrDeleting), errors.Is(err, controller.ErrStarted):
 		writeError(w, http.StatusConflict, apiv1.CodeConflict, "", err.Error())
 	case errors.Is(err, domain.ErrNotFound):
 		writeError(w, http.StatusNotFound, apiv1.CodeNotFound, "", strings.TrimSuffix(err.Error(), ": "+domain.ErrNotFound.Error()))

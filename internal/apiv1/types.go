@@ -30,6 +30,11 @@ type CreateClusterRequest struct {
 	// ProjectID is required for admin tokens and optional (must match) for
 	// project tokens.
 	ProjectID string `json:"project_id,omitempty"`
+	// StartsAt books the cluster's standard capacity ahead: it is Ready
+	// then, billed from then, and its status is Scheduled until its nodes
+	// are planned (active_at). Accepted only if the pool can hold it then;
+	// at most a year ahead; standard capacity only.
+	StartsAt *time.Time `json:"starts_at,omitempty"`
 	// Kubeconfig, the YAML text of a kubeconfig, attaches the cluster's
 	// Kubernetes API at creation (see AttachKubeconfigRequest). Only the
 	// admin token may set it.
@@ -60,6 +65,8 @@ type UpdateClusterRequest struct {
 	NumGPUs            *int `json:"num_gpus,omitempty"`
 	NumPreemptibleGPUs *int `json:"num_preemptible_gpus,omitempty"`
 	MaxPreemptibleGPUs *int `json:"max_preemptible_gpus,omitempty"`
+	// StartsAt moves a booking (a cluster still Scheduled), alone.
+	StartsAt *time.Time `json:"starts_at,omitempty"`
 }
 
 // SetClusterWeightRequest is the body of PATCH /v1/admin/clusters/{id}.
@@ -109,6 +116,12 @@ type Cluster struct {
 	TargetUnfulfilled *Unfulfilled `json:"target_unfulfilled,omitempty"`
 	GPUWorkerNodes    []Node       `json:"gpu_worker_nodes"`
 	CreatedAt         time.Time    `json:"created_at"`
+	// StartsAt: a booking's start (absent for a cluster that started at
+	// creation); ActiveAt: when its nodes are planned, a drain window
+	// and its pool's provisioning time before, and the nodes its booking
+	// claims get their notice. Both absent for a cluster never booked.
+	StartsAt *time.Time `json:"starts_at,omitempty"`
+	ActiveAt *time.Time `json:"active_at,omitempty"`
 	// Kubernetes says whether the cluster's Kubernetes API is attached
 	// (never, for a SLURM cluster).
 	Kubernetes KubernetesStatus `json:"kubernetes"`
@@ -180,6 +193,11 @@ type Node struct {
 	// place (absent if never); it is billed in that class from then.
 	ClassSince *time.Time `json:"class_since,omitempty"`
 	Deadline   *time.Time `json:"deadline,omitempty"`
+	// PreemptAt: when the node's notice will come, its machine being
+	// booked (another cluster booked ahead, or maintenance); absent when
+	// none is. Also the annotation sparecap.dev/preempt-at on a
+	// Kubernetes node and its pods, and the Slurm node's Extra.
+	PreemptAt *time.Time `json:"preempt_at,omitempty"`
 	// LeaseEnd: until when a ready preemptible node is inside its pool's
 	// minimum lease (absent when the pool has none).
 	LeaseEnd *time.Time `json:"lease_end,omitempty"`
@@ -321,6 +339,11 @@ type CreateMachinesRequest struct {
 // UpdateMachineRequest is the body of PATCH /v1/admin/machines/{id}.
 type UpdateMachineRequest struct {
 	OutOfService *bool `json:"out_of_service,omitempty"`
+	// MaintenanceAt books the machine out for maintenance from that time
+	// (RFC 3339; "" cancels): the node on it is told ahead (its
+	// preempt_at, a drain window before) and the machine goes out of
+	// service then. Putting it back in service ends the maintenance.
+	MaintenanceAt *string `json:"maintenance_at,omitempty"`
 }
 
 // Machine of the fleet.
@@ -341,6 +364,12 @@ type Machine struct {
 	// RegistrationFailures counts its nodes' registration timeouts in a
 	// row.
 	RegistrationFailures int `json:"registration_failures,omitempty"`
+	// MaintenanceAt: booked out for maintenance from then. ClaimedBy and
+	// PreemptAt: the booked cluster that claims the machine (empty for
+	// maintenance) and when the notice of the node on it comes.
+	MaintenanceAt *time.Time `json:"maintenance_at,omitempty"`
+	ClaimedBy     string     `json:"claimed_by,omitempty"`
+	PreemptAt     *time.Time `json:"preempt_at,omitempty"`
 }
 
 // MachineList is the body of GET /v1/admin/machines.

@@ -261,6 +261,11 @@ func (t *commitTx) provision() ([]domain.Node, error) {
 		if p.Pending {
 			n.State, n.ProvisioningAt = domain.NodePending, time.Time{}
 		}
+		if p.Class == domain.Standard && cl.StartsAt.After(t.now) {
+			// A booking's node, up before its start, is billed from it:
+			// its period in its class starts there.
+			n.ClassSince = cl.StartsAt.Truncate(time.Second)
+		}
 		created = append(created, n)
 	}
 	return created, nil

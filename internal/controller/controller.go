@@ -192,6 +192,11 @@ type Controller struct {
 	// sweepNow asks the next pass to check them at once.
 	lastSweep time.Time
 	sweepNow  atomic.Bool
+	// lastClaims is when the bookings' claims were last worked out;
+	// claimNow asks the next pass to work them out at once (a booking
+	// made, moved or cancelled).
+	lastClaims, nextClaims time.Time
+	claimNow               atomic.Bool
 }
 
 // Observation is a step the controller took on a node (see
@@ -303,9 +308,18 @@ func (c *Controller) movedNodes() {
 }
 
 // ShortfallError refuses a request whose standard capacity cannot be found.
-type ShortfallError struct{ allocator.Shortfall }
+type ShortfallError struct {
+	allocator.Shortfall
+	// Because, if set, says what else holds the capacity (a booking).
+	Because string
+}
 
-func (e *ShortfallError) Error() string { return "insufficient capacity: " + e.Shortfall.Error() }
+func (e *ShortfallError) Error() string {
+	if e.Because != "" {
+		return "insufficient capacity: " + e.Shortfall.Error() + " " + e.Because
+	}
+	return "insufficient capacity: " + e.Shortfall.Error()
+}
 
 // ErrDeleting refuses changes to a cluster being deleted.
 var ErrDeleting = errors.New("cluster is being deleted")

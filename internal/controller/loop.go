@@ -158,6 +158,9 @@ func (c *Controller) pass(ctx context.Context) (time.Time, error) {
 	if err := c.sweepIfDue(ctx, now); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.claimsIfDue(ctx, now, w); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.finishDeletions(ctx); err != nil {
 		errs = append(errs, err)
 	}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -69,7 +70,7 @@ func (c *Controller) flushCreates(ctx context.Context) {
 // answer.
 func (c *Controller) createBatch(ctx context.Context, rs []*createReq) {
 	now := c.clock.Now()
-	accepted := c.acceptCreates(ctx, rs, now)
+	accepted := c.checkBookings(ctx, c.acceptCreates(ctx, rs, now), now)
 	// Plan with every accepted create; refuse those left short and plan
 	// again without them, until none is.
 	var (
@@ -91,7 +92,7 @@ func (c *Controller) createBatch(ctx context.Context, rs []*createReq) {
 		var keep []*createReq
 		for _, r := range accepted {
 			if sf := shortfallOf(pl, r.cl.ID); sf != nil {
-				r.err = &ShortfallError{*sf}
+				r.err = &ShortfallError{Shortfall: *sf}
 				continue
 			}
 			keep = append(keep, r)
@@ -118,6 +119,7 @@ func (c *Controller) acceptCreates(ctx context.Context, rs []*createReq, now tim
 			cl.ID = c.NewID("c-")
 		}
 		cl.CreatedAt, cl.Status = now, domain.StatusWaiting
+		c.schedule(ctx, cl, now)
 		if cl.Weight <= 0 {
 			cl.Weight = 1
 		}
@@ -179,6 +181,12 @@ func (c *Controller) commitCreates(ctx context.Context, pl allocator.Plan, tok a
 	}})
 	switch {
 	case err == nil:
+		for _, r := range accepted {
+			if !r.cl.ActiveAt.IsZero() {
+				c.claimNow.Store(true) // a booking: its claims on the next pass
+				c.Kick()
+			}
+		}
 	case len(accepted) == 1:
 		accepted[0].err = fmt.Errorf("create cluster %s: %w", accepted[0].cl.ID, err)
 	default:
@@ -256,8 +264,13 @@ func (c *Controller) changeCluster(ctx context.Context, what, id string, change 
 	if err != nil {
 		return domain.Cluster{}, err
 	}
-	if sf := shortfallOf(pl, id); sf != nil && refuseShortfall != nil && refuseShortfall() {
-		return domain.Cluster{}, &ShortfallError{*sf}
+	if refuseShortfall != nil && refuseShortfall() {
+		if sf := shortfallOf(pl, id); sf != nil {
+			return domain.Cluster{}, &ShortfallError{Shortfall: *sf}
+		}
+		if short, err := c.shortAfterBookings(ctx, now, []domain.Cluster{cl}); err != nil || short[id] != nil {
+			return domain.Cluster{}, cmp.Or(err, error(short[id]))
+		}
 	}
 	err = c.commit(ctx, pl, &tok, now, commitWrites{before: func(tx store.Tx) error {
 		cur, err := tx.GetCluster(ctx, id)
@@ -266,7 +279,7 @@ func (c *Controller) changeCluster(ctx context.Context, what, id string, change 
 		}
 		cur.NumGPUs, cur.DesiredPreemptibleGPUs = cl.NumGPUs, cl.DesiredPreemptibleGPUs
 		cur.MaxPreemptibleGPUs, cur.RequestedPreemptibleGPUs = cl.MaxPreemptibleGPUs, cl.RequestedPreemptibleGPUs
-		cur.Weight = cl.Weight
+		cur.Weight, cur.StartsAt, cur.ActiveAt = cl.Weight, cl.StartsAt, cl.ActiveAt
 		return tx.UpdateCluster(ctx, cur)
 	}})
 	if err != nil {
@@ -329,6 +342,9 @@ func (c *Controller) DeleteCluster(ctx context.Context, id string) (domain.Clust
 		// ClusterDeleting is an event too: wake the event streams even
 		// when the plan itself added none (a cluster with no nodes).
 		c.notify()
+	}
+	if cl.ActiveAt.After(now) {
+		c.claimNow.Store(true) // a booking cancelled: its claims go
 	}
 	c.Kick()
 	return c.store.GetCluster(ctx, id)

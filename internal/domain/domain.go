@@ -185,6 +185,8 @@ const (
 	StatusReady    ClusterStatus = "Ready"
 	StatusDegraded ClusterStatus = "Degraded"
 	StatusDeleting ClusterStatus = "Deleting"
+	// StatusScheduled: booked ahead; its nodes are not planned yet.
+	StatusScheduled ClusterStatus = "Scheduled"
 )
 
 // UnfulfilledReason explains why allocated < desired preemptible GPUs.
@@ -257,6 +259,14 @@ const (
 	// quota allows, so its optional writes are refused (new work spans,
 	// budgets, webhook endpoints); one on each of its clusters.
 	ReasonStorageQuotaReached EventReason = "StorageQuotaReached"
+	// ReasonPreemptionScheduled: the node's machine is booked (another
+	// cluster booked ahead, or maintenance), so its notice will come at
+	// the event's Deadline (its preempt_at), hours or days ahead. On the
+	// booked cluster (no node): how many machines its booking claims.
+	ReasonPreemptionScheduled EventReason = "PreemptionScheduled"
+	// ReasonPreemptionCancelled: the node's machine is no longer claimed
+	// (the booking moved or was cancelled, or claims other machines now).
+	ReasonPreemptionCancelled EventReason = "PreemptionCancelled"
 )
 
 // Project is a tenant.
@@ -335,6 +345,16 @@ type Machine struct {
 	// out of service and says why in OutOfServiceReason.
 	Failures           int
 	OutOfServiceReason string
+	// MaintenanceAt: the operator booked the machine out for maintenance
+	// from this time (zero: none). The plan takes it out of lending a
+	// drain window before, so it is free by then.
+	MaintenanceAt time.Time
+	// ClaimedBy and PreemptAt are a booking's claim on the machine: the
+	// booked cluster (ClaimedBy; empty for maintenance) takes it back
+	// from whatever runs on it, whose notice comes at PreemptAt. Zero
+	// PreemptAt: no claim. See docs/concepts.md "Capacity booked ahead".
+	ClaimedBy string
+	PreemptAt time.Time
 }
 
 // Capacity names the capacity m is for a tenant that borrows it: its
@@ -401,6 +421,13 @@ type Cluster struct {
 	NodeSeq   int64
 	CreatedAt time.Time
 	DeletedAt time.Time
+	// StartsAt: a standard cluster booked ahead starts then (zero: at
+	// creation); its status is Scheduled until its nodes are planned,
+	// from ActiveAt (StartsAt less the drain window and its pool's
+	// provisioning lead, so that it is Ready at StartsAt); it is billed
+	// from StartsAt.
+	StartsAt time.Time
+	ActiveAt time.Time
 	// KubeAttachedAt is when an operator attached the cluster's Kubernetes
 	// API (a kubeconfig, kept sealed by the store and never returned);
 	// zero: the cluster runs on the simulated driver.

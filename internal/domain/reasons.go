@@ -25,6 +25,8 @@ var EventReasons = []EventReason{
 	ReasonNodeConverted,
 	ReasonBudgetAlert,
 	ReasonStorageQuotaReached,
+	ReasonPreemptionScheduled,
+	ReasonPreemptionCancelled,
 }
 
 // KnownReason reports whether r is one of EventReasons.

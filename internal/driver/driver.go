@@ -195,6 +195,14 @@ type Hooks struct {
 	Note func(NodeNote)
 }
 
+// LeadTeller is a machine provider that knows how long a machine of a
+// pool takes to provision (the simulated fleet's provision time): a
+// booking's nodes are planned that long, and a drain window, before its
+// start. ok is false when it does not know.
+type LeadTeller interface {
+	ProvisionLead(region, gpuType string) (d time.Duration, ok bool)
+}
+
 // Teller is a cluster driver or machine provider that wakes a node
 // (Hooks.Wake) whenever what its step waits for may have changed (its
 // work ended, it registered, its machine is ready): a step waiting on it

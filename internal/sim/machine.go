@@ -125,3 +125,9 @@ func DefaultPods(seed int64, clusterID, nodeName string) (profile string, pods [
 	p := defaultProfile(seed, clusterID, nodeName)
 	return p.name, slices.Clone(p.pods)
 }
+
+// ProvisionLead is how long a machine of any pool takes to provision:
+// Config.ProvisionTime (driver.LeadTeller).
+func (f *Fleet) ProvisionLead(region, gpuType string) (time.Duration, bool) {
+	return max(f.provision, 0), true
+}

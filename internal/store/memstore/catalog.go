@@ -207,6 +207,7 @@ func (t *tx) UpdateMachine(ctx context.Context, m domain.Machine) error {
 // putMachine writes m over old (nil: a new machine).
 func (t *tx) putMachine(old *domain.Machine, m domain.Machine) {
 	m.CooldownUntil, m.CreatedAt = dbTime(m.CooldownUntil), dbTime(m.CreatedAt)
+	m.MaintenanceAt, m.PreemptAt = dbTime(m.MaintenanceAt), dbTime(m.PreemptAt)
 	if old != nil {
 		t.st.machineOrder.delete(t.w, tid{tkey(old.CreatedAt), old.ID})
 	}

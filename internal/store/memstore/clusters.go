@@ -136,6 +136,7 @@ func (t *tx) insertCluster(c domain.Cluster) {
 // storedCluster is c with its times as stored.
 func storedCluster(c domain.Cluster) domain.Cluster {
 	c.CreatedAt, c.DeletedAt, c.UnmetSince = dbTime(c.CreatedAt), dbTime(c.DeletedAt), dbTime(c.UnmetSince)
+	c.StartsAt, c.ActiveAt = dbTime(c.StartsAt), dbTime(c.ActiveAt)
 	// As the SQL backends keep them: one bounded text, read back split.
 	if types := text(strings.Join(c.PreemptibleGPUTypes, ",")); types != "" {
 		c.PreemptibleGPUTypes = strings.Split(types, ",")

@@ -36,7 +36,8 @@ func (g *gen) cluster() domain.Cluster {
 	c := domain.Cluster{ID: g.id("c", 5), Name: g.text(), ProjectID: g.id("p", 3), Region: "eu-1", GPUType: "H100",
 		Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, NumGPUs: g.pick(3) * 8,
 		DesiredPreemptibleGPUs: g.pick(3) * 8, Weight: 1 + g.pick(3), Status: domain.StatusReady, UnfulfilledMessage: g.text(),
-		Deleting: g.bit(), NodeSeq: int64(g.pick(100)), CreatedAt: g.when(), UnmetSince: g.when(), KubeAttachedAt: g.when()}
+		Deleting: g.bit(), NodeSeq: int64(g.pick(100)), CreatedAt: g.when(), UnmetSince: g.when(), KubeAttachedAt: g.when(),
+		StartsAt: g.when(), ActiveAt: g.when()}
 	if g.pick(5) == 0 {
 		c.DeletedAt = g.when()
 	}
@@ -45,7 +46,8 @@ func (g *gen) cluster() domain.Cluster {
 
 func (g *gen) machine() domain.Machine {
 	return domain.Machine{ID: g.id("m", 21), Region: "eu-1", GPUType: "H100", GPUs: 8, ReservationID: g.id("r", 2),
-		OutOfService: g.bit(), CooldownUntil: g.when(), CreatedAt: g.when(), Failures: g.pick(3), OutOfServiceReason: g.text()}
+		OutOfService: g.bit(), CooldownUntil: g.when(), CreatedAt: g.when(), Failures: g.pick(3), OutOfServiceReason: g.text(),
+		MaintenanceAt: g.when(), ClaimedBy: g.text(), PreemptAt: g.when()}
 }
 
 func (g *gen) event() domain.Event {

@@ -11,7 +11,7 @@ const (
 	tokenCols       = `id, hash, project_id, name, created_at, expires_at, revoked_at, last_used_at`
 	reservationCols = `id, project_id, region, gpu_type, created_at`
 	machineCols     = `id, region, gpu_type, gpus, reservation_id, out_of_service, cooldown_until, created_at,
-		failures, out_of_service_reason`
+		failures, out_of_service_reason, maintenance_at, claimed_by, preempt_at`
 	// clusterWriteCols are the columns CreateCluster writes; clusterCols
 	// adds kube_attached_at, which only SetKubeconfig writes, and access,
 	// which only SetAccess writes (SetKubeconfig clears it). The sealed
@@ -19,7 +19,7 @@ const (
 	clusterWriteCols = `id, name, project_id, region, gpu_type, type, billing_type, num_gpus,
 		desired_preemptible_gpus, weight, status, unfulfilled, unfulfilled_message, deleting,
 		node_seq, created_at, deleted_at, unmet_since, max_preemptible_gpus, requested_preemptible_gpus,
-		preemptible_gpu_types, preemptible_strategy, max_preemptible_price`
+		preemptible_gpu_types, preemptible_strategy, max_preemptible_price, starts_at, active_at`
 	clusterCols = clusterWriteCols + `, kube_attached_at, access`
 	nodeCols    = `id, cluster_id, machine_id, name, class, gpus, state, created_at, ready_at,
 		drain_started_at, deadline, drain_cause, notified, drained_at, outcome, removed_at, last_error,
@@ -76,10 +76,10 @@ func buildQueries(d Dialect) queries {
 
 		getMachine:    r(`SELECT ` + machineCols + ` FROM machines WHERE id = ?`),
 		listMachines:  r(`SELECT ` + machineCols + ` FROM machines` + oldestFirst),
-		createMachine: r(`INSERT INTO machines (` + machineCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+		createMachine: r(`INSERT INTO machines (` + machineCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 		updateMachine: r(`UPDATE machines SET region = ?, gpu_type = ?, gpus = ?, reservation_id = ?,
-			out_of_service = ?, cooldown_until = ?, created_at = ?, failures = ?, out_of_service_reason = ?
-			WHERE id = ?`),
+			out_of_service = ?, cooldown_until = ?, created_at = ?, failures = ?, out_of_service_reason = ?,
+			maintenance_at = ?, claimed_by = ?, preempt_at = ? WHERE id = ?`),
 
 		getCluster:       r(`SELECT ` + clusterCols + ` FROM clusters WHERE id = ? AND deleted_at IS NULL`),
 		getClusterRecord: r(`SELECT ` + clusterCols + ` FROM clusters WHERE id = ?`),
@@ -181,7 +181,7 @@ var (
 		{"deleting", "boolean"}, {"node_seq", "bigint"}, {"created_at", "timestamptz"},
 		{"deleted_at", "timestamptz"}, {"unmet_since", "timestamptz"}, {"max_preemptible_gpus", "bigint"},
 		{"requested_preemptible_gpus", "bigint"}, {"preemptible_gpu_types", "text"}, {"preemptible_strategy", "text"},
-		{"max_preemptible_price", "text"}}
+		{"max_preemptible_price", "text"}, {"starts_at", "timestamptz"}, {"active_at", "timestamptz"}}
 )
 
 type typedCol struct{ name, typ string }
@@ -212,7 +212,7 @@ func bulkUpdateSet(table string, cols []typedCol, rows int) string {
 
 // clusterRow is one row of createCluster's VALUES, shared with
 // CreateClusters.
-const clusterRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const clusterRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // nodeRow is one row of createNode's VALUES, shared with CreateNodes:
 // metered starts set if the final record of the node's current period is

@@ -103,7 +103,8 @@ func scanReservation(sc scanner) (r domain.Reservation, err error) {
 
 func scanMachine(sc scanner) (m domain.Machine, err error) {
 	err = sc.Scan(&m.ID, &m.Region, &m.GPUType, &m.GPUs, &m.ReservationID, &m.OutOfService,
-		timeCol{&m.CooldownUntil}, timeCol{&m.CreatedAt}, &m.Failures, &m.OutOfServiceReason)
+		timeCol{&m.CooldownUntil}, timeCol{&m.CreatedAt}, &m.Failures, &m.OutOfServiceReason,
+		timeCol{&m.MaintenanceAt}, &m.ClaimedBy, timeCol{&m.PreemptAt})
 	return m, err
 }
 
@@ -112,7 +113,8 @@ func scanCluster(sc scanner) (c domain.Cluster, err error) {
 		&c.NumGPUs, &c.DesiredPreemptibleGPUs, &c.Weight, &c.Status, &c.Unfulfilled,
 		&c.UnfulfilledMessage, &c.Deleting, &c.NodeSeq, timeCol{&c.CreatedAt}, timeCol{&c.DeletedAt},
 		timeCol{&c.UnmetSince}, &c.MaxPreemptibleGPUs, &c.RequestedPreemptibleGPUs, listCol{&c.PreemptibleGPUTypes},
-		&c.PreemptibleStrategy, &c.MaxPreemptiblePrice, timeCol{&c.KubeAttachedAt}, accessCol{&c.Access})
+		&c.PreemptibleStrategy, &c.MaxPreemptiblePrice, timeCol{&c.StartsAt}, timeCol{&c.ActiveAt},
+		timeCol{&c.KubeAttachedAt}, accessCol{&c.Access})
 	return c, err
 }
 

@@ -95,13 +95,15 @@ func (t *tx) CreateReservation(ctx context.Context, r domain.Reservation) error 
 func (t *tx) CreateMachine(ctx context.Context, m domain.Machine) error {
 	return t.create(ctx, "machine "+m.ID, t.s.q.createMachine,
 		m.ID, m.Region, m.GPUType, m.GPUs, m.ReservationID, m.OutOfService,
-		t.s.timeArg(m.CooldownUntil), t.s.timeArg(m.CreatedAt), m.Failures, m.OutOfServiceReason)
+		t.s.timeArg(m.CooldownUntil), t.s.timeArg(m.CreatedAt), m.Failures, m.OutOfServiceReason,
+		t.s.timeArg(m.MaintenanceAt), m.ClaimedBy, t.s.timeArg(m.PreemptAt))
 }
 
 func (t *tx) UpdateMachine(ctx context.Context, m domain.Machine) error {
 	return t.update(ctx, "machine "+m.ID, t.s.q.updateMachine,
 		m.Region, m.GPUType, m.GPUs, m.ReservationID, m.OutOfService,
-		t.s.timeArg(m.CooldownUntil), t.s.timeArg(m.CreatedAt), m.Failures, m.OutOfServiceReason, m.ID)
+		t.s.timeArg(m.CooldownUntil), t.s.timeArg(m.CreatedAt), m.Failures, m.OutOfServiceReason,
+		t.s.timeArg(m.MaintenanceAt), m.ClaimedBy, t.s.timeArg(m.PreemptAt), m.ID)
 }
 
 func (t *tx) CreateCluster(ctx context.Context, c domain.Cluster) error {
@@ -114,7 +116,8 @@ func (t *tx) newClusterArgs(c domain.Cluster) []any {
 		c.NumGPUs, c.DesiredPreemptibleGPUs, c.Weight, string(c.Status), string(c.Unfulfilled),
 		c.UnfulfilledMessage, c.Deleting, c.NodeSeq, t.s.timeArg(c.CreatedAt), t.s.timeArg(c.DeletedAt),
 		t.s.timeArg(c.UnmetSince), c.MaxPreemptibleGPUs, c.RequestedPreemptibleGPUs,
-		text(strings.Join(c.PreemptibleGPUTypes, ",")), text(c.PreemptibleStrategy), text(c.MaxPreemptiblePrice)}
+		text(strings.Join(c.PreemptibleGPUTypes, ",")), text(c.PreemptibleStrategy), text(c.MaxPreemptiblePrice),
+		t.s.timeArg(c.StartsAt), t.s.timeArg(c.ActiveAt)}
 }
 
 func (t *tx) UpdateCluster(ctx context.Context, c domain.Cluster) error {
@@ -130,7 +133,8 @@ func (t *tx) clusterSetArgs(c domain.Cluster) []any {
 		c.NumGPUs, c.DesiredPreemptibleGPUs, c.Weight, string(c.Status), string(c.Unfulfilled),
 		c.UnfulfilledMessage, c.Deleting, c.NodeSeq, t.s.timeArg(c.CreatedAt), t.s.timeArg(c.DeletedAt),
 		t.s.timeArg(c.UnmetSince), c.MaxPreemptibleGPUs, c.RequestedPreemptibleGPUs,
-		text(strings.Join(c.PreemptibleGPUTypes, ",")), text(c.PreemptibleStrategy), text(c.MaxPreemptiblePrice), c.ID}
+		text(strings.Join(c.PreemptibleGPUTypes, ",")), text(c.PreemptibleStrategy), text(c.MaxPreemptiblePrice),
+		t.s.timeArg(c.StartsAt), t.s.timeArg(c.ActiveAt), c.ID}
 }
 
 // dropKubeconfig drops the kubeconfig of c, just written, if it is fully

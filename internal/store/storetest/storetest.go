@@ -1005,6 +1005,7 @@ func full() (domain.Project, domain.Token, domain.Reservation, domain.Machine, d
 		ID: "mach-1", Region: "us-east-2", GPUType: "B200", GPUs: 8, ReservationID: r.ID,
 		OutOfService: true, CooldownUntil: at(4), CreatedAt: at(5),
 		Failures: 3, OutOfServiceReason: "its nodes did not register Ready 3 times in a row — ünïcode ✓",
+		MaintenanceAt: at(15), ClaimedBy: "clu-0", PreemptAt: at(16),
 	}
 	c := domain.Cluster{
 		ID: "clu-1", Name: "training", ProjectID: p.ID, Region: "us-east-2", GPUType: "B200",
@@ -1013,6 +1014,7 @@ func full() (domain.Project, domain.Token, domain.Reservation, domain.Machine, d
 		Unfulfilled: domain.UnfulfilledCoolingDown, UnfulfilledMessage: "cooling down until 10:00 — ünïcode ✓",
 		Deleting: true, NodeSeq: 1<<62 + 1, CreatedAt: at(6), DeletedAt: time.Time{},
 		PreemptibleGPUTypes: []string{"B200", "H200"}, PreemptibleStrategy: "price-capacity-optimized", MaxPreemptiblePrice: "1.60",
+		StartsAt: at(17), ActiveAt: at(16),
 		// KubeAttachedAt is written by SetKubeconfig only: see attachFull.
 	}
 	n := domain.Node{
