@@ -45,7 +45,13 @@ func (c *Controller) claimsIfDue(ctx context.Context, now time.Time, w *wake) er
 	if err != nil {
 		return err
 	}
-	return c.writeClaims(ctx, s, want, now)
+	if err := c.writeClaims(ctx, s, want, now); err != nil {
+		return err
+	}
+	if !c.cfg.Instant {
+		c.announce(ctx, s, want)
+	}
+	return nil
 }
 
 // wantedClaims works out every claim that should stand at now.

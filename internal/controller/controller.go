@@ -197,6 +197,8 @@ type Controller struct {
 	// made, moved or cancelled).
 	lastClaims, nextClaims time.Time
 	claimNow               atomic.Bool
+	// announced is what nodes were shown of their coming notice.
+	announced announcer
 }
 
 // Observation is a step the controller took on a node (see

@@ -30,9 +30,13 @@ const (
 	// LabelKueueWorkload is put on the pods of a Kueue workload admitted
 	// through sparecap's admission check (its podSetUpdates): the
 	// workload's UID, so a reclaimed node's pods lead to their workloads.
-	LabelKueueWorkload    = "sparecap.dev/kueue-workload"
-	TaintPreempted        = "sparecap.dev/preempted"
-	AnnotationDeadline    = "sparecap.dev/preempt-deadline"
+	LabelKueueWorkload = "sparecap.dev/kueue-workload"
+	TaintPreempted     = "sparecap.dev/preempted"
+	AnnotationDeadline = "sparecap.dev/preempt-deadline"
+	// AnnotationPreemptAt: when the node's notice will come, its machine
+	// being booked (RFC 3339), on a Kubernetes node and its pods, hours
+	// or days ahead; gone if the booking moves away or is cancelled.
+	AnnotationPreemptAt   = "sparecap.dev/preempt-at"
 	DefaultGPUsPerMachine = 8
 	// GPUStep is the unit every GPU count in a request must be a multiple of.
 	GPUStep = 8

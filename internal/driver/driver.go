@@ -195,6 +195,26 @@ type Hooks struct {
 	Note func(NodeNote)
 }
 
+// Announcer is a cluster driver that can put a node's coming notice where
+// its work reads it ahead (a booking claimed its machine): the annotation
+// domain.AnnotationPreemptAt on a Kubernetes node and its pods, the Slurm
+// node's Extra. A zero at takes the announcement away. It is a courtesy:
+// the notice itself comes at its time whatever this did. Called again,
+// it puts the annotation on work that came since and costs nothing else.
+type Announcer interface {
+	Announce(ctx context.Context, clusterID, nodeName string, at time.Time) error
+}
+
+// Announce announces at on the node through d, if d can; ok is false
+// when it cannot.
+func Announce(ctx context.Context, d any, clusterID, nodeName string, at time.Time) (ok bool, err error) {
+	a, ok := d.(Announcer)
+	if !ok {
+		return false, nil
+	}
+	return true, a.Announce(ctx, clusterID, nodeName, at)
+}
+
 // LeadTeller is a machine provider that knows how long a machine of a
 // pool takes to provision (the simulated fleet's provision time): a
 // booking's nodes are planned that long, and a drain window, before its

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
 )
@@ -122,6 +123,17 @@ func (r *Router) Running(clusterID, nodeName string) ([]domain.Running, bool) {
 // cluster not used yet cannot be told of: its steps poll until it is).
 func (r *Router) Tells(clusterID string) bool {
 	return Tells(r.known(clusterID), clusterID)
+}
+
+// Announce forwards to the cluster's driver, if it announces
+// (Announcer); nothing otherwise.
+func (r *Router) Announce(ctx context.Context, clusterID, nodeName string, at time.Time) error {
+	d, err := r.pick(ctx, clusterID)
+	if err != nil {
+		return err
+	}
+	_, err = Announce(ctx, d, clusterID, nodeName, at)
+	return err
 }
 
 // SetHooks sets the hooks of every platform's drivers and the fallback's.

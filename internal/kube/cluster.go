@@ -350,9 +350,7 @@ func trimNode(obj any) (any, error) {
 	t := &corev1.Node{}
 	t.Name, t.UID, t.ResourceVersion, t.CreationTimestamp = n.Name, n.UID, n.ResourceVersion, n.CreationTimestamp
 	t.Labels = n.Labels
-	if v, ok := n.Annotations[domain.AnnotationDeadline]; ok {
-		t.Annotations = map[string]string{domain.AnnotationDeadline: v}
-	}
+	t.Annotations = keep(n.Annotations, domain.AnnotationDeadline, domain.AnnotationPreemptAt)
 	t.Spec.Unschedulable, t.Spec.Taints = n.Spec.Unschedulable, n.Spec.Taints
 	for _, cond := range n.Status.Conditions {
 		if cond.Type == corev1.NodeReady {
@@ -360,6 +358,21 @@ func trimNode(obj any) (any, error) {
 		}
 	}
 	return t, nil
+}
+
+// keep is the entries of m named by keys (nil if none): what a trimmed
+// object keeps of its annotations.
+func keep(m map[string]string, keys ...string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			if out == nil {
+				out = make(map[string]string, len(keys))
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // cachedNode is the node as the watch last saw it; nil when the watch has
@@ -399,9 +412,7 @@ func trimPod(obj any) (any, error) {
 	t := &corev1.Pod{}
 	t.Name, t.Namespace, t.UID, t.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
 	t.DeletionTimestamp, t.OwnerReferences = p.DeletionTimestamp, p.OwnerReferences
-	if v, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok {
-		t.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: v}
-	}
+	t.Annotations = keep(p.Annotations, corev1.MirrorPodAnnotationKey, domain.AnnotationPreemptAt)
 	t.Spec.NodeName, t.Spec.TerminationGracePeriodSeconds = p.Spec.NodeName, p.Spec.TerminationGracePeriodSeconds
 	if readsDeadline(p) {
 		t.Spec.Volumes = deadlineReader // what readsDeadline looks for, shared

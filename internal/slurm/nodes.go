@@ -25,6 +25,9 @@ const (
 	extraDeadline = "sparecap.dev/deadline"
 	extraCause    = "sparecap.dev/cause"
 	extraNotice   = "sparecap.dev/notice"
+	// extraPreemptAt: when the node's notice will come, its machine
+	// being booked (RFC 3339); jobs read it with scontrol show node.
+	extraPreemptAt = domain.AnnotationPreemptAt
 )
 
 // Features are the features every node of the class has, whatever its
