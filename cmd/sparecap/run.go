@@ -103,6 +103,7 @@ func runFlags(cmd *cobra.Command, cfg *runwrap.Config, a *runArgs) {
 	f.Float64Var(&a.costSecs, "checkpoint-seconds", 0, "how long one checkpoint takes, for the advice (default: what the latest checkpoint took, from its manifest)")
 	f.StringVar(&a.signal, "checkpoint-signal", "USR1", "signal that asks the job for a checkpoint now")
 	f.DurationVar(&cfg.Margin, "margin", 10*time.Second, "SIGTERM goes at the deadline less this if no checkpoint came by then")
+	f.DurationVar(&cfg.Ahead, "checkpoint-ahead", 10*time.Minute, "a notice scheduled ahead (the node's "+preempt.AnnotationPreemptAt+", its machine booked) asks the job for a checkpoint this long before it (negative: never)")
 	f.StringVar(&a.deadline, "deadline", "", "the deadline, RFC 3339, when it is known from the start (outside Kubernetes)")
 	f.StringVar(&cfg.DeadlineFile, "deadline-file", "", "a file to watch for the deadline (RFC 3339)")
 	annotations := os.Getenv(preempt.EnvAnnotationsFile)

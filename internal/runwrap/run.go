@@ -185,11 +185,17 @@ func (r *run) awaitNotice(ctx context.Context, notices <-chan preempt.Notice) (c
 		}
 	}
 	arm()
+	actx, stop := context.WithCancel(ctx)
+	defer stop()
+	ahead := r.ahead(actx)
 	for {
 		select {
 		case <-reports:
 			r.reportCheckpoint()
 			arm()
+		case at := <-ahead:
+			r.logf("asking the job for a checkpoint ahead of its notice at %s", at.UTC().Format(time.RFC3339))
+			syscall.Kill(r.cmd.Process.Pid, r.cfg.CheckpointSignal)
 		case code := <-r.exited:
 			return code, true
 		case s := <-r.sigs:

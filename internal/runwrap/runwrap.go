@@ -52,6 +52,12 @@ type Config struct {
 	// AnnotationsFile (the pod's annotations; "-" for none).
 	Deadline                      time.Time
 	DeadlineFile, AnnotationsFile string
+	// Ahead: a notice scheduled ahead (preempt.Scheduled, the node's
+	// machine booked) asks the job for a checkpoint this long before it
+	// (default 10m; negative: never). Scheduled, if set, reads it in
+	// place of the annotations file and the Slurm node (tests).
+	Ahead     time.Duration
+	Scheduled func(ctx context.Context) (time.Time, bool)
 	// Grace after a SIGTERM to the wrapper with no deadline known
 	// (default 30s, Kubernetes' default).
 	Grace time.Duration
@@ -93,6 +99,9 @@ func (c *Config) defaults() {
 	}
 	if c.Startup <= 0 {
 		c.Startup = time.Second
+	}
+	if c.Ahead == 0 {
+		c.Ahead = 10 * time.Minute
 	}
 	if c.Stdout == nil {
 		c.Stdout = os.Stdout

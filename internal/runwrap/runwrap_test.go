@@ -101,6 +101,8 @@ func job(mode string) int {
 			case s == syscall.SIGUSR1 && mode == "cooperative":
 				checkpoint(step, 0)
 				return 0
+			case s == syscall.SIGUSR1 && mode == "keeps-on":
+				checkpoint(step, 0) // and goes on until SIGTERM
 			case s == syscall.SIGUSR1 && mode == "slow":
 				go checkpoint(step, time.Hour) // never in time
 			case s == syscall.SIGTERM:
@@ -366,5 +368,29 @@ func TestCheckpointsAreReported(t *testing.T) {
 	}
 	if n := strings.Count(e.log.String(), "cannot report checkpoint"); calls < 2 || n != 1 {
 		t.Fatalf("%d failing reports logged %d times, want once:\n%s", calls, n, e.log.String())
+	}
+}
+
+// TestCheckpointAheadOfAScheduledNotice: a notice scheduled ahead (the
+// node's machine booked) asks the job for a checkpoint Ahead of it, once,
+// and the notice when it comes asks again.
+func TestCheckpointAheadOfAScheduledNotice(t *testing.T) {
+	e := newEnv(t)
+	at := time.Now().Add(2200 * time.Millisecond)
+	cfg := e.config("keeps-on")
+	cfg.Ahead = time.Second
+	cfg.Scheduled = func(context.Context) (time.Time, bool) { return at, true }
+	e.deadlineIn(3500*time.Millisecond, 5*time.Second)
+	res, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.read()
+	if res.Code != ExitCheckpointed || len(r.Signals) != 3 || r.Signals[0] != r.Signals[1] || r.Signals[2] != "terminated" {
+		t.Fatalf("result %+v, the job got %v; want two checkpoint signals, then SIGTERM (log:\n%s)", res, r.Signals, e.log.String())
+	}
+	if !strings.Contains(e.log.String(), "checkpoint ahead of its notice at "+at.UTC().Format(time.RFC3339)) ||
+		strings.Count(e.log.String(), "is scheduled for") != 1 {
+		t.Errorf("log:\n%s", e.log.String())
 	}
 }

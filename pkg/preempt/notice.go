@@ -204,6 +204,12 @@ func (o Options) fromFiles() (Notice, bool) {
 // pod's annotations (lines of key="value", the value quoted as in Go), or
 // from a file holding the one annotation's value.
 func ReadAnnotation(path string) (time.Time, bool) {
+	return readAnnotation(path, AnnotationDeadline)
+}
+
+// readAnnotation reads annotation key's time from a Downward API file of
+// the pod's annotations, or from a file holding that annotation alone.
+func readAnnotation(path, key string) (time.Time, bool) {
 	f, err := os.Open(path)
 	if err != nil {
 		return time.Time{}, false
@@ -217,8 +223,8 @@ func ReadAnnotation(path string) (time.Time, bool) {
 		line := sc.Text()
 		lines++
 		only = line
-		key, val, ok := strings.Cut(line, "=")
-		if !ok || key != AnnotationDeadline {
+		k, val, ok := strings.Cut(line, "=")
+		if !ok || k != key {
 			continue
 		}
 		if v, err := strconv.Unquote(val); err == nil {
@@ -226,7 +232,7 @@ func ReadAnnotation(path string) (time.Time, bool) {
 		}
 		return parseTime(val)
 	}
-	if lines == 1 { // metadata.annotations['sparecap.dev/preempt-deadline'] alone
+	if lines == 1 && key == AnnotationDeadline { // metadata.annotations['sparecap.dev/preempt-deadline'] alone
 		return parseTime(only)
 	}
 	return time.Time{}, false

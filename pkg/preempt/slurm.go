@@ -33,7 +33,11 @@ func ReadSlurmDeadline(ctx context.Context) (time.Time, bool) {
 
 // SlurmDeadline finds the deadline in `scontrol --oneliner show node`
 // output: the Extra field's JSON, key ExtraDeadline.
-func SlurmDeadline(show string) (time.Time, bool) {
+func SlurmDeadline(show string) (time.Time, bool) { return slurmExtra(show, ExtraDeadline) }
+
+// slurmExtra reads key's time from the Extra field's JSON in `scontrol
+// --oneliner show node` output.
+func slurmExtra(show, key string) (time.Time, bool) {
 	_, extra, ok := strings.Cut(show, " Extra=")
 	if !ok {
 		return time.Time{}, false
@@ -47,5 +51,5 @@ func SlurmDeadline(show string) (time.Time, bool) {
 	if json.Unmarshal([]byte(extra), &x) != nil {
 		return time.Time{}, false
 	}
-	return parseTime(x[ExtraDeadline])
+	return parseTime(x[key])
 }

@@ -38,6 +38,7 @@ from .notice import (
 from .checkpoint import Checkpoint, NoCheckpoint, Store
 from .report import ANNOTATION_LAST_CHECKPOINT, ANNOTATION_PROGRESS, PodReporter, ReportError
 from .interval import Advice, AdviceError, Expected, advise, checkpoint_interval, daly, expect, interval, mtbf, young
+from .scheduled import ANNOTATION_PREEMPT_AT, scheduled, slurm_scheduled
 from . import webhooks
 from .webhooks import Dedup, WebhookVerificationError
 
@@ -70,6 +71,9 @@ __all__ = [
     "webhooks",
     "read_annotation",
     "read_slurm_deadline",
+    "scheduled",
+    "slurm_scheduled",
+    "ANNOTATION_PREEMPT_AT",
     "slurm_deadline",
     "young",
 ]

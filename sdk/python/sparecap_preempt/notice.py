@@ -47,6 +47,12 @@ def _parse(text: str) -> Optional[_dt.datetime]:
 def read_annotation(path: str) -> Optional[_dt.datetime]:
     """The deadline from a Downward API file of the pod's annotations
     (``key="value"`` lines), or from a file holding that one value."""
+    return _annotation(path, ANNOTATION_DEADLINE)
+
+
+def _annotation(path: str, name: str) -> Optional[_dt.datetime]:
+    """Annotation ``name``'s time from a Downward API file of the pod's
+    annotations; a file of one value is the deadline's alone."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -54,12 +60,12 @@ def read_annotation(path: str) -> Optional[_dt.datetime]:
         return None
     for line in lines:
         key, sep, value = line.partition("=")
-        if sep and key == ANNOTATION_DEADLINE:
+        if sep and key == name:
             value = value.strip()
             if len(value) >= 2 and value[0] == value[-1] == '"':
                 value = value[1:-1].encode("utf-8").decode("unicode_escape")
             return _parse(value)
-    if len(lines) == 1:
+    if len(lines) == 1 and name == ANNOTATION_DEADLINE:
         return _parse(lines[0])
     return None
 
@@ -80,6 +86,12 @@ _UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60
 def slurm_deadline(show: str) -> Optional[_dt.datetime]:
     """The deadline in ``scontrol --oneliner show node`` output: the Extra
     field's JSON, key ``sparecap.dev/deadline``."""
+    return _slurm_extra(show, EXTRA_DEADLINE)
+
+
+def _slurm_extra(show: str, name: str) -> Optional[_dt.datetime]:
+    """Key ``name``'s time in the Extra field's JSON of ``scontrol
+    --oneliner show node`` output."""
     _, sep, extra = show.partition(" Extra=")
     if not sep:
         return None
@@ -92,22 +104,28 @@ def slurm_deadline(show: str) -> Optional[_dt.datetime]:
         return None
     if not isinstance(x, dict):
         return None
-    return _parse(str(x.get(EXTRA_DEADLINE, "")))
+    return _parse(str(x.get(name, "")))
 
 
 def read_slurm_deadline() -> Optional[_dt.datetime]:
     """The deadline of the Slurm node the job runs on (SLURMD_NODENAME),
     from ``scontrol show node``; None outside Slurm or when it has none.
     It asks slurmctld, so it is read at a signal, not polled."""
+    out = _show_node()
+    return slurm_deadline(out) if out else None
+
+
+def _show_node() -> str:
+    """``scontrol --oneliner show node`` of the job's node; "" outside
+    Slurm or when slurmctld does not answer."""
     node = os.environ.get("SLURMD_NODENAME", "")
     if not node:
-        return None
+        return ""
     try:
-        out = subprocess.run(["scontrol", "--oneliner", "show", "node", node],
-                             capture_output=True, text=True, timeout=5, check=True).stdout
+        return subprocess.run(["scontrol", "--oneliner", "show", "node", node],
+                              capture_output=True, text=True, timeout=5, check=True).stdout
     except (OSError, subprocess.SubprocessError):
-        return None
-    return slurm_deadline(out)
+        return ""
 
 
 def parse_duration(text: str) -> float:
