@@ -230,21 +230,38 @@ reserved machines are still lent as preemptible capacity).`,
 }
 
 func newMachinesSetCmd(s *state) *cobra.Command {
-	var outOfService bool
+	var (
+		outOfService  bool
+		maintenanceAt string
+	)
 	set := &cobra.Command{
 		Use:   "set <machine-id>",
-		Short: "Take a machine out of service or put it back",
+		Short: "Take a machine out of service, book it for maintenance, or put it back",
 		Long: `Take a machine out of service (--out-of-service=true) or put it back
 (--out-of-service=false). A machine taken out of service while serving a node
-has that node drained first, with the usual notice.`,
+has that node drained first, with the usual notice.
+
+--maintenance-at books the machine out for maintenance ahead (RFC 3339; an
+empty value cancels): the node on it is told now when its notice will come
+(a drain window before), and the machine goes out of service then. Putting
+it back in service ends the maintenance.`,
 		Example: `  sparecap machines set m-12 --out-of-service=true
-  sparecap machines set m-12 --out-of-service=false`,
+  sparecap machines set m-12 --out-of-service=false
+  sparecap machines set m-12 --maintenance-at 2026-12-14T02:00:00Z
+  sparecap machines set m-12 --maintenance-at=`,
 		Args: cobra.ExactArgs(1),
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, args []string) error {
-			if !cmd.Flags().Changed("out-of-service") {
-				return errors.New("nothing to set: give --out-of-service=true or --out-of-service=false")
+			var req apiv1.UpdateMachineRequest
+			if cmd.Flags().Changed("out-of-service") {
+				req.OutOfService = &outOfService
 			}
-			m, err := c.UpdateMachine(cmd.Context(), args[0], apiv1.UpdateMachineRequest{OutOfService: &outOfService})
+			if cmd.Flags().Changed("maintenance-at") {
+				req.MaintenanceAt = &maintenanceAt
+			}
+			if req.OutOfService == nil && req.MaintenanceAt == nil {
+				return errors.New("nothing to set: give --out-of-service=true|false or --maintenance-at TIME")
+			}
+			m, err := c.UpdateMachine(cmd.Context(), args[0], req)
 			if err != nil {
 				return fmt.Errorf("update machine %s: %w", args[0], err)
 			}
@@ -252,6 +269,7 @@ has that node drained first, with the usual notice.`,
 		}),
 	}
 	set.Flags().BoolVar(&outOfService, "out-of-service", false, "take the machine out of service (true) or put it back (false)")
+	set.Flags().StringVar(&maintenanceAt, "maintenance-at", "", "book the machine out for maintenance from this time (RFC 3339; empty cancels)")
 	return set
 }
 

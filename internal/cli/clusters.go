@@ -48,10 +48,10 @@ reclaimed with a 5-minute drain). GPU counts are multiples of 8.`,
 
 func newClustersCreateCmd(s *state) *cobra.Command {
 	var (
-		req        apiv1.CreateClusterRequest
-		kubeconfig string
-		wait       bool
-		timeout    time.Duration
+		req                      apiv1.CreateClusterRequest
+		kubeconfig, startsAtFlag string
+		wait                     bool
+		timeout                  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "create",
@@ -67,12 +67,20 @@ implies its project.
 
 With the admin token, --kubeconfig attaches the cluster's Kubernetes API at
 creation, as "clusters attach" does; a kubeconfig the server refuses creates
-nothing.`,
+nothing.
+
+With --starts-at the cluster's standard capacity is booked ahead: accepted
+only if its pool can hold it then, it is Scheduled until its nodes are
+planned (a drain window and the pool's provisioning time before the start),
+Ready at its start and billed from it. The preemptible nodes on the machines
+it will take are told now (their preempt_at).`,
 		Example: `  sparecap clusters create --name my-cluster --region us-central-2 \
     --gpu-type RTX_6000_PCI --cluster-type KUBERNETES --num-gpus 8 \
     --billing-type ON_DEMAND --num-preemptible-gpus 8 --project-id my-project --wait
   sparecap clusters create --name prod --region us-central-2 --gpu-type RTX_6000_PCI \
-    --num-gpus 8 --project-id my-project --kubeconfig prod.kubeconfig`,
+    --num-gpus 8 --project-id my-project --kubeconfig prod.kubeconfig
+  sparecap clusters create --name monday --region us-central-2 --gpu-type RTX_6000_PCI \
+    --num-gpus 64 --project-id my-project --starts-at 2026-12-14T08:00:00Z`,
 		Args: cobra.NoArgs,
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			if cmd.Flags().Changed("kubeconfig") {
@@ -82,6 +90,11 @@ nothing.`,
 				}
 				req.Kubeconfig = string(text)
 			}
+			at, err := startsAt(startsAtFlag)
+			if err != nil {
+				return err
+			}
+			req.StartsAt = at
 			cl, err := c.CreateCluster(cmd.Context(), req)
 			if err != nil {
 				return fmt.Errorf("create cluster: %w", err)
@@ -107,6 +120,7 @@ nothing.`,
 	f.IntVar(&req.MaxPreemptibleGPUs, "max-preemptible-gpus", 0, "let the cluster's queue raise the preemptible target up to this many GPUs with ProvisioningRequests (KUBERNETES; 0: off)")
 	f.StringVar(&req.ProjectID, "project-id", "", "project to create the cluster in (needed with an admin token)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster's Kubernetes API to attach (admin token; - reads stdin)")
+	f.StringVar(&startsAtFlag, "starts-at", "", "book the standard capacity ahead: the cluster starts then (RFC 3339, or a duration from now such as 2h), Scheduled until then")
 	f.BoolVar(&wait, "wait", false, "wait until the cluster is Ready")
 	f.DurationVar(&timeout, "timeout", defaultWaitTimeout, "how long --wait waits")
 	for _, name := range []string{"name", "region", "gpu-type", "num-gpus"} {
@@ -118,6 +132,7 @@ nothing.`,
 func newClustersUpdateCmd(s *state) *cobra.Command {
 	var (
 		numGPUs, numPreemptible, maxPreemptible int
+		startsAtFlag                            string
 		wait                                    bool
 		timeout                                 time.Duration
 	)
@@ -154,8 +169,15 @@ settled (none coming up or draining).`,
 			if cmd.Flags().Changed("max-preemptible-gpus") {
 				req.MaxPreemptibleGPUs = &maxPreemptible
 			}
-			if req.NumGPUs == nil && req.NumPreemptibleGPUs == nil && req.MaxPreemptibleGPUs == nil {
-				return errors.New("nothing to update: set --num-gpus, --num-preemptible-gpus and/or --max-preemptible-gpus")
+			if cmd.Flags().Changed("starts-at") {
+				at, err := startsAt(startsAtFlag)
+				if err != nil {
+					return err
+				}
+				req.StartsAt = at
+			}
+			if req.NumGPUs == nil && req.NumPreemptibleGPUs == nil && req.MaxPreemptibleGPUs == nil && req.StartsAt == nil {
+				return errors.New("nothing to update: set --num-gpus, --num-preemptible-gpus, --max-preemptible-gpus, or --starts-at to move a booking")
 			}
 			cl, err := c.UpdateCluster(cmd.Context(), args[0], req)
 			if err != nil {
@@ -174,6 +196,7 @@ settled (none coming up or draining).`,
 	f.IntVar(&numGPUs, "num-gpus", 0, "new number of standard GPUs (a multiple of 8)")
 	f.IntVar(&numPreemptible, "num-preemptible-gpus", 0, "new target of preemptible GPUs (a multiple of 8; 0 removes them)")
 	f.IntVar(&maxPreemptible, "max-preemptible-gpus", 0, "how far the cluster's queue may raise the target with ProvisioningRequests (a multiple of 8; 0 turns it off)")
+	f.StringVar(&startsAtFlag, "starts-at", "", "move a booking (a cluster still Scheduled) to start then (RFC 3339, or a duration from now); alone")
 	f.BoolVar(&wait, "wait", false, "wait until the cluster is Ready and its nodes have settled")
 	f.DurationVar(&timeout, "timeout", defaultWaitTimeout, "how long --wait waits")
 	return cmd
@@ -445,4 +468,21 @@ func readAttachment(cmd *cobra.Command, flag, kind, path string) ([]byte, error)
 		return nil, fmt.Errorf("%s is empty", what)
 	}
 	return text, nil
+}
+
+// startsAt parses --starts-at: an RFC 3339 time, or a duration from now
+// (nil when empty).
+func startsAt(v string) (*time.Time, error) {
+	if v == "" {
+		return nil, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return &t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return nil, fmt.Errorf("--starts-at %q: want a time like 2026-12-14T08:00:00Z or a duration from now like 2h", v)
+	}
+	t := time.Now().Add(d).UTC().Truncate(time.Second)
+	return &t, nil
 }

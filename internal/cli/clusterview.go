@@ -49,6 +49,12 @@ func (s *state) printCluster(cmd *cobra.Command, cl *apiv1.Cluster) error {
 		}
 		row(tw, "Weight:", cl.Weight)
 		row(tw, "Created:", s.timeAndAge(cl.CreatedAt))
+		if cl.StartsAt != nil {
+			row(tw, "Booked from:", s.deadline(cl.StartsAt))
+		}
+		if cl.ActiveAt != nil && cl.Status == "Scheduled" {
+			row(tw, "Nodes planned from:", s.deadline(cl.ActiveAt)+" (the machines it claims get their notice then)")
+		}
 		// Flush so the key column's width does not depend on the node rows.
 		_ = tw.Flush()
 		fmt.Fprintln(tw)
@@ -65,7 +71,11 @@ func (s *state) printCluster(cmd *cobra.Command, cl *apiv1.Cluster) error {
 func (s *state) nodesTable(tw *tabwriter.Writer, nodes []apiv1.Node) {
 	withErrors := slices.ContainsFunc(nodes, func(n apiv1.Node) bool { return n.LastError != "" })
 	withLeases := slices.ContainsFunc(nodes, func(n apiv1.Node) bool { return n.LeaseEnd != nil })
+	withScheduled := slices.ContainsFunc(nodes, func(n apiv1.Node) bool { return n.PreemptAt != nil })
 	header := []any{"NAME", "CLASS", "STATUS", "GPUS", "GPU TYPE", "AGE", "DEADLINE"}
+	if withScheduled {
+		header = append(header, "NOTICE AT")
+	}
 	if withLeases {
 		header = append(header, "LEASE END")
 	}
@@ -86,6 +96,9 @@ func (s *state) nodesTable(tw *tabwriter.Writer, nodes []apiv1.Node) {
 			status += " (cleanup pending)"
 		}
 		cols := []any{name, n.ComputeClass, status, n.NumGPUs, orDash(n.GPUType), s.age(n.CreatedAt), s.deadline(n.Deadline)}
+		if withScheduled {
+			cols = append(cols, s.deadline(n.PreemptAt))
+		}
 		if withLeases {
 			cols = append(cols, s.deadline(n.LeaseEnd))
 		}
