@@ -142,4 +142,3 @@ func wantAnnounced(t *testing.T, node string, at time.Time) {
 		return nil
 	})
 }
-
