@@ -58,6 +58,10 @@ type EventData struct {
 	Reason      string     `json:"reason"`
 	Message     string     `json:"message"`
 	Deadline    *time.Time `json:"deadline,omitempty"`
+	// PreemptAt is set for PreemptionScheduled: when the node's notice
+	// will come, its machine being booked (the event's deadline field is
+	// then absent: the drain's deadline is a drain window after).
+	PreemptAt *time.Time `json:"preempt_at,omitempty"`
 	// Work is set for drain notices (PreemptionNotified, ScaledDown): the
 	// tenant's work on the node when the message was made.
 	Work *Work `json:"work,omitempty"`
@@ -145,7 +149,11 @@ func eventMessage(e domain.Event, c domain.Cluster, work *Work, now time.Time) (
 		ClusterType: string(c.Type), NodeID: e.NodeID, NodeName: e.NodeName, Reason: string(e.Reason), Message: e.Message, Work: work}
 	if !e.Deadline.IsZero() {
 		dl := e.Deadline.UTC()
-		d.Deadline = &dl
+		if e.Reason == domain.ReasonPreemptionScheduled {
+			d.PreemptAt = &dl
+		} else {
+			d.Deadline = &dl
+		}
 	}
 	id := MessageID(e)
 	body, err := json.Marshal(cloudEvent{SpecVersion: "1.0", ID: id, Source: "/v1/clusters/" + e.ClusterID, Type: TypeOf(e.Reason),
