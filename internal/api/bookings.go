@@ -69,3 +69,47 @@ func (s *Server) updateBooking(ctx context.Context, c domain.Cluster, req apiv1.
 	}
 	return s.ctrl.MoveBooking(ctx, c.ID, startOf(req.StartsAt))
 }
+
+// bookings lists the clusters booked ahead and not started yet.
+func (s *Server) bookings(ctx context.Context, now time.Time) ([]domain.Cluster, error) {
+	all, err := s.store.ListClusters(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []domain.Cluster
+	for _, c := range all {
+		if scheduled(c, now) && !c.Deleting {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// bookHours takes off each hour of pf what is certain from bookings: the
+// standard GPUs of the pool's bookings that have started by the hour's
+// end (their nodes are planned from active_at) and the GPUs of its
+// machines booked for maintenance by then, which the past the forecast
+// reads does not know of.
+func bookHours(pf *apiv1.PoolForecast, bookings []domain.Cluster, machines []domain.Machine, now time.Time) {
+	for i := range pf.Hours {
+		h := &pf.Hours[i]
+		end := h.Start.Add(time.Hour)
+		booked := 0
+		for _, c := range bookings {
+			if c.Region == pf.Region && c.GPUType == pf.GPUType && c.ActiveAt.Before(end) {
+				booked += c.NumGPUs
+			}
+		}
+		for _, m := range machines {
+			if m.Region == pf.Region && m.GPUType == pf.GPUType && !m.OutOfService && !m.MaintenanceAt.IsZero() && m.MaintenanceAt.Before(end) {
+				booked += m.GPUs
+			}
+		}
+		if booked == 0 {
+			continue
+		}
+		h.BookedGPUs = booked
+		b := float64(booked)
+		h.ExpectedGPUs, h.LowGPUs, h.HighGPUs = max(h.ExpectedGPUs-b, 0), max(h.LowGPUs-b, 0), max(h.HighGPUs-b, 0)
+	}
+}

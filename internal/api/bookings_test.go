@@ -19,7 +19,7 @@ func TestBookingsThroughTheAPI(t *testing.T) {
 	// them on acme's idle reservation.
 	train := e.create("p", strings.Replace(createBody, `"num_preemptible_gpus":16`, `"num_preemptible_gpus":32`, 1))
 	e.settle()
-	start := e.clk.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
+	start := e.clk.Now().Add(3 * time.Hour).UTC().Truncate(time.Second)
 	body := func(name string, at time.Time, more string) string {
 		return fmt.Sprintf(`{"cluster_name":%q,"region":"us-central-2","gpu_type":"RTX_6000_PCI","cluster_type":"KUBERNETES","billing_type":"ON_DEMAND","num_gpus":16,"starts_at":%q%s}`,
 			name, at.Format(time.RFC3339), more)
@@ -63,6 +63,21 @@ func TestBookingsThroughTheAPI(t *testing.T) {
 	}
 	if got := e.apiErr("p", "PATCH", "/v1/clusters/"+b.ClusterID, `{"num_preemptible_gpus":8}`, 400); got.Field != "starts_at" {
 		t.Errorf("a preemptible target on a booking: %+v", got)
+	}
+
+	// The forecast takes the booking off the hours from its active_at:
+	// certain, not probable.
+	var fc apiv1.CapacityForecast
+	e.do("p", "GET", "/v1/capacity/forecast?region=us-central-2&gpu_type=RTX_6000_PCI&hours=4", "", 200, &fc)
+	free := 0
+	for _, h := range fc.Pools[0].Hours {
+		free += map[bool]int{true: 1}[h.BookedGPUs == 0]
+		if want := map[bool]int{true: 16}[h.Start.Add(time.Hour).After(*b.ActiveAt)]; h.BookedGPUs != want || h.HighGPUs > float64(40-want) {
+			t.Errorf("hour %s: booked %d (want %d), high %.1f", h.Start, h.BookedGPUs, want, h.HighGPUs)
+		}
+	}
+	if free == 0 || free == len(fc.Pools[0].Hours) {
+		t.Errorf("the forecast's hours before and after the booking: %+v", fc.Pools[0].Hours)
 	}
 
 	later := start.Add(3 * time.Hour)

@@ -42,9 +42,16 @@ func (s *Server) capacityForecast(w http.ResponseWriter, r *http.Request, p prin
 		s.fail(w, r, err)
 		return
 	}
+	bookings, err := s.bookings(r.Context(), now)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	out := apiv1.CapacityForecast{At: now.UTC(), Pools: make([]apiv1.PoolForecast, 0, len(pools))}
 	for _, pl := range pools {
-		out.Pools = append(out.Pools, poolForecast(hist[pl], machines, pl, now, hours))
+		pf := poolForecast(hist[pl], machines, pl, now, hours)
+		bookHours(&pf, bookings, machines, now)
+		out.Pools = append(out.Pools, pf)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -213,4 +213,8 @@ type ForecastGPUs struct {
 	LowGPUs      float64   `json:"low_gpus"`
 	HighGPUs     float64   `json:"high_gpus"`
 	Samples      int       `json:"samples"`
+	// BookedGPUs are certain: what bookings (clusters booked ahead) and
+	// machines booked for maintenance hold in the hour, which the past
+	// does not know of; they are taken off the figures above.
+	BookedGPUs int `json:"booked_gpus,omitempty"`
 }

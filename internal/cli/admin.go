@@ -72,10 +72,21 @@ history says so. Any token may ask.`,
 				return fmt.Errorf("get the capacity forecast: %w", err)
 			}
 			return s.print(cmd.OutOrStdout(), f, func(tw *tabwriter.Writer) {
-				row(tw, "REGION", "GPU_TYPE", "HOUR", "EXPECTED", "90% INTERVAL", "OF")
+				booked := slices.ContainsFunc(f.Pools, func(p apiv1.PoolForecast) bool {
+					return slices.ContainsFunc(p.Hours, func(h apiv1.ForecastGPUs) bool { return h.BookedGPUs > 0 })
+				})
+				head := []any{"REGION", "GPU_TYPE", "HOUR", "EXPECTED", "90% INTERVAL", "OF"}
+				if booked {
+					head = append(head, "BOOKED")
+				}
+				row(tw, head...)
 				for _, p := range f.Pools {
 					for _, h := range p.Hours {
-						row(tw, p.Region, p.GPUType, s.localTime(h.Start), num1(h.ExpectedGPUs), num1(h.LowGPUs)+" - "+num1(h.HighGPUs), p.CapacityGPUs)
+						cols := []any{p.Region, p.GPUType, s.localTime(h.Start), num1(h.ExpectedGPUs), num1(h.LowGPUs) + " - " + num1(h.HighGPUs), p.CapacityGPUs}
+						if booked {
+							cols = append(cols, h.BookedGPUs)
+						}
+						row(tw, cols...)
 					}
 				}
 				for _, p := range f.Pools {

@@ -30,6 +30,18 @@ func TestCapacityForecast(t *testing.T) {
 	if q := reqs[len(reqs)-1].Query; !strings.Contains(q, "region=us-central-2") || !strings.Contains(q, "gpu_type=H100") || !strings.Contains(q, "hours=2") {
 		t.Errorf("query %q", q)
 	}
+	if strings.Contains(r.stdout, "BOOKED") {
+		t.Errorf("a BOOKED column with no booking:\n%s", r.stdout)
+	}
+
+	// Hours a booking holds say how much.
+	f = newFakeAPI(t)
+	f.handle("GET /v1/capacity/forecast", 200, apiv1.CapacityForecast{At: t0, Pools: []apiv1.PoolForecast{{
+		Region: "us-central-2", GPUType: "H100", CapacityGPUs: 64,
+		Hours: []apiv1.ForecastGPUs{{Start: h, ExpectedGPUs: 40, LowGPUs: 16, HighGPUs: 56, Samples: 20}, {Start: h.Add(time.Hour), ExpectedGPUs: 24, LowGPUs: 0, HighGPUs: 48, Samples: 20, BookedGPUs: 16}},
+	}}})
+	r = f.run("capacity", "forecast")
+	mustContain(t, "capacity forecast with a booking", r.stdout, "OF   BOOKED", "0 - 48         64   16")
 }
 
 // TestPlanOptions: `plan options` sends the job and the any_of lists and
