@@ -63,3 +63,30 @@ func TestABookingIsPlannedFromItsActiveAt(t *testing.T) {
 		t.Errorf("at its ActiveAt: %+v", pl.Provisions)
 	}
 }
+
+// A claimed machine is not lent to a preemptible node whose minimum lease
+// would outlast the claim's notice; with the notice further off, it is,
+// and the plan wakes when that changes.
+func TestAClaimedMachineIsNotLentPastItsNotice(t *testing.T) {
+	for _, tc := range []struct {
+		notice time.Duration
+		lent   bool
+	}{{90 * time.Minute, true}, {50 * time.Minute, false}} {
+		w := newWorld(t0)
+		w.lease = time.Hour
+		w.addMachines(rg, gpu, "", 2)
+		claimed := w.s.Machines[1].ID
+		w.s.Machines[1].ClaimedBy, w.s.Machines[1].PreemptAt = "booked", w.now.Add(tc.notice)
+		pl, _ := w.tryCluster(domain.Cluster{ID: "a", ProjectID: "p", Region: rg, GPUType: gpu, NumGPUs: 8, DesiredPreemptibleGPUs: 8})
+		lent := false
+		for _, pv := range pl.Provisions {
+			lent = lent || (pv.Class == domain.Preemptible && pv.MachineID == claimed)
+		}
+		if lent != tc.lent {
+			t.Errorf("notice in %s: lent %v, want %v (%+v)", tc.notice, lent, tc.lent, pl.Provisions)
+		}
+		if wake := w.now.Add(tc.notice - time.Hour); tc.lent && !pl.NextWake.Equal(wake) {
+			t.Errorf("notice in %s: wake %s, want %s", tc.notice, pl.NextWake, wake)
+		}
+	}
+}

@@ -109,7 +109,7 @@ func clusterKey(c domain.Cluster) (time.Time, string) { return c.CreatedAt, c.ID
 func nodeKey(n *domain.Node) (time.Time, string)      { return n.CreatedAt, n.ID }
 func machinePlanned(a, b *domain.Machine) bool {
 	return a.OutOfService == b.OutOfService && a.CooldownUntil.Equal(b.CooldownUntil) && a.ReservationID == b.ReservationID &&
-		a.ClaimedBy == b.ClaimedBy &&
+		a.ClaimedBy == b.ClaimedBy && a.PreemptAt.Equal(b.PreemptAt) &&
 		a.GPUs == b.GPUs && a.Region == b.Region && a.GPUType == b.GPUType && a.CreatedAt.Equal(b.CreatedAt)
 }
 
