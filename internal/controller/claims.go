@@ -176,7 +176,7 @@ func (c *Controller) commitClaims(ctx context.Context, ms []domain.Machine, evs 
 	}
 	obs := make([]Observation, len(evs))
 	for i, e := range evs {
-		obs[i] = Observation{Time: e.Timestamp, Kind: KindEvent, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message}
+		obs[i] = Observation{Time: e.Timestamp, Kind: KindEvent, Cluster: e.ClusterID, Node: e.NodeName, Reason: e.Reason, Message: e.Message, Deadline: e.Deadline}
 	}
 	c.observe(obs)
 	c.notify()

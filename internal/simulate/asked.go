@@ -43,8 +43,9 @@ func askedOf(evs []Event, horizon time.Duration) asked {
 			l = &live{std: e.Standard}
 			on[e.Cluster] = l
 		}
-		add(l, e.At)
-		l.since = e.At
+		at := max(e.At, e.StartsAt) // a booking asks from its start
+		add(l, at)
+		l.since = at
 		switch {
 		case e.GPUs == 0:
 			delete(on, e.Cluster)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"text/tabwriter"
@@ -104,6 +105,9 @@ func (c *Comparison) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(tw, head)
 	for _, m := range operatorMetrics {
+		if m.rare && !slices.ContainsFunc(c.Runs, func(r *Result) bool { return m.value(&r.Operator) != "0" }) {
+			continue // a row for a feature the scenario does not use
+		}
 		line := m.name
 		for _, r := range c.Runs {
 			line += "\t" + m.value(&r.Operator)
@@ -135,24 +139,27 @@ var operatorMetrics = []struct {
 	value     func(*Operator) string
 	// csv, if set, is the value in the CSV (seconds, not "1m30s").
 	csv func(*Operator) string
+	// rare: the table shows the row only when a run's value is not 0.
+	rare bool
 }{
-	{"Fleet GPU-hours", "fleet_gpu_hours", func(o *Operator) string { return num(o.FleetGPUh) }, nil},
-	{"Standard GPU-hours asked", "asked_standard_gpu_hours", func(o *Operator) string { return num(o.AskedStandardGPUh) }, nil},
-	{"Preemptible GPU-hours asked", "asked_preemptible_gpu_hours", func(o *Operator) string { return num(o.AskedPreemptibleGPUh) }, nil},
-	{"Standard GPU-hours", "standard_gpu_hours", func(o *Operator) string { return num(o.StandardGPUh) }, nil},
-	{"Preemptible GPU-hours", "preemptible_gpu_hours", func(o *Operator) string { return num(o.PreemptibleGPUh) }, nil},
-	{"  lent from idle on-demand", "lent_from_idle_gpu_hours", func(o *Operator) string { return num(o.LentFromIdleGPUh) }, nil},
-	{"  lent from idle reservations", "lent_from_reserved_gpu_hours", func(o *Operator) string { return num(o.LentFromReserveGPUh) }, nil},
-	{"In transit GPU-hours", "transit_gpu_hours", func(o *Operator) string { return num(o.TransitGPUh) }, nil},
-	{"Idle GPU-hours", "idle_gpu_hours", func(o *Operator) string { return num(o.IdleGPUh) }, nil},
-	{"Standard revenue", "standard_revenue", func(o *Operator) string { return o.StandardRevenue }, nil},
-	{"Preemptible revenue", "preemptible_revenue", func(o *Operator) string { return o.PreemptibleRevenue }, nil},
-	{"Reclaims", "reclaims", func(o *Operator) string { return strconv.Itoa(o.Reclaims) }, nil},
-	{"On-demand requests", "on_demand_requests", func(o *Operator) string { return strconv.Itoa(o.OnDemandRequests) }, nil},
-	{"  refused (no capacity)", "on_demand_refused", func(o *Operator) string { return strconv.Itoa(o.Refused) }, nil},
-	{"  waited for a drain", "on_demand_waited_for_a_drain", func(o *Operator) string { return strconv.Itoa(o.WaitedForDrain) }, nil},
-	{"  wait p50", "on_demand_wait_p50_seconds", func(o *Operator) string { return o.WaitP50.D.String() }, func(o *Operator) string { return num(o.WaitP50.D.Seconds()) }},
-	{"  wait max", "on_demand_wait_max_seconds", func(o *Operator) string { return o.WaitMax.D.String() }, func(o *Operator) string { return num(o.WaitMax.D.Seconds()) }},
+	{"Fleet GPU-hours", "fleet_gpu_hours", func(o *Operator) string { return num(o.FleetGPUh) }, nil, false},
+	{"Standard GPU-hours asked", "asked_standard_gpu_hours", func(o *Operator) string { return num(o.AskedStandardGPUh) }, nil, false},
+	{"Preemptible GPU-hours asked", "asked_preemptible_gpu_hours", func(o *Operator) string { return num(o.AskedPreemptibleGPUh) }, nil, false},
+	{"Standard GPU-hours", "standard_gpu_hours", func(o *Operator) string { return num(o.StandardGPUh) }, nil, false},
+	{"Preemptible GPU-hours", "preemptible_gpu_hours", func(o *Operator) string { return num(o.PreemptibleGPUh) }, nil, false},
+	{"  lent from idle on-demand", "lent_from_idle_gpu_hours", func(o *Operator) string { return num(o.LentFromIdleGPUh) }, nil, false},
+	{"  lent from idle reservations", "lent_from_reserved_gpu_hours", func(o *Operator) string { return num(o.LentFromReserveGPUh) }, nil, false},
+	{"In transit GPU-hours", "transit_gpu_hours", func(o *Operator) string { return num(o.TransitGPUh) }, nil, false},
+	{"Idle GPU-hours", "idle_gpu_hours", func(o *Operator) string { return num(o.IdleGPUh) }, nil, false},
+	{"Standard revenue", "standard_revenue", func(o *Operator) string { return o.StandardRevenue }, nil, false},
+	{"Preemptible revenue", "preemptible_revenue", func(o *Operator) string { return o.PreemptibleRevenue }, nil, false},
+	{"Reclaims", "reclaims", func(o *Operator) string { return strconv.Itoa(o.Reclaims) }, nil, false},
+	{"  told ahead", "reclaims_told_ahead", func(o *Operator) string { return strconv.Itoa(o.ReclaimsToldAhead) }, nil, true},
+	{"On-demand requests", "on_demand_requests", func(o *Operator) string { return strconv.Itoa(o.OnDemandRequests) }, nil, false},
+	{"  refused (no capacity)", "on_demand_refused", func(o *Operator) string { return strconv.Itoa(o.Refused) }, nil, false},
+	{"  waited for a drain", "on_demand_waited_for_a_drain", func(o *Operator) string { return strconv.Itoa(o.WaitedForDrain) }, nil, false},
+	{"  wait p50", "on_demand_wait_p50_seconds", func(o *Operator) string { return o.WaitP50.D.String() }, func(o *Operator) string { return num(o.WaitP50.D.Seconds()) }, false},
+	{"  wait max", "on_demand_wait_max_seconds", func(o *Operator) string { return o.WaitMax.D.String() }, func(o *Operator) string { return num(o.WaitMax.D.Seconds()) }, false},
 }
 
 // WriteCSV writes every figure as a row of policy,scope,name,metric,value

@@ -34,6 +34,9 @@ type Event struct {
 	// scenario's tenants hold one standard node, as the API requires of
 	// every cluster; a trace's preemptible demand none.
 	Standard int
+	// StartsAt, after At: the standard cluster is booked at At to start
+	// then (on_demand.booked_ahead).
+	StartsAt time.Duration
 }
 
 // ClusterName makes s a name the API takes for a cluster (lowercase
@@ -78,7 +81,11 @@ func Generate(s Scenario) []Event {
 				n++
 				name := ClusterName(fmt.Sprintf("od-%s-%s-%d", k.region, k.gpu, n))
 				gpus := od.GPUs[r.IntN(len(od.GPUs))]
-				evs = append(evs, Event{At: at, Cluster: name, Region: k.region, GPUType: k.gpu, Class: domain.Standard, GPUs: gpus})
+				e := Event{At: at, Cluster: name, Region: k.region, GPUType: k.gpu, Class: domain.Standard, GPUs: gpus}
+				if od.BookedAhead.D > 0 {
+					e.At, e.StartsAt = max(at-od.BookedAhead.D, 0), at
+				}
+				evs = append(evs, e)
 				if end := at + expo(r, od.MeanLifetime.D, 1); end < s.Horizon.D {
 					evs = append(evs, Event{At: end, Cluster: name, Region: k.region, GPUType: k.gpu, Class: domain.Standard})
 				}

@@ -59,6 +59,7 @@ type world struct {
 	// ids maps a demand's cluster names to the clusters made for them.
 	ids     map[string]string
 	evs     []Event
+	told    tells
 	refused int
 	errs    int
 	ticks   int
@@ -118,6 +119,8 @@ func newWorld(ctx context.Context, sc Scenario, pol Policy) (*world, error) {
 		// backstop sweeps would only cost time.
 		SweepEvery: 24 * time.Hour,
 	}, nil)
+	w.told = tells{}
+	w.ctrl.Observer = w.told.observe
 	w.meter = metering.New(w.st, clk, nil)
 	w.meter.Reads = w.st
 	// Running nodes' records need rewriting only at the end (Cut): the
@@ -234,6 +237,9 @@ func (w *world) create(ctx context.Context, e Event) error {
 		Type: domain.ClusterKubernetes, BillingType: domain.BillingOnDemand, Weight: max(e.Weight, 1)}
 	if e.Class == domain.Standard {
 		c.NumGPUs = e.GPUs
+		if e.StartsAt > e.At {
+			c.StartsAt = Epoch.Add(e.StartsAt)
+		}
 	} else {
 		c.NumGPUs, c.DesiredPreemptibleGPUs = e.Standard, e.GPUs
 	}

@@ -179,6 +179,12 @@ func (g *gangRunner) leave(s *span, t, end time.Time) {
 	ch := workChange{at: t, rate: -float64(gg.gpus) * g.useful}
 	if reclaimed(s.n) && !s.n.DrainStartedAt.After(end) {
 		lost := g.lostAfter(ran)
+		if s.told && g.j.CheckpointAhead {
+			// Told ahead, it checkpointed to end at the notice: one more
+			// checkpoint, nothing lost.
+			lost = 0
+			g.out.checkpoint += int64(g.j.CheckpointCost.D/time.Second) * int64(gg.gpus)
+		}
 		g.out.lost += int64(lost/time.Second) * int64(gg.gpus)
 		g.out.restart += int64(g.j.RestartCost.D/time.Second) * int64(gg.gpus)
 		g.out.stopped += len(gg.members)

@@ -38,6 +38,9 @@ type Tenant struct {
 	Weight        int     `json:"weight"`
 	DeliveredGPUh float64 `json:"delivered_gpu_hours"`
 	Reclaims      int     `json:"reclaims"`
+	// ToldAhead counts the reclaims whose node was told its notice ahead
+	// (a booking claimed its machine), in time for a checkpoint.
+	ToldAhead int `json:"reclaims_told_ahead,omitempty"`
 	// StoppedNodes counts the nodes whose work the reclaims stopped: a
 	// reclaimed node waiting for a gang stops none, one of a gang stops
 	// every member.
@@ -77,6 +80,7 @@ type Operator struct {
 	StandardRevenue      string   `json:"standard_revenue"`
 	PreemptibleRevenue   string   `json:"preemptible_revenue"`
 	Reclaims             int      `json:"reclaims"`
+	ReclaimsToldAhead    int      `json:"reclaims_told_ahead,omitempty"`
 	OnDemandRequests     int      `json:"on_demand_requests"`
 	Refused              int      `json:"on_demand_refused"`
 	WaitedForDrain       int      `json:"on_demand_waited_for_a_drain"`
@@ -120,10 +124,13 @@ const samples = 120
 type span struct {
 	n                     *domain.Node
 	from, to, ready, stop time.Time
+	// told: the node's reclaim was told ahead, in time for a checkpoint
+	// (tells.ahead).
+	told bool
 }
 
 func (w *world) result(ctx context.Context) (*Result, error) {
-	return outcome{st: w.st, sc: w.sc, pol: w.pol, evs: w.evs, refused: w.refused}.result(ctx, RunStats{Ticks: w.ticks, StepErrors: w.errs})
+	return outcome{st: w.st, sc: w.sc, pol: w.pol, evs: w.evs, refused: w.refused, told: w.told}.result(ctx, RunStats{Ticks: w.ticks, StepErrors: w.errs})
 }
 
 // Outcome is the Result of sc under pol as the control plane behind st
@@ -142,6 +149,9 @@ type outcome struct {
 	pol     Policy
 	evs     []Event
 	refused int
+	// told are the notices the control plane told ahead (none for a
+	// server's run).
+	told tells
 	// clusters caches the clusters' records (see cluster).
 	clusters map[string]domain.Cluster
 }
@@ -183,6 +193,7 @@ func (w outcome) result(ctx context.Context, run RunStats) (*Result, error) {
 	spans := make([]span, len(nodes))
 	for i := range nodes {
 		spans[i] = spanOf(&nodes[i], end)
+		spans[i].told = w.told.ahead(&nodes[i], w.sc.Jobs.CheckpointCost.D)
 	}
 	run.Nodes = len(nodes)
 	r := &Result{Policy: w.pol, Horizon: w.sc.Horizon, Run: run, Tenants: []Tenant{}, Pools: []PoolReclaims{}}
@@ -332,6 +343,9 @@ func (w outcome) tenants(ctx context.Context, r *Result, spans []span, p *priced
 		a.nodes = append(a.nodes, &spans[i])
 		if reclaimed(n) && !n.DrainStartedAt.After(end) {
 			a.t.Reclaims++
+			if spans[i].told {
+				a.t.ToldAhead++
+			}
 		}
 	}
 	for _, id := range order {
@@ -399,6 +413,9 @@ func (w outcome) operator(ctx context.Context, r *Result, spans []span, mach map
 		}
 		if reclaimed(n) && !n.DrainStartedAt.After(end) {
 			op.Reclaims++
+			if s.told {
+				op.ReclaimsToldAhead++
+			}
 			k := PoolReclaims{Region: m.Region, GPUType: m.GPUType, Reserved: m.ReservationID != ""}
 			pools[k]++
 		}

@@ -47,6 +47,11 @@ type OnDemand struct {
 	MeanLifetime    Duration `json:"mean_lifetime"`
 	// GPUs are the sizes a cluster is drawn from, uniformly.
 	GPUs []int `json:"gpus"`
+	// BookedAhead, if set, books every on-demand cluster this long before
+	// it starts (starts_at; docs/concepts.md "Capacity booked ahead"):
+	// the control plane then knows, and tells, which preemptible nodes
+	// its start will take back.
+	BookedAhead Duration `json:"booked_ahead,omitempty"`
 }
 
 // Tenants: Count preemptible clusters in every region and GPU type of the
@@ -75,6 +80,11 @@ type Jobs struct {
 	RestartCost        Duration `json:"restart_cost"`
 	ExitAfterNotice    Duration `json:"exit_after_notice"`
 	CheckpointAtNotice bool     `json:"checkpoint_at_notice"`
+	// CheckpointAhead: a job told its notice ahead (its node's
+	// preempt_at, at least CheckpointCost before the notice) checkpoints
+	// so that the checkpoint ends at the notice, and loses nothing to the
+	// reclaim (as `sparecap run --checkpoint-ahead` asks it to).
+	CheckpointAhead bool `json:"checkpoint_ahead,omitempty"`
 	// GangGPUs, if set, is the size of a gang: a tenant's jobs run on
 	// gangs of this many GPUs formed from its ready preemptible nodes (a
 	// node left over waits for the next gang), and a reclaim of one node
@@ -243,6 +253,8 @@ func (od OnDemand) check() error {
 		return errors.New("on_demand.mean_lifetime must be above 0 when clusters arrive")
 	case od.ArrivalsPerHour > 0 && len(od.GPUs) == 0:
 		return errors.New("on_demand.gpus must list at least one cluster size")
+	case od.BookedAhead.D < 0 || od.BookedAhead.D > 366*24*time.Hour:
+		return fmt.Errorf("on_demand.booked_ahead must be between 0 and a year; got %s", od.BookedAhead.D)
 	}
 	for _, g := range od.GPUs {
 		if err := checkGPUs("on_demand.gpus", g, false); err != nil {
