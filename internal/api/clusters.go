@@ -51,9 +51,7 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 			return
 		}
 	}
-	if len(req.PreemptibleGPUTypes) == 1 && req.PreemptibleGPUTypes[0] == req.GPUType {
-		req.PreemptibleGPUTypes = nil // its own type: the default
-	}
+	req.PreemptibleGPUTypes = ownType(req.PreemptibleGPUTypes, req.GPUType)
 	if req.BillingType == string(domain.BillingReserved) {
 		if err := s.checkReservation(ctx, project, req.Region, req.GPUType); err != nil {
 			s.fail(w, r, err)
@@ -74,7 +72,8 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 		Name: req.ClusterName, ProjectID: project, Region: req.Region, GPUType: req.GPUType,
 		Type: domain.ClusterType(req.ClusterType), BillingType: domain.BillingType(req.BillingType),
 		NumGPUs: req.NumGPUs, DesiredPreemptibleGPUs: req.NumPreemptibleGPUs, MaxPreemptibleGPUs: req.MaxPreemptibleGPUs,
-		PreemptibleGPUTypes: req.PreemptibleGPUTypes, Weight: 1,
+		PreemptibleGPUTypes: req.PreemptibleGPUTypes, PreemptibleStrategy: req.PreemptibleStrategy,
+		MaxPreemptiblePrice: req.MaxPreemptiblePerGPUHour, Weight: 1,
 	}, attach...)
 	if err != nil {
 		s.fail(w, r, err)
@@ -254,7 +253,12 @@ func (s *Server) updateCluster(w http.ResponseWriter, r *http.Request, p princip
 		s.fail(w, r, errSlurmQueue())
 		return
 	}
-	c, err = s.ctrl.UpdateCluster(ctx, c.ID, controller.Change{NumGPUs: req.NumGPUs, PreemptibleGPUs: req.NumPreemptibleGPUs, MaxPreemptibleGPUs: req.MaxPreemptibleGPUs})
+	ch := controller.Change{NumGPUs: req.NumGPUs, PreemptibleGPUs: req.NumPreemptibleGPUs, MaxPreemptibleGPUs: req.MaxPreemptibleGPUs}
+	if err := s.preemptibleChange(ctx, &c, req, &ch); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err = s.ctrl.UpdateCluster(ctx, c.ID, ch)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -361,6 +365,7 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 		CreatedAt:             c.CreatedAt, GPUWorkerNodes: make([]apiv1.Node, 0, len(nodes)),
 		Access: accessView(c.Access, redact),
 	}
+	v.PreemptibleStrategy, v.MaxPreemptiblePerGPUHour = strategyOf(&c), c.MaxPreemptiblePrice
 	// One column holds a cluster's attachment: a kubeconfig, or a SLURM
 	// cluster's slurm.conf.
 	attached := apiv1.KubernetesStatus{Attached: !c.KubeAttachedAt.IsZero(), AttachedAt: timePtr(c.KubeAttachedAt)}

@@ -14,7 +14,7 @@ import (
 // GPU types of its region shows them, and its preemptible nodes come
 // from the second when the first has nothing to lend; a type its region
 // lacks, a type named twice or too many are refused with the field
-// named; the list cannot be changed by PATCH (yet).
+// named; a PATCH changes the list, or is refused with nothing changed.
 func TestPreemptibleGPUTypes(t *testing.T) {
 	e := newEnv(t)
 	err := e.st.Update(context.Background(), func(tx store.Tx) error {
@@ -67,7 +67,22 @@ func TestPreemptibleGPUTypes(t *testing.T) {
 			t.Errorf("%s: %+v", types, got)
 		}
 	}
-	if got := e.apiErr("p", "PATCH", "/v1/clusters/"+c.ClusterID, `{"preemptible_gpu_types":["H200"]}`, 400); got.Field != "preemptible_gpu_types" {
-		t.Errorf("PATCH: %+v", got)
+	for _, types := range []string{`["L40S"]`, `["H200","H200"]`, `"H200"`, `["bad name"]`} {
+		if got := e.apiErr("p", "PATCH", "/v1/clusters/"+c.ClusterID, `{"preemptible_gpu_types":`+types+`}`, 400); got.Field != "preemptible_gpu_types" {
+			t.Errorf("PATCH %s: %+v", types, got)
+		}
+	}
+	e.do("p", "GET", "/v1/clusters/"+c.ClusterID, "", 200, &got)
+	if fmt.Sprint(got.PreemptibleGPUTypes) != "[RTX_6000_PCI H200]" {
+		t.Fatalf("a refused PATCH changed the types: %v", got.PreemptibleGPUTypes)
+	}
+	e.do("p", "PATCH", "/v1/clusters/"+c.ClusterID, `{"preemptible_gpu_types":["H200"]}`, 200, &got)
+	if fmt.Sprint(got.PreemptibleGPUTypes) != "[H200]" || got.DesiredPreemptibleGPUs != 16 {
+		t.Fatalf("PATCH: types %v, target %d", got.PreemptibleGPUTypes, got.DesiredPreemptibleGPUs)
+	}
+	e.settle()
+	e.do("p", "GET", "/v1/clusters/"+c.ClusterID, "", 200, &got)
+	if got.AllocatedPreemptibleGPUs != 16 {
+		t.Fatalf("its own type alone keeps its nodes: %d allocated", got.AllocatedPreemptibleGPUs)
 	}
 }

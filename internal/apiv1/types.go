@@ -27,6 +27,13 @@ type CreateClusterRequest struct {
 	// where they are, the rest comes from the first type with spare
 	// capacity.
 	PreemptibleGPUTypes []string `json:"preemptible_gpu_types,omitempty"`
+	// PreemptibleStrategy orders the types for what the cluster does not
+	// hold yet: in-order (the default), lowest-price, capacity-optimized
+	// or price-capacity-optimized. MaxPreemptiblePerGPUHour caps the
+	// preemptible price per GPU-hour of a type it takes ("1.60"; "": no
+	// cap).
+	PreemptibleStrategy      string `json:"preemptible_strategy,omitempty"`
+	MaxPreemptiblePerGPUHour string `json:"max_preemptible_per_gpu_hour,omitempty"`
 	// ProjectID is required for admin tokens and optional (must match) for
 	// project tokens.
 	ProjectID string `json:"project_id,omitempty"`
@@ -60,6 +67,12 @@ type UpdateClusterRequest struct {
 	NumGPUs            *int `json:"num_gpus,omitempty"`
 	NumPreemptibleGPUs *int `json:"num_preemptible_gpus,omitempty"`
 	MaxPreemptibleGPUs *int `json:"max_preemptible_gpus,omitempty"`
+	// PreemptibleGPUTypes, PreemptibleStrategy and
+	// MaxPreemptiblePerGPUHour as at creation; an empty list is the
+	// cluster's own type, "" no cap.
+	PreemptibleGPUTypes      *[]string `json:"preemptible_gpu_types,omitempty"`
+	PreemptibleStrategy      *string   `json:"preemptible_strategy,omitempty"`
+	MaxPreemptiblePerGPUHour *string   `json:"max_preemptible_per_gpu_hour,omitempty"`
 }
 
 // SetClusterWeightRequest is the body of PATCH /v1/admin/clusters/{id}.
@@ -99,6 +112,11 @@ type Cluster struct {
 	// in order of preference (gpu_type alone unless the cluster was made
 	// with several).
 	PreemptibleGPUTypes []string `json:"preemptible_gpu_types"`
+	// PreemptibleStrategy is how the types are chosen (in-order unless
+	// set); MaxPreemptiblePerGPUHour the cap on a type's preemptible
+	// price per GPU-hour ("": none).
+	PreemptibleStrategy      string `json:"preemptible_strategy"`
+	MaxPreemptiblePerGPUHour string `json:"max_preemptible_per_gpu_hour"`
 	// TargetPreemptibleGPUs is what sparecap fills: the desired target,
 	// or what the requests ask for within the maximum when that is more.
 	TargetPreemptibleGPUs int `json:"target_preemptible_gpus"`

@@ -47,6 +47,12 @@ func (s *state) printCluster(cmd *cobra.Command, cl *apiv1.Cluster) error {
 		if len(cl.PreemptibleGPUTypes) > 1 || (len(cl.PreemptibleGPUTypes) == 1 && cl.PreemptibleGPUTypes[0] != cl.GPUType) {
 			row(tw, "Preemptible types:", strings.Join(cl.PreemptibleGPUTypes, ", ")+" (in order of preference)")
 		}
+		if cl.PreemptibleStrategy != "" && cl.PreemptibleStrategy != "in-order" {
+			row(tw, "Preemptible strategy:", cl.PreemptibleStrategy)
+		}
+		if cl.MaxPreemptiblePerGPUHour != "" {
+			row(tw, "Preemptible cap:", "$"+cl.MaxPreemptiblePerGPUHour+" per GPU-hour")
+		}
 		row(tw, "Weight:", cl.Weight)
 		row(tw, "Created:", s.timeAndAge(cl.CreatedAt))
 		// Flush so the key column's width does not depend on the node rows.
