@@ -380,6 +380,7 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 		}
 		if n.Class == domain.Preemptible && n.State == domain.NodeReady {
 			v.AllocatedPreemptibleGPUs += n.GPUs
+			byType(&v, nodeType(n, c), n.GPUs)
 		}
 		nv := apiv1.Node{NodeID: n.ID, NodeName: n.Name, ComputeClass: string(n.Class), Status: string(n.State),
 			NumGPUs: n.GPUs, GPUType: nodeType(n, c), CreatedAt: n.CreatedAt, ReadyAt: timePtr(n.ReadyAt), ClassSince: timePtr(n.ClassSince), LastError: redact(n.LastError),

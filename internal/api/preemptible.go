@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/allocator"
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/billing"
 	"github.com/sparecap/sparecap/internal/controller"
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/store"
 )
 
 // updatable are the fields a PATCH of a cluster may set.
@@ -117,4 +120,29 @@ func strategyOf(c *domain.Cluster) string {
 		return allocator.InOrder
 	}
 	return c.PreemptibleStrategy
+}
+
+// byType counts gpus ready preemptible GPUs of type t in v.
+func byType(v *apiv1.Cluster, t string, gpus int) {
+	if v.AllocatedPreemptibleByType == nil {
+		v.AllocatedPreemptibleByType = map[string]int{}
+	}
+	v.AllocatedPreemptibleByType[t] += gpus
+}
+
+// typeUsage prices the records of f over [from, to) grouped by GPU type
+// and compute class (GET /v1/usage?group_by=gpu_type), from the records
+// themselves: a rollup of a cluster's month merges its types.
+func (s *Server) typeUsage(ctx context.Context, f store.UsageFilter, b *billing.Book, from, to time.Time) (priced, error) {
+	pr := newPricer(b, from, to, func(r *domain.UsageRecord) string { return r.GPUType + "\x00" + string(r.Class) })
+	g := f
+	g.From, g.To = from, to
+	if err := s.store.ScanUsage(ctx, g, pr.add); err != nil {
+		return priced{}, err
+	}
+	out := pr.result()
+	slices.SortStableFunc(out.lines, func(a, b apiv1.UsageLine) int {
+		return strings.Compare(a.GPUType+"\x00"+a.ComputeClass, b.GPUType+"\x00"+b.ComputeClass)
+	})
+	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/domain"
@@ -17,6 +18,7 @@ import (
 // named; a PATCH changes the list, or is refused with nothing changed.
 func TestPreemptibleGPUTypes(t *testing.T) {
 	e := newEnv(t)
+	start := e.clk.Now()
 	err := e.st.Update(context.Background(), func(tx store.Tx) error {
 		for i := range 3 {
 			if err := tx.CreateMachine(context.Background(), domain.Machine{ID: fmt.Sprintf("h200-%d", i), Region: "us-central-2", GPUType: "H200", GPUs: 8, CreatedAt: e.clk.Now()}); err != nil {
@@ -51,6 +53,21 @@ func TestPreemptibleGPUTypes(t *testing.T) {
 	}
 	if h200 != 16 || got.AllocatedPreemptibleGPUs != 16 || got.TargetUnfulfilled != nil {
 		t.Fatalf("the target is not met from H200: %d H200 GPUs ready, allocated %d, %+v; nodes %+v", h200, got.AllocatedPreemptibleGPUs, got.TargetUnfulfilled, got.GPUWorkerNodes)
+	}
+	if fmt.Sprint(got.AllocatedPreemptibleByType) != "map[H200:16]" {
+		t.Fatalf("allocated by type %v", got.AllocatedPreemptibleByType)
+	}
+	// Its usage by GPU type and class, beside the other cluster's.
+	e.clk.Step(time.Hour)
+	var u apiv1.Usage
+	e.do("p", "GET", "/v1/usage"+q(start, e.clk.Now(), "group_by", "gpu_type"), "", 200, &u)
+	var keys []string
+	for _, l := range u.LineItems {
+		keys = append(keys, l.GPUType+"/"+l.ComputeClass)
+	}
+	if fmt.Sprint(keys) != "[H200/preemptible H200/standard RTX_6000_PCI/standard]" || u.GroupBy != "gpu_type" ||
+		u.LineItems[0].GPUSeconds != 2*u.LineItems[1].GPUSeconds {
+		t.Fatalf("usage by GPU type: %v (%+v)", keys, u.LineItems)
 	}
 	var list apiv1.ClusterList
 	e.do("p", "GET", "/v1/clusters", "", 200, &list)

@@ -103,6 +103,9 @@ type Cluster struct {
 	// (num_preemptible_gpus), kept until changed.
 	DesiredPreemptibleGPUs   int `json:"desired_preemptible_gpus"`
 	AllocatedPreemptibleGPUs int `json:"allocated_preemptible_gpus"`
+	// AllocatedPreemptibleByType is allocated_preemptible_gpus by GPU
+	// type (absent while none is allocated).
+	AllocatedPreemptibleByType map[string]int `json:"allocated_preemptible_by_type,omitempty"`
 	// MaxPreemptibleGPUs is how far the cluster's queue may raise the
 	// target with ProvisioningRequests (0: not at all);
 	// RequestedPreemptibleGPUs what those requests ask for now.

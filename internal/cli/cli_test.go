@@ -717,13 +717,14 @@ func TestOutputEscapesControlCharacters(t *testing.T) {
 func TestClusterGetShowsTheStrategyAndCap(t *testing.T) {
 	c := cluster("Ready", 16)
 	c.PreemptibleGPUTypes, c.PreemptibleStrategy, c.MaxPreemptiblePerGPUHour = []string{"H100", "H200"}, "lowest-price", "1.60"
+	c.AllocatedPreemptibleByType = map[string]int{"H200": 8, "H100": 8}
 	f := newFakeAPI(t)
 	f.handle("GET /v1/clusters/c1", 200, c)
 	r := f.run("clusters", "get", "c1")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	for _, want := range []string{"Preemptible types:", "H100, H200 (in order of preference)", "Preemptible strategy:", "lowest-price", "Preemptible cap:", "$1.60 per GPU-hour"} {
+	for _, want := range []string{"Preemptible types:", "H100, H200 (in order of preference)", "Preemptible strategy:", "lowest-price", "Preemptible cap:", "$1.60 per GPU-hour", "Allocated by type:", "H100 8, H200 8"} {
 		mustContain(t, "table", r.stdout, want)
 	}
 	plain := cluster("Ready", 16)
@@ -731,7 +732,7 @@ func TestClusterGetShowsTheStrategyAndCap(t *testing.T) {
 	f = newFakeAPI(t)
 	f.handle("GET /v1/clusters/c1", 200, plain)
 	r = f.run("clusters", "get", "c1")
-	if strings.Contains(r.stdout, "strategy") || strings.Contains(r.stdout, "cap:") {
+	if strings.Contains(r.stdout, "strategy") || strings.Contains(r.stdout, "cap:") || strings.Contains(r.stdout, "by type") {
 		t.Errorf("defaults shown:\n%s", r.stdout)
 	}
 }
