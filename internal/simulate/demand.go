@@ -34,6 +34,9 @@ type Event struct {
 	// scenario's tenants hold one standard node, as the API requires of
 	// every cluster; a trace's preemptible demand none.
 	Standard int
+	// Types are the GPU types a preemptible cluster's target may be of,
+	// in order (none: its own).
+	Types []string
 }
 
 // ClusterName makes s a name the API takes for a cluster (lowercase
@@ -64,6 +67,7 @@ func Generate(s Scenario) []Event {
 			if ws := s.Tenants.Weights; len(ws) > 0 {
 				e.Weight = ws[i%len(ws)]
 			}
+			e.Types = tenantTypes(s, k)
 			evs = append(evs, e)
 		}
 	}
@@ -87,6 +91,23 @@ func Generate(s Scenario) []Event {
 	}
 	sortEvents(evs)
 	return evs
+}
+
+// tenantTypes are the GPU types the target of a tenant of offer k may
+// be of: its own, then those of Tenants.PreemptibleGPUTypes its region
+// has (none when that is its own alone).
+func tenantTypes(s Scenario, k offer) []string {
+	types := []string{k.gpu}
+	for _, g := range s.Tenants.PreemptibleGPUTypes {
+		has := slices.ContainsFunc(offers(s.Fleet), func(o offer) bool { return o.region == k.region && o.gpu == g })
+		if has && !slices.Contains(types, g) {
+			types = append(types, g)
+		}
+	}
+	if len(types) == 1 {
+		return nil
+	}
+	return types
 }
 
 // expo draws an exponential time with rate per `unit`, whole seconds.

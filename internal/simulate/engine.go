@@ -235,7 +235,7 @@ func (w *world) create(ctx context.Context, e Event) error {
 	if e.Class == domain.Standard {
 		c.NumGPUs = e.GPUs
 	} else {
-		c.NumGPUs, c.DesiredPreemptibleGPUs = e.Standard, e.GPUs
+		c.NumGPUs, c.DesiredPreemptibleGPUs, c.PreemptibleGPUTypes = e.Standard, e.GPUs, e.Types
 	}
 	got, err := w.ctrl.CreateCluster(ctx, c)
 	var short *controller.ShortfallError
