@@ -1,6 +1,7 @@
 package api
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
@@ -61,5 +62,35 @@ func TestPreemptibleStrategyAndCap(t *testing.T) {
 	e.do("p", "PATCH", path, `{"max_preemptible_per_gpu_hour":""}`, 200, &got)
 	if got.MaxPreemptiblePerGPUHour != "" || got.PreemptibleStrategy != "price-capacity-optimized" {
 		t.Fatalf("PATCH no cap: %q %q", got.MaxPreemptiblePerGPUHour, got.PreemptibleStrategy)
+	}
+}
+
+// TestACapBelowThePriceReleasesTheNodes: lowering a cluster's cap below
+// its type's preemptible price ($0.445: half of $0.89) drains its
+// preemptible nodes and says why its target is unmet; removing the cap
+// fills it again.
+func TestACapBelowThePriceReleasesTheNodes(t *testing.T) {
+	e := newEnv(t)
+	c := e.create("p", `{"cluster_name":"capped","region":"us-central-2","gpu_type":"RTX_6000_PCI","num_gpus":8,"num_preemptible_gpus":8,"max_preemptible_per_gpu_hour":"0.50"}`)
+	e.settle()
+	path := "/v1/clusters/" + c.ClusterID
+	var got apiv1.Cluster
+	e.do("p", "GET", path, "", 200, &got)
+	if got.AllocatedPreemptibleGPUs != 8 {
+		t.Fatalf("under the cap: %d allocated", got.AllocatedPreemptibleGPUs)
+	}
+	e.do("p", "PATCH", path, `{"max_preemptible_per_gpu_hour":"0.40"}`, 200, &got)
+	e.settle()
+	e.do("p", "GET", path, "", 200, &got)
+	u := got.TargetUnfulfilled
+	if got.AllocatedPreemptibleGPUs != 0 || u == nil || u.Reason != "NoSpareCapacity" || !strings.Contains(u.Message, "$0.40") {
+		t.Fatalf("above the cap: %d allocated, %+v", got.AllocatedPreemptibleGPUs, u)
+	}
+	e.do("p", "PATCH", path, `{"max_preemptible_per_gpu_hour":""}`, 200, &got)
+	e.settle()
+	got = apiv1.Cluster{}
+	e.do("p", "GET", path, "", 200, &got)
+	if got.AllocatedPreemptibleGPUs != 8 || got.TargetUnfulfilled != nil {
+		t.Fatalf("no cap: %d allocated, %+v", got.AllocatedPreemptibleGPUs, got.TargetUnfulfilled)
 	}
 }

@@ -45,7 +45,9 @@ func TestACapReleasesAtAPriceChange(t *testing.T) {
 		t.Fatalf("%d nodes ready under the cap, want 2", n)
 	}
 	h.clk.Set(change.Add(-time.Second))
-	h.reconcile()
+	if next := h.reconcile(); next.IsZero() || next.After(change) {
+		t.Errorf("a second before a price change the loop is next due at %s, not at the change", next)
+	}
 	if n := len(h.nodes("capped", domain.NodeReady)); n != 2 {
 		t.Fatalf("%d nodes ready a second before the change, want 2", n)
 	}
