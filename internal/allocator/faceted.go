@@ -10,14 +10,15 @@ import (
 )
 
 // Faceted is Partitioned over the facets of the clusters whose
-// preemptible target may be of several GPU types (facets.go): each such
-// cluster is fed to the planner as its facets, with its nodes joined to
-// the facet of their type; its plan's rows say the cluster again, and its
-// facets' states are merged. After each plan the target is spread again
-// over the types (Spread), from the nodes held and what each facet's
-// plan said of its pool; a new spread is a change of the facets' rows.
-// The controller's planner; Price and Cap are not set yet (every target
-// spreads in order, with no cap).
+// preemptible target may be of several GPU types, or is under a price cap
+// (facets.go): each such cluster is fed to the planner as its facets,
+// with its nodes joined to the facet of their type; its plan's rows say
+// the cluster again, and its facets' states are merged. Before a plan of
+// what changed and after each plan the target is spread again over the
+// types (Spread), from the nodes held, the pools' prices at the plan's
+// now and reclaims, the cluster's cap and what each facet's plan said of
+// its pool; a new spread is a change of the facets' rows. The
+// controller's planner (its Price, Cap and Reclaims: controller/pools.go).
 type Faceted struct {
 	Partitioned
 	// Price is the preemptible price of a pool in micro-dollars per
