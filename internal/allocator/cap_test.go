@@ -103,7 +103,7 @@ func TestFacetedCapReleasesAtAPriceChange(t *testing.T) {
 		t.Fatalf("after the change: reclaims %+v, provisions %+v", pl.Reclaims, pl.Provisions)
 	}
 	for _, r := range pl.Reclaims {
-		if r.ClusterID != "c-1" {
+		if r.ClusterID != "c-1" || r.Why != "the preemptible price of H200 ($1.8 per GPU-hour) is above the cluster's cap of $1.60" {
 			t.Errorf("reclaim %+v", r)
 		}
 	}

@@ -1,8 +1,11 @@
 package allocator
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -281,7 +284,13 @@ func (f *Faceted) collapse(pl *Plan, now time.Time, asked map[string]domain.Clus
 	}
 	states := map[string]ClusterState{}
 	for i := range pl.Reclaims {
-		pl.Reclaims[i].ClusterID = RealID(pl.Reclaims[i].ClusterID)
+		r := &pl.Reclaims[i]
+		if c, ok := cluster(RealID(r.ClusterID)); ok && r.Cause == domain.CauseScaledDown {
+			if why := f.whyGone(&c, r.ClusterID, now); why != "" {
+				r.Why = why
+			}
+		}
+		r.ClusterID = RealID(r.ClusterID)
 	}
 	for i := range pl.Provisions {
 		pl.Provisions[i].ClusterID = RealID(pl.Provisions[i].ClusterID)
@@ -420,6 +429,26 @@ func (f *Faceted) underCap(c *domain.Cluster, m *ClusterState) {
 		m.Unfulfilled = domain.UnfulfilledNoCapacity
 		m.Message = "the preemptible price of every GPU type it may be of is above its cap of $" + c.MaxPreemptiblePrice + " per GPU-hour"
 	}
+}
+
+// whyGone says why a node of c's facet id goes when its type is no
+// longer listed or is priced above c's cap ("": neither).
+func (f *Faceted) whyGone(c *domain.Cluster, id string, now time.Time) string {
+	t := c.GPUType
+	if _, typ, ok := strings.Cut(id, FacetSep); ok {
+		t = typ
+	}
+	if !slices.Contains(Types(c), t) {
+		return "its GPU type " + t + " is no longer one the cluster's preemptible target may be of"
+	}
+	if f.Price == nil || f.Cap == nil {
+		return ""
+	}
+	if capMicros, price := f.Cap(c), f.Price(c.Region, t, now); capMicros > 0 && price > capMicros {
+		return fmt.Sprintf("the preemptible price of %s ($%s per GPU-hour) is above the cluster's cap of $%s",
+			t, strconv.FormatFloat(float64(price)/1e6, 'f', -1, 64), c.MaxPreemptiblePrice)
+	}
+	return ""
 }
 
 // short: c's spread is short of its target (a cap left it no type).

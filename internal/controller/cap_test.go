@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,6 +61,13 @@ func TestACapReleasesAtAPriceChange(t *testing.T) {
 		if !n.DrainStartedAt.Equal(change) || !n.Deadline.Equal(change.Add(h.c.cfg.DrainWindow)) {
 			t.Errorf("node %s: drain from %s to %s, want from %s with the normal notice", n.ID, n.DrainStartedAt, n.Deadline, change)
 		}
+	}
+	said := false
+	for _, ev := range h.events("capped") {
+		said = said || strings.Contains(ev.Message, "above the cluster's cap of $1.60")
+	}
+	if !said {
+		t.Errorf("no event says the nodes go for the cap: %+v", h.events("capped"))
 	}
 	h.advance(10 * time.Minute)
 	if n := len(h.nodes("capped", domain.NodeReady, domain.NodeProvisioning, domain.NodePending)); n != 0 {
