@@ -1,8 +1,11 @@
 package allocator
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -10,20 +13,24 @@ import (
 )
 
 // Faceted is Partitioned over the facets of the clusters whose
-// preemptible target may be of several GPU types (facets.go): each such
-// cluster is fed to the planner as its facets, with its nodes joined to
-// the facet of their type; its plan's rows say the cluster again, and its
-// facets' states are merged. After each plan the target is spread again
-// over the types (Spread), from the nodes held and what each facet's
-// plan said of its pool; a new spread is a change of the facets' rows.
-// The controller's planner; Price and Cap are not set yet (every target
-// spreads in order, with no cap).
+// preemptible target may be of several GPU types, or is under a price cap
+// (facets.go): each such cluster is fed to the planner as its facets,
+// with its nodes joined to the facet of their type; its plan's rows say
+// the cluster again, and its facets' states are merged. Before a plan of
+// what changed and after each plan the target is spread again over the
+// types (Spread), from the nodes held, the pools' prices at the plan's
+// now and reclaims, the cluster's cap and what each facet's plan said of
+// its pool; a new spread is a change of the facets' rows. The
+// controller's planner (its Price, Cap and Reclaims: controller/pools.go).
 type Faceted struct {
 	Partitioned
 	// Price is the preemptible price of a pool in micro-dollars per
-	// GPU-hour at now (0: unknown); Cap parses a cluster's cap (0: none).
-	Price func(region, gpuType string, now time.Time) uint64
-	Cap   func(*domain.Cluster) uint64
+	// GPU-hour at now (0: unknown); Cap parses a cluster's cap (0: none);
+	// Reclaims is how often a pool reclaims (Pool.Reclaims), asked only
+	// for the strategies that use it. Each may be nil.
+	Price    func(region, gpuType string, now time.Time) uint64
+	Cap      func(*domain.Cluster) uint64
+	Reclaims func(region, gpuType string) float64
 
 	fmu sync.Mutex
 	// multi are the stored rows of the clusters of several types; split
@@ -52,9 +59,11 @@ type heldNode struct {
 	gpus             int
 }
 
+// isMulti: c is planned as its facets, being of several types or of
+// one under a price cap (whose target the cap may take away).
 func isMulti(c *domain.Cluster) bool {
 	t := Types(c)
-	return len(t) > 1 || (len(t) == 1 && t[0] != c.GPUType)
+	return len(t) > 1 || (len(t) == 1 && t[0] != c.GPUType) || c.MaxPreemptiblePrice != ""
 }
 
 // heldElsewhere are the types c holds preemptible nodes of that it does
@@ -161,7 +170,7 @@ func (f *Faceted) expandClusters(cs []domain.Cluster, gone *[]string) []domain.C
 		}
 		f.multi[c.ID] = c
 		if f.split[c.ID] == nil {
-			f.split[c.ID] = Spread(&c, f.held[c.ID], nil, 0)
+			f.split[c.ID] = f.first(&c, f.now)
 		}
 		out = append(out, f.facetsWithStates(c)...)
 	}
@@ -222,10 +231,16 @@ func (f *Faceted) unhold(id string) {
 }
 
 // Plan plans as Partitioned does, with's clusters of several types as
-// their facets, and says the plan of the clusters again: their merged
-// states (those that change), then spreads their targets again.
+// their facets (spread again at now first), and says the plan of the
+// clusters again: their merged states (those that change), then spreads
+// their targets again.
 func (f *Faceted) Plan(now time.Time, cfg Config, with With) (Plan, Token) {
 	f.fmu.Lock()
+	if len(with.Clusters)+len(with.Nodes) == 0 && len(f.multi) > 0 {
+		// The prices of now: a change that puts a type above a cap is
+		// planned at once.
+		f.respread(now)
+	}
 	w := with
 	w.Clusters = nil
 	asked := map[string]domain.Cluster{} // with's clusters of several types
@@ -233,7 +248,7 @@ func (f *Faceted) Plan(now time.Time, cfg Config, with With) (Plan, Token) {
 		if isMulti(&c) {
 			split := f.split[c.ID]
 			if split == nil {
-				split = Spread(&c, f.held[c.ID], nil, 0)
+				split = f.first(&c, now)
 			}
 			asked[c.ID] = c
 			w.Clusters = append(w.Clusters, Facets(c, split)...)
@@ -269,7 +284,13 @@ func (f *Faceted) collapse(pl *Plan, now time.Time, asked map[string]domain.Clus
 	}
 	states := map[string]ClusterState{}
 	for i := range pl.Reclaims {
-		pl.Reclaims[i].ClusterID = RealID(pl.Reclaims[i].ClusterID)
+		r := &pl.Reclaims[i]
+		if c, ok := cluster(RealID(r.ClusterID)); ok && r.Cause == domain.CauseScaledDown {
+			if why := f.whyGone(&c, r.ClusterID, now); why != "" {
+				r.Why = why
+			}
+		}
+		r.ClusterID = RealID(r.ClusterID)
 	}
 	for i := range pl.Provisions {
 		pl.Provisions[i].ClusterID = RealID(pl.Provisions[i].ClusterID)
@@ -295,6 +316,13 @@ func (f *Faceted) collapse(pl *Plan, now time.Time, asked map[string]domain.Clus
 		touched[id] = true
 	}
 	pl.Clusters = kept
+	for id, c := range f.multi {
+		// A cap that leaves it no type: its facets' states do not
+		// change, its own does.
+		if f.short(&c) && c.Unfulfilled != domain.UnfulfilledNoCapacity {
+			touched[id] = true
+		}
+	}
 	for _, id := range slices.Sorted(maps.Keys(touched)) {
 		c, _ := cluster(id)
 		var all []ClusterState
@@ -305,7 +333,9 @@ func (f *Faceted) collapse(pl *Plan, now time.Time, asked map[string]domain.Clus
 			}
 			all = append(all, st)
 		}
-		if m := Merge(&c, all); StateChanged(&c, m, now) {
+		m := Merge(&c, all)
+		f.underCap(&c, &m)
+		if StateChanged(&c, m, now) {
 			pl.Clusters = append(pl.Clusters, m)
 		}
 	}
@@ -335,22 +365,7 @@ func (f *Faceted) respread(now time.Time) {
 	var changed []domain.Cluster
 	for _, id := range slices.Sorted(maps.Keys(f.multi)) {
 		c := f.multi[id]
-		pools := map[string]Pool{}
-		for _, fc := range f.facetsOf(c) {
-			p := Pool{Room: -1}
-			if f.Price != nil {
-				p.Price = f.Price(c.Region, fc.GPUType, now)
-			}
-			if at, ok := f.blocked[fc.ID]; ok && now.Before(at.Add(retryFull)) {
-				p.Room = 0 // its pool gave it less than it asked, lately
-			}
-			pools[fc.GPUType] = p
-		}
-		var capMicros uint64
-		if f.Cap != nil {
-			capMicros = f.Cap(&c)
-		}
-		s := Spread(&c, f.held[id], pools, capMicros)
+		s := f.spread(&c, now)
 		if !maps.Equal(s, f.split[id]) {
 			f.split[id] = s
 			changed = append(changed, f.facetsWithStates(c)...)
@@ -361,6 +376,88 @@ func (f *Faceted) respread(now time.Time) {
 		f.Partitioned.Apply(Changes{Clusters: changed})
 		f.fmu.Lock()
 	}
+}
+
+// spread is c's target spread over its types at now, from what it
+// holds, its pools' prices, reclaims and room, and its cap.
+func (f *Faceted) spread(c *domain.Cluster, now time.Time) map[string]int {
+	pools := map[string]Pool{}
+	for _, fc := range f.facetsOf(*c) {
+		p := Pool{Room: -1}
+		if f.Price != nil {
+			p.Price = f.Price(c.Region, fc.GPUType, now)
+		}
+		if f.Reclaims != nil && (c.PreemptibleStrategy == CapacityOptimized || c.PreemptibleStrategy == PriceCapacityOptimized) {
+			p.Reclaims = f.Reclaims(c.Region, fc.GPUType)
+		}
+		if at, ok := f.blocked[fc.ID]; ok && now.Before(at.Add(retryFull)) {
+			p.Room = 0 // its pool gave it less than it asked, lately
+		}
+		pools[fc.GPUType] = p
+	}
+	var capMicros uint64
+	if f.Cap != nil {
+		capMicros = f.Cap(c)
+	}
+	return Spread(c, f.held[c.ID], pools, capMicros)
+}
+
+// first is the spread of a cluster not spread before at now: from its
+// pools' prices and its cap alone, so that a request's plan and the
+// commit of that plan (at the plan's now) spread it alike.
+func (f *Faceted) first(c *domain.Cluster, now time.Time) map[string]int {
+	pools := map[string]Pool{}
+	for _, t := range Types(c) {
+		p := Pool{Room: -1}
+		if f.Price != nil {
+			p.Price = f.Price(c.Region, t, now)
+		}
+		pools[t] = p
+	}
+	var capMicros uint64
+	if f.Cap != nil {
+		capMicros = f.Cap(c)
+	}
+	return Spread(c, f.held[c.ID], pools, capMicros)
+}
+
+// underCap says, of a cluster whose every type is priced above its cap
+// (its spread short of its target), that this is why its target is not
+// met.
+func (f *Faceted) underCap(c *domain.Cluster, m *ClusterState) {
+	if m.Unfulfilled == domain.UnfulfilledNone && f.short(c) {
+		m.Unfulfilled = domain.UnfulfilledNoCapacity
+		m.Message = "the preemptible price of every GPU type it may be of is above its cap of $" + c.MaxPreemptiblePrice + " per GPU-hour"
+	}
+}
+
+// whyGone says why a node of c's facet id goes when its type is no
+// longer listed or is priced above c's cap ("": neither).
+func (f *Faceted) whyGone(c *domain.Cluster, id string, now time.Time) string {
+	t := c.GPUType
+	if _, typ, ok := strings.Cut(id, FacetSep); ok {
+		t = typ
+	}
+	if !slices.Contains(Types(c), t) {
+		return "its GPU type " + t + " is no longer one the cluster's preemptible target may be of"
+	}
+	if f.Price == nil || f.Cap == nil {
+		return ""
+	}
+	if capMicros, price := f.Cap(c), f.Price(c.Region, t, now); capMicros > 0 && price > capMicros {
+		return fmt.Sprintf("the preemptible price of %s ($%s per GPU-hour) is above the cluster's cap of $%s",
+			t, strconv.FormatFloat(float64(price)/1e6, 'f', -1, 64), c.MaxPreemptiblePrice)
+	}
+	return ""
+}
+
+// short: c's spread is short of its target (a cap left it no type).
+func (f *Faceted) short(c *domain.Cluster) bool {
+	sum := 0
+	for _, n := range f.split[c.ID] {
+		sum += n
+	}
+	return sum < c.TargetPreemptibleGPUs()
 }
 
 // Finished is Partitioned's, said of the clusters (the caller checks

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 
@@ -51,7 +52,7 @@ func Facets(c domain.Cluster, split map[string]int, more ...string) []domain.Clu
 			types = append(slices.Clip(types), t)
 		}
 	}
-	if len(types) == 1 && types[0] == c.GPUType {
+	if len(types) == 1 && types[0] == c.GPUType && split == nil {
 		return []domain.Cluster{c}
 	}
 	home := c
@@ -80,10 +81,13 @@ func NodeFacet(n *domain.Node, c *domain.Cluster) string {
 
 // Pool is what the spread knows of one GPU type's pool in the
 // cluster's region: its preemptible price (micro-dollars per GPU-hour,
-// 0 unknown) and the GPUs it could lend the cluster now (-1 unknown).
+// 0 unknown), the GPUs it could lend the cluster now (-1 unknown), and
+// how often it reclaims (reclaims per node-hour lately; 0 none seen or
+// unknown).
 type Pool struct {
-	Price uint64
-	Room  int
+	Price    uint64
+	Room     int
+	Reclaims float64
 }
 
 // Spread splits c's preemptible target among its types, given the
@@ -92,10 +96,12 @@ type Pool struct {
 // it is (no node is reclaimed only to move back to a preferred type),
 // within the target, the least preferred given up first; the rest goes
 // to the types in the strategy's order, each as much as its pool has
-// room for, and what none has room for waits on the first.
+// room for; what none has room for stays on the nodes of types it no
+// longer lists (until the types it lists can take their place), and the
+// rest waits on the first.
 func Spread(c *domain.Cluster, held map[string]int, pools map[string]Pool, capMicros uint64) map[string]int {
-	order := strategyOrder(c, pools)
-	order = slices.DeleteFunc(order, func(t string) bool { return capMicros > 0 && pools[t].Price > capMicros })
+	capped := func(t string) bool { return capMicros > 0 && pools[t].Price > capMicros }
+	order := slices.DeleteFunc(strategyOrder(c, pools), capped)
 	split := make(map[string]int, len(order))
 	left := c.TargetPreemptibleGPUs()
 	for _, t := range order {
@@ -113,6 +119,12 @@ func Spread(c *domain.Cluster, held map[string]int, pools map[string]Pool, capMi
 		k := min(room, left)
 		split[t], left = split[t]+k, left-k
 	}
+	for _, t := range slices.Sorted(maps.Keys(held)) {
+		if left > 0 && !slices.Contains(Types(c), t) && !capped(t) && held[t] > 0 {
+			k := min(held[t], left)
+			split[t], left = k, left-k
+		}
+	}
 	if left > 0 && len(order) > 0 {
 		split[order[0]] += left
 	}
@@ -128,19 +140,21 @@ const (
 )
 
 // strategyOrder is c's types in the order its strategy tries them:
-// in-order as listed; lowest-price by price; capacity-optimized by room
-// (most first); price-capacity-optimized those with room for the whole
-// target first, by price, then the rest by room. Ties keep c's order.
+// in-order as listed; lowest-price by price; capacity-optimized by how
+// often the pool reclaims (least first), then room (most first);
+// price-capacity-optimized those with room for the whole target first,
+// by price then reclaims, then the rest by room. Ties keep c's order.
 func strategyOrder(c *domain.Cluster, pools map[string]Pool) []string {
 	order := slices.Clone(Types(c))
 	want := c.TargetPreemptibleGPUs()
 	byPrice := func(a, b string) int { return cmp.Compare(pools[a].Price, pools[b].Price) }
 	byRoom := func(a, b string) int { return cmp.Compare(pools[b].Room, pools[a].Room) }
+	byReclaims := func(a, b string) int { return cmp.Compare(pools[a].Reclaims, pools[b].Reclaims) }
 	switch c.PreemptibleStrategy {
 	case LowestPrice:
 		slices.SortStableFunc(order, byPrice)
 	case CapacityOptimized:
-		slices.SortStableFunc(order, byRoom)
+		slices.SortStableFunc(order, func(a, b string) int { return cmp.Or(byReclaims(a, b), byRoom(a, b)) })
 	case PriceCapacityOptimized:
 		fits := func(t string) bool { return pools[t].Room < 0 || pools[t].Room >= want }
 		slices.SortStableFunc(order, func(a, b string) int {
@@ -150,7 +164,7 @@ func strategyOrder(c *domain.Cluster, pools map[string]Pool) []string {
 				}
 				return 1
 			} else if fa {
-				return byPrice(a, b)
+				return cmp.Or(byPrice(a, b), byReclaims(a, b))
 			}
 			return byRoom(a, b)
 		})

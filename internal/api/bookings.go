@@ -19,7 +19,8 @@ func checkStart(req apiv1.CreateClusterRequest, now time.Time) error {
 	if req.StartsAt == nil {
 		return nil
 	}
-	return checkStartAt(*req.StartsAt, now, req.NumPreemptibleGPUs+req.MaxPreemptibleGPUs > 0 || len(req.PreemptibleGPUTypes) > 0)
+	return checkStartAt(*req.StartsAt, now, req.NumPreemptibleGPUs+req.MaxPreemptibleGPUs > 0 || len(req.PreemptibleGPUTypes) > 0 ||
+		req.PreemptibleStrategy != "" || req.MaxPreemptiblePerGPUHour != "")
 }
 
 // checkStartAt checks a booking's start at.
@@ -31,7 +32,7 @@ func checkStartAt(at, now time.Time, preemptible bool) error {
 	case at.Sub(now) > maxBookAhead:
 		return invalid("starts_at", "starts_at %s is more than a year ahead", at.UTC().Format(time.RFC3339))
 	case preemptible:
-		return invalid("starts_at", "a booking is of standard capacity (num_gpus): set num_preemptible_gpus, max_preemptible_gpus or preemptible_gpu_types once it has started")
+		return invalid("starts_at", "a booking is of standard capacity (num_gpus): set num_preemptible_gpus, max_preemptible_gpus, preemptible_gpu_types, preemptible_strategy or max_preemptible_per_gpu_hour once it has started")
 	}
 	return nil
 }
@@ -52,7 +53,8 @@ func scheduled(c domain.Cluster, now time.Time) bool { return c.ActiveAt.After(n
 func (s *Server) updateBooking(ctx context.Context, c domain.Cluster, req apiv1.UpdateClusterRequest) (domain.Cluster, error) {
 	now := s.clock.Now()
 	if req.StartsAt == nil {
-		if (req.NumPreemptibleGPUs != nil && *req.NumPreemptibleGPUs > 0) || (req.MaxPreemptibleGPUs != nil && *req.MaxPreemptibleGPUs > 0) {
+		if (req.NumPreemptibleGPUs != nil && *req.NumPreemptibleGPUs > 0) || (req.MaxPreemptibleGPUs != nil && *req.MaxPreemptibleGPUs > 0) ||
+			req.PreemptibleGPUTypes != nil || req.PreemptibleStrategy != nil || req.MaxPreemptiblePerGPUHour != nil {
 			return domain.Cluster{}, checkStartAt(c.StartsAt, now, true)
 		}
 		return s.ctrl.UpdateCluster(ctx, c.ID, controller.Change{NumGPUs: req.NumGPUs})

@@ -55,9 +55,7 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 		s.fail(w, r, err)
 		return
 	}
-	if len(req.PreemptibleGPUTypes) == 1 && req.PreemptibleGPUTypes[0] == req.GPUType {
-		req.PreemptibleGPUTypes = nil // its own type: the default
-	}
+	req.PreemptibleGPUTypes = ownType(req.PreemptibleGPUTypes, req.GPUType)
 	if req.BillingType == string(domain.BillingReserved) {
 		if err := s.checkReservation(ctx, project, req.Region, req.GPUType); err != nil {
 			s.fail(w, r, err)
@@ -78,7 +76,8 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request, p princip
 		Name: req.ClusterName, ProjectID: project, Region: req.Region, GPUType: req.GPUType,
 		Type: domain.ClusterType(req.ClusterType), BillingType: domain.BillingType(req.BillingType),
 		NumGPUs: req.NumGPUs, DesiredPreemptibleGPUs: req.NumPreemptibleGPUs, MaxPreemptibleGPUs: req.MaxPreemptibleGPUs,
-		PreemptibleGPUTypes: req.PreemptibleGPUTypes, Weight: 1, StartsAt: startOf(req.StartsAt),
+		PreemptibleGPUTypes: req.PreemptibleGPUTypes, PreemptibleStrategy: req.PreemptibleStrategy,
+		MaxPreemptiblePrice: req.MaxPreemptiblePerGPUHour, Weight: 1, StartsAt: startOf(req.StartsAt),
 	}, attach...)
 	if err != nil {
 		s.fail(w, r, err)
@@ -258,10 +257,11 @@ func (s *Server) updateCluster(w http.ResponseWriter, r *http.Request, p princip
 		s.fail(w, r, errSlurmQueue())
 		return
 	}
+	ch := controller.Change{NumGPUs: req.NumGPUs, PreemptibleGPUs: req.NumPreemptibleGPUs, MaxPreemptibleGPUs: req.MaxPreemptibleGPUs}
 	if req.StartsAt != nil || scheduled(c, s.clock.Now()) {
 		c, err = s.updateBooking(ctx, c, req)
-	} else {
-		c, err = s.ctrl.UpdateCluster(ctx, c.ID, controller.Change{NumGPUs: req.NumGPUs, PreemptibleGPUs: req.NumPreemptibleGPUs, MaxPreemptibleGPUs: req.MaxPreemptibleGPUs})
+	} else if err = s.preemptibleChange(ctx, &c, req, &ch); err == nil {
+		c, err = s.ctrl.UpdateCluster(ctx, c.ID, ch)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -370,6 +370,7 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 		StartsAt: timePtr(c.StartsAt), ActiveAt: timePtr(c.ActiveAt),
 		Access: accessView(c.Access, redact),
 	}
+	v.PreemptibleStrategy, v.MaxPreemptiblePerGPUHour = strategyOf(&c), c.MaxPreemptiblePrice
 	// One column holds a cluster's attachment: a kubeconfig, or a SLURM
 	// cluster's slurm.conf.
 	attached := apiv1.KubernetesStatus{Attached: !c.KubeAttachedAt.IsZero(), AttachedAt: timePtr(c.KubeAttachedAt)}
@@ -384,6 +385,7 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 		}
 		if n.Class == domain.Preemptible && n.State == domain.NodeReady {
 			v.AllocatedPreemptibleGPUs += n.GPUs
+			byType(&v, nodeType(n, c), n.GPUs)
 		}
 		nv := apiv1.Node{NodeID: n.ID, NodeName: n.Name, ComputeClass: string(n.Class), Status: string(n.State),
 			NumGPUs: n.GPUs, GPUType: nodeType(n, c), CreatedAt: n.CreatedAt, ReadyAt: timePtr(n.ReadyAt), ClassSince: timePtr(n.ClassSince), LastError: redact(n.LastError),

@@ -207,7 +207,7 @@ func decodeCreate(r io.Reader) (apiv1.CreateClusterRequest, error) {
 	if req.ClusterType == string(domain.ClusterSlurm) && req.MaxPreemptibleGPUs > 0 {
 		return req, errSlurmQueue()
 	}
-	return req, checkTypes(req.PreemptibleGPUTypes)
+	return req, checkCreatePreemptible(&req)
 }
 
 // maxPreemptibleTypes bounds a cluster's preemptible GPU types.
@@ -253,6 +253,9 @@ type updateBody struct {
 	PreemptibleTypes   json.RawMessage `json:"preemptible_gpu_types"`
 	GPUWorkerNodes     json.RawMessage `json:"gpu_worker_nodes"`
 	StartsAt           *time.Time      `json:"starts_at"`
+	// Preemptible types, strategy and cap: preemptible.go.
+	PreemptibleStrategy      *string `json:"preemptible_strategy"`
+	MaxPreemptiblePerGPUHour *string `json:"max_preemptible_per_gpu_hour"`
 }
 
 func decodeUpdate(r io.Reader) (apiv1.UpdateClusterRequest, error) {
@@ -270,20 +273,25 @@ func decodeUpdate(r io.Reader) (apiv1.UpdateClusterRequest, error) {
 	}{
 		{"cluster_name", b.ClusterName != nil}, {"region", b.Region != nil}, {"gpu_type", b.GPUType != nil},
 		{"cluster_type", b.ClusterType != nil}, {"billing_type", b.BillingType != nil}, {"project_id", b.ProjectID != nil},
-		{"preemptible_gpu_types", b.PreemptibleTypes != nil},
 	} {
 		if f.set {
-			return apiv1.UpdateClusterRequest{}, invalid(f.name, "%s cannot be changed after creation; only num_gpus, num_preemptible_gpus and max_preemptible_gpus can", f.name)
+			return apiv1.UpdateClusterRequest{}, invalid(f.name, "%s cannot be changed after creation; only %s can", f.name, updatable)
 		}
 	}
 	if b.StartsAt != nil {
-		if b.NumGPUs != nil || b.NumPreemptibleGPUs != nil || b.MaxPreemptibleGPUs != nil {
+		if b.NumGPUs != nil || b.NumPreemptibleGPUs != nil || b.MaxPreemptibleGPUs != nil ||
+			b.PreemptibleTypes != nil || b.PreemptibleStrategy != nil || b.MaxPreemptiblePerGPUHour != nil {
 			return apiv1.UpdateClusterRequest{}, invalid("starts_at", "starts_at moves a booking: change it alone")
 		}
 		return apiv1.UpdateClusterRequest{StartsAt: b.StartsAt}, nil
 	}
-	if b.NumGPUs == nil && b.NumPreemptibleGPUs == nil && b.MaxPreemptibleGPUs == nil {
-		return apiv1.UpdateClusterRequest{}, invalid("", "nothing to update; set num_gpus, num_preemptible_gpus and/or max_preemptible_gpus")
+	var out apiv1.UpdateClusterRequest
+	if err := decodeUpdatePreemptible(&b, &out); err != nil {
+		return out, err
+	}
+	if b.NumGPUs == nil && b.NumPreemptibleGPUs == nil && b.MaxPreemptibleGPUs == nil &&
+		out.PreemptibleGPUTypes == nil && out.PreemptibleStrategy == nil && out.MaxPreemptiblePerGPUHour == nil {
+		return apiv1.UpdateClusterRequest{}, invalid("", "nothing to update; set %s", updatable)
 	}
 	if b.NumGPUs != nil {
 		if err := checkGPUs("num_gpus", *b.NumGPUs, domain.GPUStep); err != nil {
@@ -300,7 +308,8 @@ func decodeUpdate(r io.Reader) (apiv1.UpdateClusterRequest, error) {
 			return apiv1.UpdateClusterRequest{}, err
 		}
 	}
-	return apiv1.UpdateClusterRequest{NumGPUs: b.NumGPUs, NumPreemptibleGPUs: b.NumPreemptibleGPUs, MaxPreemptibleGPUs: b.MaxPreemptibleGPUs}, nil
+	out.NumGPUs, out.NumPreemptibleGPUs, out.MaxPreemptibleGPUs = b.NumGPUs, b.NumPreemptibleGPUs, b.MaxPreemptibleGPUs
+	return out, nil
 }
 
 var idRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)

@@ -210,8 +210,8 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, p principal) {
 		s.fail(w, r, err)
 		return
 	}
-	if !ok && !byWork && groupBy != "day" {
-		s.fail(w, r, invalid("group_by", "group_by must be node, cluster, compute_class, day, namespace, job, account, work or label:<key>; got %q", boundQuery(groupBy)))
+	if !ok && !byWork && groupBy != "day" && groupBy != "gpu_type" {
+		s.fail(w, r, invalid("group_by", "group_by must be node, cluster, compute_class, gpu_type, day, namespace, job, account, work or label:<key>; got %q", boundQuery(groupBy)))
 		return
 	}
 	csvOut, err := wantCSV(r)
@@ -224,7 +224,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, p principal) {
 		s.fail(w, r, err)
 		return
 	}
-	if groupBy == "node" || groupBy == "day" {
+	if groupBy == "node" || groupBy == "day" || groupBy == "gpu_type" {
 		if err := s.checkRaw(ctx, from, false); err != nil {
 			s.fail(w, r, err)
 			return
@@ -237,6 +237,8 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, p principal) {
 		return
 	case "day":
 		pr, err = s.dailyUsage(ctx, f, b, from, to)
+	case "gpu_type":
+		pr, err = s.typeUsage(ctx, f, b, from, to)
 	default:
 		if byWork {
 			only := groupBy

@@ -27,6 +27,13 @@ type CreateClusterRequest struct {
 	// where they are, the rest comes from the first type with spare
 	// capacity.
 	PreemptibleGPUTypes []string `json:"preemptible_gpu_types,omitempty"`
+	// PreemptibleStrategy orders the types for what the cluster does not
+	// hold yet: in-order (the default), lowest-price, capacity-optimized
+	// or price-capacity-optimized. MaxPreemptiblePerGPUHour caps the
+	// preemptible price per GPU-hour of a type it takes ("1.60"; "": no
+	// cap).
+	PreemptibleStrategy      string `json:"preemptible_strategy,omitempty"`
+	MaxPreemptiblePerGPUHour string `json:"max_preemptible_per_gpu_hour,omitempty"`
 	// ProjectID is required for admin tokens and optional (must match) for
 	// project tokens.
 	ProjectID string `json:"project_id,omitempty"`
@@ -67,6 +74,12 @@ type UpdateClusterRequest struct {
 	MaxPreemptibleGPUs *int `json:"max_preemptible_gpus,omitempty"`
 	// StartsAt moves a booking (a cluster still Scheduled), alone.
 	StartsAt *time.Time `json:"starts_at,omitempty"`
+	// PreemptibleGPUTypes, PreemptibleStrategy and
+	// MaxPreemptiblePerGPUHour as at creation; an empty list is the
+	// cluster's own type, "" no cap.
+	PreemptibleGPUTypes      *[]string `json:"preemptible_gpu_types,omitempty"`
+	PreemptibleStrategy      *string   `json:"preemptible_strategy,omitempty"`
+	MaxPreemptiblePerGPUHour *string   `json:"max_preemptible_per_gpu_hour,omitempty"`
 }
 
 // SetClusterWeightRequest is the body of PATCH /v1/admin/clusters/{id}.
@@ -97,6 +110,9 @@ type Cluster struct {
 	// (num_preemptible_gpus), kept until changed.
 	DesiredPreemptibleGPUs   int `json:"desired_preemptible_gpus"`
 	AllocatedPreemptibleGPUs int `json:"allocated_preemptible_gpus"`
+	// AllocatedPreemptibleByType is allocated_preemptible_gpus by GPU
+	// type (absent while none is allocated).
+	AllocatedPreemptibleByType map[string]int `json:"allocated_preemptible_by_type,omitempty"`
 	// MaxPreemptibleGPUs is how far the cluster's queue may raise the
 	// target with ProvisioningRequests (0: not at all);
 	// RequestedPreemptibleGPUs what those requests ask for now.
@@ -106,6 +122,11 @@ type Cluster struct {
 	// in order of preference (gpu_type alone unless the cluster was made
 	// with several).
 	PreemptibleGPUTypes []string `json:"preemptible_gpu_types"`
+	// PreemptibleStrategy is how the types are chosen (in-order unless
+	// set); MaxPreemptiblePerGPUHour the cap on a type's preemptible
+	// price per GPU-hour ("": none).
+	PreemptibleStrategy      string `json:"preemptible_strategy"`
+	MaxPreemptiblePerGPUHour string `json:"max_preemptible_per_gpu_hour"`
 	// TargetPreemptibleGPUs is what sparecap fills: the desired target,
 	// or what the requests ask for within the maximum when that is more.
 	TargetPreemptibleGPUs int `json:"target_preemptible_gpus"`

@@ -18,6 +18,10 @@
 //     if the reservation has none); preemptible nodes pay the on-demand
 //     price less the preemptible discount (50% unless configured), wherever
 //     their machine comes from.
+//   - A preemptible node of a cluster with a price cap
+//     (max_preemptible_per_gpu_hour) is never billed above the cap: a
+//     stretch whose discounted rate is above it is billed at the cap.
+//     The cap is the cluster's when the node's record was last metered.
 //   - Every price takes effect from a time and is never changed: a new price
 //     is a new entry. An interval that spans a change is split there, so
 //     past usage keeps the price it had.
@@ -77,11 +81,17 @@ func Record(n *domain.Node, c *domain.Cluster, m *domain.Machine, now time.Time)
 	if typ == "" {
 		typ = c.GPUType
 	}
-	return domain.UsageRecord{
+	r := domain.UsageRecord{
 		NodeID: n.ID, NodeName: n.Name, ClusterID: c.ID, ClusterName: c.Name, ProjectID: c.ProjectID,
 		Region: c.Region, GPUType: typ, Class: n.Class, BillingType: c.BillingType,
 		ReservationID: m.ReservationID, GPUs: n.GPUs, Start: start, End: end, Final: known,
-	}, true
+	}
+	if n.Class == domain.Preemptible && c.MaxPreemptiblePrice != "" {
+		// A cap that does not parse (never stored: the API checks it) is
+		// no cap.
+		r.MaxRateMicros, _ = ParseRate(c.MaxPreemptiblePrice)
+	}
+	return r, true
 }
 
 // Closed is the final record of the node's period in its current class,
@@ -282,6 +292,10 @@ func (b *Book) line(r *domain.UsageRecord, s, e int64) Line {
 	}
 	if !ok {
 		return l
+	}
+	if capped := r.MaxRateMicros; capped > 0 && r.Class == domain.Preemptible && rate*l.FactorBP > capped*FullBP {
+		// Never above its cluster's cap (the rate per second too).
+		rate, l.FactorBP = capped, FullBP
 	}
 	l.Priced, l.RateMicros, l.ODMicros = true, rate, od
 	l.Amount, l.OnDemand = l.Part(l.Seconds * int64(r.GPUs))

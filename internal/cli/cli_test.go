@@ -48,6 +48,14 @@ func TestClustersCreateSendsFlags(t *testing.T) {
 				"num_preemptible_gpus": 16.0, "max_preemptible_gpus": 64.0, "project_id": "p1"},
 		},
 		{
+			name: "preemptible types, strategy and cap",
+			args: []string{"--name", "a", "--region", "r", "--gpu-type", "H100", "--num-gpus", "8",
+				"--preemptible-gpu-types", "H100,H200", "--preemptible-strategy", "lowest-price", "--max-preemptible-per-gpu-hour", "1.60"},
+			want: map[string]any{"cluster_name": "a", "region": "r", "gpu_type": "H100",
+				"cluster_type": "KUBERNETES", "num_gpus": 8.0, "billing_type": "ON_DEMAND", "num_preemptible_gpus": 0.0,
+				"preemptible_gpu_types": []any{"H100", "H200"}, "preemptible_strategy": "lowest-price", "max_preemptible_per_gpu_hour": "1.60"},
+		},
+		{
 			name: "defaults; no project with a project token",
 			args: []string{"--name", "a", "--region", "r", "--gpu-type", "H100", "--num-gpus", "16"},
 			want: map[string]any{"cluster_name": "a", "region": "r", "gpu_type": "H100",
@@ -111,6 +119,11 @@ func TestClustersUpdateSendsOnlyChanged(t *testing.T) {
 		{[]string{"--num-gpus=24", "--num-preemptible-gpus=8"}, map[string]any{"num_gpus": 24.0, "num_preemptible_gpus": 8.0}},
 		{[]string{"--max-preemptible-gpus", "64"}, map[string]any{"max_preemptible_gpus": 64.0}},
 		{[]string{"--max-preemptible-gpus", "0", "--num-preemptible-gpus", "8"}, map[string]any{"max_preemptible_gpus": 0.0, "num_preemptible_gpus": 8.0}},
+		{[]string{"--preemptible-gpu-types", "H200,H100"}, map[string]any{"preemptible_gpu_types": []any{"H200", "H100"}}},
+		{[]string{"--preemptible-gpu-types", ""}, map[string]any{"preemptible_gpu_types": []any{}}},
+		{[]string{"--preemptible-strategy", "capacity-optimized"}, map[string]any{"preemptible_strategy": "capacity-optimized"}},
+		{[]string{"--max-preemptible-per-gpu-hour", "1.60"}, map[string]any{"max_preemptible_per_gpu_hour": "1.60"}},
+		{[]string{"--max-preemptible-per-gpu-hour", ""}, map[string]any{"max_preemptible_per_gpu_hour": ""}},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -696,5 +709,30 @@ func TestOutputEscapesControlCharacters(t *testing.T) {
 		if !strings.Contains(out, `\x1b]0;pwned\x07`) {
 			t.Errorf("%v does not show the escaped text:\n%q", args, out)
 		}
+	}
+}
+
+// TestClusterGetShowsTheStrategyAndCap: a cluster over several types with
+// a strategy and a price cap shows them; one with the defaults does not.
+func TestClusterGetShowsTheStrategyAndCap(t *testing.T) {
+	c := cluster("Ready", 16)
+	c.PreemptibleGPUTypes, c.PreemptibleStrategy, c.MaxPreemptiblePerGPUHour = []string{"H100", "H200"}, "lowest-price", "1.60"
+	c.AllocatedPreemptibleByType = map[string]int{"H200": 8, "H100": 8}
+	f := newFakeAPI(t)
+	f.handle("GET /v1/clusters/c1", 200, c)
+	r := f.run("clusters", "get", "c1")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for _, want := range []string{"Preemptible types:", "H100, H200 (in order of preference)", "Preemptible strategy:", "lowest-price", "Preemptible cap:", "$1.60 per GPU-hour", "Allocated by type:", "H100 8, H200 8"} {
+		mustContain(t, "table", r.stdout, want)
+	}
+	plain := cluster("Ready", 16)
+	plain.PreemptibleStrategy = "in-order"
+	f = newFakeAPI(t)
+	f.handle("GET /v1/clusters/c1", 200, plain)
+	r = f.run("clusters", "get", "c1")
+	if strings.Contains(r.stdout, "strategy") || strings.Contains(r.stdout, "cap:") || strings.Contains(r.stdout, "by type") {
+		t.Errorf("defaults shown:\n%s", r.stdout)
 	}
 }

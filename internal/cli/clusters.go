@@ -80,7 +80,10 @@ it will take are told now (their preempt_at).`,
   sparecap clusters create --name prod --region us-central-2 --gpu-type RTX_6000_PCI \
     --num-gpus 8 --project-id my-project --kubeconfig prod.kubeconfig
   sparecap clusters create --name monday --region us-central-2 --gpu-type RTX_6000_PCI \
-    --num-gpus 64 --project-id my-project --starts-at 2026-12-14T08:00:00Z`,
+    --num-gpus 64 --project-id my-project --starts-at 2026-12-14T08:00:00Z
+  sparecap clusters create --name spread --region us-central-2 --gpu-type H100_SXM \
+    --num-gpus 8 --num-preemptible-gpus 32 --preemptible-gpu-types H100_SXM,H200 \
+    --preemptible-strategy lowest-price --max-preemptible-per-gpu-hour 1.60`,
 		Args: cobra.NoArgs,
 		RunE: s.run(func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			if cmd.Flags().Changed("kubeconfig") {
@@ -118,6 +121,8 @@ it will take are told now (their preempt_at).`,
 	f.IntVar(&req.NumPreemptibleGPUs, "num-preemptible-gpus", 0, "target of preemptible GPUs, a multiple of 8")
 	f.StringSliceVar(&req.PreemptibleGPUTypes, "preemptible-gpu-types", nil, "GPU types of the region the preemptible target may be of, in order of preference (comma-separated; default: --gpu-type)")
 	f.IntVar(&req.MaxPreemptibleGPUs, "max-preemptible-gpus", 0, "let the cluster's queue raise the preemptible target up to this many GPUs with ProvisioningRequests (KUBERNETES; 0: off)")
+	f.StringVar(&req.PreemptibleStrategy, "preemptible-strategy", "", strategyHelp+" (default in-order)")
+	f.StringVar(&req.MaxPreemptiblePerGPUHour, "max-preemptible-per-gpu-hour", "", capHelp+" (default: no cap)")
 	f.StringVar(&req.ProjectID, "project-id", "", "project to create the cluster in (needed with an admin token)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster's Kubernetes API to attach (admin token; - reads stdin)")
 	f.StringVar(&startsAtFlag, "starts-at", "", "book the standard capacity ahead: the cluster starts then (RFC 3339, or a duration from now such as 2h), Scheduled until then")
@@ -135,6 +140,8 @@ func newClustersUpdateCmd(s *state) *cobra.Command {
 		startsAtFlag                            string
 		wait                                    bool
 		timeout                                 time.Duration
+		types                                   []string
+		strategy, maxPrice                      string
 	)
 	cmd := &cobra.Command{
 		Use:   "update <cluster-id>",
@@ -152,9 +159,17 @@ target to what they ask for, up to that maximum, and it comes back down
 when they are gone; --num-preemptible-gpus stays a floor
 (docs/queues.md).
 
+--preemptible-gpu-types, --preemptible-strategy and
+--max-preemptible-per-gpu-hour change which GPU types the preemptible target
+may be of, how they are chosen and the most a type may cost
+(docs/concepts.md, "A preemptible target over several GPU types"). Nodes of
+a type dropped, or priced above the cap, are drained with the usual notice;
+nodes are never reclaimed only to move to a preferred type.
+
 With --wait the command polls until the cluster is Ready and its nodes have
 settled (none coming up or draining).`,
 		Example: `  sparecap clusters update <cluster-id> --num-preemptible-gpus 16
+  sparecap clusters update <cluster-id> --preemptible-gpu-types H100_SXM,H200 --max-preemptible-per-gpu-hour 1.60
   sparecap clusters update <cluster-id> --num-gpus 16 --num-preemptible-gpus 0 --wait
   sparecap clusters update <cluster-id> --num-preemptible-gpus 0 --max-preemptible-gpus 64`,
 		Args: cobra.ExactArgs(1),
@@ -169,6 +184,15 @@ settled (none coming up or draining).`,
 			if cmd.Flags().Changed("max-preemptible-gpus") {
 				req.MaxPreemptibleGPUs = &maxPreemptible
 			}
+			if cmd.Flags().Changed("preemptible-gpu-types") {
+				req.PreemptibleGPUTypes = &types
+			}
+			if cmd.Flags().Changed("preemptible-strategy") {
+				req.PreemptibleStrategy = &strategy
+			}
+			if cmd.Flags().Changed("max-preemptible-per-gpu-hour") {
+				req.MaxPreemptiblePerGPUHour = &maxPrice
+			}
 			if cmd.Flags().Changed("starts-at") {
 				at, err := startsAt(startsAtFlag)
 				if err != nil {
@@ -176,8 +200,8 @@ settled (none coming up or draining).`,
 				}
 				req.StartsAt = at
 			}
-			if req.NumGPUs == nil && req.NumPreemptibleGPUs == nil && req.MaxPreemptibleGPUs == nil && req.StartsAt == nil {
-				return errors.New("nothing to update: set --num-gpus, --num-preemptible-gpus, --max-preemptible-gpus, or --starts-at to move a booking")
+			if req == (apiv1.UpdateClusterRequest{}) {
+				return errors.New("nothing to update: set --num-gpus, --num-preemptible-gpus, --max-preemptible-gpus, --preemptible-gpu-types, --preemptible-strategy, --max-preemptible-per-gpu-hour, or --starts-at to move a booking")
 			}
 			cl, err := c.UpdateCluster(cmd.Context(), args[0], req)
 			if err != nil {
@@ -197,10 +221,18 @@ settled (none coming up or draining).`,
 	f.IntVar(&numPreemptible, "num-preemptible-gpus", 0, "new target of preemptible GPUs (a multiple of 8; 0 removes them)")
 	f.IntVar(&maxPreemptible, "max-preemptible-gpus", 0, "how far the cluster's queue may raise the target with ProvisioningRequests (a multiple of 8; 0 turns it off)")
 	f.StringVar(&startsAtFlag, "starts-at", "", "move a booking (a cluster still Scheduled) to start then (RFC 3339, or a duration from now); alone")
+	f.StringSliceVar(&types, "preemptible-gpu-types", nil, "new GPU types of the region the preemptible target may be of, in order of preference (comma-separated; \"\" is --gpu-type alone); nodes of a type dropped are moved gracefully")
+	f.StringVar(&strategy, "preemptible-strategy", "", strategyHelp)
+	f.StringVar(&maxPrice, "max-preemptible-per-gpu-hour", "", capHelp+" (\"\" removes it)")
 	f.BoolVar(&wait, "wait", false, "wait until the cluster is Ready and its nodes have settled")
 	f.DurationVar(&timeout, "timeout", defaultWaitTimeout, "how long --wait waits")
 	return cmd
 }
+
+const (
+	strategyHelp = "how the preemptible GPU types are chosen: in-order, lowest-price, capacity-optimized (the pool least likely to reclaim) or price-capacity-optimized"
+	capHelp      = "the most a preemptible GPU-hour of a type may cost, in dollars (\"1.60\"): a type priced above it gets no nodes, and billing never charges above it"
+)
 
 func newClustersGetCmd(s *state) *cobra.Command {
 	return &cobra.Command{

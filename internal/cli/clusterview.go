@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -46,6 +47,19 @@ func (s *state) printCluster(cmd *cobra.Command, cl *apiv1.Cluster) error {
 		row(tw, "Preemptible GPUs:", pre)
 		if len(cl.PreemptibleGPUTypes) > 1 || (len(cl.PreemptibleGPUTypes) == 1 && cl.PreemptibleGPUTypes[0] != cl.GPUType) {
 			row(tw, "Preemptible types:", strings.Join(cl.PreemptibleGPUTypes, ", ")+" (in order of preference)")
+		}
+		if by := cl.AllocatedPreemptibleByType; len(by) > 1 || (len(by) == 1 && by[cl.GPUType] == 0) {
+			var parts []string
+			for _, t := range slices.Sorted(maps.Keys(by)) {
+				parts = append(parts, fmt.Sprintf("%s %d", t, by[t]))
+			}
+			row(tw, "Allocated by type:", strings.Join(parts, ", "))
+		}
+		if cl.PreemptibleStrategy != "" && cl.PreemptibleStrategy != "in-order" {
+			row(tw, "Preemptible strategy:", cl.PreemptibleStrategy)
+		}
+		if cl.MaxPreemptiblePerGPUHour != "" {
+			row(tw, "Preemptible cap:", "$"+cl.MaxPreemptiblePerGPUHour+" per GPU-hour")
 		}
 		row(tw, "Weight:", cl.Weight)
 		row(tw, "Created:", s.timeAndAge(cl.CreatedAt))

@@ -90,7 +90,7 @@ project, or one with --project-id.`,
 		}),
 	}
 	periodFlags(cmd, &q, &from, &to, &month)
-	cmd.Flags().StringVar(&q.GroupBy, "group-by", "node", "node, cluster, compute_class, day, or split among the work on the nodes: namespace, job, account, work or label:<key>")
+	cmd.Flags().StringVar(&q.GroupBy, "group-by", "node", "node, cluster, compute_class, gpu_type, day, or split among the work on the nodes: namespace, job, account, work or label:<key>")
 	return cmd
 }
 

@@ -61,6 +61,8 @@ type form struct {
 	Offers   []offer
 	Projects []string
 	Cluster  *apiv1.Cluster
+	// Strategies are the preemptible strategies the scale form offers.
+	Strategies []string
 }
 
 func (c *Console) newCluster(w http.ResponseWriter, r *http.Request, s *session, api *client.Client) {
@@ -182,7 +184,8 @@ func (c *Console) scalePage(w http.ResponseWriter, r *http.Request, s *session, 
 	}
 	c.renderScale(w, r, s, api, http.StatusOK, cl, map[string]string{
 		"num_gpus": strconv.Itoa(cl.NumGPUs), "num_preemptible_gpus": strconv.Itoa(cl.DesiredPreemptibleGPUs),
-		"max_preemptible_gpus": strconv.Itoa(cl.MaxPreemptibleGPUs)}, nil, "")
+		"max_preemptible_gpus": strconv.Itoa(cl.MaxPreemptibleGPUs), "preemptible_gpu_types": strings.Join(cl.PreemptibleGPUTypes, ", "),
+		"preemptible_strategy": cl.PreemptibleStrategy, "max_preemptible_per_gpu_hour": cl.MaxPreemptiblePerGPUHour}, nil, "")
 }
 
 func (c *Console) renderScale(w http.ResponseWriter, r *http.Request, s *session, api *client.Client, status int, cl *apiv1.Cluster, values, errs map[string]string, msg string) {
@@ -198,7 +201,7 @@ func (c *Console) renderScale(w http.ResponseWriter, r *http.Request, s *session
 		}
 	}
 	c.render(w, status, "scale", view{Title: "Scale " + cl.ClusterName, Nav: "clusters", Error: msg,
-		Data: form{Values: values, Errors: errs, Offers: mine, Cluster: cl}}, s)
+		Data: form{Values: values, Errors: errs, Offers: mine, Cluster: cl, Strategies: strategies}}, s)
 }
 
 func (c *Console) scale(w http.ResponseWriter, r *http.Request, s *session, api *client.Client) {
@@ -231,7 +234,8 @@ func (c *Console) scale(w http.ResponseWriter, r *http.Request, s *session, api 
 	if maxPre != cl.MaxPreemptibleGPUs {
 		req.MaxPreemptibleGPUs = &maxPre
 	}
-	if req.NumGPUs == nil && req.NumPreemptibleGPUs == nil && req.MaxPreemptibleGPUs == nil {
+	scalePreemptible(r, cl, values, &req)
+	if req == (apiv1.UpdateClusterRequest{}) {
 		http.Redirect(w, r, "/console/clusters/"+url.PathEscape(cl.ClusterID), http.StatusSeeOther)
 		return
 	}
@@ -267,4 +271,38 @@ func (c *Console) deleteCluster(w http.ResponseWriter, r *http.Request, s *sessi
 		return
 	}
 	http.Redirect(w, r, "/console/?flash=Deletion+requested", http.StatusSeeOther)
+}
+
+// strategies are the preemptible strategies, the default first.
+var strategies = []string{"in-order", "lowest-price", "capacity-optimized", "price-capacity-optimized"}
+
+// scalePreemptible adds to req the preemptible types, strategy and cap
+// the scale form changes (each only when posted and different).
+func scalePreemptible(r *http.Request, cl *apiv1.Cluster, values map[string]string, req *apiv1.UpdateClusterRequest) {
+	if _, ok := r.PostForm["preemptible_gpu_types"]; ok {
+		v := r.PostFormValue("preemptible_gpu_types")
+		values["preemptible_gpu_types"] = v
+		types := []string{}
+		for _, t := range strings.Split(v, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				types = append(types, t)
+			}
+		}
+		if !slices.Equal(types, cl.PreemptibleGPUTypes) {
+			req.PreemptibleGPUTypes = &types
+		}
+	}
+	for _, f := range []struct {
+		name string
+		now  string
+		dst  **string
+	}{{"preemptible_strategy", cl.PreemptibleStrategy, &req.PreemptibleStrategy}, {"max_preemptible_per_gpu_hour", cl.MaxPreemptiblePerGPUHour, &req.MaxPreemptiblePerGPUHour}} {
+		if _, ok := r.PostForm[f.name]; ok {
+			v := strings.TrimSpace(r.PostFormValue(f.name))
+			values[f.name] = v
+			if v != f.now {
+				*f.dst = &v
+			}
+		}
+	}
 }

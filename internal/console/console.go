@@ -71,6 +71,7 @@ func New(apiHandler http.Handler, sessions *Sessions, clk clock.Clock, log *slog
 		"splits":  func() []string { return workSplits },
 		"dur":     func(s int64) string { return (time.Duration(s) * time.Second).String() },
 		"list":    func(v ...int) []int { return v },
+		"join":    strings.Join,
 		"latency": latency,
 		"has":     func(m map[string]bool, k string) bool { return m[k] },
 		"hours":   func(h float64) string { return fmt.Sprintf("%.1f h", h) },

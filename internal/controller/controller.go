@@ -134,6 +134,7 @@ type Controller struct {
 	// parts plans what changed: the partitions whose inputs changed since
 	// they were last settled (fed the in-memory copy's commits).
 	parts    allocator.Faceted
+	pools    poolSignals // what parts knows of pools' prices (pools.go)
 	cluster  driver.ClusterDriver
 	machines driver.MachineProvider
 	clock    clock.Clock
@@ -246,6 +247,7 @@ func New(st store.Store, cd driver.ClusterDriver, mp driver.MachineProvider, clk
 		changed: make(chan struct{}),
 		mu:      newPlanLock(),
 	}
+	c.wirePools()
 	c.exec = lifecycle.NewExecutor(world{c}, cd, mp, lifecycle.ExecutorConfig{
 		Steps: lifecycle.Config{CleanupBudget: cfg.CleanupBudget, NodeLostAfter: cfg.NodeLostAfter, Poll: cfg.Interval,
 			RegisterTimeout: cfg.RegisterTimeout, MaxFailures: MaxFailures},

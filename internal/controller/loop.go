@@ -143,12 +143,14 @@ func (c *Controller) pass(ctx context.Context) (time.Time, error) {
 	if err := c.recordNotes(ctx); err != nil {
 		c.log.Warn("cannot record a driver's note", "err", err)
 	}
+	c.refreshPools(ctx, c.clock.Now())
 	pl, err := c.replan(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
 	now := c.clock.Now()
 	w := &wake{now: now, next: pl.NextWake}
+	w.earlier(c.nextPriceChange(now))
 	var errs []error
 	if c.lastResync.IsZero() || now.Sub(c.lastResync) >= c.cfg.SweepEvery {
 		if err := c.resync(ctx, now); err != nil {

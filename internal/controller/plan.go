@@ -40,6 +40,7 @@ func (c *Controller) planWith(ctx context.Context, now time.Time, with allocator
 	if err := c.loadParts(ctx); err != nil {
 		return allocator.Plan{}, allocator.Token{}, err
 	}
+	c.refreshBook(ctx, now)
 	cfg := c.planConfig()
 	pl, tok := c.parts.Plan(now, cfg, with)
 	if c.checkParts != nil && len(with.Clusters)+len(with.Nodes) == 0 {

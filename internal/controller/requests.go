@@ -204,6 +204,10 @@ type Change struct {
 	// MaxPreemptibleGPUs how far the queue's requests may raise it
 	// (domain.Cluster.MaxPreemptibleGPUs).
 	NumGPUs, PreemptibleGPUs, MaxPreemptibleGPUs *int
+	// PreemptibleGPUTypes, PreemptibleStrategy and MaxPreemptiblePrice
+	// as domain.Cluster's (checked by the caller).
+	PreemptibleGPUTypes                      *[]string
+	PreemptibleStrategy, MaxPreemptiblePrice *string
 }
 
 // UpdateCluster changes a cluster's standard GPUs, preemptible target
@@ -223,7 +227,21 @@ func (c *Controller) UpdateCluster(ctx context.Context, id string, ch Change) (d
 		if ch.MaxPreemptibleGPUs != nil {
 			cl.MaxPreemptibleGPUs = *ch.MaxPreemptibleGPUs
 		}
+		ch.preemptible(cl)
 	}, func() bool { return grows })
+}
+
+// preemptible applies ch's preemptible types, strategy and cap to cl.
+func (ch Change) preemptible(cl *domain.Cluster) {
+	if ch.PreemptibleGPUTypes != nil {
+		cl.PreemptibleGPUTypes = *ch.PreemptibleGPUTypes
+	}
+	if ch.PreemptibleStrategy != nil {
+		cl.PreemptibleStrategy = *ch.PreemptibleStrategy
+	}
+	if ch.MaxPreemptiblePrice != nil {
+		cl.MaxPreemptiblePrice = *ch.MaxPreemptiblePrice
+	}
 }
 
 // SetRequested records what the cluster's queue asks for now through its
@@ -280,6 +298,7 @@ func (c *Controller) changeCluster(ctx context.Context, what, id string, change 
 		cur.NumGPUs, cur.DesiredPreemptibleGPUs = cl.NumGPUs, cl.DesiredPreemptibleGPUs
 		cur.MaxPreemptibleGPUs, cur.RequestedPreemptibleGPUs = cl.MaxPreemptibleGPUs, cl.RequestedPreemptibleGPUs
 		cur.Weight, cur.StartsAt, cur.ActiveAt = cl.Weight, cl.StartsAt, cl.ActiveAt
+		cur.PreemptibleGPUTypes, cur.PreemptibleStrategy, cur.MaxPreemptiblePrice = cl.PreemptibleGPUTypes, cl.PreemptibleStrategy, cl.MaxPreemptiblePrice
 		return tx.UpdateCluster(ctx, cur)
 	}})
 	if err != nil {

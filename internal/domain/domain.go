@@ -556,6 +556,9 @@ type UsageRecord struct {
 	Start, End time.Time
 	// Final: End is the node's billing stop; the record will not change.
 	Final bool
+	// MaxRateMicros caps what a preemptible node is billed per GPU-hour
+	// (its cluster's max_preemptible_price; 0: no cap).
+	MaxRateMicros uint64
 }
 
 // PriceKind says what a price book entry prices.

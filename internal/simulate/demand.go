@@ -37,6 +37,9 @@ type Event struct {
 	// StartsAt, after At: the standard cluster is booked at At to start
 	// then (on_demand.booked_ahead).
 	StartsAt time.Duration
+	// Types are the GPU types a preemptible cluster's target may be of,
+	// in order (none: its own).
+	Types []string
 }
 
 // ClusterName makes s a name the API takes for a cluster (lowercase
@@ -67,6 +70,7 @@ func Generate(s Scenario) []Event {
 			if ws := s.Tenants.Weights; len(ws) > 0 {
 				e.Weight = ws[i%len(ws)]
 			}
+			e.Types = tenantTypes(s, k)
 			evs = append(evs, e)
 		}
 	}
@@ -94,6 +98,23 @@ func Generate(s Scenario) []Event {
 	}
 	sortEvents(evs)
 	return evs
+}
+
+// tenantTypes are the GPU types the target of a tenant of offer k may
+// be of: its own, then those of Tenants.PreemptibleGPUTypes its region
+// has (none when that is its own alone).
+func tenantTypes(s Scenario, k offer) []string {
+	types := []string{k.gpu}
+	for _, g := range s.Tenants.PreemptibleGPUTypes {
+		has := slices.ContainsFunc(offers(s.Fleet), func(o offer) bool { return o.region == k.region && o.gpu == g })
+		if has && !slices.Contains(types, g) {
+			types = append(types, g)
+		}
+	}
+	if len(types) == 1 {
+		return nil
+	}
+	return types
 }
 
 // expo draws an exponential time with rate per `unit`, whole seconds.

@@ -3,6 +3,7 @@ package simulate
 import (
 	"bytes"
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func TestReadTrace(t *testing.T) {
 		t.Fatalf("%d events, want %d", len(evs), len(want))
 	}
 	for i := range want {
-		if evs[i] != want[i] {
+		if !reflect.DeepEqual(evs[i], want[i]) {
 			t.Errorf("event %d: %+v, want %+v", i, evs[i], want[i])
 		}
 	}

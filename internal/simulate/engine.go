@@ -241,7 +241,7 @@ func (w *world) create(ctx context.Context, e Event) error {
 			c.StartsAt = Epoch.Add(e.StartsAt)
 		}
 	} else {
-		c.NumGPUs, c.DesiredPreemptibleGPUs = e.Standard, e.GPUs
+		c.NumGPUs, c.DesiredPreemptibleGPUs, c.PreemptibleGPUTypes = e.Standard, e.GPUs, e.Types
 	}
 	got, err := w.ctrl.CreateCluster(ctx, c)
 	var short *controller.ShortfallError

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,6 +63,10 @@ type Tenants struct {
 	Count      int   `json:"count"`
 	TargetGPUs int   `json:"target_gpus"`
 	Weights    []int `json:"weights,omitempty"`
+	// PreemptibleGPUTypes, if set, spreads every tenant's target over
+	// its own GPU type, then these types of its region in this order
+	// (the cluster's preemptible_gpu_types).
+	PreemptibleGPUTypes []string `json:"preemptible_gpu_types,omitempty"`
 }
 
 // Jobs is the job every preemptible node runs: it checkpoints every
@@ -280,6 +285,14 @@ func (t Tenants) check() error {
 	for _, w := range t.Weights {
 		if w < 1 || w > domain.MaxWeight {
 			return fmt.Errorf("tenants.weights: %d is not a weight from 1 to %d", w, domain.MaxWeight)
+		}
+	}
+	if len(t.PreemptibleGPUTypes) > 8 {
+		return fmt.Errorf("tenants.preemptible_gpu_types names more than 8 GPU types")
+	}
+	for i, g := range t.PreemptibleGPUTypes {
+		if !domain.ValidName(g) || slices.Contains(t.PreemptibleGPUTypes[:i], g) {
+			return fmt.Errorf("tenants.preemptible_gpu_types: %q is not a GPU type name, or is named twice", g)
 		}
 	}
 	return nil

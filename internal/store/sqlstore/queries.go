@@ -26,7 +26,7 @@ const (
 		cleanup_pending, provisioning_at, class_since, gpu_type`
 	eventCols = `seq, id, cluster_id, node_id, node_name, reason, message, ts, deadline`
 	usageCols = `node_id, node_name, cluster_id, cluster_name, project_id, region, gpu_type, class,
-		billing_type, reservation_id, gpus, start_at, end_at, final`
+		billing_type, reservation_id, gpus, start_at, end_at, final, max_rate_micros`
 	priceCols = `id, kind, region, gpu_type, reservation_id, value, effective_from, created_at`
 
 	// oldestFirst is the order of every listing but events. NULLS FIRST
@@ -154,13 +154,13 @@ const (
 // usageRow is one row of putUsage's VALUES; usageUpsert its conflict
 // clause, shared with the bulk statements of PutUsages.
 const (
-	usageRow    = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	usageRow    = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	usageUpsert = `
 			ON CONFLICT (node_id, start_at) DO UPDATE SET node_name = excluded.node_name, cluster_id = excluded.cluster_id,
 			cluster_name = excluded.cluster_name, project_id = excluded.project_id, region = excluded.region,
 			gpu_type = excluded.gpu_type, class = excluded.class, billing_type = excluded.billing_type,
 			reservation_id = excluded.reservation_id, gpus = excluded.gpus, start_at = excluded.start_at,
-			end_at = excluded.end_at, final = excluded.final
+			end_at = excluded.end_at, final = excluded.final, max_rate_micros = excluded.max_rate_micros
 			WHERE NOT usage.final AND (excluded.final OR excluded.end_at >= usage.end_at)`
 )
 

@@ -232,8 +232,10 @@ func (r reader) ListPrices(ctx context.Context) ([]domain.Price, error) {
 }
 
 func scanUsage(sc scanner) (u domain.UsageRecord, err error) {
+	var maxRate int64
 	err = sc.Scan(&u.NodeID, &u.NodeName, &u.ClusterID, &u.ClusterName, &u.ProjectID, &u.Region, &u.GPUType,
-		&u.Class, &u.BillingType, &u.ReservationID, &u.GPUs, timeCol{&u.Start}, timeCol{&u.End}, &u.Final)
+		&u.Class, &u.BillingType, &u.ReservationID, &u.GPUs, timeCol{&u.Start}, timeCol{&u.End}, &u.Final, &maxRate)
+	u.MaxRateMicros = uint64(max(maxRate, 0))
 	return u, err
 }
 

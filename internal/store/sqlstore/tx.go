@@ -275,7 +275,7 @@ func lateUsage(rows []lateRow, u domain.UsageRecord) []lateRow {
 func (t *tx) usageArgs(u domain.UsageRecord) []any {
 	return []any{u.NodeID, u.NodeName, u.ClusterID, u.ClusterName, u.ProjectID, u.Region, u.GPUType,
 		string(u.Class), string(u.BillingType), u.ReservationID, u.GPUs,
-		t.s.timeArg(u.Start), t.s.timeArg(u.End), u.Final}
+		t.s.timeArg(u.Start), t.s.timeArg(u.End), u.Final, int64(u.MaxRateMicros)}
 }
 
 // CreatePrice marks dirty every rolled month from the price's start: a

@@ -1389,6 +1389,7 @@ func usageRecord(node, cluster, project string, start, end time.Time, final bool
 		NodeID: node, NodeName: "gpu-preemptible-dp-1", ClusterID: cluster, ClusterName: "name-" + cluster,
 		ProjectID: project, Region: "eu-1", GPUType: "H100", Class: domain.Preemptible,
 		BillingType: domain.BillingOnDemand, ReservationID: "r1", GPUs: 8, Start: start, End: end, Final: final,
+		MaxRateMicros: 1_600_000, // a capped cluster's: kept as written
 	}
 }
 
