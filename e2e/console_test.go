@@ -166,6 +166,11 @@ func TestConsole(t *testing.T) {
 	if got := b.text("#live"); got != "live" {
 		t.Errorf("#live = %q; want live", got)
 	}
+	// Its rows, rebuilt by console.js, have the template's columns: the
+	// GPU type in the fifth.
+	if !evalJS[bool](b, `[...document.querySelectorAll("#nodes tbody tr")].every(tr => tr.cells[4].textContent === "`+consoleGPU+`")`) {
+		t.Errorf("the live #nodes rows do not show the GPU type in its column: %s", evalJS[string](b, `document.querySelector("#nodes tbody").innerText`))
+	}
 	lap("fill (live node table)")
 
 	// ---- the reclaim: beta bursts 16 standard GPUs ----
@@ -183,7 +188,7 @@ func TestConsole(t *testing.T) {
 	t.Logf("PreemptionNotified x2 in the live timeline %s after the burst", took.Round(time.Millisecond))
 	// The node table follows: the reclaimed nodes drain, with a countdown
 	// to their deadline (unless their pods are already gone).
-	if _, state, ok := b.tryWaitJS(`[...document.querySelectorAll("#nodes tbody tr")].filter(tr => tr.cells[2].textContent === "draining" && tr.cells[5].querySelector("time[data-countdown]")).length === 2 ||
+	if _, state, ok := b.tryWaitJS(`[...document.querySelectorAll("#nodes tbody tr")].filter(tr => tr.cells[2].textContent === "draining" && tr.cells[6].querySelector("time[data-countdown]")).length === 2 ||
 		document.querySelectorAll("#timeline li.ev-NodeDrained, #timeline li.ev-NodeRemoved").length > 0`, nodesState, 3*time.Second); !ok {
 		t.Errorf("after the notice, #nodes shows no 2 draining nodes with a countdown (and no drain ended): %s", state)
 	}

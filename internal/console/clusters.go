@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/client"
@@ -114,7 +115,7 @@ func fieldError(err error, errs map[string]string) (string, bool) {
 
 func (c *Console) createCluster(w http.ResponseWriter, r *http.Request, s *session, api *client.Client) {
 	values := map[string]string{}
-	for _, k := range []string{"cluster_name", "region_gpu", "cluster_type", "billing_type", "num_gpus", "num_preemptible_gpus", "project_id", "preemptible"} {
+	for _, k := range []string{"cluster_name", "region_gpu", "cluster_type", "billing_type", "num_gpus", "num_preemptible_gpus", "project_id", "preemptible", "starts_at"} {
 		values[k] = r.PostFormValue(k)
 	}
 	errs := map[string]string{}
@@ -124,6 +125,13 @@ func (c *Console) createCluster(w http.ResponseWriter, r *http.Request, s *sessi
 		NumGPUs: formInt(r, "num_gpus", errs)}
 	if values["preemptible"] == "on" {
 		req.NumPreemptibleGPUs = formInt(r, "num_preemptible_gpus", errs)
+	}
+	if v := strings.TrimSpace(values["starts_at"]); v != "" {
+		at, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			errs["starts_at"] = "a time like 2026-12-14T08:00:00Z, or empty to start now"
+		}
+		req.StartsAt = &at
 	}
 	if len(errs) > 0 {
 		c.renderNew(w, r, s, api, http.StatusBadRequest, values, errs, "")

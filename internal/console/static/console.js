@@ -206,6 +206,7 @@ function clusterPage() {
       }
       cell(st);
       cell(String(n.num_gpus));
+      cell(n.gpu_type || "–");
       const age = document.createElement("span");
       const a = timeEl(n.created_at);
       a.dataset.age = "";
@@ -221,6 +222,14 @@ function clusterPage() {
         const d = timeEl(n.deadline);
         d.dataset.countdown = "";
         cell(d);
+      } else if (n.preempt_at) {
+        // Its machine is booked: its notice comes then.
+        const s = document.createElement("span");
+        s.className = "preempt-at";
+        const d = timeEl(n.preempt_at);
+        d.dataset.countdown = "";
+        s.append("notice at ", d);
+        cell(s);
       } else cell("–");
       cell(n.status === "ready" ? convertForm(n) : "");
       return tr;
