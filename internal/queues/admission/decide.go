@@ -166,7 +166,7 @@ func (d *decision) recheck(c candidate) error {
 		d.set(w, c.check, StateRetry, msg, nil, &in.RequeueAfter, node)
 		return nil
 	}
-	if free, ok := queues.Pack(d.room.free, unplaced(needs(w, in.Flavors), pods)); ok {
+	if free, ok := d.room.pack(unplacedNeeds(needs(w, in.Flavors), pods)); ok {
 		d.room.free = free
 		return nil
 	}
@@ -184,20 +184,22 @@ func (d *decision) recheck(c candidate) error {
 func (d *decision) admit(c candidate) {
 	in, w := d.in, c.w
 	need := needs(w, in.Flavors)
-	free, ok := queues.Pack(d.room.free, need)
+	free, ok := d.room.pack(need)
 	if !ok {
 		d.set(w, c.check, StatePending, d.room.waiting(in.View, need), nil, nil, "")
 		return
 	}
 	d.room.free = free
 	d.set(w, c.check, StateReady, fmt.Sprintf("preemptible capacity is there: %d GPUs for %d pods on %d ready preemptible nodes",
-		sum(need), len(need), len(d.room.nodes)), podSetUpdates(w, in.Flavors, in.Tolerations), nil, "")
+		sum(sizes(need)), len(need), len(d.room.nodes)), podSetUpdates(w, in.Flavors, in.Tolerations), nil, "")
 }
 
-// capacity is the GPUs free on each ready preemptible node.
+// capacity is the GPUs free on each ready preemptible node, and its GPU
+// type.
 type capacity struct {
 	nodes []string
 	free  []int64
+	types []string
 }
 
 func freeCapacity(v queues.View, pods Pods) (capacity, error) {
@@ -215,14 +217,25 @@ func freeCapacity(v queues.View, pods Pods) (capacity, error) {
 		}
 		c.nodes = append(c.nodes, n.Name)
 		c.free = append(c.free, max(free, 0))
+		c.types = append(c.types, n.GPUType)
 	}
 	return c, nil
 }
 
 // waiting says what a workload needing need waits for.
-func (c capacity) waiting(v queues.View, need []int64) string {
-	msg := fmt.Sprintf("waiting for preemptible capacity: %d pods need %d GPUs; %d GPUs are free on %d ready preemptible nodes",
-		len(need), sum(need), sum(c.free), len(c.nodes))
+func (c capacity) waiting(v queues.View, pods []need) string {
+	msg := fmt.Sprintf("waiting for preemptible capacity: %d pods need %d GPUs", len(pods), sum(sizes(pods)))
+	if t := oneType(pods); t != "" {
+		free, nodes := int64(0), 0
+		for i, nt := range c.types {
+			if nt == t {
+				free, nodes = free+c.free[i], nodes+1
+			}
+		}
+		msg += fmt.Sprintf(" of %s; %d GPUs are free on %d ready preemptible %s nodes", t, free, nodes, t)
+	} else {
+		msg += fmt.Sprintf("; %d GPUs are free on %d ready preemptible nodes", sum(c.free), len(c.nodes))
+	}
 	cl := v.Cluster
 	msg += fmt.Sprintf(" (preemptible target %d GPUs", cl.TargetPreemptibleGPUs())
 	if cl.Unfulfilled != "" {
@@ -258,10 +271,11 @@ func reclaimed(v queues.View, pods []kube.PodUse) (node, msg string, gone bool) 
 	return "", "", false
 }
 
-// needs lists the GPUs of each pod of w's pod sets that run on
-// preemptible nodes (those not kept on standard ones; see standard).
-func needs(w *Workload, flavors map[string]map[string]string) []int64 {
-	var out []int64
+// needs lists the GPUs (and GPU type) of each pod of w's pod sets that
+// run on preemptible nodes (those not kept on standard ones; see
+// standard).
+func needs(w *Workload, flavors map[string]map[string]string) []need {
+	var out []need
 	for _, ps := range w.Spec.PodSets {
 		if standard(w, ps, flavors) {
 			continue
@@ -270,27 +284,12 @@ func needs(w *Workload, flavors map[string]map[string]string) []int64 {
 		if a := assignment(w, ps.Name); a != nil && a.Count != nil {
 			count = *a.Count // partial admission
 		}
-		g := kube.PodGPUs(&ps.Template.Spec)
+		n := need{gpus: kube.PodGPUs(&ps.Template.Spec), typ: gpuTypeOf(w, ps, flavors)}
 		for range count {
-			out = append(out, g)
+			out = append(out, n)
 		}
 	}
 	return out
-}
-
-// unplaced is need without the pods already running (a pod placed stands
-// for one entry of its size).
-func unplaced(need []int64, pods []kube.PodUse) []int64 {
-	rest := slices.Clone(need)
-	for _, p := range pods {
-		if p.Ended || p.Node == "" {
-			continue
-		}
-		if i := slices.Index(rest, p.GPUs); i >= 0 {
-			rest = slices.Delete(rest, i, i+1)
-		}
-	}
-	return rest
 }
 
 // standard reports whether pod set ps is kept off preemptible nodes: its

@@ -11,6 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"sigs.k8s.io/yaml"
+
+	"github.com/sparecap/sparecap/docs"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/queues"
@@ -288,5 +291,71 @@ func TestManyWorkloadsFillExactly(t *testing.T) {
 		if st := got[fmt.Sprintf("w%d", i)].State; (st == StateReady) != (i < 5) {
 			t.Fatalf("w%d: %s (the 5 oldest fit)", i, st)
 		}
+	}
+}
+
+// A cluster whose preemptible nodes are of two GPU types, with a Kueue
+// flavor per type: a workload assigned the H200 flavor is counted on the
+// H200 nodes only (Pending while they are full, though an H100 node is
+// free, its message naming the type); one with no type takes any node.
+func TestAFlavorPerGPUTypeCountsThatTypeOnly(t *testing.T) {
+	h100, h200 := node("p-h100", domain.NodeReady), node("p-h200", domain.NodeReady)
+	h100.GPUType, h200.GPUType = "H100_SXM", "H200"
+	flavors := map[string]map[string]string{
+		"h100": {domain.LabelComputeClass: "preemptible", domain.LabelGPUType: "H100_SXM"},
+		"h200": {domain.LabelComputeClass: "preemptible", domain.LabelGPUType: "H200"},
+	}
+	onFlavor := func(w *Workload, f string) *Workload {
+		w.Status.Admission.PodSetAssignments[0].Flavors = map[string]string{"nvidia.com/gpu": f}
+		return w
+	}
+	a := onFlavor(workload("a", 1, 8, StatePending, 3*time.Minute), "h200")
+	b := onFlavor(workload("b", 1, 8, StatePending, 2*time.Minute), "h200")
+	c := workload("c", 1, 8, StatePending, time.Minute) // the flavor "spot" names no type
+	got := decide(t, Input{Workloads: []*Workload{a, b, c}, Flavors: flavors, View: view(h100, h200), Pods: fakePods{}})
+	if got["a"].State != StateReady || got["c"].State != StateReady {
+		t.Fatalf("a %+v, c %+v: want both Ready", got["a"], got["c"])
+	}
+	if got["b"].State != StatePending || !strings.Contains(got["b"].Message, "of H200; 0 GPUs are free on 1 ready preemptible H200 nodes") {
+		t.Errorf("b %+v: want Pending for H200", got["b"])
+	}
+}
+
+// docs/queues.md's flavors per GPU type, as the check reads them: a
+// workload on its H200 flavor is counted on H200 nodes only.
+func TestTheDocsFlavorsPerType(t *testing.T) {
+	text, err := docs.Snippet("queues.md", "kueue-flavors-per-type")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flavors := map[string]map[string]string{}
+	for _, doc := range strings.Split(text, "\n---\n") {
+		var f struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Spec struct {
+				NodeLabels map[string]string `json:"nodeLabels"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &f); err != nil {
+			t.Fatal(err)
+		}
+		if f.Kind == "ResourceFlavor" {
+			flavors[f.Metadata.Name] = f.Spec.NodeLabels
+		}
+	}
+	h100, h200 := node("p-h100", domain.NodeReady), node("p-h200", domain.NodeReady)
+	h100.GPUType, h200.GPUType = "H100_SXM", "H200"
+	w := workload("w", 1, 8, StatePending, time.Minute)
+	w.Status.Admission.PodSetAssignments[0].Flavors = map[string]string{"nvidia.com/gpu": "sparecap-h200"}
+	got := decide(t, Input{Workloads: []*Workload{w}, Flavors: flavors, View: view(h100), Pods: fakePods{}})
+	if got["w"].State != StatePending {
+		t.Fatalf("on the docs' H200 flavor with only an H100 node: %+v", got["w"])
+	}
+	got = decide(t, Input{Workloads: []*Workload{w}, Flavors: flavors, View: view(h100, h200), Pods: fakePods{}})
+	if got["w"].State != StateReady {
+		t.Fatalf("on the docs' H200 flavor with an H200 node: %+v", got["w"])
 	}
 }

@@ -97,3 +97,20 @@ func TestQueuesWithTheDocumentedRoles(t *testing.T) {
 		return fmt.Errorf("no PermissionMissing event names the check's write: %q", msgs)
 	})
 }
+
+// TestTheFlavorsPerTypeAreKueues: docs/queues.md's flavors per GPU type
+// are objects Kueue takes (its CRDs and webhooks), beside the setup whose
+// check they name.
+func TestTheFlavorsPerTypeAreKueues(t *testing.T) {
+	reset(t)
+	t.Cleanup(func() { reset(t) })
+	apply(t, "kueue-setup")
+	apply(t, "kueue-flavors-per-type")
+	cq, err := env.Dynamic().Resource(kueue("clusterqueues")).Get(t.Context(), "by-type", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(cq.Object["spec"].(map[string]any)["resourceGroups"].([]any)[0].(map[string]any)["flavors"].([]any)[1].(map[string]any)["name"]); got != "sparecap-h200" {
+		t.Errorf("the ClusterQueue's second flavor is %s", got)
+	}
+}

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sparecap/sparecap/internal/allocator"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/kube"
 	"github.com/sparecap/sparecap/internal/queues"
@@ -76,22 +78,28 @@ func Decide(in Input) (Output, error) {
 	cl := in.View.Cluster
 	perNode := int64(cmp.Or(in.View.GPUsPerNode, domain.DefaultGPUsPerMachine))
 	var ready int64
+	readyOf := map[string]int64{} // by GPU type
 	for _, n := range in.View.Preemptible(domain.NodeReady) {
 		ready += int64(n.GPUs)
+		readyOf[n.GPUType] += int64(n.GPUs)
 	}
-	var held int64 // what the requests before this one hold
+	var held int64              // what the requests before this one hold
+	heldOf := map[string]int64{} // those of one GPU type, by type
 	for _, r := range reqs {
 		if r.Spec.ProvisioningClassName != ClassName || r.is(CondFailed) {
 			continue
 		}
 		s := state{r: r, now: in.Now}
 		gpus, failure, wait := asks(r, in.Templates, perNode)
+		typ, terr := typeOf(r, in.Templates, cl)
 		fill, booking, perr := params(r)
 		switch {
 		case wait != "":
 			s.set(CondAccepted, false, "PodTemplateNotFound", wait)
 		case failure != "":
 			s.fail("PodsDoNotFit", failure)
+		case terr != nil:
+			s.fail("GPUTypeNotTaken", terr.Error())
 		case perr != nil:
 			s.fail("InvalidParameters", perr.Error())
 		case cl.MaxPreemptibleGPUs == 0:
@@ -112,9 +120,17 @@ func Decide(in Input) (Output, error) {
 			}
 			s.set(CondAccepted, true, "Accepted", fmt.Sprintf("%d preemptible GPUs (%d nodes) counted in the target of cluster %s", gpus, gpus/perNode, cl.ID))
 			held += count
-			s.progress(held, ready, cl, fill, booking)
+			covered, has := held, ready
+			if typ != "" {
+				// A request of one GPU type (a Kueue flavor per type) is
+				// provisioned once that type's nodes cover it.
+				heldOf[typ] += count
+				covered, has = heldOf[typ], readyOf[typ]
+			}
+			s.progress(covered, has, cl, fill, booking)
 			if s.failed {
 				held -= count
+				heldOf[typ] -= count
 			}
 		}
 		if s.changed {
@@ -242,4 +258,28 @@ func (s *state) progress(held, ready int64, cl domain.Cluster, fill, booking tim
 	if noPool && s.now.Sub(since) >= fill {
 		s.fail(string(cl.Unfulfilled), fmt.Sprintf("not filled in %s: %s", fill, msg))
 	}
+}
+
+// typeOf is the GPU type r's pods select (sparecap.dev/gpu-type in their
+// templates' node selectors, as a Kueue flavor per GPU type puts there),
+// "" for none; an error if they select several, or one the cluster's
+// preemptible target does not take. Templates not there yet count as
+// none (asks waits for them).
+func typeOf(r *Request, templates map[string]*corev1.PodTemplate, cl domain.Cluster) (string, error) {
+	typ := ""
+	for _, ps := range r.Spec.PodSets {
+		t, ok := templates[r.Namespace+"/"+ps.PodTemplateRef.Name]
+		if !ok {
+			continue
+		}
+		if x := t.Template.Spec.NodeSelector[domain.LabelGPUType]; x != "" && typ != "" && x != typ {
+			return "", fmt.Errorf("its pod sets select GPU types %s and %s; a request is of one type", typ, x)
+		} else if x != "" {
+			typ = x
+		}
+	}
+	if typ != "" && !slices.Contains(allocator.Types(&cl), typ) {
+		return "", fmt.Errorf("its pods select GPU type %s; cluster %s's preemptible nodes are of %s", typ, cl.ID, strings.Join(allocator.Types(&cl), ", "))
+	}
+	return typ, nil
 }

@@ -238,3 +238,32 @@ func TestOtherClassesAreLeftAlone(t *testing.T) {
 		t.Fatalf("requested %d, updates %+v", requested, ups)
 	}
 }
+
+// A request whose pods select a GPU type (a Kueue flavor per type) is
+// Provisioned once that type's ready nodes cover it, not another type's;
+// one selecting a type the cluster's target does not take fails, saying
+// which it takes.
+func TestARequestOfOneGPUType(t *testing.T) {
+	v := clusterView(64, 0)
+	v.Cluster.GPUType, v.Cluster.PreemptibleGPUTypes = "H100_SXM", []string{"H100_SXM", "H200"}
+	v.Nodes = []domain.Node{{Name: "p0", Class: domain.Preemptible, State: domain.NodeReady, GPUs: 8, GPUType: "H100_SXM"}}
+	typed := func(name, typ string) *corev1.PodTemplate {
+		tp := template(name, 8)
+		tp.Template.Spec.NodeSelector = map[string]string{domain.LabelGPUType: typ}
+		return tp
+	}
+	tmpls := map[string]*corev1.PodTemplate{"ns/h200": typed("h200", "H200"), "ns/a100": typed("a100", "A100_SXM")}
+	_, ups := decide(t, Input{Requests: []*Request{request("r", "h200", 1, time.Minute)}, View: v, Templates: tmpls})
+	if c := get(ups["r"], CondProvisioned); c.Status != metav1.ConditionFalse {
+		t.Errorf("an H200 request with only an H100 node ready: %+v", ups["r"])
+	}
+	v.Nodes = append(v.Nodes, domain.Node{Name: "p1", Class: domain.Preemptible, State: domain.NodeReady, GPUs: 8, GPUType: "H200"})
+	_, ups = decide(t, Input{Requests: []*Request{request("r", "h200", 1, time.Minute)}, View: v, Templates: tmpls})
+	if c := get(ups["r"], CondProvisioned); c.Status != metav1.ConditionTrue {
+		t.Errorf("an H200 request with an H200 node ready: %+v", ups["r"])
+	}
+	requested, ups := decide(t, Input{Requests: []*Request{request("x", "a100", 1, time.Minute)}, View: v, Templates: tmpls})
+	if c := get(ups["x"], CondFailed); c.Status != metav1.ConditionTrue || c.Reason != "GPUTypeNotTaken" || !strings.Contains(c.Message, "H100_SXM, H200") || requested != 0 {
+		t.Errorf("a request of a type the cluster does not take: %+v (requested %d)", ups["x"], requested)
+	}
+}
