@@ -83,7 +83,7 @@ func Decide(in Input) (Output, error) {
 		ready += int64(n.GPUs)
 		readyOf[n.GPUType] += int64(n.GPUs)
 	}
-	var held int64              // what the requests before this one hold
+	var held int64               // what the requests before this one hold
 	heldOf := map[string]int64{} // those of one GPU type, by type
 	for _, r := range reqs {
 		if r.Spec.ProvisioningClassName != ClassName || r.is(CondFailed) {
