@@ -105,7 +105,9 @@ func (c *Controller) refreshBook(ctx context.Context, now time.Time) {
 }
 
 // reclaimRates are the reclaims per preemptible node-hour of each pool
-// over the reclaimWindow before now.
+// over the reclaimWindow before now, and those its bookings will make
+// (claimed machines whose notice comes within a day) per node-hour of the
+// day ahead: what is certain counts beside what was.
 func (c *Controller) reclaimRates(ctx context.Context, now time.Time) (map[[2]string]float64, error) {
 	machines, err := c.store.ListMachines(ctx)
 	if err != nil {
@@ -120,7 +122,39 @@ func (c *Controller) reclaimRates(ctx context.Context, now time.Time) (map[[2]st
 	for _, s := range stats.Preemptions(nodes, machines, from, now, now) {
 		out[[2]string{s.Region, s.GPUType}] = s.PreemptionsPerNodeHour
 	}
+	for k, r := range bookedRates(machines, nodes, now) {
+		out[k] += r
+	}
 	return out, nil
+}
+
+// bookedRates are, by pool, the reclaims the bookings will make within a
+// day (live preemptible nodes on claimed machines) per preemptible
+// node-hour of that day.
+func bookedRates(machines []domain.Machine, nodes []domain.Node, now time.Time) map[[2]string]float64 {
+	const ahead = 24 * time.Hour
+	pool := map[string][2]string{}
+	claimed := map[string]bool{}
+	for _, m := range machines {
+		pool[m.ID] = [2]string{m.Region, m.GPUType}
+		claimed[m.ID] = !m.PreemptAt.IsZero() && m.PreemptAt.Before(now.Add(ahead))
+	}
+	live, soon := map[[2]string]int{}, map[[2]string]int{}
+	for _, n := range nodes {
+		if n.State == domain.NodeRemoved || n.Class != domain.Preemptible {
+			continue
+		}
+		k := pool[n.MachineID]
+		live[k]++
+		if claimed[n.MachineID] {
+			soon[k]++
+		}
+	}
+	out := map[[2]string]float64{}
+	for k, s := range soon {
+		out[k] = float64(s) / (float64(live[k]) * ahead.Hours())
+	}
+	return out
 }
 
 // price is the preemptible price of a pool at now in micro-dollars per

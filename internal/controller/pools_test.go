@@ -66,3 +66,28 @@ func TestPoolSignals(t *testing.T) {
 		t.Errorf("reclaims per node-hour %v, want 1 in 20 node-hours", got)
 	}
 }
+
+// A pool's reclaims to come: of its four live preemptible nodes, one is
+// on a machine claimed for within the day, another on one claimed for
+// later; the other pool has none claimed.
+func TestBookedRates(t *testing.T) {
+	var ms []domain.Machine
+	var ns []domain.Node
+	for i := range 5 {
+		m := domain.Machine{ID: fmt.Sprintf("a%d", i), Region: region, GPUType: gpu}
+		switch i {
+		case 0:
+			m.PreemptAt = t0.Add(3 * time.Hour)
+		case 1:
+			m.PreemptAt = t0.Add(30 * time.Hour)
+		case 4:
+			m.GPUType = "H200"
+		}
+		ms = append(ms, m)
+		ns = append(ns, domain.Node{MachineID: m.ID, Class: domain.Preemptible, State: domain.NodeReady})
+	}
+	got := bookedRates(ms, ns, t0)
+	if want := 1.0 / (4 * 24); len(got) != 1 || got[[2]string{region, gpu}] != want {
+		t.Errorf("booked rates %v, want %g for %s/%s alone", got, want, region, gpu)
+	}
+}
