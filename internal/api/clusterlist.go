@@ -41,8 +41,13 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, p principa
 		}
 	}
 	out := apiv1.ClusterList{Clusters: make([]apiv1.Cluster, 0, len(cs))}
+	var all []domain.Node
 	for _, c := range cs {
-		out.Clusters = append(out.Clusters, clusterView(c, byCluster[c.ID], s.apiAddressRedactor(ctx, c), s.nodeTimes(ctx)))
+		all = append(all, byCluster[c.ID]...)
+	}
+	times := s.nodeTimes(ctx, all)
+	for _, c := range cs {
+		out.Clusters = append(out.Clusters, clusterView(c, byCluster[c.ID], s.apiAddressRedactor(ctx, c), times))
 	}
 	body := encodeJSON(out, compactJSON(w))
 	if ix != nil {

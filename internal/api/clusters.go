@@ -238,7 +238,7 @@ func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, status int
 		return
 	}
 	nodes = append(nodes, pending...)
-	writeJSON(w, status, clusterView(c, nodes, s.apiAddressRedactor(r.Context(), c), s.nodeTimes(r.Context())))
+	writeJSON(w, status, clusterView(c, nodes, s.apiAddressRedactor(r.Context(), c), s.nodeTimes(r.Context(), nodes)))
 }
 
 func (s *Server) updateCluster(w http.ResponseWriter, r *http.Request, p principal) {
@@ -412,14 +412,35 @@ func clusterView(c domain.Cluster, nodes []domain.Node, redact func(string) stri
 // booked, or the notice came).
 type nodeTimes struct{ leaseEnd, preemptAt time.Time }
 
-// nodeTimes reads the nodeTimes of a cluster's nodes from their machines.
-func (s *Server) nodeTimes(ctx context.Context) func(domain.Node) nodeTimes {
-	return func(n domain.Node) nodeTimes {
-		if n.State != domain.NodeReady && n.State != domain.NodeProvisioning {
-			return nodeTimes{}
+// nodeTimes reads the nodeTimes of nodes from their machines, read in
+// one go (a list of many clusters is one read, not one per node).
+func (s *Server) nodeTimes(ctx context.Context, nodes []domain.Node) func(domain.Node) nodeTimes {
+	live := func(n domain.Node) bool { return n.State == domain.NodeReady || n.State == domain.NodeProvisioning }
+	var ids []string
+	for _, n := range nodes {
+		if live(n) {
+			ids = append(ids, n.MachineID)
 		}
-		m, err := s.store.GetMachine(ctx, n.MachineID)
+	}
+	machines := map[string]domain.Machine{}
+	if len(ids) > 0 {
+		var ms []domain.Machine
+		var err error
+		if br, ok := s.store.(store.BulkReader); ok {
+			ms, err = br.MachinesByID(ctx, ids)
+		} else {
+			ms, err = s.store.ListMachines(ctx)
+		}
 		if err != nil {
+			s.log.Warn("cannot read the nodes' machines: leases and notice times left out", "err", err)
+		}
+		for _, m := range ms {
+			machines[m.ID] = m
+		}
+	}
+	return func(n domain.Node) nodeTimes {
+		m, ok := machines[n.MachineID]
+		if !live(n) || !ok {
 			return nodeTimes{}
 		}
 		var t nodeTimes

@@ -3,6 +3,7 @@ package simulate
 import (
 	"cmp"
 	"context"
+	"flag"
 	"testing"
 	"time"
 
@@ -48,7 +49,12 @@ func TestMonthOfTheDocs(t *testing.T) {
 	}
 }
 
+// monthHours shortens BenchmarkMonth and BenchmarkMonthBooked alike.
+var monthHours = flag.Int("month.hours", 720, "hours of the month benchmarks (BenchmarkMonth, BenchmarkMonthBooked)")
+
 // BenchmarkMonth runs the month of docs/planning.md.
 func BenchmarkMonth(b *testing.B) {
-	runBench(b, monthScenario(b))
+	s := monthScenario(b)
+	s.Horizon.D = time.Duration(*monthHours) * time.Hour
+	runBench(b, s)
 }

@@ -72,3 +72,14 @@ func TestTheWarningInAMonth(t *testing.T) {
 		t.Errorf("docs/planning.md's warning-table shows\n%s\nthe scenario prints\n%s", want, got)
 	}
 }
+
+// BenchmarkMonthBooked is the month of 96,000 GPUs of docs/planning.md
+// with every on-demand cluster booked 12 hours ahead: beside
+// BenchmarkMonth, what the bookings' admission and claims cost the control
+// plane at that size (-month.hours shortens both alike).
+func BenchmarkMonthBooked(b *testing.B) {
+	s := monthScenario(b)
+	s.OnDemand.BookedAhead.D = 12 * time.Hour
+	s.Horizon.D = time.Duration(*monthHours) * time.Hour
+	runBench(b, s)
+}
