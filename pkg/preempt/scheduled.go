@@ -3,7 +3,6 @@ package preempt
 import (
 	"context"
 	"os"
-	"os/exec"
 	"time"
 )
 
@@ -35,17 +34,11 @@ func Scheduled(ctx context.Context, annotationsFile string) (time.Time, bool) {
 			return t, true
 		}
 	}
-	node := os.Getenv("SLURMD_NODENAME")
-	if node == "" {
+	show, ok := showNode(ctx)
+	if !ok {
 		return time.Time{}, false
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "scontrol", "--oneliner", "show", "node", node).Output()
-	if err != nil {
-		return time.Time{}, false
-	}
-	return SlurmScheduled(string(out))
+	return SlurmScheduled(show)
 }
 
 // SlurmScheduled finds the scheduled notice in `scontrol --oneliner show

@@ -18,17 +18,25 @@ const ExtraDeadline = "sparecap.dev/deadline"
 // outside Slurm, or when the node carries none. It asks slurmctld, so it
 // is read at a signal, not polled.
 func ReadSlurmDeadline(ctx context.Context) (time.Time, bool) {
+	show, ok := showNode(ctx)
+	if !ok {
+		return time.Time{}, false
+	}
+	return SlurmDeadline(show)
+}
+
+// showNode is `scontrol --oneliner show node` of the job's node
+// (SLURMD_NODENAME); false outside Slurm or when slurmctld does not
+// answer in 5 s.
+func showNode(ctx context.Context) (string, bool) {
 	node := os.Getenv("SLURMD_NODENAME")
 	if node == "" {
-		return time.Time{}, false
+		return "", false
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "scontrol", "--oneliner", "show", "node", node).Output()
-	if err != nil {
-		return time.Time{}, false
-	}
-	return SlurmDeadline(string(out))
+	return string(out), err == nil
 }
 
 // SlurmDeadline finds the deadline in `scontrol --oneliner show node`
