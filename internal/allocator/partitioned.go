@@ -157,3 +157,39 @@ func (pp *Partitioned) Finished() []string {
 	slices.Sort(out)
 	return out
 }
+
+// Booked lists the clusters booked ahead whose nodes are not planned yet
+// (ActiveAt after now) and that are not being deleted, from the rows
+// the partitions hold: a booking's admission and its claims read them
+// without a copy of every cluster. Facets are never bookings (a booking
+// is of standard capacity).
+func (pp *Partitioned) Booked(now time.Time) []domain.Cluster {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	var out []domain.Cluster
+	for _, p := range pp.order {
+		for i := range p.clusters {
+			if c := &p.clusters[i]; c.ActiveAt.After(now) && !c.Deleting {
+				out = append(out, *c)
+			}
+		}
+	}
+	return out
+}
+
+// Machines returns copies of the machines pred selects, from the
+// partitions' rows (no copy of the others: the claims of bookings read a
+// few of a fleet's machines often).
+func (pp *Partitioned) Machines(pred func(*domain.Machine) bool) []domain.Machine {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	var out []domain.Machine
+	for _, p := range pp.order {
+		for i := range p.machines {
+			if pred(&p.machines[i]) {
+				out = append(out, p.machines[i])
+			}
+		}
+	}
+	return out
+}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
-	"github.com/sparecap/sparecap/internal/store"
 )
 
 // announceTimeout bounds one node's announcement: a tenant's API that is
@@ -34,10 +33,10 @@ type announcer struct {
 // (a courtesy: the notice itself comes at its time whatever this does).
 // Every round shows the claimed nodes again: a pod that came since gets
 // it. A round still running when the next is due is left to finish.
-func (c *Controller) announce(ctx context.Context, s store.Snapshot, want map[string]claim) {
+func (c *Controller) announce(ctx context.Context, nodes []domain.Node, want map[string]claim) {
 	var round []announcement
 	claimed := map[[2]string]bool{}
-	for _, n := range s.Nodes {
+	for _, n := range nodes {
 		if cl, ok := want[n.MachineID]; ok && n.State == domain.NodeReady {
 			round = append(round, announcement{n.ClusterID, n.Name, cl.at})
 			claimed[[2]string{n.ClusterID, n.Name}] = true
@@ -90,4 +89,11 @@ func (c *Controller) announceRound(ctx context.Context, round []announcement) {
 		}
 		a.mu.Unlock()
 	}
+}
+
+// any reports whether some node is shown a coming notice.
+func (a *announcer) any() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.shown) > 0
 }

@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/allocator"
@@ -179,19 +181,15 @@ func bookedBecause(cl domain.Cluster, ahead []domain.Cluster) string {
 }
 
 // scheduled lists the bookings not started yet (ActiveAt after now),
-// soonest first.
+// soonest first, from the planner's rows; c.mu is held.
 func (c *Controller) scheduled(ctx context.Context, now time.Time) ([]domain.Cluster, error) {
-	all, err := c.store.ListClusters(ctx, "")
-	if err != nil {
+	if err := c.loadParts(ctx); err != nil {
 		return nil, fmt.Errorf("list bookings: %w", err)
 	}
-	var out []domain.Cluster
-	for _, cl := range all {
-		if cl.ActiveAt.After(now) && !cl.Deleting {
-			out = append(out, cl)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b domain.Cluster) int { return a.StartsAt.Compare(b.StartsAt) })
+	out := c.parts.Booked(now)
+	slices.SortStableFunc(out, func(a, b domain.Cluster) int {
+		return cmp.Or(a.StartsAt.Compare(b.StartsAt), strings.Compare(a.ID, b.ID))
+	})
 	return out, nil
 }
 

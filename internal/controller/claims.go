@@ -37,27 +37,78 @@ func (c *Controller) claimsIfDue(ctx context.Context, now time.Time, w *wake) er
 		return nil
 	}
 	c.lastClaims, c.nextClaims = now, time.Time{}
-	s, err := c.store.Snapshot(ctx)
-	if err != nil {
-		return fmt.Errorf("read the bookings: %w", err)
-	}
-	want, err := c.wantedClaims(ctx, s, now, w)
+	want, booked, machines, err := c.wantedClaims(ctx, now, w)
 	if err != nil {
 		return err
 	}
-	if err := c.writeClaims(ctx, s, want, now); err != nil {
+	v := &claimsView{c: c, machines: machines, booked: booked}
+	if err := c.writeClaims(ctx, v, want, now); err != nil {
 		return err
 	}
-	if !c.cfg.Instant {
-		c.announce(ctx, s, want)
+	if !c.cfg.Instant && (len(want) > 0 || c.announced.any()) {
+		var nodes []domain.Node
+		for id := range want {
+			if n, ok, err := v.nodeOn(ctx, id); err != nil {
+				return err
+			} else if ok {
+				nodes = append(nodes, n)
+			}
+		}
+		c.announce(ctx, nodes, want)
 	}
 	return nil
 }
 
-// wantedClaims works out every claim that should stand at now.
-func (c *Controller) wantedClaims(ctx context.Context, s store.Snapshot, now time.Time, w *wake) (map[string]claim, error) {
+// claimsView is what a working-out of the claims reads: every machine,
+// the bookings, and the node on a machine whose claim changed or is to be
+// shown (never every node).
+type claimsView struct {
+	c        *Controller
+	machines []domain.Machine
+	booked   map[string]domain.Cluster
+}
+
+// nodeOn is the node holding machine id (provisioning, ready, draining
+// or removing), if any.
+func (v *claimsView) nodeOn(ctx context.Context, id string) (domain.Node, bool, error) {
+	ns, err := v.c.store.ListNodes(ctx, store.NodeFilter{MachineID: id})
+	if err != nil {
+		return domain.Node{}, false, fmt.Errorf("read the node on machine %s: %w", id, err)
+	}
+	for _, n := range ns {
+		if n.State != domain.NodePending {
+			return n, true, nil
+		}
+	}
+	return domain.Node{}, false, nil
+}
+
+// cluster is cluster id: a booking, or read from the store (false: gone).
+func (v *claimsView) cluster(ctx context.Context, id string) (domain.Cluster, bool) {
+	if b, ok := v.booked[id]; ok {
+		return b, true
+	}
+	if id == "" {
+		return domain.Cluster{}, false
+	}
+	cl, err := v.c.store.GetCluster(ctx, id)
+	return cl, err == nil
+}
+
+// wantedClaims works out every claim that should stand at now; it
+// returns them, the bookings not started (by ID), and the machines a
+// claim or a maintenance concerns, now or as wanted (read from the
+// planner's rows: never every machine).
+func (c *Controller) wantedClaims(ctx context.Context, now time.Time, w *wake) (map[string]claim, map[string]domain.Cluster, []domain.Machine, error) {
+	c.lock(ctx)
+	defer c.mu.Unlock()
+	all, err := c.scheduled(ctx, now) // loads the planner's rows
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	want := map[string]claim{}
-	for _, m := range s.Machines {
+	concerned := func(m *domain.Machine) bool { return !m.PreemptAt.IsZero() || !m.MaintenanceAt.IsZero() }
+	for _, m := range c.parts.Machines(concerned) {
 		if m.MaintenanceAt.IsZero() || m.OutOfService {
 			continue
 		}
@@ -67,22 +118,27 @@ func (c *Controller) wantedClaims(ctx context.Context, s store.Snapshot, now tim
 	}
 	var with allocator.With
 	booked := map[string]domain.Cluster{}
-	for _, cl := range s.Clusters {
-		if cl.ActiveAt.After(now) && !cl.Deleting {
-			c.claimsAgainAt(cl.ActiveAt, now, w)
-			booked[cl.ID] = cl
-			cl.ActiveAt = time.Time{}
-			with.Clusters = append(with.Clusters, cl)
+	for _, cl := range all {
+		c.claimsAgainAt(cl.ActiveAt, now, w)
+		booked[cl.ID] = cl
+		cl.ActiveAt = time.Time{}
+		with.Clusters = append(with.Clusters, cl)
+	}
+	if len(booked) > 0 {
+		if err := c.bookingClaims(ctx, now, with, booked, want); err != nil {
+			return nil, nil, nil, err
 		}
 	}
-	if len(booked) == 0 {
-		return want, nil
-	}
-	c.lock(ctx)
+	machines := c.parts.Machines(func(m *domain.Machine) bool { _, ok := want[m.ID]; return ok || concerned(m) })
+	return want, booked, machines, nil
+}
+
+// bookingClaims adds to want the machines a reclaim for the bookings
+// would take if they started now (with: them, started); c.mu is held.
+func (c *Controller) bookingClaims(ctx context.Context, now time.Time, with allocator.With, booked map[string]domain.Cluster, want map[string]claim) error {
 	pl, _, err := c.planWith(ctx, now, with)
-	c.mu.Unlock()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, p := range pl.Provisions {
 		if b, ok := booked[p.ClusterID]; ok && p.Pending {
@@ -91,7 +147,7 @@ func (c *Controller) wantedClaims(ctx context.Context, s store.Snapshot, now tim
 			}
 		}
 	}
-	return want, nil
+	return nil
 }
 
 // claimsAgainAt makes at, when a claim falls due, a time the claims are
@@ -106,26 +162,24 @@ func (c *Controller) claimsAgainAt(at, now time.Time, w *wake) {
 // writeClaims writes the claims that changed, and machines whose
 // maintenance is a drain window away out of service, with the events that
 // tell of them, in one transaction.
-func (c *Controller) writeClaims(ctx context.Context, s store.Snapshot, want map[string]claim, now time.Time) error {
-	clusters := map[string]domain.Cluster{}
-	for _, cl := range s.Clusters {
-		clusters[cl.ID] = cl
-	}
-	on := map[string]*domain.Node{}
-	for _, n := range s.Nodes {
-		if n.State != domain.NodeRemoved && n.State != domain.NodePending {
-			on[n.MachineID] = n
+func (c *Controller) writeClaims(ctx context.Context, v *claimsView, want map[string]claim, now time.Time) error {
+	var changed []domain.Machine
+	for _, m := range v.machines {
+		cur, nw := claim{m.ClaimedBy, m.PreemptAt}, want[m.ID]
+		due := !m.MaintenanceAt.IsZero() && !m.OutOfService && !m.MaintenanceAt.Add(-c.cfg.DrainWindow).After(now)
+		if cur.by != nw.by || !cur.at.Equal(nw.at) || due {
+			changed = append(changed, m)
 		}
+	}
+	if len(changed) == 0 {
+		return nil
 	}
 	var ms []domain.Machine
 	var evs []domain.Event
 	booking := map[string]int{} // machines each booking gained or lost
-	for _, m := range s.Machines {
+	for _, m := range changed {
 		cur, nw := claim{m.ClaimedBy, m.PreemptAt}, want[m.ID]
 		due := !m.MaintenanceAt.IsZero() && !m.OutOfService && !m.MaintenanceAt.Add(-c.cfg.DrainWindow).After(now)
-		if cur.by == nw.by && cur.at.Equal(nw.at) && !due {
-			continue
-		}
 		m.ClaimedBy, m.PreemptAt = nw.by, nw.at
 		if due {
 			m.ClaimedBy, m.PreemptAt = "", time.Time{}
@@ -133,11 +187,13 @@ func (c *Controller) writeClaims(ctx context.Context, s store.Snapshot, want map
 			m.OutOfServiceReason = "booked for maintenance from " + m.MaintenanceAt.UTC().Format(time.RFC3339)
 		}
 		ms = append(ms, m)
-		if b, ok := clusters[cur.by]; ok && !b.ActiveAt.After(now) && nw.at.IsZero() {
+		if b, ok := v.cluster(ctx, cur.by); ok && !b.ActiveAt.After(now) && nw.at.IsZero() {
 			continue // its booking started: the plan took the machine
 		}
-		if n := on[m.ID]; n != nil && !due {
-			evs = append(evs, c.claimEvent(*n, m, nw, clusters, now))
+		if n, ok, err := v.nodeOn(ctx, m.ID); err != nil {
+			return err
+		} else if ok && !due {
+			evs = append(evs, c.claimEvent(ctx, n, m, nw, v, now))
 		}
 		for _, by := range []string{cur.by, nw.by} {
 			if by != "" {
@@ -146,12 +202,9 @@ func (c *Controller) writeClaims(ctx context.Context, s store.Snapshot, want map
 		}
 	}
 	for id := range booking {
-		if b, ok := clusters[id]; ok {
-			evs = append(evs, c.bookingEvent(b, want, s.Machines, now))
+		if b, ok := v.cluster(ctx, id); ok {
+			evs = append(evs, c.bookingEvent(b, want, v.machines, now))
 		}
-	}
-	if len(ms) == 0 {
-		return nil
 	}
 	return c.commitClaims(ctx, ms, evs)
 }
@@ -186,7 +239,7 @@ func (c *Controller) commitClaims(ctx context.Context, ms []domain.Machine, evs 
 
 // claimEvent tells node n's tenant of its machine's claim nw (none:
 // cancelled). It names no other tenant's cluster.
-func (c *Controller) claimEvent(n domain.Node, m domain.Machine, nw claim, clusters map[string]domain.Cluster, now time.Time) domain.Event {
+func (c *Controller) claimEvent(ctx context.Context, n domain.Node, m domain.Machine, nw claim, v *claimsView, now time.Time) domain.Event {
 	e := domain.Event{ID: c.NewID("ev-"), ClusterID: n.ClusterID, NodeID: n.ID, NodeName: n.Name, Timestamp: now}
 	if nw.at.IsZero() {
 		e.Reason = domain.ReasonPreemptionCancelled
@@ -194,7 +247,7 @@ func (c *Controller) claimEvent(n domain.Node, m domain.Machine, nw claim, clust
 		return e
 	}
 	why := "its machine is booked for maintenance from " + m.MaintenanceAt.UTC().Format(time.RFC3339)
-	if b, ok := clusters[nw.by]; ok {
+	if b, ok := v.cluster(ctx, nw.by); ok {
 		why = "its machine is booked from " + b.StartsAt.UTC().Format(time.RFC3339)
 	}
 	e.Reason, e.Deadline = domain.ReasonPreemptionScheduled, nw.at
