@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -58,4 +59,21 @@ func TestBookingsFromTheCLI(t *testing.T) {
 	f.handle("GET /v1/clusters/c2", 200, cluster("Ready", 8, node("gpu-dp-1", "standard", "ready", nil), claimed))
 	r = f.run("clusters", "get", "c2")
 	mustContain(t, "stdout", r.stdout, "NOTICE AT")
+}
+
+// --starts-at as a duration counts from the server's clock, which runs
+// ahead of the CLI's when the server runs with --speed.
+func TestStartsAtFromTheServersClock(t *testing.T) {
+	f := newFakeAPI(t)
+	f.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Sparecap-Time", "2030-05-17T10:00:00Z")
+		w.WriteHeader(200)
+	})
+	f.handle("POST /v1/clusters", 201, cluster("Scheduled", 0))
+	if r := f.run("clusters", "create", "--name", "a", "--region", "r", "--gpu-type", "H100", "--num-gpus", "8", "--starts-at", "2h"); r.err != nil {
+		t.Fatalf("err %v\n%s", r.err, r.stderr)
+	}
+	if got, _ := f.only("POST", "/v1/clusters")[0].Body["starts_at"].(string); !strings.HasPrefix(got, "2030-05-17T12:00:0") {
+		t.Errorf("starts_at %q, want two hours after the server's clock (2030-05-17T10:00:00Z)", got)
+	}
 }

@@ -93,7 +93,7 @@ it will take are told now (their preempt_at).`,
 				}
 				req.Kubeconfig = string(text)
 			}
-			at, err := startsAt(startsAtFlag)
+			at, err := s.startsAt(cmd, c, startsAtFlag)
 			if err != nil {
 				return err
 			}
@@ -194,7 +194,7 @@ settled (none coming up or draining).`,
 				req.MaxPreemptiblePerGPUHour = &maxPrice
 			}
 			if cmd.Flags().Changed("starts-at") {
-				at, err := startsAt(startsAtFlag)
+				at, err := s.startsAt(cmd, c, startsAtFlag)
 				if err != nil {
 					return err
 				}
@@ -502,9 +502,10 @@ func readAttachment(cmd *cobra.Command, flag, kind, path string) ([]byte, error)
 	return text, nil
 }
 
-// startsAt parses --starts-at: an RFC 3339 time, or a duration from now
-// (nil when empty).
-func startsAt(v string) (*time.Time, error) {
+// startsAt parses --starts-at: an RFC 3339 time, or a duration from the
+// server's now (a server run with --speed keeps a clock of its own: asked
+// first), nil when empty.
+func (s *state) startsAt(cmd *cobra.Command, c *client.Client, v string) (*time.Time, error) {
 	if v == "" {
 		return nil, nil
 	}
@@ -515,6 +516,13 @@ func startsAt(v string) (*time.Time, error) {
 	if err != nil || d <= 0 {
 		return nil, fmt.Errorf("--starts-at %q: want a time like 2026-12-14T08:00:00Z or a duration from now like 2h", v)
 	}
-	t := time.Now().Add(d).UTC().Truncate(time.Second)
+	if _, ok := c.ServerTime(); !ok {
+		_ = c.Healthz(cmd.Context()) // its answer carries the server's time
+	}
+	now := s.now()
+	if t, ok := c.ServerTime(); ok {
+		now = t
+	}
+	t := now.Add(d).UTC().Truncate(time.Second)
 	return &t, nil
 }

@@ -320,7 +320,7 @@ type ShortfallError struct {
 
 func (e *ShortfallError) Error() string {
 	if e.Because != "" {
-		return "insufficient capacity: " + e.Shortfall.Error() + " " + e.Because
+		return "insufficient capacity: " + e.Shortfall.Error() + "; " + e.Because
 	}
 	return "insufficient capacity: " + e.Shortfall.Error()
 }
