@@ -395,24 +395,6 @@ func (p *planner) cooling(mi int32) bool {
 	return p.cfg.Cooldown > 0 && o >= 0 && !p.liveNode(o) && p.classOf(o) == domain.Standard
 }
 
-// leasedPastClaim: machine mi is claimed by a booking (or maintenance),
-// and a preemptible node placed on it now would still be inside its
-// pool's minimum lease when the claim's notice comes; such a machine is
-// not lent. The plan wakes when that starts.
-func (p *planner) leasedPastClaim(mi int32) bool {
-	m := &p.s.Machines[mi]
-	if m.PreemptAt.IsZero() || p.cfg.MinLease == nil {
-		return false
-	}
-	lease := p.cfg.MinLease(m)
-	if lease <= 0 {
-		return false
-	}
-	from := m.PreemptAt.Add(-lease)
-	p.wake(from)
-	return !p.now.Before(from)
-}
-
 func (p *planner) deleted() {
 	for ci := range p.s.Clusters {
 		if !p.s.Clusters[ci].Deleting {

@@ -28,13 +28,6 @@ func (p *planner) need(ci int32) bool {
 	return int(p.stdLive[ci])+p.partGPM[p.cPart[ci]] <= p.stdWant(ci)
 }
 
-// claimedFor reports whether node ni's machine is claimed by the booking
-// of cluster ci.
-func (p *planner) claimedFor(ni, ci int32) bool {
-	by := p.s.Machines[p.nMachine[ni]].ClaimedBy
-	return by != "" && by == p.s.Clusters[ci].ID
-}
-
 // stdWant is the standard GPUs cluster ci wants now: none before its
 // ActiveAt (a booking; the plan wakes then), its NumGPUs after.
 func (p *planner) stdWant(ci int32) int {
