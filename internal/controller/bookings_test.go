@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/domain"
+	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/store"
 )
 
@@ -197,3 +200,40 @@ func TestMaintenanceBookedAhead(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// hangingAnnouncer is a cluster whose API never answers the
+// announcement of a coming notice (driver.Announcer).
+type hangingAnnouncer struct {
+	*sim.Fleet
+	calls atomic.Int64
+}
+
+func (a *hangingAnnouncer) Announce(ctx context.Context, clusterID, nodeName string, at time.Time) error {
+	a.calls.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// The announcement is a courtesy: with the cluster's API hanging on it,
+// the claimed node's notice still comes at the booking's ActiveAt.
+func TestAHangingAnnouncementDelaysNoNotice(t *testing.T) {
+	h := newHarness(t, nil, 2)
+	a := &hangingAnnouncer{Fleet: h.sim}
+	c := New(h.st, a, h.sim, h.clk, h.cfg, nil)
+	c.NewID = h.c.NewID
+	h.c = c
+	h.run()
+	h.create("pre", 8, 8)
+	h.until("the preemptible node", func() bool { return len(h.nodes("pre", domain.NodeReady)) == 2 })
+	pre := h.onlyNode("pre", domain.Preemptible)
+	b, err := h.book("book", 8, h.clk.Now().Add(6*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.until("the announcement, hanging", func() bool { return a.calls.Load() > 0 })
+	h.stepTo(b.ActiveAt.Add(time.Second))
+	h.wait("the notice", func() bool { return !h.node(pre.ID).DrainStartedAt.IsZero() })
+	if n := h.node(pre.ID); n.DrainStartedAt.Sub(b.ActiveAt).Abs() > time.Second {
+		t.Errorf("notice at %s, the booking's ActiveAt is %s", n.DrainStartedAt, b.ActiveAt)
+	}
+}
