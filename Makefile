@@ -3,7 +3,7 @@
 #   make test   - the whole test suite (what CI runs through .ci/run)
 GO ?= go
 
-.PHONY: all build demo test test-python test-queues check vet fmt-check services bench bench-kube bench-queues bench-slurm bench-scale bench-api fuzz
+.PHONY: all build demo openapi test test-python test-queues check vet fmt-check services bench bench-kube bench-queues bench-slurm bench-scale bench-api fuzz
 
 all: build
 
@@ -12,6 +12,11 @@ build:
 
 demo:
 	$(GO) run ./cmd/sparecap demo
+
+# openapi writes api/openapi.json from the server's route list and the
+# wire types' comments (TestTheDocumentIsTheRouteList fails until it is).
+openapi:
+	$(GO) test ./internal/api -run '^TestTheDocumentIsTheRouteList$$' -count=1 -update
 
 # test installs or starts what the tests need, then runs every test:
 # unit, property, fake-clock, conformance (SQLite and PostgreSQL), API,

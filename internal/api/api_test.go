@@ -20,6 +20,7 @@ import (
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/fleet"
 	"github.com/sparecap/sparecap/internal/metering"
+	"github.com/sparecap/sparecap/internal/openapi/contracttest"
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/store"
 	"github.com/sparecap/sparecap/internal/store/sqlite"
@@ -86,7 +87,7 @@ prices: {RTX_6000_PCI: "0.89", L40S: "1.09"}
 	s.Meter = metering.New(st, clk, nil)
 	s.KeepAlive = 50 * time.Millisecond
 	s.Options = opts
-	e.srv = httptest.NewServer(s)
+	e.srv = httptest.NewServer(contracttest.Handler(t, s))
 	t.Cleanup(e.srv.Close)
 	for _, p := range []string{"p", "q"} {
 		var out apiv1.Project

@@ -28,13 +28,6 @@ var defaultThresholds = []int{50, 80, 100}
 // labelValue is a Kubernetes label value.
 var labelValue = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$`)
 
-func (s *Server) budgetRoutes() {
-	s.mux.Handle("GET /v1/budgets", s.auth(s.listBudgets))
-	s.mux.Handle("POST /v1/budgets", s.auth(s.budgetWrite(s.createBudget)))
-	s.mux.Handle("DELETE /v1/budgets/{id}", s.auth(s.budgetWrite(s.deleteBudget)))
-	s.mux.Handle("GET /v1/budgets/alerts", s.auth(s.budgetAlerts))
-}
-
 // budgetWrite runs h, a write of a project's budgets, once the project's
 // budget writes (BudgetWrites) allow one more; else 429 with Retry-After.
 // A budget deleted and created again is a new budget: without a limit a

@@ -182,66 +182,6 @@ func HashToken(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func (s *Server) routes() {
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
-	s.mux.HandleFunc("GET /readyz", s.readyz)
-
-	s.mux.Handle("POST /v1/clusters", s.auth(s.createCluster))
-	s.mux.Handle("GET /v1/clusters", s.auth(s.listClusters))
-	s.mux.Handle("GET /v1/clusters/{id}", s.auth(s.getCluster))
-	s.mux.Handle("PATCH /v1/clusters/{id}", s.auth(s.updateCluster))
-	s.mux.Handle("DELETE /v1/clusters/{id}", s.auth(s.deleteCluster))
-	s.mux.Handle("POST /v1/clusters/{id}/nodes/{node}/convert", s.auth(s.convertNode))
-	s.mux.Handle("GET /v1/clusters/{id}/events", s.auth(s.events))
-	s.mux.Handle("PUT /v1/admin/clusters/{id}/kubeconfig", s.attachAdmin("kubeconfig", s.attachKubeconfig))
-	s.mux.Handle("DELETE /v1/admin/clusters/{id}/kubeconfig", s.attachAdmin("kubeconfig", s.detachKubeconfig))
-	s.mux.Handle("PUT /v1/admin/clusters/{id}/slurm", s.attachAdmin("slurm.conf", s.attachSlurm))
-	s.mux.Handle("DELETE /v1/admin/clusters/{id}/slurm", s.attachAdmin("slurm.conf", s.detachSlurm))
-	s.mux.Handle("PATCH /v1/admin/clusters/{id}", s.admin(s.setClusterWeight))
-	s.mux.Handle("GET /v1/capacity", s.auth(s.capacity))
-	s.mux.Handle("GET /v1/capacity/forecast", s.auth(s.capacityForecast))
-	s.mux.Handle("GET /v1/whoami", s.auth(func(w http.ResponseWriter, r *http.Request, p principal) {
-		writeJSON(w, http.StatusOK, apiv1.WhoAmI{Admin: p.admin, ProjectID: p.project, TokenID: p.tokenID})
-	}))
-	s.mux.Handle("GET /v1/stats/preemptions", s.auth(s.preemptionStats))
-	s.mux.Handle("GET /v1/stats/preemptions/week", s.auth(s.preemptionWeek))
-	s.mux.Handle("GET /v1/stats/lost-work", s.auth(s.lostWork))
-	s.mux.Handle("GET /v1/advice/checkpoint", s.auth(s.checkpointAdvice))
-	s.mux.Handle("GET /v1/plan", s.auth(s.jobPlan))
-	s.mux.Handle("GET /v1/plan/options", s.auth(s.planOptions))
-	s.mux.Handle("POST /v1/simulations", s.admin(s.createSimulation))
-	s.mux.Handle("GET /v1/simulations", s.admin(s.listSimulations))
-	s.mux.Handle("GET /v1/simulations/{id}", s.admin(s.getSimulation))
-	s.mux.Handle("POST /v1/simulations/{id}/cancel", s.admin(s.cancelSimulation))
-	s.mux.Handle("GET /v1/usage", s.auth(s.usage))
-	s.mux.Handle("GET /v1/invoices", s.auth(s.invoice))
-	s.mux.Handle("GET /v1/prices", s.auth(s.rates))
-	s.mux.Handle("GET /v1/admin/prices", s.admin(s.listPrices))
-	s.mux.Handle("POST /v1/admin/prices", s.admin(s.createPrice))
-
-	s.mux.Handle("POST /v1/admin/projects", s.admin(s.createProject))
-	s.mux.Handle("GET /v1/admin/projects", s.admin(s.listProjects))
-	s.mux.Handle("PUT /v1/admin/projects/{project}/storage-quota", s.admin(s.setStorageQuota))
-	s.mux.Handle("GET /v1/storage", s.auth(s.storage))
-	s.mux.Handle("GET /v1/tokens", s.auth(s.listTokens))
-	s.mux.Handle("POST /v1/tokens", s.auth(s.createToken))
-	s.mux.Handle("DELETE /v1/tokens/{token}", s.auth(s.revokeToken))
-	s.mux.Handle("POST /v1/tokens/{token}/rotate", s.auth(s.rotateToken))
-	s.mux.Handle("GET /v1/admin/projects/{project}/tokens", s.admin(s.listTokens))
-	s.mux.Handle("POST /v1/admin/projects/{project}/tokens", s.admin(s.createToken))
-	s.mux.Handle("DELETE /v1/admin/projects/{project}/tokens/{token}", s.admin(s.revokeToken))
-	s.mux.Handle("POST /v1/admin/projects/{project}/tokens/{token}/rotate", s.admin(s.rotateToken))
-	s.mux.Handle("POST /v1/admin/machines", s.admin(s.createMachines))
-	s.mux.Handle("GET /v1/admin/machines", s.admin(s.listMachines))
-	s.mux.Handle("PATCH /v1/admin/machines/{id}", s.admin(s.updateMachine))
-	s.mux.Handle("POST /v1/admin/reservations", s.admin(s.createReservation))
-	s.mux.Handle("GET /v1/admin/reservations", s.admin(s.listReservations))
-	s.mux.Handle("GET /v1/admin/lending", s.admin(s.lending))
-	s.webhookRoutes()
-	s.budgetRoutes()
-
-}
-
 // unrouted answers requests no route takes, in the API's JSON error shape:
 // 405 with an Allow header when the path exists under other methods, 404
 // otherwise.
@@ -579,9 +519,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, apiv1.CodeInternal, "", "store unavailable")
 		return
 	}
-	body := map[string]string{"status": "ready"}
+	body := apiv1.Health{Status: "ready"}
 	if s.Role != nil {
-		if body["role"] = s.Role(); body["role"] == "" {
+		if body.Role = s.Role(); body.Role == "" {
 			// Still finding out whether it leads: not ready to serve yet.
 			writeError(w, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "", "starting: campaigning for leadership")
 			return

@@ -72,6 +72,15 @@ func TestTokenLifecycle(t *testing.T) {
 	e.do("admin", "POST", "/v1/admin/projects/p/tokens", `{"name":"laptop"}`, 201, &laptop)
 	e.tokens["laptop"] = laptop.Token
 	e.do("laptop", "GET", "/v1/clusters", "", 200, nil)
+	// The operator rotates it: the old secret stops, the new one works.
+	var turned apiv1.Token
+	e.do("admin", "POST", "/v1/admin/projects/p/tokens/"+laptop.TokenID+"/rotate", "", 201, &turned)
+	if turned.Name != "laptop" || turned.Token == "" || turned.Token == laptop.Token {
+		t.Fatalf("rotated %+v", turned)
+	}
+	e.apiErr("laptop", "GET", "/v1/clusters", "", 401)
+	e.tokens["laptop"], laptop = turned.Token, turned
+	e.do("laptop", "GET", "/v1/clusters", "", 200, nil)
 	var revoked apiv1.Token
 	e.do("admin", "DELETE", "/v1/admin/projects/p/tokens/"+laptop.TokenID, "", 200, &revoked)
 	if revoked.State != "revoked" || revoked.RevokedAt == nil || revoked.Token != "" {

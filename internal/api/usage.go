@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -285,11 +286,9 @@ func startUsageCSV(w http.ResponseWriter, name string, work bool) *csv.Writer {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
 	cw := csv.NewWriter(w)
-	head := []string{"project_id", "cluster_id", "cluster_name", "node_id", "node_name", "compute_class", "region", "gpu_type",
-		"gpus", "start", "end", "billed_seconds", "gpu_seconds", "rate_per_gpu_hour", "on_demand_rate_per_gpu_hour",
-		"amount_usd", "on_demand_amount_usd"}
+	head := usageColumns
 	if work {
-		head = append(head, "group", "idle")
+		head = append(slices.Clip(head), workColumns...)
 	}
 	cw.Write(head)
 	return cw

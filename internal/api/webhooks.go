@@ -47,24 +47,6 @@ type WebhookOptions struct {
 	OnMessage func()
 }
 
-// webhookRoutes serves the endpoints of the caller's project under
-// /v1/webhooks, and of any project, for operators, under
-// /v1/admin/projects/{project}/webhooks.
-func (s *Server) webhookRoutes() {
-	for _, r := range []struct {
-		method, path string
-		h            handler
-	}{
-		{"GET", "", s.listWebhooks}, {"POST", "", s.createWebhook},
-		{"GET", "/{webhook}", s.getWebhook}, {"PATCH", "/{webhook}", s.updateWebhook}, {"DELETE", "/{webhook}", s.deleteWebhook},
-		{"POST", "/{webhook}/rotate", s.rotateWebhook}, {"POST", "/{webhook}/test", s.testWebhook},
-		{"GET", "/{webhook}/deliveries", s.webhookDeliveries},
-	} {
-		s.mux.Handle(r.method+" /v1/webhooks"+r.path, s.auth(r.h))
-		s.mux.Handle(r.method+" /v1/admin/projects/{project}/webhooks"+r.path, s.admin(r.h))
-	}
-}
-
 // webhookScope is the project whose endpoints a request manages: the
 // named one on the admin routes, the caller's own otherwise. An operator
 // has no endpoints of its own.

@@ -5,9 +5,9 @@ import "time"
 // CreateBudgetRequest is the body of POST /v1/budgets.
 type CreateBudgetRequest struct {
 	// Name is unique in the project.
-	Name string `json:"name"`
+	Name string `json:"name" api:"required"`
 	// Amount is the monthly budget in dollars ("5000", "1250.50").
-	Amount string `json:"amount"`
+	Amount string `json:"amount" api:"required"`
 	// Label, "key=value", budgets the work with that label (cost
 	// allocation's share of the nodes it ran on); empty: the project.
 	Label string `json:"label,omitempty"`

@@ -10,7 +10,7 @@ import (
 // "fleet" the server's own fleet and prices) and, optionally, a trace
 // whose demand replaces the scenario's random process.
 type CreateSimulationRequest struct {
-	Scenario json.RawMessage `json:"scenario"`
+	Scenario json.RawMessage `json:"scenario" api:"required"`
 	Trace    string          `json:"trace,omitempty"`
 	// TraceFormat is the trace's format: "sparecap" (the default),
 	// "alibaba-gpu-2023" or "alibaba-spot-2026".

@@ -9,12 +9,12 @@ import (
 
 // CreateClusterRequest is the body of POST /v1/clusters.
 type CreateClusterRequest struct {
-	ClusterName        string `json:"cluster_name"`
-	Region             string `json:"region"`
-	GPUType            string `json:"gpu_type"`
+	ClusterName        string `json:"cluster_name" api:"required"`
+	Region             string `json:"region" api:"required"`
+	GPUType            string `json:"gpu_type" api:"required"`
 	ClusterType        string `json:"cluster_type"`
 	BillingType        string `json:"billing_type"`
-	NumGPUs            int    `json:"num_gpus"`
+	NumGPUs            int    `json:"num_gpus" api:"required"`
 	NumPreemptibleGPUs int    `json:"num_preemptible_gpus"`
 	// MaxPreemptibleGPUs lets the cluster's queue raise its preemptible
 	// target up to this many GPUs with ProvisioningRequests of class
@@ -54,7 +54,7 @@ type CreateClusterRequest struct {
 // its credentials embedded (kubectl config view --minify --flatten --raw).
 // It is stored sealed and never returned.
 type AttachKubeconfigRequest struct {
-	Kubeconfig string `json:"kubeconfig"`
+	Kubeconfig string `json:"kubeconfig" api:"required"`
 }
 
 // AttachSlurmRequest is the body of PUT /v1/admin/clusters/{id}/slurm.
@@ -63,7 +63,7 @@ type AttachKubeconfigRequest struct {
 // authentication (AuthInfo names the munge socket whose key is the
 // tenant's). It is stored sealed and never returned.
 type AttachSlurmRequest struct {
-	SlurmConf string `json:"slurm_conf"`
+	SlurmConf string `json:"slurm_conf" api:"required"`
 }
 
 // UpdateClusterRequest is the body of PATCH /v1/clusters/{id}. Omitted
@@ -92,7 +92,7 @@ type SetClusterWeightRequest struct {
 // /v1/clusters/{id}/nodes/{node}/convert: the class to convert a ready
 // node to in place, "standard" or "preemptible".
 type ConvertNodeRequest struct {
-	ComputeClass string `json:"compute_class"`
+	ComputeClass string `json:"compute_class" api:"required"`
 }
 
 // Cluster in responses.
@@ -297,7 +297,7 @@ type WhoAmI struct {
 
 // CreateProjectRequest is the body of POST /v1/admin/projects.
 type CreateProjectRequest struct {
-	ProjectID string `json:"project_id"`
+	ProjectID string `json:"project_id" api:"required"`
 }
 
 // Project with its token (shown once, at creation).
@@ -349,8 +349,8 @@ type ProjectList struct {
 // machines of GPUsPerMachine GPUs each. IDs are generated unless MachineIDs
 // is given (then Count must be 0 or equal its length).
 type CreateMachinesRequest struct {
-	Region         string   `json:"region"`
-	GPUType        string   `json:"gpu_type"`
+	Region         string   `json:"region" api:"required"`
+	GPUType        string   `json:"gpu_type" api:"required"`
 	Count          int      `json:"count"`
 	GPUsPerMachine int      `json:"gpus_per_machine,omitempty"`
 	ReservationID  string   `json:"reservation_id,omitempty"`
@@ -401,9 +401,9 @@ type MachineList struct {
 // CreateReservationRequest is the body of POST /v1/admin/reservations.
 type CreateReservationRequest struct {
 	ReservationID string `json:"reservation_id,omitempty"`
-	ProjectID     string `json:"project_id"`
-	Region        string `json:"region"`
-	GPUType       string `json:"gpu_type"`
+	ProjectID     string `json:"project_id" api:"required"`
+	Region        string `json:"region" api:"required"`
+	GPUType       string `json:"gpu_type" api:"required"`
 }
 
 // Reservation of capacity for a project.
@@ -502,5 +502,12 @@ func Bytes(n int64) string {
 // SetStorageQuotaRequest is PUT /v1/admin/projects/{project}/storage-quota.
 type SetStorageQuotaRequest struct {
 	// Bytes is the project's quota; 0 returns it to the server's default.
-	Bytes int64 `json:"bytes"`
+	Bytes int64 `json:"bytes" api:"required"`
+}
+
+// Health is the body of /healthz and /readyz. Role, with several servers
+// on PostgreSQL, is leader or follower.
+type Health struct {
+	Status string `json:"status"`
+	Role   string `json:"role,omitempty"`
 }

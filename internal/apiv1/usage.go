@@ -98,11 +98,11 @@ type PriceEntry struct {
 // defaults to now and may not be in the past: past usage is never
 // repriced.
 type CreatePriceRequest struct {
-	Kind          string     `json:"kind"`
+	Kind          string     `json:"kind" api:"required"`
 	Region        string     `json:"region,omitempty"`
 	GPUType       string     `json:"gpu_type,omitempty"`
 	ReservationID string     `json:"reservation_id,omitempty"`
-	Value         string     `json:"value"`
+	Value         string     `json:"value" api:"required"`
 	EffectiveFrom *time.Time `json:"effective_from,omitempty"`
 }
 

@@ -41,7 +41,7 @@ type WebhookEndpointList struct {
 // CreateWebhookRequest is the body of POST /v1/webhooks.
 type CreateWebhookRequest struct {
 	Name string `json:"name"`
-	URL  string `json:"url"`
+	URL  string `json:"url" api:"required"`
 	// EventTypes are reasons (PreemptionNotified) or CloudEvents types
 	// (dev.sparecap.PreemptionNotified); none: every reason.
 	EventTypes []string `json:"event_types,omitempty"`
