@@ -33,6 +33,10 @@ type Plan struct {
 	// BreakEvenRatePercentPerHour is the rate at which preemptible costs
 	// what standard does; absent when no rate up to 1000 %/h does.
 	BreakEvenRatePercentPerHour *float64 `json:"break_even_rate_percent_per_hour,omitempty"`
+	// PreemptibleAlwaysPays: the break-even rate is past any pool's (100
+	// %/h, a node lasting an hour on average) and the rate planned with,
+	// or there is none.
+	PreemptibleAlwaysPays bool `json:"preemptible_always_pays"`
 	// Runs of the Monte Carlo, and the job on preemptible nodes only.
 	Runs        int         `json:"runs"`
 	Preemptible PlanOutcome `json:"preemptible"`

@@ -126,6 +126,7 @@ func (r Result) Fill(out *apiv1.Plan) {
 		v := round3(be)
 		out.BreakEvenRatePercentPerHour = &v
 	}
+	out.PreemptibleAlwaysPays = e.AlwaysPays
 	out.Runs, out.Preemptible, out.Advice = r.Runs, r.Preemptible, r.Advice
 	if d := r.Deadline; d != nil {
 		out.Deadline = &apiv1.PlanDeadline{Hours: d.Hours, Plan: d.Plan, Greedy: d.Greedy,
