@@ -129,8 +129,12 @@ func (s *Server) poolHistory(r *http.Request, region, gpuType string, since time
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := poolOf(machines, region, gpuType); err != nil {
-		return nil, nil, err
+	pools := map[string]bool{}
+	for _, m := range machines {
+		pools[m.Region+" "+m.GPUType] = true
+	}
+	if !pools[region+" "+gpuType] {
+		return nil, nil, invalid("gpu_type", "the fleet has no pool of %q in %q; it has %s", bound.Text(gpuType, 64), bound.Text(region, 64), list(pools))
 	}
 	nodes, err := s.store.ListNodes(ctx, store.NodeFilter{IncludeRemoved: true, Class: domain.Preemptible, RemovedSince: since})
 	if err != nil {
