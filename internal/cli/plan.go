@@ -215,6 +215,9 @@ func planTable(tw *tabwriter.Writer, p *apiv1.Plan) {
 	switch {
 	case p.IntervalSeconds > 0:
 		interval = shortDuration(time.Duration(p.IntervalSeconds * float64(time.Second)))
+		if p.IntervalBasis == plan.IntervalDeadline {
+			interval += " (for the deadline; Daly's " + shortDuration(time.Duration(p.DalyIntervalSeconds*float64(time.Second))) + ")"
+		}
 	case p.CheckpointAtNotice:
 		interval = "none needed (checkpoint at the notice)"
 	case p.PreemptionRatePercentPerHour == 0:

@@ -88,7 +88,7 @@ func TestPlanOnATrace(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	mustContain(t, "stdout", r.stdout, "(trace)", "48.0h, 1175.04, meets it", "plan (move when the slack runs out):   met in 100.0%",
+	mustContain(t, "stdout", r.stdout, "(trace)", "48.0h, 1175.04, meets it", "(for the deadline; Daly's ", "plan (move when the slack runs out):   met in 100.0%",
 		"available 75% of the time")
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"data": [1]}`), 0o600)

@@ -226,11 +226,14 @@ func simulate(x job, s Strategy, n int, next func(i int) Process) Outcome {
 	return o
 }
 
-// PoissonRuns makes the processes of n runs at the market's rate, seeded.
+// PoissonRuns makes the processes of runs at the market's rate, seeded:
+// run i's draws are the same whoever asks, so strategies and intervals
+// are compared on the same draws.
 func PoissonRuns(j Job, m Market, seed uint64) func(i int) Process {
 	rate := m.RatePercentPerHour / 100 * float64(j.GPUs/GPUsPerNode) / 3600
-	rnd := rand.New(rand.NewPCG(seed, seed^0x91a7))
-	return func(int) Process { return &poisson{rate: rate, rnd: rnd} }
+	return func(i int) Process {
+		return &poisson{rate: rate, rnd: rand.New(rand.NewPCG(seed, seed^0x91a7+uint64(i)))}
+	}
 }
 
 // share is met of n, rounded down to three decimals: 1 only when all
