@@ -28,6 +28,10 @@ func (s *Server) checkpointAdvice(w http.ResponseWriter, r *http.Request, _ prin
 		s.fail(w, r, invalid("gpu_type", "gpu_type is required"))
 		return
 	}
+	if err := s.knownPool(r.Context(), region, gpuType); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	secs, err := strconv.ParseFloat(q.Get("checkpoint_seconds"), 64)
 	if err != nil || !(secs > 0 && secs <= 86400) {
 		s.fail(w, r, invalid("checkpoint_seconds", "checkpoint_seconds must be the seconds one checkpoint takes, above 0 and at most 86400; got %q", echo(q.Get("checkpoint_seconds"))))

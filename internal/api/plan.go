@@ -96,6 +96,9 @@ func (s *Server) planInput(ctx context.Context, r *http.Request, q url.Values) (
 	case out.GPUType == "":
 		return out, j, m, invalid("gpu_type", "gpu_type is required")
 	}
+	if err := s.knownPool(ctx, out.Region, out.GPUType); err != nil {
+		return out, j, m, err
+	}
 	j, err := planJob(q, &out)
 	if err != nil {
 		return out, j, m, err

@@ -49,7 +49,8 @@ func TestJobPlan(t *testing.T) {
 	e.do("p", "GET", planPath(ask("gpu_hours", "384", "checkpoint_seconds", "90", "restart_seconds", "720", "deadline_hours", "52",
 		"rate_percent_per_hour", "4.1")...), "", 200, &d)
 	if d.RateBasis != "asked" || d.PreemptionRatePercentPerHour != 4.1 || d.Deadline == nil || d.Deadline.Plan.MeetProbability != 1 ||
-		d.Deadline.Greedy.Strategy != "greedy" || !d.Deadline.StandardMeets || d.Deadline.Plan.ExpectedCost >= d.Deadline.StandardCost {
+		d.Deadline.Greedy.Strategy != "greedy" || !d.Deadline.StandardMeets || d.Deadline.Plan.ExpectedCost >= d.Deadline.StandardCost ||
+		!d.PreemptibleAlwaysPays || d.BreakEvenRatePercentPerHour == nil || *d.BreakEvenRatePercentPerHour <= plan.RealRate {
 		t.Fatalf("deadline: %+v %+v", d, d.Deadline)
 	}
 	for _, tc := range []struct{ path, field string }{

@@ -24,15 +24,24 @@ type Plan struct {
 	DrainWindowSeconds           float64 `json:"drain_window_seconds"`
 	// The expectation by formula.
 	IntervalSeconds float64 `json:"interval_seconds"`
-	JobMTBFSeconds  float64 `json:"job_mtbf_seconds"`
-	OverheadPercent float64 `json:"overhead_percent"`
-	ExpectedHours   float64 `json:"expected_hours"`
-	ExpectedCost    float64 `json:"expected_cost"`
-	StandardHours   float64 `json:"standard_hours"`
-	StandardCost    float64 `json:"standard_cost"`
+	// IntervalBasis: "daly", "asked", or "deadline" (the cheapest that
+	// meets the deadline, of Daly's and shorter ones); absent when no
+	// interval is needed. DalyIntervalSeconds is Daly's, for comparison.
+	IntervalBasis       string  `json:"interval_basis,omitempty"`
+	DalyIntervalSeconds float64 `json:"daly_interval_seconds,omitempty"`
+	JobMTBFSeconds      float64 `json:"job_mtbf_seconds"`
+	OverheadPercent     float64 `json:"overhead_percent"`
+	ExpectedHours       float64 `json:"expected_hours"`
+	ExpectedCost        float64 `json:"expected_cost"`
+	StandardHours       float64 `json:"standard_hours"`
+	StandardCost        float64 `json:"standard_cost"`
 	// BreakEvenRatePercentPerHour is the rate at which preemptible costs
 	// what standard does; absent when no rate up to 1000 %/h does.
 	BreakEvenRatePercentPerHour *float64 `json:"break_even_rate_percent_per_hour,omitempty"`
+	// PreemptibleAlwaysPays: the break-even rate is past any pool's (100
+	// %/h, a node lasting an hour on average) and the rate planned with,
+	// or there is none.
+	PreemptibleAlwaysPays bool `json:"preemptible_always_pays"`
 	// Runs of the Monte Carlo, and the job on preemptible nodes only.
 	Runs        int         `json:"runs"`
 	Preemptible PlanOutcome `json:"preemptible"`

@@ -215,6 +215,9 @@ func planTable(tw *tabwriter.Writer, p *apiv1.Plan) {
 	switch {
 	case p.IntervalSeconds > 0:
 		interval = shortDuration(time.Duration(p.IntervalSeconds * float64(time.Second)))
+		if p.IntervalBasis == plan.IntervalDeadline {
+			interval += " (for the deadline; Daly's " + shortDuration(time.Duration(p.DalyIntervalSeconds*float64(time.Second))) + ")"
+		}
 	case p.CheckpointAtNotice:
 		interval = "none needed (checkpoint at the notice)"
 	case p.PreemptionRatePercentPerHour == 0:
@@ -225,11 +228,7 @@ func planTable(tw *tabwriter.Writer, p *apiv1.Plan) {
 	pr := p.Preemptible
 	row(tw, "Preemptible nodes:", fmt.Sprintf("%s expected (p10 %s, p50 %s, p90 %s), %.2f expected; overhead %.1f%% by formula",
 		hours(pr.ExpectedHours), hours(pr.P10Hours), hours(pr.P50Hours), hours(pr.P90Hours), pr.ExpectedCost, p.OverheadPercent))
-	if be := p.BreakEvenRatePercentPerHour; be != nil {
-		row(tw, "Break-even rate:", fmt.Sprintf("%.3g %%/h", *be))
-	} else {
-		row(tw, "Break-even rate:", fmt.Sprintf("none up to %d %%/h: preemptible always pays", plan.MaxRate))
-	}
+	row(tw, "Break-even rate:", breakEven(p))
 	if d := p.Deadline; d != nil {
 		row(tw, "Deadline:", hours(d.Hours))
 		for _, o := range []struct {
@@ -249,4 +248,17 @@ func planTable(tw *tabwriter.Writer, p *apiv1.Plan) {
 	if p.Note != "" {
 		row(tw, "Note:", p.Note)
 	}
+}
+
+// breakEven is a plan's break-even rate for a person: past any pool's
+// rate, in words (a rate of 290 %/h reads as one a pool could have).
+func breakEven(p *apiv1.Plan) string {
+	be := p.BreakEvenRatePercentPerHour
+	switch {
+	case be == nil:
+		return fmt.Sprintf("preemptible always pays: no rate up to %d %%/h makes it cost what standard does", plan.MaxRate)
+	case p.PreemptibleAlwaysPays:
+		return fmt.Sprintf("preemptible always pays: it would break even only at %.3g %%/h, past any pool's rate (%d %%/h is a node lasting an hour)", *be, plan.RealRate)
+	}
+	return fmt.Sprintf("%.3g %%/h", *be)
 }

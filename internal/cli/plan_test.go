@@ -47,6 +47,26 @@ func TestPlanCommand(t *testing.T) {
 	}
 }
 
+// TestPlanSaysAlwaysPays: a break-even rate past any real pool's is said
+// in words, not printed as a rate a pool could have.
+func TestPlanSaysAlwaysPays(t *testing.T) {
+	f := newFakeAPI(t)
+	be := 290.0
+	f.handle("GET /v1/plan", 200, map[string]any{"region": "r", "gpu_type": "g", "gpu_hours": 384, "gpus": 8,
+		"preemption_rate_percent_per_hour": 24.5, "rate_basis": "asked", "standard_hours": 48, "standard_cost": 1175.04,
+		"break_even_rate_percent_per_hour": be, "preemptible_always_pays": true, "advice": "Preemptible pays"})
+	r := f.run("plan", "--region", "r", "--gpu-type", "g", "--gpu-hours", "384")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mustContain(t, "stdout", r.stdout, "preemptible always pays: it would break even only at 290 %/h, past any pool's rate (100 %/h is a node lasting an hour)")
+	f = newFakeAPI(t)
+	f.handle("GET /v1/plan", 200, map[string]any{"region": "r", "gpu_type": "g", "gpu_hours": 384, "gpus": 8,
+		"standard_hours": 48, "standard_cost": 1175.04, "preemptible_always_pays": true, "advice": "Preemptible pays"})
+	r = f.run("plan", "--region", "r", "--gpu-type", "g", "--gpu-hours", "384")
+	mustContain(t, "stdout", r.stdout, "preemptible always pays: no rate up to 1000 %/h makes it cost what standard does")
+}
+
 // TestPlanOnATrace: --availability-trace plans locally (no request) on a
 // trace in SkyPilot's format, and refuses a trace it cannot read or a
 // missing price.
@@ -68,7 +88,7 @@ func TestPlanOnATrace(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	mustContain(t, "stdout", r.stdout, "(trace)", "48.0h, 1175.04, meets it", "plan (move when the slack runs out):   met in 100.0%",
+	mustContain(t, "stdout", r.stdout, "(trace)", "48.0h, 1175.04, meets it", "(for the deadline; Daly's ", "plan (move when the slack runs out):   met in 100.0%",
 		"available 75% of the time")
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"data": [1]}`), 0o600)

@@ -24,8 +24,9 @@ func TestPlanPage(t *testing.T) {
 		"restart_seconds": {"720"}, "deadline_hours": {"52"}, "rate": {"4.1"}}
 	status, page, _ = b.get("/console/plan?" + q.Encode())
 	if status != 200 || !strings.Contains(page, `id="plan-advice"`) || !strings.Contains(page, "move to standard nodes when the slack runs out") ||
-		!strings.Contains(page, `id="plan-row"`) || !strings.Contains(page, "Rate 4.1 %/h (asked); checkpoint every 1h5m16s") ||
-		!strings.Contains(page, `id="plan-data"`) || strings.Contains(page, "%!") {
+		!strings.Contains(page, `id="plan-row"`) || !strings.Contains(page, "Rate 4.1 %/h (asked); checkpoint every 32m38s") ||
+		!strings.Contains(page, `id="plan-data"`) || strings.Contains(page, "%!") ||
+		!strings.Contains(page, "Preemptible always pays here") || strings.Contains(page, "stops paying") {
 		t.Fatalf("plan %d:\n%s", status, page)
 	}
 	q.Set("gpus", "12")

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 )
@@ -12,6 +13,11 @@ import (
 // meets it beside two baselines.
 type Result struct {
 	Expectation Expectation `json:"-"`
+	// IntervalBasis says how the interval was chosen (IntervalDaly,
+	// IntervalAsked, IntervalDeadline; empty: none is needed), and
+	// DalyInterval is Daly's, for comparison.
+	IntervalBasis string        `json:"interval_basis,omitempty"`
+	DalyInterval  time.Duration `json:"-"`
 	// Runs of the Monte Carlo.
 	Runs int `json:"runs"`
 	// Preemptible is the job on preemptible nodes only.
@@ -43,12 +49,26 @@ func Make(j Job, m Market, runs int, procs func(i int) Process) Result {
 	if runs <= 0 {
 		runs = DefaultRuns
 	}
+	_, daly, _ := overhead(j, m, m.RatePercentPerHour)
+	r := Result{DalyInterval: daly}
+	switch tau, ok := deadlineInterval(j, m, runs, procs); {
+	case ok:
+		// A shorter interval takes more steps: the runs stay in budget.
+		j.Interval, r.IntervalBasis = tau, IntervalDeadline
+		if n, err := Runs(j, m); err == nil {
+			runs = min(runs, n)
+		}
+	case j.Interval > 0 && !notice(j, m):
+		r.IntervalBasis = IntervalAsked
+	case daly > 0:
+		r.IntervalBasis = IntervalDaly
+	}
 	e := Expect(j, m)
 	x := newJob(j, m)
-	r := Result{Expectation: e, Runs: runs}
-	free := x
-	free.deadline = math.Inf(1)
-	r.Preemptible = simulate(free, PreemptibleOnly, runs, procs)
+	r.Expectation, r.Runs = e, runs
+	// With a deadline, the job on preemptible nodes only is measured
+	// against it too (it never moves): its chance agrees with its spread.
+	r.Preemptible = simulate(x, PreemptibleOnly, runs, procs)
 	if j.Deadline > 0 {
 		d := &DeadlinePlan{Hours: round3(j.Deadline.Hours()), StandardHours: round3(e.StandardHours), StandardCost: round3(e.StandardCost),
 			StandardMeets: e.StandardHours <= j.Deadline.Hours()}
@@ -100,14 +120,7 @@ const (
 // interval far too short for the job's length).
 func Runs(j Job, m Market) (int, error) {
 	_, tau, mtbf := overhead(j, m, m.RatePercentPerHour)
-	work := j.GPUHours / float64(j.GPUs) * 3600
-	steps := 1.0
-	if tau > 0 {
-		steps += work / tau.Seconds()
-	}
-	if mtbf > 0 {
-		steps += work / mtbf.Seconds()
-	}
+	steps := steps(j, tau, mtbf)
 	if steps > maxSteps {
 		return 0, fmt.Errorf("the job would checkpoint or be interrupted about %.0f times: more than %d; give it more GPUs or a longer interval", steps, maxSteps)
 	}
@@ -119,6 +132,7 @@ func Runs(j Job, m Market) (int, error) {
 func (r Result) Fill(out *apiv1.Plan) {
 	e := r.Expectation
 	out.IntervalSeconds, out.JobMTBFSeconds = e.Interval.Seconds(), e.JobMTBF.Seconds()
+	out.IntervalBasis, out.DalyIntervalSeconds = r.IntervalBasis, r.DalyInterval.Seconds()
 	out.OverheadPercent = round3(100 * e.Overhead)
 	out.ExpectedHours, out.ExpectedCost = round3(e.Hours), round3(e.Cost)
 	out.StandardHours, out.StandardCost = round3(e.StandardHours), round3(e.StandardCost)
@@ -126,6 +140,7 @@ func (r Result) Fill(out *apiv1.Plan) {
 		v := round3(be)
 		out.BreakEvenRatePercentPerHour = &v
 	}
+	out.PreemptibleAlwaysPays = e.AlwaysPays
 	out.Runs, out.Preemptible, out.Advice = r.Runs, r.Preemptible, r.Advice
 	if d := r.Deadline; d != nil {
 		out.Deadline = &apiv1.PlanDeadline{Hours: d.Hours, Plan: d.Plan, Greedy: d.Greedy,

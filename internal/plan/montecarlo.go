@@ -203,28 +203,42 @@ func simulate(x job, s Strategy, n int, next func(i int) Process) Outcome {
 		}
 	}
 	slices.Sort(hours)
+	// Nearest rank, and the chance rounded down: the q-th percentile is
+	// within the deadline exactly when q% of runs meet it.
 	pct := func(q int) float64 {
-		if h := hours[n*q/100]; !math.IsInf(h, 1) {
-			return round3(h)
+		h := hours[(n*q+99)/100-1]
+		switch {
+		case math.IsInf(h, 1):
+			return -1
+		case h*3600 > x.deadline+1e-6:
+			// A run that missed reads past the deadline, rounded or not.
+			return max(round3(h), round3(x.deadline/3600)+0.001)
 		}
-		return -1
+		return round3(h)
 	}
 	o.P10Hours, o.P50Hours, o.P90Hours = pct(10), pct(50), pct(90)
 	if finished > 0 {
 		o.ExpectedCost, o.ExpectedHours = round3(cost/float64(finished)), round3(sum/float64(finished))
 	}
-	o.MeetProbability = round3(float64(met) / float64(n))
+	o.MeetProbability = share(met, n)
 	o.MovedShare = round3(float64(moved) / float64(n))
 	o.UnfinishedShare = round3(float64(n-finished) / float64(n))
 	return o
 }
 
-// PoissonRuns makes the processes of n runs at the market's rate, seeded.
+// PoissonRuns makes the processes of runs at the market's rate, seeded:
+// run i's draws are the same whoever asks, so strategies and intervals
+// are compared on the same draws.
 func PoissonRuns(j Job, m Market, seed uint64) func(i int) Process {
 	rate := m.RatePercentPerHour / 100 * float64(j.GPUs/GPUsPerNode) / 3600
-	rnd := rand.New(rand.NewPCG(seed, seed^0x91a7))
-	return func(int) Process { return &poisson{rate: rate, rnd: rnd} }
+	return func(i int) Process {
+		return &poisson{rate: rate, rnd: rand.New(rand.NewPCG(seed, seed^0x91a7+uint64(i)))}
+	}
 }
+
+// share is met of n, rounded down to three decimals: 1 only when all
+// met.
+func share(met, n int) float64 { return float64(met*1000/n) / 1000 }
 
 // round3 keeps three decimals.
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }

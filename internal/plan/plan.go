@@ -53,6 +53,13 @@ const (
 	// preemptions a node-hour. Spot traces reach past 100 (a node lasting
 	// 40 minutes on average is 150 %/h).
 	MaxRate = 1000
+	// RealRate bounds the rates pools really have, in the same unit: at
+	// 100 %/h a node lasts an hour on average, where sparecap's pools
+	// measure a few (the seed's 0.8 to 4.1) and the spot traces the
+	// planner was tried on 17 to 25. A break-even rate past it (and past
+	// the rate planned with) is no rate to watch for: preemptible always
+	// pays.
+	RealRate = 100
 )
 
 // Check validates a job and a market.
@@ -96,6 +103,9 @@ type Expectation struct {
 	// BreakEvenRatePercentPerHour is the node preemption rate at which
 	// preemptible costs what standard does (+Inf: never).
 	BreakEvenRatePercentPerHour float64
+	// AlwaysPays: the break-even rate is past RealRate and the rate
+	// planned with (or there is none).
+	AlwaysPays bool
 }
 
 // Expect works the expectation out by formula.
@@ -106,6 +116,7 @@ func Expect(j Job, m Market) Expectation {
 	e.Hours = e.StandardHours * (1 + e.Overhead)
 	e.Cost = e.Hours * float64(j.GPUs) * m.OnDemand * (1 - m.Discount)
 	e.BreakEvenRatePercentPerHour = breakEven(j, m)
+	e.AlwaysPays = e.BreakEvenRatePercentPerHour > max(RealRate, m.RatePercentPerHour)
 	return e
 }
 

@@ -211,3 +211,29 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestAlwaysPays: a break-even rate past any real pool's (RealRate) says
+// preemptible always pays, as none at all does; one a pool can have, or
+// one at or below the rate planned with, does not.
+func TestAlwaysPays(t *testing.T) {
+	cheap := Job{GPUHours: 384, GPUs: 8, CheckpointCost: 90 * time.Second, RestartCost: 12 * time.Minute}
+	m := h100
+	m.RatePercentPerHour = 24.5
+	e := Expect(cheap, m)
+	if !(e.BreakEvenRatePercentPerHour > RealRate && !math.IsInf(e.BreakEvenRatePercentPerHour, 1)) || !e.AlwaysPays {
+		t.Errorf("break-even %g %%/h: always pays %v", e.BreakEvenRatePercentPerHour, e.AlwaysPays)
+	}
+	gang := job8(100)
+	gang.GPUs, gang.GPUHours = 32, 4000
+	if e := Expect(gang, m); e.BreakEvenRatePercentPerHour > RealRate || e.AlwaysPays {
+		t.Errorf("a gang of 4 breaks even at %g %%/h: always pays %v", e.BreakEvenRatePercentPerHour, e.AlwaysPays)
+	}
+	m.RatePercentPerHour = e.BreakEvenRatePercentPerHour + 1
+	if e := Expect(cheap, m); e.AlwaysPays {
+		t.Errorf("at %g %%/h, past its break-even of %g, preemptible always pays", m.RatePercentPerHour, e.BreakEvenRatePercentPerHour)
+	}
+	free := Job{GPUHours: 80, GPUs: 8, CheckpointAtNotice: true}
+	if e := Expect(free, h100); !math.IsInf(e.BreakEvenRatePercentPerHour, 1) || !e.AlwaysPays {
+		t.Errorf("a job that loses nothing: %+v", e)
+	}
+}
