@@ -34,6 +34,7 @@ var (
 // billingRun is what the billing phase of the crash scenario needs from
 // the scenario.
 type billingRun struct {
+	t         testing.TB
 	cfg       serverConfig
 	srv       *server // the running server (#2 when the phase starts)
 	anchor    *clock.Scaled
@@ -50,7 +51,7 @@ type billingTenant struct {
 	clusters []string
 }
 
-func (b *billingRun) client(token string) *client.Client { return client.New(b.srv.URL, token) }
+func (b *billingRun) client(token string) *client.Client { return apiClient(b.t, b.srv.URL, token) }
 
 // nodeBill is a node's billing as the lifecycle events imply it.
 type nodeBill struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
+	"github.com/sparecap/sparecap/internal/openapi/contracttest"
 	"github.com/sparecap/sparecap/internal/client"
 )
 
@@ -52,7 +53,10 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("projects create: got tokens %q and %q", alpha.Token, beta.Token)
 	}
 
-	b := startBrowser(t, srv.URL)
+	// The browser reaches the server through a proxy that checks the
+	// console's calls of the API (its live table, its event stream)
+	// against the OpenAPI document.
+	b := startBrowser(t, contracttest.Proxy(t, srv.URL).URL)
 	phase := time.Now()
 	lap := func(what string) {
 		t.Logf("%-44s %6s", what, time.Since(phase).Round(time.Millisecond))
@@ -175,7 +179,7 @@ func TestConsole(t *testing.T) {
 
 	// ---- the reclaim: beta bursts 16 standard GPUs ----
 	before := evalJS[int](b, `document.querySelectorAll("#timeline li").length`)
-	betaAPI := client.New(srv.URL, beta.Token)
+	betaAPI := apiClient(t, srv.URL, beta.Token)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	burst, err := betaAPI.CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "burst", Region: region, GPUType: consoleGPU, NumGPUs: 16})
 	cancel()
@@ -195,7 +199,7 @@ func TestConsole(t *testing.T) {
 	took += b.waitJS("2 live NodeRemoved items", `document.querySelectorAll("#timeline li.ev-NodeRemoved.new").length === 2`, timelineState, 20*time.Second)
 	// The node table follows the API without a reload: no preemptible node
 	// once the API lists none.
-	alphaAPI := client.New(srv.URL, alpha.Token)
+	alphaAPI := apiClient(t, srv.URL, alpha.Token)
 	waitCluster(t, alphaAPI, clusterID, 10*time.Second, "no preemptible node and 0 allocated", func(c *apiv1.Cluster) bool {
 		return c.AllocatedPreemptibleGPUs == 0 && !slices.ContainsFunc(c.GPUWorkerNodes, func(n apiv1.Node) bool { return n.ComputeClass == "preemptible" })
 	})
@@ -324,7 +328,7 @@ func TestConsole(t *testing.T) {
 	if csrf != "401 401 401 200 200" {
 		t.Errorf("cookie-authenticated API calls: POST without X-CSRF-Token, PATCH without it, PATCH with a wrong one, GET, PATCH with the session's token = %s; want 401 401 401 200 200", csrf)
 	}
-	adminAPI := client.New(srv.URL, adminToken)
+	adminAPI := apiClient(t, srv.URL, adminToken)
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	list, err := adminAPI.ListClusters(ctx, client.ListClustersOptions{})
 	cancel()

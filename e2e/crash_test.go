@@ -147,7 +147,7 @@ func testCrashRecovery(t *testing.T, dir, db string) {
 	// The restart listens where the first process did, like a supervisor
 	// restarting a crashed service.
 	cfg.Addr = strings.TrimPrefix(srv.URL, "http://")
-	admin := client.New(srv.URL, adminToken)
+	admin := apiClient(t, srv.URL, adminToken)
 
 	// ---- 1. two tenants, the first cluster fills up ----
 	var projA, projB apiv1.Project
@@ -156,8 +156,8 @@ func testCrashRecovery(t *testing.T, dir, db string) {
 	if projA.ProjectID != "team-a" || projA.Token == "" || projB.ProjectID != "team-b" || projB.Token == "" || projA.Token == projB.Token {
 		t.Fatalf("projects create -o json: got %+v and %+v, want team-a and team-b with distinct tokens", projA, projB)
 	}
-	tenantA := client.New(srv.URL, projA.Token)
-	tenantB := client.New(srv.URL, projB.Token)
+	tenantA := apiClient(t, srv.URL, projA.Token)
+	tenantB := apiClient(t, srv.URL, projB.Token)
 
 	// The CLI also insists on --region and --gpu-type (so does the API).
 	var created apiv1.Cluster
@@ -294,9 +294,9 @@ func testCrashRecovery(t *testing.T, dir, db string) {
 	restartBegan := time.Now()
 	srv2 := startServer(t, cfg)
 	t.Logf("server #2 up %s after the SIGKILL", time.Since(restartBegan).Round(time.Millisecond))
-	admin = client.New(srv2.URL, adminToken)
-	tenantA = client.New(srv2.URL, projA.Token)
-	tenantB = client.New(srv2.URL, projB.Token)
+	admin = apiClient(t, srv2.URL, adminToken)
+	tenantA = apiClient(t, srv2.URL, projA.Token)
+	tenantB = apiClient(t, srv2.URL, projB.Token)
 	watch2 := startWatch(t, tenantA, aID, preCursor) // the pre-crash cursor still streams
 
 	// Deadlines unchanged, in the cluster view (API and CLI).
@@ -481,7 +481,7 @@ func testCrashRecovery(t *testing.T, dir, db string) {
 
 	// ---- 7. billing across the crashes ----
 	br := &billingRun{
-		cfg: cfg, srv: srv2, anchor: srv2.anchor(t),
+		t: t, cfg: cfg, srv: srv2, anchor: srv2.anchor(t),
 		runFrom: anchor.Anchor().Virtual.Add(-time.Minute).Truncate(time.Second),
 		tenants: []billingTenant{
 			{project: projA.ProjectID, token: projA.Token, clusters: []string{aID}},
@@ -512,7 +512,7 @@ type drainInfo struct {
 func ensureStubbornNode(t *testing.T, srv *server, token string, cl *apiv1.Cluster) *apiv1.Cluster {
 	t.Helper()
 	const maxCycles = 6
-	c := client.New(srv.URL, token)
+	c := apiClient(t, srv.URL, token)
 	for cycle := 0; ; cycle++ {
 		var profiles []string
 		for _, n := range cl.GPUWorkerNodes {

@@ -217,7 +217,7 @@ func startResilientWatch(t *testing.T, servers []*server, token, clusterID, curs
 	go func() {
 		i := first
 		for ctx.Err() == nil {
-			c := client.New(servers[i%len(servers)].URL, token)
+			c := apiClient(t, servers[i%len(servers)].URL, token)
 			_ = c.WatchEvents(ctx, clusterID, cursor, func(e apiv1.Event) error {
 				w.mu.Lock()
 				w.seen[e.Cursor] = true
@@ -294,7 +294,7 @@ func TestFailover(t *testing.T) {
 	var projA, projB apiv1.Project
 	cliJSON(t, follower, adminToken, &projA, "projects", "create", "team-a", "-o", "json")
 	cliJSON(t, follower, adminToken, &projB, "projects", "create", "team-b", "-o", "json")
-	tenantA := client.New(follower.URL, projA.Token)
+	tenantA := apiClient(t, follower.URL, projA.Token)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	clA, err := tenantA.CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "training", Region: failoverRegion, GPUType: gpuType,
@@ -326,7 +326,7 @@ func TestFailover(t *testing.T) {
 			t.Fatalf("usage through a follower bills %d nodes, want the cluster's 24 ready nodes: %+v", len(billed), u.LineItems)
 		}
 	}
-	_, cursor := allEvents(t, client.New(follower.URL, adminToken), clA.ClusterID, "")
+	_, cursor := allEvents(t, apiClient(t, follower.URL, adminToken), clA.ClusterID, "")
 	var watches []*resilientWatch
 	for i := range rs.servers {
 		watches = append(watches, startResilientWatch(t, rs.servers, projA.Token, clA.ClusterID, cursor, i))
@@ -355,7 +355,7 @@ func TestFailover(t *testing.T) {
 	}()
 
 	// The reclaim: team-b takes 20 machines of standard capacity.
-	clB, err := client.New(follower.URL, projB.Token).CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "burst",
+	clB, err := apiClient(t, follower.URL, projB.Token).CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "burst",
 		Region: failoverRegion, GPUType: gpuType, NumGPUs: 20 * 8})
 	if err != nil {
 		t.Fatalf("team-b's burst: %v", err)
@@ -376,7 +376,7 @@ func TestFailover(t *testing.T) {
 		cwg.Add(1)
 		go func() {
 			defer cwg.Done()
-			c := client.New(s.URL, projB.Token)
+			c := apiClient(t, s.URL, projB.Token)
 			for j := 0; time.Since(killedAt) < 8*time.Second; j++ {
 				creates.create(c, apiv1.CreateClusterRequest{ClusterName: fmt.Sprintf("during-%d-%d", i, j),
 					Region: otherRegion, GPUType: gpuType, NumGPUs: 8}, 15*time.Second)
@@ -421,14 +421,14 @@ func TestFailover(t *testing.T) {
 			t.Errorf("node %s drained %s after its deadline (tolerance %s)", d.name, late, tolerance)
 		}
 	}
-	waitCluster(t, client.New(newLead.URL, projB.Token), clB.ClusterID, time.Minute, "burst Ready", func(c *apiv1.Cluster) bool { return c.Status == "Ready" })
+	waitCluster(t, apiClient(t, newLead.URL, projB.Token), clB.ClusterID, time.Minute, "burst Ready", func(c *apiv1.Cluster) bool { return c.Status == "Ready" })
 	close(stopCheck)
 	<-checked
 	if len(violations) > 0 {
 		t.Errorf("double assignment seen: %v", violations)
 	}
 
-	list, err := client.New(newLead.URL, projB.Token).ListClusters(ctx, client.ListClustersOptions{})
+	list, err := apiClient(t, newLead.URL, projB.Token).ListClusters(ctx, client.ListClustersOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +436,7 @@ func TestFailover(t *testing.T) {
 	t.Logf("creates during the failover, by status: %v", counts)
 
 	// SSE: every event after the watch's cursor reached every watcher.
-	evs, _ := allEvents(t, client.New(newLead.URL, adminToken), clA.ClusterID, cursor)
+	evs, _ := allEvents(t, apiClient(t, newLead.URL, adminToken), clA.ClusterID, cursor)
 	if len(evs) < 20 {
 		t.Fatalf("only %d events after the reclaim; want at least the 20 notices", len(evs))
 	}
@@ -471,7 +471,7 @@ func TestPausedLeader(t *testing.T) {
 	cliJSON(t, lead, adminToken, &proj, "projects", "create", "team-a", "-o", "json")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := client.New(lead.URL, proj.Token)
+	c := apiClient(t, lead.URL, proj.Token)
 	cl, err := c.CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "training", Region: failoverRegion, GPUType: gpuType,
 		NumGPUs: 8, NumPreemptibleGPUs: 10 * 8})
 	if err != nil {
@@ -491,7 +491,7 @@ func TestPausedLeader(t *testing.T) {
 	}()
 	rs.leader(10*time.Second, lead)
 	// The new leader acts meanwhile: a scale-down drains nodes.
-	if _, err := client.New(other.URL, proj.Token).UpdateCluster(ctx, cl.ClusterID, apiv1.UpdateClusterRequest{NumPreemptibleGPUs: ptr(4 * 8)}); err != nil {
+	if _, err := apiClient(t, other.URL, proj.Token).UpdateCluster(ctx, cl.ClusterID, apiv1.UpdateClusterRequest{NumPreemptibleGPUs: ptr(4 * 8)}); err != nil {
 		t.Fatalf("scale down through the new leader: %v", err)
 	}
 	time.Sleep(2 * time.Second)
@@ -507,7 +507,7 @@ func TestPausedLeader(t *testing.T) {
 	if r := role(other); r != "leader" {
 		t.Fatalf("the new leader says %q after the old one resumed", r)
 	}
-	waitCluster(t, client.New(other.URL, proj.Token), cl.ClusterID, time.Minute, "4 preemptible nodes", func(c *apiv1.Cluster) bool {
+	waitCluster(t, apiClient(t, other.URL, proj.Token), cl.ClusterID, time.Minute, "4 preemptible nodes", func(c *apiv1.Cluster) bool {
 		return c.Status == "Ready" && c.AllocatedPreemptibleGPUs == 4*8
 	})
 	if n, err := rs.doubleAssigned(); err != nil || n > 0 {

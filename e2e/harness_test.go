@@ -25,6 +25,7 @@ import (
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/client"
+	"github.com/sparecap/sparecap/internal/openapi/contracttest"
 	"github.com/sparecap/sparecap/internal/clock"
 )
 
@@ -615,3 +616,9 @@ func httpGetJSON(url, token string, out any) (int, error) {
 }
 
 func jsonDecode(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// apiClient is a client of the server at url whose every exchange is
+// checked against the OpenAPI document; a breach fails t when it ends.
+func apiClient(t testing.TB, url, token string) *client.Client {
+	return client.New(url, token, client.WithHTTPClient(contracttest.Client(t)))
+}

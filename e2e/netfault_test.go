@@ -123,7 +123,7 @@ func TestNetworkFaults(t *testing.T) {
 	cliJSON(t, direct, adminToken, &proj, "projects", "create", "team-n", "-o", "json")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	tenant := client.New(direct.URL, proj.Token)
+	tenant := apiClient(t, direct.URL, proj.Token)
 	base, err := tenant.CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "base", Region: failoverRegion, GPUType: gpuType,
 		NumGPUs: 8, NumPreemptibleGPUs: 8 * 8})
 	if err != nil {
@@ -158,7 +158,7 @@ func TestNetworkFaults(t *testing.T) {
 	stopCreates := make(chan struct{})
 	for i, s := range rs.servers {
 		cwg.Go(func() {
-			c := client.New(s.URL, proj.Token)
+			c := apiClient(t, s.URL, proj.Token)
 			for j := 0; ; j++ {
 				select {
 				case <-stopCreates:
@@ -195,18 +195,18 @@ func TestNetworkFaults(t *testing.T) {
 	// After the faults: one leader, and both servers answer.
 	lead, _ := rs.leader(10 * time.Second)
 	for _, s := range rs.servers {
-		waitCluster(t, client.New(s.URL, proj.Token), base.ClusterID, 30*time.Second, "base readable through "+s.URL, func(c *apiv1.Cluster) bool {
+		waitCluster(t, apiClient(t, s.URL, proj.Token), base.ClusterID, 30*time.Second, "base readable through "+s.URL, func(c *apiv1.Cluster) bool {
 			return c.Status == "Ready"
 		})
 	}
 	// Every create succeeded, and its cluster comes up, or was refused
 	// cleanly.
-	list, err := client.New(lead.URL, proj.Token).ListClusters(ctx, client.ListClustersOptions{})
+	list, err := apiClient(t, lead.URL, proj.Token).ListClusters(ctx, client.ListClustersOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	counts := creates.check(t, list.Clusters, func(c apiv1.Cluster) {
-		waitCluster(t, client.New(lead.URL, proj.Token), c.ClusterID, time.Minute, c.ClusterName+" Ready", func(c *apiv1.Cluster) bool {
+		waitCluster(t, apiClient(t, lead.URL, proj.Token), c.ClusterID, time.Minute, c.ClusterName+" Ready", func(c *apiv1.Cluster) bool {
 			return c.Status == "Ready"
 		})
 	})

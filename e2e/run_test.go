@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
-	"github.com/sparecap/sparecap/internal/client"
 )
 
 // TestRunCommand: `sparecap run` as a user calls it: the job's exit code
@@ -105,11 +104,11 @@ func TestRunAsksForTheInterval(t *testing.T) {
 	writeFile(t, fleetFile, twoRegionFleet)
 	srv := startServer(t, serverConfig{DataDir: filepath.Join(dir, "data"), FleetFile: fleetFile, Speed: 600, ConfigPath: filepath.Join(dir, "cli.yaml")})
 	ctx := context.Background()
-	p, err := client.New(srv.URL, adminToken).CreateProject(ctx, "jobs")
+	p, err := apiClient(t, srv.URL, adminToken).CreateProject(ctx, "jobs")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := client.New(srv.URL, p.Token)
+	tc := apiClient(t, srv.URL, p.Token)
 	cl, err := tc.CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "train", Region: "us-central-2", GPUType: "H100_SXM", NumGPUs: 8, NumPreemptibleGPUs: 8})
 	if err != nil {
 		t.Fatal(err)

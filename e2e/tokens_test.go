@@ -20,44 +20,44 @@ func TestRevocationReachesEveryReplica(t *testing.T) {
 	a, b := rs.servers[0], rs.servers[1]
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := client.New(lead.URL, adminToken).CreateProject(ctx, "team")
+	p, err := apiClient(t, lead.URL, adminToken).CreateProject(ctx, "team")
 	if err != nil {
 		t.Fatal(err)
 	}
 	scope := client.TokenScope{}
-	ci, err := client.New(a.URL, p.Token).NewToken(ctx, scope, apiv1.CreateTokenRequest{Name: "ci"})
+	ci, err := apiClient(t, a.URL, p.Token).NewToken(ctx, scope, apiv1.CreateTokenRequest{Name: "ci"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []*server{a, b} {
-		if _, err := client.New(s.URL, ci.Token).ListClusters(ctx, client.ListClustersOptions{}); err != nil {
+		if _, err := apiClient(t, s.URL, ci.Token).ListClusters(ctx, client.ListClustersOptions{}); err != nil {
 			t.Fatalf("the new token on %s: %v", s.URL, err)
 		}
 	}
 	// Revoked through b: refused on both at once.
-	if _, err := client.New(b.URL, p.Token).RevokeToken(ctx, scope, ci.TokenID); err != nil {
+	if _, err := apiClient(t, b.URL, p.Token).RevokeToken(ctx, scope, ci.TokenID); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []*server{a, b} {
-		if _, err := client.New(s.URL, ci.Token).ListClusters(ctx, client.ListClustersOptions{}); !client.IsUnauthorized(err) {
+		if _, err := apiClient(t, s.URL, ci.Token).ListClusters(ctx, client.ListClustersOptions{}); !client.IsUnauthorized(err) {
 			t.Errorf("the revoked token on %s: %v, want 401", s.URL, err)
 		}
 	}
 	// The operator token, rotated through a, works on b; the old one on
 	// neither.
-	ops, err := client.New(a.URL, adminToken).ListTokens(ctx, scope)
+	ops, err := apiClient(t, a.URL, adminToken).ListTokens(ctx, scope)
 	if err != nil || len(ops.Tokens) != 1 {
 		t.Fatalf("operator tokens: %+v, %v", ops, err)
 	}
-	next, err := client.New(a.URL, adminToken).RotateToken(ctx, scope, ops.Tokens[0].TokenID)
+	next, err := apiClient(t, a.URL, adminToken).RotateToken(ctx, scope, ops.Tokens[0].TokenID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []*server{a, b} {
-		if _, err := client.New(s.URL, next.Token).ListProjects(ctx); err != nil {
+		if _, err := apiClient(t, s.URL, next.Token).ListProjects(ctx); err != nil {
 			t.Errorf("the rotated operator token on %s: %v", s.URL, err)
 		}
-		if _, err := client.New(s.URL, adminToken).ListProjects(ctx); !client.IsUnauthorized(err) {
+		if _, err := apiClient(t, s.URL, adminToken).ListProjects(ctx); !client.IsUnauthorized(err) {
 			t.Errorf("the rotated-away operator token on %s: %v, want 401", s.URL, err)
 		}
 	}

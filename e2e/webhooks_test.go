@@ -16,7 +16,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
-	"github.com/sparecap/sparecap/internal/client"
 	"github.com/sparecap/sparecap/internal/store/postgres"
 	"github.com/sparecap/sparecap/pkg/webhooks"
 )
@@ -87,7 +86,7 @@ func (r *hookReceiver) waitRequests(t *testing.T, what string, within time.Durat
 func reclaimOne(t *testing.T, srv *server, token string) *apiv1.Cluster {
 	t.Helper()
 	ctx := context.Background()
-	c := client.New(srv.URL, token)
+	c := apiClient(t, srv.URL, token)
 	cl, err := c.CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "hooks", Region: region, GPUType: gpuType, NumGPUs: 8, NumPreemptibleGPUs: 8})
 	if err != nil {
 		t.Fatal(err)

@@ -44,8 +44,9 @@ func enums() map[string]openapi.Enum {
 		reasons[i] = string(r)
 	}
 	return map[string]openapi.Enum{
-		"CreateClusterRequest.cluster_type":         closed(string(domain.ClusterKubernetes), string(domain.ClusterSlurm)),
-		"CreateClusterRequest.billing_type":         closed(string(domain.BillingOnDemand), string(domain.BillingReserved)),
+		// "" is the default (KUBERNETES, ON_DEMAND), as when left out.
+		"CreateClusterRequest.cluster_type":         closed("", string(domain.ClusterKubernetes), string(domain.ClusterSlurm)),
+		"CreateClusterRequest.billing_type":         closed("", string(domain.BillingOnDemand), string(domain.BillingReserved)),
 		"CreateClusterRequest.preemptible_strategy": strategies,
 		"UpdateClusterRequest.preemptible_strategy": strategies,
 		"Cluster.status": open(string(domain.StatusScheduled), string(domain.StatusWaiting), string(domain.StatusReady),

@@ -100,11 +100,11 @@ func (s *Server) attachRoutes() []route {
 		s.on("PUT", "/v1/admin/clusters/{id}/kubeconfig", "attachKubeconfig", "Attach a cluster's Kubernetes API").attach("kubeconfig", s.attachKubeconfig).
 			body(apiv1.AttachKubeconfigRequest{}).ok(200, apiv1.Cluster{}).errs(403, 404, 409),
 		s.on("DELETE", "/v1/admin/clusters/{id}/kubeconfig", "detachKubeconfig", "Detach a cluster's Kubernetes API").attach("kubeconfig", s.detachKubeconfig).
-			ok(200, apiv1.Cluster{}).errs(403, 404, 409),
+			ok(200, apiv1.Cluster{}).errs(400, 403, 404, 409),
 		s.on("PUT", "/v1/admin/clusters/{id}/slurm", "attachSlurm", "Attach a Slurm cluster's slurm.conf").attach("slurm.conf", s.attachSlurm).
 			body(apiv1.AttachSlurmRequest{}).ok(200, apiv1.Cluster{}).errs(403, 404, 409),
 		s.on("DELETE", "/v1/admin/clusters/{id}/slurm", "detachSlurm", "Detach a Slurm cluster's slurm.conf").attach("slurm.conf", s.detachSlurm).
-			ok(200, apiv1.Cluster{}).errs(403, 404, 409),
+			ok(200, apiv1.Cluster{}).errs(400, 403, 404, 409),
 	)
 }
 

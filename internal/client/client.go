@@ -583,3 +583,10 @@ func (c *Client) SetStorageQuota(ctx context.Context, project string, bytes int6
 	return c.do(ctx, http.MethodPut, "/v1/admin/projects/"+url.PathEscape(project)+"/storage-quota", nil,
 		apiv1.SetStorageQuotaRequest{Bytes: bytes}, nil)
 }
+
+// OpenAPI reads the server's OpenAPI document, the contract this client
+// keeps.
+func (c *Client) OpenAPI(ctx context.Context) (json.RawMessage, error) {
+	var out json.RawMessage
+	return out, c.do(ctx, http.MethodGet, "/v1/openapi.json", nil, nil, &out)
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/console"
 	"github.com/sparecap/sparecap/internal/controller"
+	"github.com/sparecap/sparecap/internal/openapi/contracttest"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
 	"github.com/sparecap/sparecap/internal/fleet"
@@ -73,7 +74,7 @@ func newEnv(t *testing.T) *env {
 	a.Sessions = sessions
 	mux := http.NewServeMux()
 	mux.Handle("/console/", console.New(a, sessions, clk, nil))
-	mux.Handle("/", a)
+	mux.Handle("/", contracttest.Handler(t, a))
 	e := &env{t: t, srv: httptest.NewServer(mux), ctrl: ctrl, clk: clk, sim: fl, st: st, tokens: map[string]string{"admin": adm}}
 	t.Cleanup(e.srv.Close)
 	for _, p := range []string{"p", "q"} {

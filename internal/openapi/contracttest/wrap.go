@@ -5,6 +5,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -41,6 +45,31 @@ func (r *reporter) add(err error) {
 	}
 }
 
+// InScope reports whether the document describes path's answers: the
+// API and the health checks, not the console's pages or /metrics.
+func InScope(path string) bool {
+	return strings.HasPrefix(path, "/v1/") || path == "/healthz" || path == "/readyz"
+}
+
+// Client is an HTTP client whose exchanges are checked (see Transport).
+func Client(t testing.TB) *http.Client {
+	return &http.Client{Transport: Transport(t, nil)}
+}
+
+// Proxy serves target's answers at a new address, checking each exchange
+// of the API: for a browser, whose requests no transport of ours carries.
+func Proxy(t testing.TB, target string) *httptest.Server {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1 // event streams pass at once
+	srv := httptest.NewServer(Handler(t, rp))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // Handler serves h, checking every exchange against the document; a
 // breach fails t when it ends.
 func Handler(t testing.TB, h http.Handler) http.Handler {
@@ -50,6 +79,10 @@ func Handler(t testing.TB, h http.Handler) http.Handler {
 	}
 	rep := newReporter(t)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !InScope(r.URL.Path) {
+			h.ServeHTTP(w, r)
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		rec := &recorder{ResponseWriter: w}
@@ -112,6 +145,9 @@ type transport struct {
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !InScope(req.URL.Path) {
+		return t.base.RoundTrip(req)
+	}
 	var body []byte
 	if req.Body != nil {
 		body, _ = io.ReadAll(req.Body)
