@@ -396,6 +396,6 @@ It takes well under a minute and leaves nothing behind.`,
 		},
 	}
 	cmd.Flags().Float64Var(&o.Speed, "speed", 60, "clock speed; at 60 the 5-minute drain window lasts 5 seconds")
-	cmd.Flags().StringVar(&o.DataDir, "data-dir", "", "keep the demo's state here (default: a temporary directory, removed afterwards)")
+	cmd.Flags().StringVar(&o.DataDir, "data-dir", "", "keep the demo's state here, made if missing (default: a temporary directory, removed afterwards)")
 	return cmd
 }

@@ -167,6 +167,9 @@ type planner struct {
 	msgs map[msgKey]string
 	// Buffers reused by every partition's preemptible step.
 	free0, leaving0 []int32
+	// leaseKept is the earliest end of the leases that kept nodes from a
+	// fair share in the partition's preemptible step (zero: none).
+	leaseKept time.Time
 	// states, if set, is where the clusters' states go (a kept planner's
 	// working memory, see Planner.computeKept).
 	states *[]ClusterState
@@ -436,7 +439,7 @@ func (p *planner) victimsOf(ci int32, class domain.ComputeClass, k int, keepLeas
 			continue
 		}
 		if end, ok := p.leaseEnd(ni); keepLeased && ok {
-			p.wake(end)
+			p.keepLeased(end)
 			continue
 		}
 		p.scratch = append(p.scratch, ni)

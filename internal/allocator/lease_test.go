@@ -28,6 +28,11 @@ func TestLeaseHoldsAgainstFairShare(t *testing.T) {
 	if want := ready.Add(w.lease); !pl.NextWake.Equal(want) {
 		t.Fatalf("next wake %v, want the lease's end %v", pl.NextWake, want)
 	}
+	// b waits for the lease, not for a provisioning.
+	if st := pl.Clusters[1]; st.Unfulfilled != "WaitingForLease" ||
+		!strings.HasSuffix(st.Message, "16 GPUs of this cluster's fair share are lent to other clusters within their minimum lease; waiting for a lease to end at "+ready.Add(w.lease).UTC().Format(time.RFC3339)) {
+		t.Fatalf("b's state %+v, want it waiting for the lease", st)
+	}
 	// The tenant's own scale-down is not held by its leases.
 	w.cluster("a").DesiredPreemptibleGPUs = 24
 	if pl := w.plan(); len(pl.Reclaims) != 1 || pl.Reclaims[0].Cause != domain.CauseScaledDown {
@@ -38,6 +43,9 @@ func TestLeaseHoldsAgainstFairShare(t *testing.T) {
 	pl = w.plan()
 	if len(pl.Reclaims) != 2 || pl.Reclaims[0].Cause != domain.CauseFairShare {
 		t.Fatalf("at the lease's end: %+v, want two nodes for b's share", pl.Reclaims)
+	}
+	if st := pl.Clusters[1]; st.Unfulfilled != domain.UnfulfilledProvisioning {
+		t.Fatalf("b's state at the lease's end %+v, want its nodes coming", st)
 	}
 }
 

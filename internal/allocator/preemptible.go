@@ -17,6 +17,7 @@ func weight(c *domain.Cluster) int {
 // preemptible shares the partition's spare capacity by weighted max-min
 // fairness and moves nodes toward the shares.
 func (p *planner) preemptible(part int32) {
+	p.leaseKept = time.Time{}
 	supply, cooling := p.preemptibleSupply(part)
 	p.fairShares(part, supply)
 	p.shedAboveShare(part)
@@ -151,6 +152,15 @@ func (p *planner) shedAboveShare(part int32) {
 	}
 }
 
+// keepLeased notes a node kept from a fair share until its lease ends
+// at end: the plan wakes then, and those below their share say so.
+func (p *planner) keepLeased(end time.Time) {
+	p.wake(end)
+	if p.leaseKept.IsZero() || end.Before(p.leaseKept) {
+		p.leaseKept = end
+	}
+}
+
 // fillToShare gives clusters below their share free machines, then
 // draining ones, and returns the partition's total fair share. Idle
 // reserved machines are lent before on-demand ones: on-demand requests
@@ -184,7 +194,7 @@ func (p *planner) fillToShare(part int32) int32 {
 				p.provision(ci, leaving[0], domain.Preemptible, true)
 				leaving = leaving[1:]
 			} else {
-				break // unreachable while supply is counted right
+				break // the rest of the share is leased (keepLeased)
 			}
 		}
 	}

@@ -28,6 +28,15 @@ func (p *planner) reason(ci int32, gpm, cooling int, totalFair int32) {
 	switch {
 	case c.Deleting || int(p.preReady[ci]) >= c.TargetPreemptibleGPUs():
 		return
+	case p.preLive[ci] < p.fair[ci] && !p.leaseKept.IsZero():
+		// Its share is counted but held by nodes inside their minimum
+		// lease: nothing is provisioned for it until one ends.
+		st.Unfulfilled = domain.UnfulfilledWaitingForLease
+		short := int(p.fair[ci]-p.preLive[ci]) * gpm
+		st.Message = p.message(st.Unfulfilled, short, func() string {
+			return fmt.Sprintf("%d GPUs of this cluster's fair share are lent to other clusters within their minimum lease; waiting for a lease to end at %s",
+				short, p.leaseKept.UTC().Format(time.RFC3339))
+		})
 	case p.fair[ci] < p.dem[ci] && cooling > 0:
 		st.Unfulfilled = domain.UnfulfilledCoolingDown
 		st.Message = p.message(st.Unfulfilled, cooling*gpm, func() string {

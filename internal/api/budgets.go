@@ -114,7 +114,7 @@ func (s *Server) createBudget(w http.ResponseWriter, r *http.Request, p principa
 		s.fail(w, r, err)
 		return
 	}
-	b.ID, b.ProjectID, b.CreatedAt = s.ctrl.NewID("bg-"), project, s.wall.Now().UTC().Truncate(1e9)
+	b.ID, b.ProjectID, b.CreatedAt = s.ctrl.NewID("bg-"), project, s.clock.Now().UTC().Truncate(1e9)
 	if err := s.admitStorage(ctx, project, budgetBytes(b)); err != nil {
 		s.fail(w, r, err)
 		return

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/budget"
@@ -18,6 +19,11 @@ func TestBudgets(t *testing.T) {
 	if b.ID == "" || b.ProjectID != "p" || b.Amount != "20.50" || len(b.Thresholds) != 2 || b.Thresholds[0] != 50 ||
 		b.Month != e.clk.Now().UTC().Format("2006-01") {
 		t.Fatalf("created %+v", b)
+	}
+	// On the server's clock, which a server with --speed runs ahead of
+	// the wall clock (the test's is 2026-11-30).
+	if want := e.clk.Now().UTC().Truncate(time.Second); !b.CreatedAt.Equal(want) {
+		t.Fatalf("created_at %v, the server's clock reads %v", b.CreatedAt, want)
 	}
 	// Three 8-GPU nodes for about an hour: $0.89 a GPU-hour standard,
 	// half that preemptible.

@@ -75,8 +75,10 @@ func (w checkWindow) status(b domain.Budget, hours []billing.Money) Status {
 type Checker struct {
 	Store store.Store
 	// Queue, if set, queues the alerts' webhook messages in the
-	// transaction that records them.
-	Queue func(ctx context.Context, tx store.Tx, as []domain.BudgetAlert, now time.Time) error
+	// transaction that records them. It is given no time: the alerts
+	// carry theirs (At, the server's clock); deliveries go by the wall
+	// clock.
+	Queue func(ctx context.Context, tx store.Tx, as []domain.BudgetAlert) error
 	// Observe, if set, is told every budget's status after a check
 	// (metrics); a budget whose status failed is left out.
 	Observe func([]Status)
@@ -146,7 +148,7 @@ func (c *Checker) raise(ctx context.Context, b domain.Budget, s Status, now time
 			return err
 		}
 		if c.Queue != nil {
-			return c.Queue(ctx, tx, due, now)
+			return c.Queue(ctx, tx, due)
 		}
 		return nil
 	})

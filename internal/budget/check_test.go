@@ -84,7 +84,7 @@ func TestAlertAtTheFirstCheckAfterACrossing(t *testing.T) {
 	var queued, raised int
 	var seen []Status
 	c := &Checker{Store: st, Raised: func(domain.BudgetAlert) { raised++ }, Observe: func(all []Status) { seen = all },
-		Queue: func(ctx context.Context, tx store.Tx, as []domain.BudgetAlert, now time.Time) error {
+		Queue: func(ctx context.Context, tx store.Tx, as []domain.BudgetAlert) error {
 			queued += len(as)
 			return nil
 		}}
@@ -130,7 +130,7 @@ func TestOneAlertPerNameKindThresholdAndMonth(t *testing.T) {
 		}
 	}
 	var queued int
-	c := &Checker{Store: st, Queue: func(ctx context.Context, tx store.Tx, as []domain.BudgetAlert, now time.Time) error {
+	c := &Checker{Store: st, Queue: func(ctx context.Context, tx store.Tx, as []domain.BudgetAlert) error {
 		queued += len(as)
 		return nil
 	}}

@@ -60,7 +60,14 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 		o.Clock = clock.Real{}
 	}
 	dir := o.DataDir
-	if dir == "" {
+	if dir != "" {
+		// Made here, before the server makes anything in it: a directory
+		// that cannot be made stops the demo with nothing made. Owner only,
+		// as the server's: it holds the admin token.
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("make the data directory %s: %w", dir, err)
+		}
+	} else {
 		tmp, err := os.MkdirTemp("", "sparecap-demo-")
 		if err != nil {
 			return err

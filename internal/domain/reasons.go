@@ -38,3 +38,9 @@ func KnownReason(r EventReason) bool {
 	}
 	return false
 }
+
+// UnfulfilledWaitingForLease: the cluster's share is held by other
+// clusters' nodes inside their minimum lease (a pool's min_lease); nothing
+// is provisioned for it until one ends. (The other reasons are in
+// domain.go, which is at its length.)
+const UnfulfilledWaitingForLease UnfulfilledReason = "WaitingForLease"

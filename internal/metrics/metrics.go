@@ -315,7 +315,7 @@ func newStateCollector(st store.Store) *stateCollector {
 		nodes: prometheus.NewDesc(name("nodes"),
 			"Nodes not yet removed, by compute class (standard, preemptible) and state (pending, provisioning, ready, draining, removing).", []string{"class", "state"}, nil),
 		unfulfilled: prometheus.NewDesc(name("targets_unfulfilled"),
-			"Clusters whose allocated preemptible GPUs are below their target, by the reason the API reports (Provisioning, NoSpareCapacity, FairShare, CoolingDown).", []string{"reason"}, nil),
+			"Clusters whose allocated preemptible GPUs are below their target, by the reason the API reports (Provisioning, NoSpareCapacity, FairShare, CoolingDown, WaitingForLease).", []string{"reason"}, nil),
 	}
 }
 
@@ -330,7 +330,8 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 var (
 	classes      = []domain.ComputeClass{domain.Standard, domain.Preemptible}
 	nodeStates   = []domain.NodeState{domain.NodePending, domain.NodeProvisioning, domain.NodeReady, domain.NodeDraining, domain.NodeRemoving}
-	unmetReasons = []domain.UnfulfilledReason{domain.UnfulfilledProvisioning, domain.UnfulfilledNoCapacity, domain.UnfulfilledFairShare, domain.UnfulfilledCoolingDown}
+	unmetReasons = []domain.UnfulfilledReason{domain.UnfulfilledProvisioning, domain.UnfulfilledNoCapacity, domain.UnfulfilledFairShare, domain.UnfulfilledCoolingDown,
+		domain.UnfulfilledWaitingForLease}
 )
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {

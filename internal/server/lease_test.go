@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,7 +63,7 @@ func TestMinLeaseFromTheFleetFile(t *testing.T) {
 	}
 	// Another tenant wants its share: the two leased nodes stay for the
 	// lease (about 70 s of real time at this speed; watched for 5).
-	create("other", 16)
+	other := create("other", 16)
 	time.Sleep(5 * time.Second)
 	cl, err := c.GetCluster(ctx, train.ClusterID)
 	if err != nil {
@@ -72,5 +73,18 @@ func TestMinLeaseFromTheFleetFile(t *testing.T) {
 		if n.ComputeClass == "preemptible" && n.Status != "ready" {
 			t.Fatalf("a leased node was taken for a fair share: %+v", n)
 		}
+	}
+	// The other tenant reads that it waits for the lease (not that its
+	// nodes are being provisioned) and until when.
+	if cl, err = c.GetCluster(ctx, other.ClusterID); err != nil {
+		t.Fatal(err)
+	}
+	first := *ready[0].LeaseEnd
+	if ready[1].LeaseEnd.Before(first) {
+		first = *ready[1].LeaseEnd
+	}
+	end := first.UTC().Format(time.RFC3339)
+	if u := cl.TargetUnfulfilled; u == nil || u.Reason != "WaitingForLease" || !strings.HasSuffix(u.Message, "waiting for a lease to end at "+end) {
+		t.Fatalf("the other tenant's target_unfulfilled: %+v, want WaitingForLease until %s", u, end)
 	}
 }

@@ -196,8 +196,9 @@ func (b *boot) register(ctx context.Context) error {
 		return err
 	}
 	// Operator tokens live in the store; the configured (or generated)
-	// one starts things off when the store has none.
-	active, err := api.BootstrapOperator(ctx, st, s.AdminToken, clk.Now())
+	// one starts things off when the store has none. Tokens are on the
+	// wall clock (o.Clock), not the server's, which --speed runs ahead.
+	active, err := api.BootstrapOperator(ctx, st, s.AdminToken, o.Clock.Now())
 	if err != nil {
 		return fmt.Errorf("admin token: %w", err)
 	}

@@ -46,8 +46,11 @@ func BudgetMessage(a domain.BudgetAlert, now time.Time) (domain.WebhookMessage, 
 // QueueBudgetAlerts queues, within tx, the message of each alert to the
 // enabled endpoints of its project that ask for BudgetAlert and filter no
 // cluster (an alert is about none); an endpoint at its most pending gets
-// it as failed, like an event's.
-func (s *Service) QueueBudgetAlerts(ctx context.Context, tx store.Tx, as []domain.BudgetAlert, now time.Time) error {
+// it as failed, like an event's. The deliveries are on the wall clock
+// (Config.Clock) like every delivery; the CloudEvent's time is the
+// alert's, on the server's clock, which --speed runs ahead.
+func (s *Service) QueueBudgetAlerts(ctx context.Context, tx store.Tx, as []domain.BudgetAlert) error {
+	now := s.cfg.Clock.Now()
 	var ms []domain.WebhookMessage
 	var ds []domain.WebhookDelivery
 	eps := map[string][]domain.WebhookEndpoint{}

@@ -28,7 +28,7 @@ func TestBudgetAlertsAreDelivered(t *testing.T) {
 		Month: "2026-12", At: f.clk.Now(), Spend: "812.00", Forecast: "2400.00", Message: "budget ml: $812.00 spent"}
 	for range 2 { // queued twice (a retried transaction): delivered once
 		f.update(func(tx store.Tx) error {
-			return f.svc.QueueBudgetAlerts(f.ctx, tx, []domain.BudgetAlert{a}, f.clk.Now())
+			return f.svc.QueueBudgetAlerts(f.ctx, tx, []domain.BudgetAlert{a})
 		})
 	}
 	f.step()
@@ -56,5 +56,27 @@ func TestBudgetAlertsAreDelivered(t *testing.T) {
 	if ev.Type != TypeOf(domain.ReasonBudgetAlert) || ev.Source != "/v1/budgets/b1" || ev.Data.Spend != "812.00" ||
 		ev.Data.Kind != "spend" || ev.Data.Threshold != 80 || got[0].header.Get("webhook-signature") == "" {
 		t.Fatalf("message %+v, headers %v", ev, got[0].header)
+	}
+}
+
+// TestBudgetAlertOnAFastClock: a budget alert is raised on the server's
+// clock, which --speed runs ahead, but its deliveries are on the wall
+// clock like every delivery: due now, not when the wall clock catches up.
+func TestBudgetAlertOnAFastClock(t *testing.T) {
+	f := newFixture(t, nil)
+	r := newReceiver(t, func(int) (int, time.Duration) { return 200, 0 })
+	ep, _ := f.endpoint("p", r.URL+"/all", nil)
+	ahead := f.clk.Now().AddDate(0, 1, 0)
+	a := domain.BudgetAlert{BudgetID: "b1", ProjectID: "p", Name: "ml", Kind: domain.AlertSpend, Threshold: 80, Key: "spend:80",
+		Month: ahead.Format("2006-01"), At: ahead, Spend: "812.00", Forecast: "2400.00", Message: "budget ml: $812.00 spent"}
+	f.update(func(tx store.Tx) error { return f.svc.QueueBudgetAlerts(f.ctx, tx, []domain.BudgetAlert{a}) })
+	f.step()
+	ds := f.deliveries(ep.ID)
+	if len(ds) != 1 || ds[0].State != domain.DeliveryDelivered || !ds[0].CreatedAt.Equal(f.clk.Now()) {
+		t.Fatalf("deliveries %+v, the wall clock reads %v", ds, f.clk.Now())
+	}
+	var ev cloudEvent
+	if err := json.Unmarshal(r.requests()[0].body, &ev); err != nil || !ev.Time.Equal(ahead) {
+		t.Fatalf("the event's time is the alert's, on the server's clock: %+v (%v)", ev, err)
 	}
 }
