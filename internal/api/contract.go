@@ -67,7 +67,7 @@ var errorCodes = []string{apiv1.CodeInvalid, apiv1.CodeUnauthorized, apiv1.CodeF
 	apiv1.CodeConflict, apiv1.CodeNoCapacity, apiv1.CodeTooLarge, apiv1.CodeQuotaExceeded, apiv1.CodeRateLimited, apiv1.CodeUnavailable, apiv1.CodeInternal}
 
 func unfulfilledReasons() []string {
-	return []string{string(domain.UnfulfilledProvisioning), string(domain.UnfulfilledNoCapacity), string(domain.UnfulfilledFairShare), string(domain.UnfulfilledCoolingDown)}
+	return []string{string(domain.UnfulfilledProvisioning), string(domain.UnfulfilledNoCapacity), string(domain.UnfulfilledFairShare), string(domain.UnfulfilledCoolingDown), string(domain.UnfulfilledWaitingForLease)}
 }
 
 // openAPI serves the committed OpenAPI document (api/openapi.json).
