@@ -34,8 +34,11 @@ func unexercised() []string {
 	if err != nil {
 		return []string{err.Error()}
 	}
-	seen := c.Seen()
 	var out []string
+	seen := c.Seen()
+	if c.Events() == 0 {
+		out = append(out, "(no event of a stream was checked)")
+	}
 	for _, op := range Contract() {
 		if seen[op.ID] == 0 {
 			out = append(out, op.ID)

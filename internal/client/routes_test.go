@@ -51,6 +51,9 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c.Events() == 0 {
+		t.Error("no event of the stream was checked against the document")
+	}
 	seen := c.Seen()
 	for _, op := range api.Contract() {
 		if seen[op.ID] == 0 {

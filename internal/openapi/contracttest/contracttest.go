@@ -25,8 +25,9 @@ type Contract struct {
 	Doc    *openapi3.T
 	router routers.Router
 
-	mu   sync.Mutex
-	seen map[string]int // operation ID -> exchanges checked
+	mu     sync.Mutex
+	seen   map[string]int // operation ID -> exchanges checked
+	events int            // stream events checked
 }
 
 var (
@@ -67,6 +68,13 @@ func (c *Contract) Seen() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// Events is how many events of streams were checked.
+func (c *Contract) Events() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.events
 }
 
 func (c *Contract) saw(id string) {

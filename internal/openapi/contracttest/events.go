@@ -26,6 +26,9 @@ func (c *Contract) checkEvents(route *routers.Route, status int, body []byte) er
 		if err := schema.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
 			return fmt.Errorf("%s: event %d out of contract: %w", route.Operation.OperationID, i, err)
 		}
+		c.mu.Lock()
+		c.events++
+		c.mu.Unlock()
 	}
 	return nil
 }
