@@ -80,7 +80,10 @@ type routeWorld struct {
 func (w *routeWorld) clusterSteps() []step {
 	return []step{
 		{"GetCluster", func(ctx context.Context) error { _, err := w.tenant.GetCluster(ctx, w.cluster); return err }},
-		{"ListClusters", func(ctx context.Context) error { _, err := w.tenant.ListClusters(ctx, ListClustersOptions{}); return err }},
+		{"ListClusters", func(ctx context.Context) error {
+			_, err := w.tenant.ListClusters(ctx, ListClustersOptions{})
+			return err
+		}},
 		{"UpdateCluster", func(ctx context.Context) error {
 			n := 16
 			_, err := w.tenant.UpdateCluster(ctx, w.cluster, apiv1.UpdateClusterRequest{NumPreemptibleGPUs: &n})
@@ -279,7 +282,10 @@ func (w *routeWorld) adminSteps() []step {
 			_, err := w.admin.ListReservations(ctx)
 			return err
 		}},
-		{"Lending", func(ctx context.Context) error { _, err := w.admin.Lending(ctx, now.Add(-time.Hour), now.Add(time.Hour)); return err }},
+		{"Lending", func(ctx context.Context) error {
+			_, err := w.admin.Lending(ctx, now.Add(-time.Hour), now.Add(time.Hour))
+			return err
+		}},
 		{"Prices", func(ctx context.Context) error {
 			if _, err := w.admin.PriceBook(ctx); err != nil {
 				return err
@@ -306,4 +312,3 @@ func (w *routeWorld) adminSteps() []step {
 		{"DeleteCluster", func(ctx context.Context) error { _, err := w.tenant.DeleteCluster(ctx, w.cluster); return err }},
 	}
 }
-

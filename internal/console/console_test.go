@@ -8,7 +8,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,20 +15,19 @@ import (
 	"time"
 
 	"github.com/sparecap/sparecap/internal/api"
+	"github.com/sparecap/sparecap/internal/api/apitest"
 	"github.com/sparecap/sparecap/internal/billing"
 	"github.com/sparecap/sparecap/internal/budget"
 	"github.com/sparecap/sparecap/internal/clock"
 	"github.com/sparecap/sparecap/internal/console"
 	"github.com/sparecap/sparecap/internal/controller"
-	"github.com/sparecap/sparecap/internal/openapi/contracttest"
 	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/driver"
-	"github.com/sparecap/sparecap/internal/fleet"
 	"github.com/sparecap/sparecap/internal/metering"
+	"github.com/sparecap/sparecap/internal/openapi/contracttest"
 	"github.com/sparecap/sparecap/internal/secret"
 	"github.com/sparecap/sparecap/internal/sim"
 	"github.com/sparecap/sparecap/internal/store"
-	"github.com/sparecap/sparecap/internal/store/sqlite"
 	"github.com/sparecap/sparecap/internal/worklog"
 )
 
@@ -50,21 +48,9 @@ const adm = "adm-0123456789abcdef0123456789abcdef"
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	f, _ := fleet.Parse([]byte("pools: [{region: us-central-2, gpu_type: RTX_6000_PCI, machines: 3}]\nprices: {RTX_6000_PCI: \"0.89\"}"))
-	fleet.Register(ctx, st, f, clk.Now())
-	fleet.RegisterPrices(ctx, st, f, "50", clk.Now())
-	fl, _ := sim.New(sim.Config{Clock: clk, Pods: []sim.PodTemplate{}})
-	ctrl := controller.New(st, fl, fl, clk, controller.Config{Cooldown: -1}, nil)
-	if _, err := api.BootstrapOperator(ctx, st, adm, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	a := api.New(st, ctrl, clk, clock.Real{}, nil)
+	ae := apitest.New(t, "pools: [{region: us-central-2, gpu_type: RTX_6000_PCI, machines: 3}]\nprices: {RTX_6000_PCI: \"0.89\"}", adm)
+	st, clk, fl, ctrl, a := ae.Store, ae.Clock, ae.Sim, ae.Ctrl, ae.API
+	var err error
 	// Every pool has a minimum lease of an hour: nodes show its end.
 	a.MinLease = func(*domain.Machine) time.Duration { return time.Hour }
 	if a.Sealer, err = secret.NewSealer(make([]byte, 32)); err != nil {
