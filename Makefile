@@ -3,7 +3,7 @@
 #   make test   - the whole test suite (what CI runs through .ci/run)
 GO ?= go
 
-.PHONY: all build demo openapi test test-python test-queues check vet fmt-check services bench bench-kube bench-queues bench-slurm bench-scale bench-api fuzz
+.PHONY: all build demo openapi test test-compat test-python test-queues check vet fmt-check services bench bench-kube bench-queues bench-slurm bench-scale bench-api fuzz
 
 all: build
 
@@ -23,8 +23,14 @@ openapi:
 # fuzz seed corpora and end-to-end tests of the real binary, the
 # Python SDK's tests (the system's python3, standard library only), and
 # the work-queue recipes' tests.
-test: services check test-python test-queues
+test: services check test-python test-queues test-compat
 	$(GO) test -count=1 -race -timeout 15m ./...
+
+# test-compat diffs the API's OpenAPI document against its major
+# version's baseline with oasdiff (api/compat, a module of its own, so
+# oasdiff's dependencies stay out of the product's go.mod).
+test-compat:
+	$(GO) -C api/compat test -count=1 ./...
 
 # test-queues runs the work-queue recipes of docs/queues.md (examples/queues,
 # a module of its own, so the product's go.mod does not carry SQS, River and
@@ -45,6 +51,7 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 	$(GO) -C examples/queues vet ./...
+	$(GO) -C api/compat vet ./...
 
 # services makes sure PostgreSQL is up for the conformance and end-to-end
 # tests, Debian's chromium is installed for the browser tests, etcd,

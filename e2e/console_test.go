@@ -12,8 +12,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sparecap/sparecap/internal/apiv1"
-	"github.com/sparecap/sparecap/internal/openapi/contracttest"
 	"github.com/sparecap/sparecap/internal/client"
+	"github.com/sparecap/sparecap/internal/openapi/contracttest"
 )
 
 // The console test's fleet: one region and GPU type, three on-demand

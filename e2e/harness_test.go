@@ -25,8 +25,8 @@ import (
 
 	"github.com/sparecap/sparecap/internal/apiv1"
 	"github.com/sparecap/sparecap/internal/client"
-	"github.com/sparecap/sparecap/internal/openapi/contracttest"
 	"github.com/sparecap/sparecap/internal/clock"
+	"github.com/sparecap/sparecap/internal/openapi/contracttest"
 )
 
 // adminToken is the admin token every test server gets through

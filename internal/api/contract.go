@@ -12,7 +12,7 @@ import (
 
 // Info is what the OpenAPI document says of the API as a whole. Version
 // is the contract's: a change that breaks clients takes a major step
-// (TestNoBreakingChange holds it to that).
+// (api/compat's TestNoBreakingChange holds it to that).
 func Info() openapi.Info {
 	return openapi.Info{
 		Title:   "sparecap",
