@@ -47,6 +47,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_BODY = 32 << 20
+# The document is read once, whatever max_body the answers are held to.
+MAX_DOCUMENT = 32 << 20
 # An error answer is under 1 KB (docs/api.md, Errors); 1 MiB also covers a
 # proxy's HTML page without letting one exhaust memory.
 MAX_ERROR_BODY = 1 << 20
@@ -302,9 +304,9 @@ class Client:
             document = self._fetch_document()
         elif isinstance(document, (str, os.PathLike)):
             with open(document, "rb") as f:
-                raw = f.read(max_body + 1)
-            if len(raw) > max_body:
-                raise ValueError("%s: document over %d bytes" % (document, max_body))
+                raw = f.read(MAX_DOCUMENT + 1)
+            if len(raw) > MAX_DOCUMENT:
+                raise ValueError("%s: document over %d bytes" % (document, MAX_DOCUMENT))
             try:
                 document = json.loads(raw)
             except ValueError as e:
@@ -322,7 +324,7 @@ class Client:
 
     def _fetch_document(self) -> dict:
         try:
-            doc = self._send("GET", "/v1/openapi.json", None, None, authenticated=False)
+            doc = self._send("GET", "/v1/openapi.json", None, None, authenticated=False, limit=MAX_DOCUMENT)
         except APIError as e:
             raise ValueError("cannot load the API's document from %s/v1/openapi.json: %s" % (self.base_url, e)) from None
         if not isinstance(doc, dict):
@@ -391,7 +393,8 @@ class Client:
         query = [(n, _query_value(op, n, op.query_params[n], given[n])) for n in op.query_params if n in given]
         return path, query
 
-    def _send(self, method: str, path: str, query, body, authenticated: bool, name: str = "") -> Any:
+    def _send(self, method: str, path: str, query, body, authenticated: bool, name: str = "", limit: int = 0) -> Any:
+        limit = limit or self.max_body
         url = self.base_url + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
@@ -418,9 +421,9 @@ class Client:
         if ctype == "text/event-stream":
             return EventStream(resp)
         with resp:
-            raw = resp.read(self.max_body + 1)
-        if len(raw) > self.max_body:
-            raise ResponseError("%s %s: answer over %d bytes (raise max_body)" % (method, path, self.max_body))
+            raw = resp.read(limit + 1)
+        if len(raw) > limit:
+            raise ResponseError("%s %s: answer over %d bytes (raise max_body)" % (method, path, limit))
         if resp.status == 204:
             return None
         if ctype == "application/json" or ctype.endswith("+json"):
