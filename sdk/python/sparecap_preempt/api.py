@@ -233,7 +233,10 @@ class EventStream:
                 return
             if len(raw) > MAX_EVENT:
                 raise ResponseError("server-sent event line over %d bytes" % MAX_EVENT)
-            line = raw.decode("utf-8").rstrip("\r\n")
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                raise ResponseError("server-sent event line is not UTF-8") from None
             if line == "":
                 if data:
                     text = "\n".join(data)

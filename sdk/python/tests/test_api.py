@@ -152,17 +152,23 @@ class ServerTest(unittest.TestCase):
         updated = c.updateCluster(id=cid, body={"num_preemptible_gpus": 8})
         self.assertEqual(updated["desired_preemptible_gpus"], 8)
 
-        # The stream first, so the page after it has the node it waited for.
+        # Pages until a node joined (--provision-time 100ms), so the stream
+        # below, which starts with the kept events, cannot wait forever.
+        deadline = time.monotonic() + 15
+        while True:
+            page = c.listEvents(id=cid, limit=100, watch=False)
+            reasons = [e["reason"] for e in page["node_lifecycle_events"]]
+            if "NodeAdded" in reasons:
+                break
+            self.assertLess(time.monotonic(), deadline, "no NodeAdded in 15s: %s" % reasons)
+            time.sleep(0.05)
+        self.assertEqual(c.listEvents(id=cid, cursor=page["next_cursor"])["node_lifecycle_events"], [])
         with c.listEvents(id=cid, watch=True) as events:
             self.assertIsInstance(events, EventStream)
-            for ev in events:
-                if ev.data["reason"] == "NodeAdded":
-                    break
-        self.assertEqual(ev.event, "node_lifecycle_event")
-        self.assertEqual(ev.id, ev.data["cursor"])
-        page = c.listEvents(id=cid, limit=100, watch=False)
-        self.assertIn("NodeAdded", [e["reason"] for e in page["node_lifecycle_events"]])
-        self.assertEqual(c.listEvents(id=cid, cursor=page["next_cursor"])["node_lifecycle_events"], [])
+            first = next(iter(events))
+        self.assertEqual(first.event, "node_lifecycle_event")
+        self.assertEqual(first.id, first.data["cursor"])
+        self.assertEqual(first.data, page["node_lifecycle_events"][0])
 
         now = dt.datetime.now(dt.timezone.utc)
         csv = c.getUsage(from_=now - dt.timedelta(days=1), to=now + dt.timedelta(days=1), format="csv")
