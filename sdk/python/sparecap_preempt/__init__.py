@@ -21,6 +21,9 @@ for it, from the rate it measured.
 :mod:`sparecap_preempt.webhooks` verifies the signed notice webhooks
 sparecap sends to schedulers outside the cluster (``webhooks.verify``,
 ``Dedup``).
+
+:mod:`sparecap_preempt.api` is a client of sparecap's REST API, built from
+its OpenAPI document: one method per operation (``Client``, ``APIError``).
 """
 
 from .notice import (
@@ -39,10 +42,11 @@ from .checkpoint import Checkpoint, NoCheckpoint, Store
 from .report import ANNOTATION_LAST_CHECKPOINT, ANNOTATION_PROGRESS, PodReporter, ReportError
 from .interval import Advice, AdviceError, Expected, advise, checkpoint_interval, daly, expect, interval, mtbf, young
 from .scheduled import ANNOTATION_PREEMPT_AT, scheduled, slurm_scheduled
-from . import webhooks
+from . import api, webhooks
 from .webhooks import Dedup, WebhookVerificationError
 
 __all__ = [
+    "api",
     "ANNOTATION_DEADLINE",
     "ANNOTATION_LAST_CHECKPOINT",
     "ANNOTATION_PROGRESS",
