@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -72,26 +73,32 @@ func TestTheRouteIndexIsTheDocument(t *testing.T) {
 	}
 }
 
-var headingPath = regexp.MustCompile("(/(?:v1/)?[a-z0-9{}_/.-]*\\{[a-z_]+\\}[a-z0-9{}_/.-]*)")
+var templatedPath = regexp.MustCompile("(/v1/[a-z0-9{}_/.-]*\\{[a-z_]+\\}[a-z0-9{}_/.-]*)")
 
-// TestHeadingsNameTheDocumentsPaths: a path with parameters in one of
-// api.md's headings is one the document has, parameter names included.
-func TestHeadingsNameTheDocumentsPaths(t *testing.T) {
-	page, err := os.ReadFile("api.md")
+// TestPagesNameTheDocumentsPaths: a path with parameters anywhere in the
+// pages is one the document has, parameter names included (a path cut
+// with … is a prefix of one).
+func TestPagesNameTheDocumentsPaths(t *testing.T) {
+	var paths []string
+	for _, o := range documented(t) {
+		paths = append(paths, o.path)
+	}
+	pages, err := filepath.Glob("*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths := map[string]bool{}
-	for _, o := range documented(t) {
-		paths[o.path] = true
-	}
-	for _, line := range strings.Split(string(page), "\n") {
-		if !strings.HasPrefix(line, "#") {
-			continue
+	for _, page := range pages {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, p := range headingPath.FindAllString(line, -1) {
-			if !paths[p] {
-				t.Errorf("api.md heading %q names %s, which the OpenAPI document does not have", line, p)
+		for i, line := range strings.Split(string(text), "\n") {
+			for _, m := range templatedPath.FindAllStringIndex(line, -1) {
+				p := strings.TrimRight(line[m[0]:m[1]], ".")
+				cut := strings.HasPrefix(line[m[1]:], "…")
+				if !slices.ContainsFunc(paths, func(q string) bool { return q == p || cut && strings.HasPrefix(q, p) }) {
+					t.Errorf("%s:%d names %s, which the OpenAPI document does not have", page, i+1, p)
+				}
 			}
 		}
 	}
