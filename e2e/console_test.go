@@ -56,7 +56,16 @@ func TestConsole(t *testing.T) {
 	// The browser reaches the server through a proxy that checks the
 	// console's calls of the API (its live table, its event stream)
 	// against the OpenAPI document.
-	b := startBrowser(t, contracttest.Proxy(t, srv.URL).URL)
+	proxy := contracttest.NewProxy(t, srv.URL)
+	defer func() {
+		// The console's own calls went through the proxy, and were checked.
+		for _, op := range []string{"getCluster", "listEvents"} {
+			if proxy.Seen(op) == 0 {
+				t.Errorf("the console never called %s through the checking proxy", op)
+			}
+		}
+	}()
+	b := startBrowser(t, proxy.URL)
 	phase := time.Now()
 	lap := func(what string) {
 		t.Logf("%-44s %6s", what, time.Since(phase).Round(time.Millisecond))

@@ -56,18 +56,45 @@ func Client(t testing.TB) *http.Client {
 	return &http.Client{Transport: Transport(t, nil)}
 }
 
-// Proxy serves target's answers at a new address, checking each exchange
-// of the API: for a browser, whose requests no transport of ours carries.
-func Proxy(t testing.TB, target string) *httptest.Server {
+// Proxy serves target's answers at URL, checking each exchange of the
+// API: for a browser, whose requests no transport of ours carries.
+type Proxy struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+// NewProxy starts a Proxy of target, closed when t ends.
+func NewProxy(t testing.TB, target string) *Proxy {
 	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load()
 	if err != nil {
 		t.Fatal(err)
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1 // event streams pass at once
-	srv := httptest.NewServer(Handler(t, rp))
-	t.Cleanup(srv.Close)
-	return srv
+	p := &Proxy{seen: map[string]int{}}
+	checked := Handler(t, rp)
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if route, _ := c.route(r); route != nil && InScope(r.URL.Path) {
+			p.mu.Lock()
+			p.seen[route.Operation.OperationID]++
+			p.mu.Unlock()
+		}
+		checked.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Seen is how many exchanges of operation id passed the proxy.
+func (p *Proxy) Seen(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen[id]
 }
 
 // Handler serves h, checking every exchange against the document; a
