@@ -5,17 +5,23 @@ import (
 	"github.com/sparecap/sparecap/internal/openapi"
 )
 
-// tokenRoutes are a project's tokens: the caller's own under /v1/tokens,
-// any project's for the operator under /v1/admin/projects/{project}.
+// scope is where a project's own objects are served: the caller's
+// under /v1/NAME, any project's for the operator under
+// /v1/admin/projects/{project}/NAME (id names the operation: listTokens,
+// listProjectTokens).
+type scope struct {
+	prefix, id string
+	wrap       func(route, handler) route
+}
+
+func scopes(name string) []scope {
+	return []scope{{"/v1/" + name, "", route.token}, {"/v1/admin/projects/{project}/" + name, "Project", route.admin}}
+}
+
+// tokenRoutes are a project's tokens.
 func (s *Server) tokenRoutes() []route {
 	var out []route
-	for _, scope := range []struct {
-		prefix, id string
-		wrap       func(route, handler) route
-	}{
-		{"/v1/tokens", "", route.token},
-		{"/v1/admin/projects/{project}/tokens", "Project", route.admin},
-	} {
+	for _, scope := range scopes("tokens") {
 		out = append(out, tagged("tokens",
 			scope.wrap(s.on("GET", scope.prefix, "list"+scope.id+"Tokens", "List tokens"), s.listTokens).
 				ok(200, apiv1.TokenList{}).errs(403, 404),
@@ -30,18 +36,10 @@ func (s *Server) tokenRoutes() []route {
 	return out
 }
 
-// webhookRoutes are a project's webhook endpoints: the caller's own under
-// /v1/webhooks, any project's for the operator under
-// /v1/admin/projects/{project}/webhooks.
+// webhookRoutes are a project's webhook endpoints.
 func (s *Server) webhookRoutes() []route {
 	var out []route
-	for _, scope := range []struct {
-		prefix, id string
-		wrap       func(route, handler) route
-	}{
-		{"/v1/webhooks", "", route.token},
-		{"/v1/admin/projects/{project}/webhooks", "Project", route.admin},
-	} {
+	for _, scope := range scopes("webhooks") {
 		p, w := scope.prefix, scope.wrap
 		out = append(out, tagged("webhooks",
 			w(s.on("GET", p, "list"+scope.id+"Webhooks", "List webhook endpoints"), s.listWebhooks).ok(200, apiv1.WebhookEndpointList{}).errs(400, 404),
