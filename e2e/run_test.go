@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -115,7 +116,7 @@ func TestRunAsksForTheInterval(t *testing.T) {
 	}
 	waitCluster(t, tc, cl.ClusterID, time.Minute, "the preemptible node ready", func(c *apiv1.Cluster) bool { return c.AllocatedPreemptibleGPUs == 8 })
 	time.Sleep(2 * time.Second) // 20 minutes of node time at 600x
-	printInterval := []string{"--", "sh", "-c", "echo interval=$SPARECAP_CHECKPOINT_INTERVAL"}
+	printInterval := []string{"--", "sh", "-c", "echo interval=$SPARECAP_CHECKPOINT_INTERVAL rate=$SPARECAP_PREEMPTION_RATE"}
 	run := func(env []string, args ...string) string {
 		cmd := exec.Command(binary, append([]string{"run", "--annotations-file", "-", "--interval", "45m"}, args...)...)
 		cmd.Env = append(cleanEnv(), env...)
@@ -140,8 +141,29 @@ func TestRunAsksForTheInterval(t *testing.T) {
 		!strings.Contains(out, "daly") {
 		t.Fatalf("the job got interval %q; the API advises %.0fs (%s):\n%s", m[1], a.RecommendedIntervalSeconds, a.RateBasis, out)
 	}
+	// The rate is an upper bound that falls as node time passes (600x):
+	// the job's and the test's asks are moments apart.
+	rateOf := func(out string) float64 {
+		r := regexp.MustCompile(`rate=(\S+)`).FindStringSubmatch(out)
+		if r == nil {
+			return 0
+		}
+		v, _ := strconv.ParseFloat(r[1], 64)
+		return v
+	}
+	if got := rateOf(out); got <= 0 || math.Abs(got-a.PreemptionRatePercentPerHour) > 0.2*a.PreemptionRatePercentPerHour {
+		t.Fatalf("the job got rate %g; the API measured %g %%/h:\n%s", got, a.PreemptionRatePercentPerHour, out)
+	}
+	// No checkpoint cost yet: the job keeps --interval and gets the rate,
+	// to work its interval out from its first save (the SDKs' Schedule).
+	out = run([]string{"SPARECAP_URL=" + srv.URL, "SPARECAP_TOKEN=" + p.Token},
+		append([]string{"--region", "us-central-2", "--gpu-type", "H100_SXM"}, printInterval...)...)
+	if got := rateOf(out); !strings.Contains(out, "interval=45m0s rate=") || got <= 0 || math.Abs(got-a.PreemptionRatePercentPerHour) > 0.2*a.PreemptionRatePercentPerHour ||
+		!strings.Contains(out, "first checkpoint") {
+		t.Fatalf("without a checkpoint cost: %s", out)
+	}
 	out = run(nil, append([]string{"--region", "us-central-2", "--gpu-type", "H100_SXM", "--checkpoint-seconds", "90"}, printInterval...)...)
-	if !strings.Contains(out, "interval=45m0s") || !strings.Contains(out, "SPARECAP_URL") {
+	if !strings.Contains(out, "interval=45m0s rate=\n") || !strings.Contains(out, "SPARECAP_URL") {
 		t.Fatalf("without an API: %s", out)
 	}
 }

@@ -72,7 +72,7 @@ See docs/workloads.md.`,
 			}
 			cfg.Stdout, cfg.Stderr, cfg.Log = c.OutOrStdout(), c.ErrOrStderr(), c.ErrOrStderr()
 			if a.region != "" || a.gpuType != "" {
-				cfg.Interval = advisedInterval(c, cfg, a.region, a.gpuType, a.costSecs)
+				cfg.Interval, cfg.RatePercentPerHour = advisedInterval(c, cfg, a.region, a.gpuType, a.costSecs)
 			}
 			if a.report {
 				cfg.OnCheckpoint = podReporter(c.ErrOrStderr(), os.Getenv, preempt.InClusterReporter)
@@ -134,46 +134,69 @@ func podReporter(log io.Writer, getenv func(string) string, inCluster func() (*p
 	return func(ctx context.Context, ck preempt.Checkpoint) error { return rep.Report(ctx, ck.Time) }
 }
 
-// advisedInterval asks the API for the checkpoint interval; it falls back
-// to cfg.Interval (--interval), saying why, when it cannot.
-func advisedInterval(c *cobra.Command, cfg runwrap.Config, region, gpuType string, costSecs float64) time.Duration {
-	fallback := func(why string) time.Duration {
+// advisedInterval asks the API for the checkpoint interval and the
+// pool's preemption rate; it falls back to cfg.Interval (--interval),
+// saying why, when it cannot. Without a checkpoint cost yet (no
+// --checkpoint-seconds, no checkpoint) it still passes the rate on: the
+// job works the interval out once its first save is measured.
+func advisedInterval(c *cobra.Command, cfg runwrap.Config, region, gpuType string, costSecs float64) (time.Duration, float64) {
+	fallback := func(why string) (time.Duration, float64) {
 		fmt.Fprintf(c.ErrOrStderr(), "sparecap run: no checkpoint advice (%s): using --interval %s\n", why, cfg.Interval)
-		return cfg.Interval
+		return cfg.Interval, 0
 	}
 	if region == "" || gpuType == "" {
 		return fallback("--region and --gpu-type go together")
 	}
-	cost := time.Duration(costSecs * float64(time.Second))
-	if cost <= 0 && cfg.CheckpointDir != "" {
-		if store, err := preempt.Open(cfg.CheckpointDir); err == nil {
-			cost = store.Cost()
-		}
-	}
-	if cost <= 0 {
-		return fallback("no checkpoint cost: give --checkpoint-seconds, or one checkpoint must exist")
-	}
-	url, _ := c.Flags().GetString("url")
-	token, _ := c.Flags().GetString("token")
-	if url == "" {
-		url = os.Getenv("SPARECAP_URL")
-	}
-	if token == "" {
-		token = os.Getenv("SPARECAP_TOKEN")
-	}
+	cost := checkpointCost(cfg, costSecs)
+	url, token := apiOf(c)
 	if url == "" || token == "" {
 		return fallback("no API: set SPARECAP_URL and SPARECAP_TOKEN")
 	}
 	ctx, cancel := context.WithTimeout(c.Context(), 10*time.Second)
 	defer cancel()
-	a, err := preempt.Advise(ctx, url, token, region, gpuType, cost)
+	asked := cost
+	if asked <= 0 {
+		asked = time.Second // any cost: the rate does not depend on it
+	}
+	a, err := preempt.Advise(ctx, url, token, region, gpuType, asked)
 	if err != nil {
 		return fallback(err.Error())
 	}
 	if a.Interval <= 0 {
 		return fallback("the API measured no preemption rate in " + region + " " + gpuType)
 	}
+	if cost <= 0 {
+		fmt.Fprintf(c.ErrOrStderr(), "sparecap run: preemption rate %.3f %%/h %s; no checkpoint cost yet: the job works its interval out from its first checkpoint (%s), else --interval %s\n",
+			a.RatePercentPerHour, a.RateBasis, preempt.EnvPreemptionRate, cfg.Interval)
+		return cfg.Interval, a.RatePercentPerHour
+	}
 	fmt.Fprintf(c.ErrOrStderr(), "sparecap run: checkpoint every %s (%s, from %.3f %%/h %s; a checkpoint takes %s)\n",
 		a.Interval.Round(time.Second), a.Formula, a.RatePercentPerHour, a.RateBasis, cost.Round(time.Millisecond))
-	return a.Interval
+	return a.Interval, a.RatePercentPerHour
+}
+
+// checkpointCost is --checkpoint-seconds, else what the latest
+// checkpoint took (its manifest), else 0.
+func checkpointCost(cfg runwrap.Config, costSecs float64) time.Duration {
+	cost := time.Duration(costSecs * float64(time.Second))
+	if cost <= 0 && cfg.CheckpointDir != "" {
+		if store, err := preempt.Open(cfg.CheckpointDir); err == nil {
+			cost = store.Cost()
+		}
+	}
+	return cost
+}
+
+// apiOf is the API's address and token: the flags, else SPARECAP_URL and
+// SPARECAP_TOKEN.
+func apiOf(c *cobra.Command) (url, token string) {
+	url, _ = c.Flags().GetString("url")
+	token, _ = c.Flags().GetString("token")
+	if url == "" {
+		url = os.Getenv("SPARECAP_URL")
+	}
+	if token == "" {
+		token = os.Getenv("SPARECAP_TOKEN")
+	}
+	return url, token
 }

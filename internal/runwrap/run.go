@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -123,6 +124,9 @@ func (r *run) environment() ([]string, error) {
 		preempt.EnvAnnotationsFile+"=-")
 	if cfg.Interval > 0 {
 		env = append(env, preempt.EnvCheckpointInterval+"="+cfg.Interval.String())
+	}
+	if cfg.RatePercentPerHour > 0 {
+		env = append(env, preempt.EnvPreemptionRate+"="+strconv.FormatFloat(cfg.RatePercentPerHour, 'g', -1, 64))
 	}
 	if !cfg.Deadline.IsZero() {
 		env = append(env, preempt.EnvDeadline+"="+cfg.Deadline.UTC().Format(time.RFC3339Nano))

@@ -42,6 +42,9 @@ type Config struct {
 	// Interval is the checkpoint interval the job is given
 	// (SPARECAP_CHECKPOINT_INTERVAL); 0 gives none.
 	Interval time.Duration
+	// RatePercentPerHour is the pool's measured preemption rate
+	// (SPARECAP_PREEMPTION_RATE); 0 gives none.
+	RatePercentPerHour float64
 	// CheckpointSignal asks the job for a checkpoint now (default SIGUSR1).
 	CheckpointSignal syscall.Signal
 	// Margin: SIGTERM goes at the deadline less Margin if no checkpoint

@@ -28,6 +28,10 @@ const (
 	// EnvCheckpointInterval is the recommended checkpoint interval (a Go
 	// duration).
 	EnvCheckpointInterval = "SPARECAP_CHECKPOINT_INTERVAL"
+	// EnvPreemptionRate is the pool's preemption rate, percent of nodes an
+	// hour, as the API measured it: with the store's measured save time
+	// the job works its own interval out (the SDKs' Schedule).
+	EnvPreemptionRate = "SPARECAP_PREEMPTION_RATE"
 	// EnvCheckpointSignal names the signal `sparecap run` sends to ask for
 	// a checkpoint now (default SIGUSR1).
 	EnvCheckpointSignal = "SPARECAP_CHECKPOINT_SIGNAL"

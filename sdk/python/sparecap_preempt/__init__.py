@@ -16,7 +16,9 @@ before one whose work has run longer since its last checkpoint.
 
 :func:`interval` picks the checkpoint interval from the preemption rate
 (Young's sqrt(2*cost*mtbf), refined by Daly); :func:`advise` asks sparecap
-for it, from the rate it measured.
+for it, from the rate it measured. :class:`Schedule` says when a checkpoint
+is due, from the rate ``sparecap run`` hands the job and the time the
+store really took to save.
 
 :mod:`sparecap_preempt.webhooks` verifies the signed notice webhooks
 sparecap sends to schedulers outside the cluster (``webhooks.verify``,
@@ -42,6 +44,7 @@ from .checkpoint import Checkpoint, NoCheckpoint, Store
 from .report import ANNOTATION_LAST_CHECKPOINT, ANNOTATION_PROGRESS, PodReporter, ReportError
 from .interval import Advice, AdviceError, Expected, advise, checkpoint_interval, daly, expect, interval, mtbf, young
 from .scheduled import ANNOTATION_PREEMPT_AT, scheduled, slurm_scheduled
+from .schedule import ENV_PREEMPTION_RATE, Schedule, preemption_rate
 from . import api, webhooks
 from .webhooks import Dedup, WebhookVerificationError
 
@@ -62,6 +65,9 @@ __all__ = [
     "NoCheckpoint",
     "Notice",
     "Store",
+    "Schedule",
+    "ENV_PREEMPTION_RATE",
+    "preemption_rate",
     "WebhookVerificationError",
     "advise",
     "checkpoint_interval",
