@@ -60,7 +60,8 @@ vet:
 # KubeRay with their manifests (built once, cached outside the checkout;
 # see scripts/ensure-kube.sh) are there for the Kubernetes integration
 # tests, Debian's Slurm daemons and munge for the Slurm driver's tests,
-# and Redis for the Asynq recipe's tests; it fails loudly rather than
+# Redis for the Asynq recipe's tests, and Debian's PyTorch for the
+# Python examples' tests (internal/simjob); it fails loudly rather than
 # letting those tests be skipped.
 services:
 	@scripts/ensure-postgres.sh
@@ -70,6 +71,7 @@ services:
 	@scripts/ensure-kube.sh
 	@scripts/ensure-helm.sh
 	@scripts/ensure-python.sh
+	@scripts/ensure-torch.sh
 
 # image builds the container image sparecap:dev from the Dockerfile. It
 # needs a Docker engine (none runs on the project's test machines); see

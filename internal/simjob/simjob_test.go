@@ -61,7 +61,11 @@ type world struct {
 	cluster string
 }
 
-func newWorld(t testing.TB, speed float64) *world {
+func newWorld(t testing.TB, speed float64) *world { return newWorldOf(t, speed, 8) }
+
+// newWorldOf is newWorld with a preemptible target of preemptible GPUs
+// (8 a node).
+func newWorldOf(t testing.TB, speed float64, preemptible int) *world {
 	dir := t.TempDir()
 	fleet := filepath.Join(dir, "fleet.yaml")
 	if err := os.WriteFile(fleet, []byte(fleetYAML), 0o600); err != nil {
@@ -81,7 +85,7 @@ func newWorld(t testing.TB, speed float64) *world {
 	}
 	tenant := client.New(srv.URL, p.Token)
 	c, err := tenant.CreateCluster(ctx, apiv1.CreateClusterRequest{ClusterName: "training", Region: "r1", GPUType: "RTX_6000_PCI",
-		ClusterType: "KUBERNETES", BillingType: "ON_DEMAND", NumGPUs: 8, NumPreemptibleGPUs: 8})
+		ClusterType: "KUBERNETES", BillingType: "ON_DEMAND", NumGPUs: 8, NumPreemptibleGPUs: preemptible})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +136,14 @@ func (w *world) jobWith(t testing.TB, dir string, steps int, bare bool, rec *rec
 	if bare {
 		jobArgs = append(jobArgs, "--ignore-notice")
 	}
-	// The job stops with the test (before its world), processes and all.
+	return w.start(t, Config{Sim: w.srv.Sim, Clock: w.srv.Clock, Speed: w.srv.Speed, ClusterID: w.cluster,
+		Class: domain.Preemptible, Name: "trainer", Grace: 10 * time.Minute, Binary: binary, Job: jobArgs,
+		Interval: interval, Margin: 500 * time.Millisecond, Dir: dir, Progress: true, Output: out, OnEvent: rec.add, Bare: bare})
+}
+
+// start starts a job that stops with the test (before its world),
+// processes and all.
+func (w *world) start(t testing.TB, cfg Config) *Job {
 	ctx, cancel := context.WithCancel(context.Background())
 	var j *Job
 	t.Cleanup(func() {
@@ -141,9 +152,7 @@ func (w *world) jobWith(t testing.TB, dir string, steps int, bare bool, rec *rec
 			<-j.Done()
 		}
 	})
-	j, err := Start(ctx, Config{Sim: w.srv.Sim, Clock: w.srv.Clock, Speed: w.srv.Speed, ClusterID: w.cluster,
-		Class: domain.Preemptible, Name: "trainer", Grace: 10 * time.Minute, Binary: binary, Job: jobArgs,
-		Interval: interval, Margin: 500 * time.Millisecond, Dir: dir, Progress: true, Output: out, OnEvent: rec.add, Bare: bare})
+	j, err := Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
