@@ -31,7 +31,7 @@ import threading
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
 import sparecap_preempt as sp  # noqa: E402
 
 
