@@ -260,33 +260,7 @@ func TestJobSetRealFailureSpendsMaxRestarts(t *testing.T) {
 	crash := func(attempt int) {
 		t.Helper()
 		p := runningWorkers(t, w, name, attempt, 2)[0]
-		pods := env.Client().CoreV1().Pods(ns)
-		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-			cur, err := pods.Get(t.Context(), p.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			// What a kubelet writes when the container exits with code 1.
-			now := metav1.Now()
-			cur.Status.Phase = corev1.PodFailed
-			for i, c := range cur.Status.ContainerStatuses {
-				started := false
-				c.Ready, c.Started = false, &started
-				c.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
-					StartedAt: metav1.Time{Time: cur.Status.StartTime.Time}, FinishedAt: now}}
-				cur.Status.ContainerStatuses[i] = c
-			}
-			for i, c := range cur.Status.Conditions {
-				if c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
-					cur.Status.Conditions[i].Status = corev1.ConditionFalse
-				}
-			}
-			_, err = pods.UpdateStatus(t.Context(), cur, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		exitWorker(t, p, 1)
 		kubeenv.Eventually(t, 10*time.Second, func() error {
 			j, ok := h.failedJob(jobOf(&p))
 			if !ok {
@@ -321,4 +295,36 @@ func TestJobSetRealFailureSpendsMaxRestarts(t *testing.T) {
 		t.Logf("second real failure: %s", s)
 		return nil
 	})
+}
+
+// exitWorker writes what a kubelet writes when the worker's container
+// exits with code.
+func exitWorker(t *testing.T, p corev1.Pod, code int32) {
+	t.Helper()
+	pods := env.Client().CoreV1().Pods(ns)
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur, err := pods.Get(t.Context(), p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		cur.Status.Phase = corev1.PodFailed
+		for i, c := range cur.Status.ContainerStatuses {
+			started := false
+			c.Ready, c.Started = false, &started
+			c.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error",
+				StartedAt: metav1.Time{Time: cur.Status.StartTime.Time}, FinishedAt: now}}
+			cur.Status.ContainerStatuses[i] = c
+		}
+		for i, c := range cur.Status.Conditions {
+			if c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
+				cur.Status.Conditions[i].Status = corev1.ConditionFalse
+			}
+		}
+		_, err = pods.UpdateStatus(t.Context(), cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

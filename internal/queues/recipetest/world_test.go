@@ -70,13 +70,20 @@ func newWorld(t *testing.T, machines int) *testworld.World {
 // decodeSnippet decodes docs/queues.md's snippet name, a single object.
 func decodeSnippet(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
-	text, err := docs.Snippet("queues.md", name)
+	return decodePageSnippet(t, "queues.md", name)
+}
+
+// decodePageSnippet decodes the snippet name of docs/page, a single
+// object.
+func decodePageSnippet(t *testing.T, page, name string) *unstructured.Unstructured {
+	t.Helper()
+	text, err := docs.Snippet(page, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var obj map[string]any
 	if err := yaml.Unmarshal([]byte(text), &obj); err != nil {
-		t.Fatalf("docs/queues.md's %s: %v", name, err)
+		t.Fatalf("docs/%s's %s: %v", page, name, err)
 	}
 	return &unstructured.Unstructured{Object: obj}
 }
