@@ -18,18 +18,25 @@ import (
 // docScript is the sbatch script of docs/slurm.md, as a tenant copies it.
 func docScript(t *testing.T) string {
 	t.Helper()
+	return markedScript(t, "slurm.md", "the sbatch script internal/slurm/e2e_test.go runs")
+}
+
+// markedScript is the bash block a page of docs marks with
+// <!-- test: mark -->.
+func markedScript(t *testing.T, page, mark string) string {
+	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "docs", "slurm.md"))
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "docs", page))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(b), "<!-- test: the sbatch script internal/slurm/e2e_test.go runs -->\n```bash\n")
+	_, after, ok := strings.Cut(string(b), "<!-- test: "+mark+" -->\n```bash\n")
 	if !ok {
-		t.Fatal("docs/slurm.md has no marked sbatch script")
+		t.Fatalf("docs/%s has no script marked %q", page, mark)
 	}
 	script, _, ok := strings.Cut(after, "```")
 	if !ok {
-		t.Fatal("docs/slurm.md: the sbatch script does not end")
+		t.Fatalf("docs/%s: the script marked %q does not end", page, mark)
 	}
 	return script
 }
