@@ -24,7 +24,8 @@
 // work on the node (a multi-node job is one unit, noticed once as a
 // whole); marks are a drain with a reason starting "sparecap:" and the
 // deadline in the node's Extra field (JSON); a notice is SIGTERM to the
-// job's batch shell and steps; a tenant's notice is the node's Extra and
+// job's srun steps, or to its batch shell when it has none (srun itself
+// kills its tasks on SIGTERM); a tenant's notice is the node's Extra and
 // the job's AdminComment (Slurm has no events).
 package slurm
 

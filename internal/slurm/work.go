@@ -67,9 +67,8 @@ func jobID(w driver.Work) string {
 }
 
 // Notify gives the job its notice: its mark (what sparecap promised it,
-// so an exit after the notice is requeued) and SIGTERM to its batch shell
-// and every step (scancel --full: without it a job with no srun steps
-// gets nothing). A job noticed already with a deadline no later than by is
+// so an exit after the notice is requeued) and SIGTERM: to its srun
+// steps' tasks when it has any, else to its batch shell (noticeArgs). A job noticed already with a deadline no later than by is
 // left alone: a multi-node job is noticed once, as a whole. A zero or past
 // by ends it now (requeued if it may be, else cancelled). The job's end at
 // by itself is the poll's (tendJobs): requeued or cancelled at by minus
@@ -104,7 +103,7 @@ func (c *Cluster) Notify(ctx context.Context, clusterID, nodeName string, w driv
 		return c.end(ctx, j, m)
 	}
 	c.writeMark(ctx, j, m)
-	if _, err := c.run.run(ctx, "scancel", "--signal=TERM", "--full", strconv.FormatInt(j.ID, 10)); err != nil {
+	if _, err := c.run.run(ctx, "scancel", c.noticeArgs(ctx, j.ID)...); err != nil {
 		if says(err, "already completing or completed") || says(err, "invalid job id") {
 			return nil
 		}
@@ -208,4 +207,32 @@ func noticeText(n driver.Notice) string {
 		kind = "Warning"
 	}
 	return "[" + kind + "] " + n.Reason + ": " + n.Message
+}
+
+// noticeArgs are scancel's arguments for the notice of job id. A job with
+// srun steps has them signalled, not its batch step: srun answers a
+// SIGTERM by killing its tasks at once ("forcing job termination"), and a
+// shell that is not exec'd ends the job on it, so --full would turn the
+// notice into the end of the work. A job with no steps (the batch shell
+// is the work, or exec'd it) is signalled with --full, as without it the
+// batch shell gets nothing. When the steps cannot be listed, --full.
+func (c *Cluster) noticeArgs(ctx context.Context, id int64) []string {
+	job := strconv.FormatInt(id, 10)
+	out, err := c.run.run(ctx, "squeue", "--steps", "--noheader", "--format=%i", "--jobs="+job)
+	if err == nil && hasSrunStep(string(out)) {
+		return []string{"--signal=TERM", job}
+	}
+	return []string{"--signal=TERM", "--full", job}
+}
+
+// hasSrunStep reports whether squeue's list of a job's steps ("5.0",
+// "5.batch", "5.extern") holds one srun launched: a numbered one.
+func hasSrunStep(steps string) bool {
+	for _, line := range strings.Fields(steps) {
+		_, step, ok := strings.Cut(line, ".")
+		if _, err := strconv.Atoi(step); ok && err == nil {
+			return true
+		}
+	}
+	return false
 }
