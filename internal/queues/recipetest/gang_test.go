@@ -117,15 +117,7 @@ func TestJobSetGangRestartsTogether(t *testing.T) {
 	checkRendezvous(t, runningWorkers(t, w, name, 0, 2))
 
 	// The reclaimed worker: its notice, its Job failed by the policy.
-	w.Create("other", "q", 8, 0, 0)
-	first := w.WaitDraining("tenant", 30*time.Second)
-	s := waitJobSet(t, name, 30*time.Second, "restarted once", func(s jobSetState) bool { return s.restarts == 1 })
-	if s.towardsMax != 0 {
-		t.Fatalf("after a reclaim: %s, want the restart not counted toward maxRestarts", s)
-	}
-	checkReclaimed(t, h, first.Name)
-	checkBlocking(t, h, name, 0)
-	waitGone(t, w, first.Name, 30*time.Second)
+	reclaimWorker(t, w, h, name)
 
 	// The target is refilled; then a worker exits 75, as the rank does
 	// whose gang stopped for another's reclaim.
@@ -144,7 +136,7 @@ func TestJobSetGangRestartsTogether(t *testing.T) {
 		}
 		return nil
 	})
-	s = waitJobSet(t, name, 30*time.Second, "restarted twice", func(s jobSetState) bool { return s.restarts == 2 })
+	s := waitJobSet(t, name, 30*time.Second, "restarted twice", func(s jobSetState) bool { return s.restarts == 2 })
 	if s.towardsMax != 0 {
 		t.Fatalf("after the gang stopped: %s, want no restart counted toward maxRestarts", s)
 	}

@@ -124,16 +124,7 @@ func TestJobSetReclaimsDoNotSpendMaxRestarts(t *testing.T) {
 	name := submitJobSet(t, "25s")
 	runningWorkers(t, w, name, 0, 2)
 
-	// Another tenant takes one machine as standard capacity.
-	w.Create("other", "q", 8, 0, 0)
-	first := w.WaitDraining("tenant", 30*time.Second)
-	s := waitJobSet(t, name, 30*time.Second, "restarted once", func(s jobSetState) bool { return s.restarts == 1 })
-	if s.towardsMax != 0 {
-		t.Fatalf("after a reclaim: %s, want the restart not counted toward maxRestarts", s)
-	}
-	checkReclaimed(t, h, first.Name)
-	checkBlocking(t, h, name, 0)
-	waitGone(t, w, first.Name, 30*time.Second)
+	reclaimWorker(t, w, h, name)
 
 	// The new attempt: one worker on the node left, the other waits.
 	pods := runningWorkers(t, w, name, 1, 1)
@@ -153,7 +144,7 @@ func TestJobSetReclaimsDoNotSpendMaxRestarts(t *testing.T) {
 	if second.Name != pods[0].Spec.NodeName {
 		t.Fatalf("node %s draining, want %s, where the new attempt's worker runs", second.Name, pods[0].Spec.NodeName)
 	}
-	s = waitJobSet(t, name, 30*time.Second, "restarted twice", func(s jobSetState) bool { return s.restarts == 2 })
+	s := waitJobSet(t, name, 30*time.Second, "restarted twice", func(s jobSetState) bool { return s.restarts == 2 })
 	if s.towardsMax != 0 {
 		t.Fatalf("after two reclaims: %s, want no restart counted toward maxRestarts", s)
 	}
@@ -171,6 +162,23 @@ func TestJobSetReclaimsDoNotSpendMaxRestarts(t *testing.T) {
 		t.Fatalf("completed with %s, want 2 restarts, none counted toward maxRestarts", s)
 	}
 	t.Logf("completed after two reclaims: %s", s)
+}
+
+// reclaimWorker has another tenant take one of the JobSet's two machines
+// as standard capacity, and checks the reclaim of the worker there: its
+// notice, its Job failed by the policy, the set restarted once (blocking)
+// without spending maxRestarts, and the node gone.
+func reclaimWorker(t *testing.T, w *testworld.World, h *history, name string) {
+	t.Helper()
+	w.Create("other", "q", 8, 0, 0)
+	first := w.WaitDraining("tenant", 30*time.Second)
+	s := waitJobSet(t, name, 30*time.Second, "restarted once", func(s jobSetState) bool { return s.restarts == 1 })
+	if s.towardsMax != 0 {
+		t.Fatalf("after a reclaim: %s, want the restart not counted toward maxRestarts", s)
+	}
+	checkReclaimed(t, h, first.Name)
+	checkBlocking(t, h, name, 0)
+	waitGone(t, w, first.Name, 30*time.Second)
 }
 
 // checkReclaimed checks that the JobSet's worker on the reclaimed node got
