@@ -60,7 +60,7 @@ type jobRun struct {
 
 func reclaimedJob(b *testing.B, steps, reclaims int, bare bool) jobRun {
 	w := newWorld(b, 60)
-	waitPreemptible(b, w)
+	waitPreemptible(b, w, 1)
 	dir := b.TempDir()
 	rec := &recorder{}
 	var out bytes.Buffer
@@ -89,17 +89,4 @@ func reclaimedJob(b *testing.B, steps, reclaims int, bare bool) jobRun {
 		r.waitNode += as[i+1].Started.Sub(a.Ended)
 	}
 	return r
-}
-
-// waitPreemptible waits until the cluster has its preemptible node, so
-// every run starts the job at once.
-func waitPreemptible(b testing.TB, w *world) {
-	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(10 * time.Millisecond) {
-		for _, n := range w.srv.Sim.Nodes(w.cluster) {
-			if n.Class == "preemptible" {
-				return
-			}
-		}
-	}
-	b.Fatal("no preemptible node")
 }

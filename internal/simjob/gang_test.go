@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparecap/sparecap/internal/domain"
 	"github.com/sparecap/sparecap/internal/runwrap"
 )
 
@@ -65,6 +66,9 @@ func TestDataParallelGangResumesTogether(t *testing.T) {
 	ref := gangRef(t, py, args)
 
 	w := newWorldOf(t, 60, 16)
+	// Both nodes first: a rank placed while the other node still joins
+	// would share its node (the spread is a preference).
+	waitPreemptible(t, w, 2)
 	dir := t.TempDir()
 	port := freePort(t)
 	got := filepath.Join(dir, "got.bin")
@@ -80,7 +84,9 @@ func TestDataParallelGangResumesTogether(t *testing.T) {
 		jobs[r] = w.pythonJob(t, jobSpec{name: name, dir: dir, job: job, avoid: podNames("rank" + strconv.Itoa(1-r))}, recs[r], outs[r])
 	}
 	first := running(t, jobs[1], recs[1])
-	running(t, jobs[0], recs[0])
+	if other := running(t, jobs[0], recs[0]); other.Node == first.Node {
+		t.Fatalf("both ranks run on %s; want a node each", first.Node)
+	}
 	waitLines(t, filepath.Join(dir, "rank0.log"), 300)
 	w.reclaim(t, first.Node)
 	r0 := completed(t, jobs[0], outs[0], 2*time.Minute)
@@ -130,6 +136,25 @@ func gangCheckpoints(t testing.TB, dir string, steps int) int64 {
 		t.Fatalf("checkpoints of steps %v; want the gang's one at its stop and the last (%d)", saved, steps)
 	}
 	return saved[0]
+}
+
+// waitPreemptible waits until the world's cluster has n preemptible nodes
+// a pod may go on.
+func waitPreemptible(t testing.TB, w *world, n int) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ready := 0
+		for _, v := range w.srv.Sim.Nodes(w.cluster) {
+			if v.Class == domain.Preemptible && !v.Unschedulable {
+				ready++
+			}
+		}
+		if ready >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the cluster never had %d preemptible nodes", n)
 }
 
 // waitLines waits until a step log has n lines.
