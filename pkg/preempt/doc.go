@@ -22,8 +22,8 @@
 //		step = load(ck.Dir) // resume
 //	}
 //	notice := preempt.Watch(ctx, preempt.Options{})
-//	interval := preempt.Interval(2.3, store.Cost()) // 2.3 %/h, from GET /v1/advice/checkpoint
-//	last := time.Now()
+//	// Daly's interval for the rate sparecap run passes and the measured save time.
+//	schedule := preempt.NewSchedule(store, 30*time.Minute)
 //	for ; step < total; step++ {
 //		train(step)
 //		select {
@@ -32,9 +32,9 @@
 //			return
 //		default:
 //		}
-//		if time.Since(last) >= interval {
+//		if schedule.Due() {
 //			store.Save(step, save)
-//			last = time.Now()
+//			schedule.Saved()
 //		}
 //	}
 //
