@@ -215,15 +215,22 @@ func noticeText(n driver.Notice) string {
 // shell that is not exec'd ends the job on it, so --full would turn the
 // notice into the end of the work. A job with no steps (the batch shell
 // is the work, or exec'd it) is signalled with --full, as without it the
-// batch shell gets nothing. When the steps cannot be listed, --full.
+// batch shell gets nothing. When the steps cannot be listed within
+// stepsWait (a slurmctld slow to answer), --full: the listing must not
+// hold the notice up.
 func (c *Cluster) noticeArgs(ctx context.Context, id int64) []string {
 	job := strconv.FormatInt(id, 10)
+	ctx, cancel := context.WithTimeout(ctx, stepsWait)
+	defer cancel()
 	out, err := c.run.run(ctx, "squeue", "--steps", "--noheader", "--format=%i", "--jobs="+job)
 	if err == nil && hasSrunStep(string(out)) {
 		return []string{"--signal=TERM", job}
 	}
 	return []string{"--signal=TERM", "--full", job}
 }
+
+// stepsWait bounds the listing of a noticed job's steps.
+const stepsWait = 2 * time.Second
 
 // hasSrunStep reports whether squeue's list of a job's steps ("5.0",
 // "5.batch", "5.extern") holds one srun launched: a numbered one.
