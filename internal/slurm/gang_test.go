@@ -74,6 +74,7 @@ func TestDocsGangScriptSurvivesAReclaim(t *testing.T) {
 	id := strings.TrimSpace(strings.Split(out, ";")[0])
 	t.Cleanup(func() { f.env.Run(f.ctx, "scancel", id) })
 	read := func() string { b, _ := os.ReadFile(filepath.Join(work, "ddp-"+id+".out")); return string(b) }
+	tl := watchJob(t, f, id)
 	eventually(t, 60*time.Second, func() error {
 		if strings.Count(read(), "starting from scratch") < 2 {
 			return fmt.Errorf("the gang has not started: %q", read())
@@ -82,6 +83,7 @@ func TestDocsGangScriptSurvivesAReclaim(t *testing.T) {
 	})
 	time.Sleep(2 * time.Second) // some steps
 
+	tl.mark("the gang runs; one of its nodes is reclaimed")
 	f.setPreemptible("c1", 8) // one of the two nodes goes
 	eventually(t, 60*time.Second, func() error {
 		if s := stepsOf(gangStoppedRE, read()); len(s) < 2 {
@@ -93,6 +95,7 @@ func TestDocsGangScriptSurvivesAReclaim(t *testing.T) {
 	if stopped["0"] != stopped["1"] {
 		t.Fatalf("the ranks stopped at steps %v, not at one step:\n%s", stopped, read())
 	}
+	tl.mark("the gang stopped; the target is refilled")
 	f.setPreemptible("c1", 16)
 	eventually(t, 120*time.Second, func() error {
 		if s := stepsOf(gangResumedRE, read()); len(s) < 2 {
