@@ -52,15 +52,15 @@ func Start(n domain.Node, cause domain.DrainCause, why string, deadline, now tim
 func noticeText(n domain.Node, cause domain.DrainCause) (domain.EventReason, string) {
 	switch cause {
 	case domain.CauseScaledDown:
-		return domain.ReasonScaledDown, fmt.Sprintf("node %s is drained because the cluster was scaled down; pods get SIGTERM and the node is removed once they exit", n.Name)
+		return domain.ReasonScaledDown, fmt.Sprintf("node %s is drained because the cluster was scaled down; its work (pods, Slurm jobs) gets SIGTERM and the node is removed once it exits", n.Name)
 	case domain.CauseClusterDeleted:
 		return domain.ReasonScaledDown, fmt.Sprintf("node %s is drained because the cluster is being deleted", n.Name)
 	case domain.CauseOutOfService:
-		return domain.ReasonPreemptionNotified, fmt.Sprintf("node %s is reclaimed: its machine is going out of service; pods get SIGTERM, the node is removed once they exit or at the deadline", n.Name)
+		return domain.ReasonPreemptionNotified, fmt.Sprintf("node %s is reclaimed: its machine is going out of service; its work (pods, Slurm jobs) gets SIGTERM, the node is removed once it exits or at the deadline", n.Name)
 	case domain.CauseFairShare:
-		return domain.ReasonPreemptionNotified, fmt.Sprintf("node %s is reclaimed to give another cluster its fair share of spare capacity; pods get SIGTERM, the node is removed once they exit or at the deadline", n.Name)
+		return domain.ReasonPreemptionNotified, fmt.Sprintf("node %s is reclaimed to give another cluster its fair share of spare capacity; its work (pods, Slurm jobs) gets SIGTERM, the node is removed once it exits or at the deadline", n.Name)
 	}
-	return domain.ReasonPreemptionNotified, fmt.Sprintf("node %s is reclaimed: its machine is needed for standard nodes; pods get SIGTERM, the node is removed once they exit or at the deadline", n.Name)
+	return domain.ReasonPreemptionNotified, fmt.Sprintf("node %s is reclaimed: its machine is needed for standard nodes; its work (pods, Slurm jobs) gets SIGTERM, the node is removed once it exits or at the deadline", n.Name)
 }
 
 // clusterNotice is the notice the tenant sees in their cluster (a
