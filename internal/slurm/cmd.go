@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sparecap/sparecap/internal/bound"
@@ -61,6 +62,12 @@ func (r *runner) once(ctx context.Context, name string, args ...string) ([]byte,
 	}
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = commandEnv(r.conf)
+	// A process group of its own, so a timeout also kills the children of
+	// a site's wrapper script, which would hold the output open; the wait
+	// for the output is bounded all the same.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -35,7 +35,9 @@ func showNode(ctx context.Context) (string, bool) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "scontrol", "--oneliner", "show", "node", node).Output()
+	cmd := exec.CommandContext(ctx, "scontrol", "--oneliner", "show", "node", node)
+	cmd.WaitDelay = time.Second // a wrapper's child may hold the output open
+	out, err := cmd.Output()
 	return string(out), err == nil
 }
 
