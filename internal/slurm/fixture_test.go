@@ -41,11 +41,14 @@ type fixtureConfig struct {
 	machines int
 	window   time.Duration
 	killWait time.Duration
+	// schedInterval: slurmctld's periodic scheduling pass (slurmenv's
+	// default when 0).
+	schedInterval time.Duration
 }
 
 func newFixture(t testing.TB, cfg fixtureConfig) *fixture {
 	t.Helper()
-	e, err := slurmenv.Start(slurmenv.Options{KillWait: cfg.killWait})
+	e, err := slurmenv.Start(slurmenv.Options{KillWait: cfg.killWait, SchedInterval: cfg.schedInterval})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,9 @@ func stepsOf(re *regexp.Regexp, out string) map[string]string {
 // `sparecap run`. One node is reclaimed: both ranks stop at the same step
 // (the other learns of it at that step, from the flag the ranks share),
 // the gang checkpoints, the job is requeued, reruns on two nodes once the
-// target is refilled, and both ranks resume from that step.
+// target is refilled, and both ranks resume from that step. slurmctld's
+// periodic pass is 10 minutes away: the rerun starts on the refilled node
+// when it joins, whichever comes first, the node or the requeue.
 func TestDocsGangScriptSurvivesAReclaim(t *testing.T) {
 	bin := t.TempDir()
 	buildBinary(t, bin)
@@ -59,7 +61,7 @@ func TestDocsGangScriptSurvivesAReclaim(t *testing.T) {
 	if err := os.Symlink(example, filepath.Join(work, "ddp_train.py")); err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, fixtureConfig{machines: 4, window: time.Minute})
+	f := newFixture(t, fixtureConfig{machines: 4, window: time.Minute, schedInterval: 10 * time.Minute})
 	f.createCluster("c1", 8, 16)
 	f.waitNodes("c1", domain.Preemptible, domain.NodeReady, 2, 30*time.Second)
 	script := filepath.Join(work, "ddp.sbatch")

@@ -150,6 +150,7 @@ func submit(t *testing.T, e *slurmenv.Env, j job) string {
 // jobState is a job as squeue shows it.
 type jobState struct {
 	State        string `json:"job_state"`
+	Reason       string `json:"state_reason"`
 	Restarts     int    `json:"restart_cnt"`
 	AdminComment string `json:"admin_comment"`
 	Nodes        string `json:"nodes"`

@@ -60,9 +60,11 @@ func waitTrail(t *testing.T, tr trail, prefix string, n int, within time.Duratio
 // sparecap's reason, the job's batch shell gets SIGTERM, it checkpoints
 // and exits 0 (Slurm records it COMPLETED), the node goes early, the job
 // is requeued exactly once with its hold released, and it runs again,
-// told it is a rerun, when the target is refilled.
+// told it is a rerun, when the target is refilled: at once, not at
+// slurmctld's next periodic pass (here 10 minutes away), as Slurm does not
+// try pending jobs when a node joins.
 func TestReclaimedJobCheckpointsIsRequeuedAndComesBack(t *testing.T) {
-	f := newFixture(t, fixtureConfig{machines: 3, window: time.Minute})
+	f := newFixture(t, fixtureConfig{machines: 3, window: time.Minute, schedInterval: 10 * time.Minute})
 	f.createCluster("c1", 8, 8)
 	f.waitNodes("c1", domain.Standard, domain.NodeReady, 1, 30*time.Second)
 	pre := f.waitNodes("c1", domain.Preemptible, domain.NodeReady, 1, 30*time.Second)[0]
@@ -92,6 +94,14 @@ func TestReclaimedJobCheckpointsIsRequeuedAndComesBack(t *testing.T) {
 		}
 		if hold := time.Until(time.Unix(j.Eligible, 0)); hold > 5*time.Second {
 			return fmt.Errorf("job %s is held %s after its requeue", id, hold.Round(time.Second))
+		}
+		return nil
+	})
+	// slurmctld tried the job since, and found no node for it: the next
+	// pass comes when something starts one.
+	eventually(t, 20*time.Second, func() error {
+		if j := jobByID(t, f.env, id); j.Reason != "BadConstraints" {
+			return fmt.Errorf("job %s pending for %q, want BadConstraints (no preemptible node)", id, j.Reason)
 		}
 		return nil
 	})

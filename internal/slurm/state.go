@@ -235,6 +235,9 @@ func (c *Cluster) view(ctx context.Context, maxAge time.Duration) (*snapshot, er
 			return nil, err
 		}
 		c.changed(prev, s)
+		if prev != nil {
+			c.noteJoined(prev, s)
+		}
 		return s, nil
 	}
 }
@@ -324,6 +327,7 @@ func (c *Cluster) loop() {
 		}
 		if err == nil {
 			c.tendJobs(ctx, s)
+			c.nudge(ctx, s)
 			c.probe(ctx, s)
 		}
 		select {

@@ -23,6 +23,8 @@ type tendState struct {
 	kept  map[string]bool // foreign drains reported (keptDrain)
 	// lastDial: when the nodes' slurmds were last probed.
 	lastDial time.Time
+	// joined: a node of the cluster became usable since the last nudge.
+	joined bool
 }
 
 type probeState struct {

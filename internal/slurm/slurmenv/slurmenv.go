@@ -34,6 +34,10 @@ type Options struct {
 	// SlurmdTimeout: how long slurmctld waits before setting a silent
 	// node DOWN (default 300 s, Slurm's own).
 	SlurmdTimeout time.Duration
+	// SchedInterval: how often slurmctld's scheduler tries all pending
+	// jobs besides the events that start a pass (default 60 s, Slurm's
+	// own). A long one shows what waits on the periodic pass.
+	SchedInterval time.Duration
 }
 
 // Env is one Slurm: its directory, daemons and nodes.
@@ -80,6 +84,9 @@ func Start(opts Options) (*Env, error) {
 	}
 	if opts.SlurmdTimeout == 0 {
 		opts.SlurmdTimeout = 300 * time.Second
+	}
+	if opts.SchedInterval == 0 {
+		opts.SchedInterval = 60 * time.Second
 	}
 	dir, err := os.MkdirTemp("", "slurmenv-")
 	if err != nil {
@@ -190,7 +197,7 @@ func (e *Env) writeConf() error {
 	e.ctlPort = ports[0]
 	e.Conf = filepath.Join(e.Dir, "slurm.conf")
 	conf := fmt.Sprintf(confTemplate, filepath.Base(e.Dir), ports[0], ports[1], e.Dir, e.MungeSocket(),
-		int(e.opts.CredExpire.Seconds()), int(e.opts.KillWait.Seconds()), int(e.opts.SlurmdTimeout.Seconds()))
+		int(e.opts.CredExpire.Seconds()), int(e.opts.KillWait.Seconds()), int(e.opts.SlurmdTimeout.Seconds()), int(e.opts.SchedInterval.Seconds()))
 	if err := os.WriteFile(e.Conf, []byte(conf), 0o644); err != nil {
 		return err
 	}
@@ -245,6 +252,7 @@ SlurmdTimeout=%[8]d
 MinJobAge=300
 ReturnToService=2
 SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=%[9]d
 MpiDefault=none
 CommunicationParameters=NoInAddrAny
 NodeSet=preemptible Feature=preemptible

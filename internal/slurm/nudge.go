@@ -1,0 +1,76 @@
+package slurm
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+// Slurm tries its pending jobs when something happens to a job (one is
+// submitted, ends or is updated) and otherwise at its periodic pass
+// (SchedulerParameters sched_interval, 60 s by default). A node that
+// joins, or is resumed, is not such an event: a job sparecap requeued at
+// a reclaim, waiting for the node that refills the target, would wait on
+// it idle until the next pass. So when a node of the cluster becomes
+// usable, the job sparecap requeued that has waited longest is released
+// again (StartTime=now, as at its requeue): one update, after which
+// slurmctld tries every pending job, not only that one.
+
+// usable: jobs may start on the node.
+func (n *nodeInfo) usable() bool { return n.responding() && !n.drained() }
+
+// noteJoined notes, between two polls, a node of this cluster that became
+// usable; the poll's next pass nudges (see nudge).
+func (c *Cluster) noteJoined(prev, next *snapshot) {
+	for name, n := range next.nodes {
+		if c.ownership(n) != ours || !n.usable() {
+			continue
+		}
+		if p := prev.nodes[name]; p == nil || c.ownership(p) != ours || !p.usable() {
+			c.tend.mu.Lock()
+			c.tend.joined = true
+			c.tend.mu.Unlock()
+			return
+		}
+	}
+}
+
+// nudge releases again, once a node joined, the job sparecap requeued
+// that has waited longest and is eligible to run: its begin time is not
+// in the future, so the release changes nothing but starts a pass (a
+// later begin time, the tenant's, is left alone). A failure is logged;
+// the periodic pass still comes.
+func (c *Cluster) nudge(ctx context.Context, s *snapshot) {
+	c.tend.mu.Lock()
+	joined := c.tend.joined
+	c.tend.joined = false
+	c.tend.mu.Unlock()
+	if !joined {
+		return
+	}
+	j := c.waitingRequeued(s, c.opts.Clock.Now())
+	if j == nil {
+		return
+	}
+	if _, err := c.run.run(ctx, "scontrol", "update", "jobid="+strconv.FormatInt(j.ID, 10), "StartTime=now"); err != nil {
+		c.opts.Log.Warn("cannot ask slurmctld to try a requeued job on a node that joined; it waits for its next pass",
+			"cluster", c.id, "job", j.ID, "err", err)
+	}
+}
+
+// waitingRequeued is the oldest pending job of this cluster's that
+// sparecap requeued and that may run at now; nil if there is none.
+func (c *Cluster) waitingRequeued(s *snapshot, now time.Time) *jobInfo {
+	var oldest *jobInfo
+	for _, j := range s.jobs {
+		m, _, ok := parseMark(j.AdminComment)
+		if !ok || !m.Requeued || j.State != "PENDING" || j.Restarts != m.Run+1 || !c.keeps(s, m) ||
+			time.Unix(j.EligibleTime, 0).After(now) {
+			continue
+		}
+		if oldest == nil || j.ID < oldest.ID {
+			oldest = j
+		}
+	}
+	return oldest
+}
