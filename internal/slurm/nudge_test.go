@@ -72,16 +72,22 @@ func TestANodeThatJoinsNudgesARequeuedJob(t *testing.T) {
 // nudgeCluster is a cluster c1 whose scontrol is a stand-in that records
 // its arguments, read back by wrote.
 func nudgeCluster(t *testing.T, now time.Time) (*Cluster, func() string) {
-	dir := t.TempDir()
-	log := filepath.Join(dir, "scontrol.log")
-	script := fmt.Sprintf("#!/bin/sh\necho \"$*\" >> %s\n", log)
-	if err := os.WriteFile(filepath.Join(dir, "scontrol"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c := &Cluster{id: "c1", run: &runner{timeout: 10 * time.Second, slots: make(chan struct{}, 1), bin: dir, sleepFor: time.After},
+	log := filepath.Join(t.TempDir(), "scontrol.log")
+	c := &Cluster{id: "c1", run: standInRunner(t, "scontrol", fmt.Sprintf("echo \"$*\" >> %s", log)),
 		opts: Options{Clock: clock.NewFake(now), Log: slog.New(slog.DiscardHandler)}}
 	return c, func() string {
 		b, _ := os.ReadFile(log)
 		return strings.TrimSpace(string(b))
 	}
+}
+
+// standInRunner runs, for the Slurm command name, a shell script of body
+// instead, with a minute's timeout.
+func standInRunner(t *testing.T, name, body string) *runner {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &runner{timeout: time.Minute, slots: make(chan struct{}, 1), bin: dir, sleepFor: time.After}
 }

@@ -2,8 +2,6 @@ package slurm
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -47,11 +45,7 @@ func TestNoticeArgsFallBack(t *testing.T) {
 		{"a wrapper too slow to list", "sleep 60; echo 7.0", []string{"--signal=TERM", "--full", "7"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, "squeue"), []byte("#!/bin/sh\n"+c.squeue+"\n"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			cl := &Cluster{run: &runner{timeout: time.Minute, slots: make(chan struct{}, 1), bin: dir, sleepFor: time.After}}
+			cl := &Cluster{run: standInRunner(t, "squeue", c.squeue)}
 			start := time.Now()
 			got := cl.noticeArgs(context.Background(), 7)
 			// A listing held past stepsWait would take the stand-in's 60 s.
