@@ -23,10 +23,14 @@ func (n *nodeInfo) usable() bool { return n.responding() && !n.drained() }
 // usable; the poll's next pass nudges (see nudge).
 func (c *Cluster) noteJoined(prev, next *snapshot) {
 	for name, n := range next.nodes {
-		if c.ownership(n) != ours || !n.usable() {
+		p := prev.nodes[name]
+		// Usable before with the same features (so the same owner): no
+		// join, told without parsing the features (a poll of 12,500 nodes
+		// looks at each).
+		if !n.usable() || p != nil && p.usable() && p.Features == n.Features || c.ownership(n) != ours {
 			continue
 		}
-		if p := prev.nodes[name]; p == nil || c.ownership(p) != ours || !p.usable() {
+		if p == nil || !p.usable() || c.ownership(p) != ours {
 			c.tend.mu.Lock()
 			c.tend.joined = true
 			c.tend.mu.Unlock()

@@ -47,6 +47,7 @@ func TestANodeThatJoinsNudgesARequeuedJob(t *testing.T) {
 		{"nothing joined", map[string]*nodeInfo{"a": node("a", ours)}, map[string]*nodeInfo{"a": node("a", ours)}, jobs, ""},
 		{"ours joined", map[string]*nodeInfo{}, map[string]*nodeInfo{"a": node("a", ours)}, jobs, "update jobid=9 StartTime=now"},
 		{"ours resumed", map[string]*nodeInfo{"a": node("a", ours, "DRAIN")}, map[string]*nodeInfo{"a": node("a", ours)}, jobs, "update jobid=9 StartTime=now"},
+		{"ours adopted", map[string]*nodeInfo{"a": node("a", "sparecap,preemptible")}, map[string]*nodeInfo{"a": node("a", ours)}, jobs, "update jobid=9 StartTime=now"},
 		{"ours joined drained", map[string]*nodeInfo{}, map[string]*nodeInfo{"a": node("a", ours, "DRAIN")}, jobs, ""},
 		{"theirs joined", map[string]*nodeInfo{}, map[string]*nodeInfo{"b": node("b", theirs)}, jobs, ""},
 		{"no job may run", map[string]*nodeInfo{}, map[string]*nodeInfo{"a": node("a", ours)}, jobs[2:], ""},
