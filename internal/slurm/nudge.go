@@ -78,3 +78,34 @@ func (c *Cluster) waitingRequeued(s *snapshot, now time.Time) *jobInfo {
 	}
 	return oldest
 }
+
+// releaseAfter is how long after its requeue a job's hold is released.
+// slurmd revokes a job's credential when the job is killed, and refuses
+// a launch whose credential is no newer, to the second, than that: a job
+// released at once could be started again within that second on a node
+// it ran on (the rerun of a multi-node job, on the node it kept), and end
+// at launch, exit 1, never requeued. Two seconds put the rerun's
+// credential past the kill's second.
+const releaseAfter = 2 * time.Second
+
+// releaseDue releases the holds that are due (StartTime=now: the update
+// also starts slurmctld's pass, so the job runs at once where it can). A
+// job released, or whose release failed, is forgotten: Slurm's own hold
+// ends by itself. A sparecap that restarts in between forgets them too.
+func (c *Cluster) releaseDue(ctx context.Context) {
+	now := c.opts.Clock.Now()
+	var due []int64
+	c.tend.mu.Lock()
+	for id, at := range c.tend.release {
+		if !now.Before(at) {
+			due = append(due, id)
+			delete(c.tend.release, id)
+		}
+	}
+	c.tend.mu.Unlock()
+	for _, id := range due {
+		if _, err := c.run.run(ctx, "scontrol", "update", "jobid="+strconv.FormatInt(id, 10), "StartTime=now"); err != nil && !says(err, "invalid job id") {
+			c.opts.Log.Warn("cannot release a requeued job's hold", "cluster", c.id, "job", id, "err", err)
+		}
+	}
+}

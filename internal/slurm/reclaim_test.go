@@ -140,3 +140,27 @@ func (tr trail) terms() []time.Time {
 	}
 	return out
 }
+
+// TestRequeuedJobRerunsOnANodeThatRanIt: a job of two nodes, one of them
+// reclaimed, checkpoints for 3 s, time for the refilled node to join, so
+// when it is requeued it reruns at once on the node it kept and the new
+// one. slurmd refuses to launch a job whose credential is no newer, to the
+// second, than the job's last kill (it revokes it then): a rerun released
+// in that second ended at launch, exit 1, and was never requeued again,
+// the job lost. Released after that second, it reruns.
+func TestRequeuedJobRerunsOnANodeThatRanIt(t *testing.T) {
+	f := newFixture(t, fixtureConfig{machines: 4, window: time.Minute})
+	f.createCluster("c1", 8, 16)
+	f.waitNodes("c1", domain.Preemptible, domain.NodeReady, 2, 30*time.Second)
+	tr := newTrail(t)
+	id := submit(t, f.env, job{Name: "pair", Script: tr.script(3, false), Extra: []string{"-C", "preemptible", "--nodes=2"}})
+	waitTrail(t, tr, "start_restart=0_node=", 1, 20*time.Second)
+
+	f.setPreemptible("c1", 8) // one of the job's two nodes goes
+	waitTrail(t, tr, "term", 1, 10*time.Second)
+	f.setPreemptible("c1", 16)
+	waitTrail(t, tr, "start_restart=1_node=", 1, 30*time.Second)
+	if j := jobByID(t, f.env, id); j.State != "RUNNING" || j.Restarts != 1 {
+		t.Errorf("job %s: %s with %d restarts, want RUNNING after one requeue", id, j.State, j.Restarts)
+	}
+}

@@ -327,6 +327,7 @@ func (c *Cluster) loop() {
 		}
 		if err == nil {
 			c.tendJobs(ctx, s)
+			c.releaseDue(ctx)
 			c.nudge(ctx, s)
 			c.probe(ctx, s)
 		}

@@ -25,6 +25,8 @@ type tendState struct {
 	lastDial time.Time
 	// joined: a node of the cluster became usable since the last nudge.
 	joined bool
+	// release: when to release the hold of each job sparecap requeued.
+	release map[int64]time.Time
 }
 
 type probeState struct {
@@ -39,6 +41,7 @@ type probeState struct {
 
 func (t *tendState) init() {
 	t.marks, t.unsig, t.probe, t.kept = map[int64]string{}, map[string]bool{}, map[string]*probeState{}, map[string]bool{}
+	t.release = map[int64]time.Time{}
 }
 
 func (t *tendState) pend(job int64, text string) {
@@ -139,9 +142,10 @@ func (c *Cluster) requeueEnded(ctx context.Context, j *jobInfo, m mark) {
 
 // requeued finishes a requeue sparecap made: the mark says so, the hold
 // Slurm puts on a requeued job (its begin time, now + the credential
-// window + 1 s, 121 s by default) is released, and a node list that names
-// the reclaimed node is cleared, so the job is not left pending on a node
-// that is gone. Each is best effort: the requeue is what matters.
+// window + 1 s, 121 s by default) is to be released releaseAfter from now
+// (see releaseDue), and a node list that names the reclaimed node is
+// cleared, so the job is not left pending on a node that is gone. Each is
+// best effort: the requeue is what matters.
 func (c *Cluster) requeued(ctx context.Context, j *jobInfo, m mark) {
 	if h := c.hook(); h.Note != nil && !m.Requeued {
 		why := "it ended after its notice (" + j.State + ")"
@@ -149,12 +153,15 @@ func (c *Cluster) requeued(ctx context.Context, j *jobInfo, m mark) {
 			why = "its deadline came while it ran"
 		}
 		h.Note(driver.NodeNote{ClusterID: c.id, NodeName: m.Node, Reason: domain.ReasonJobRequeued,
-			Message: fmt.Sprintf("job %d (%s/%s) was requeued: %s; it is eligible to run again at once", j.ID, cmp.Or(j.Account, j.User), j.Name, why)})
+			Message: fmt.Sprintf("job %d (%s/%s) was requeued: %s; it is eligible to run again in %s", j.ID, cmp.Or(j.Account, j.User), j.Name, why, releaseAfter)})
 	}
 	m.Requeued = true
 	id := strconv.FormatInt(j.ID, 10)
 	_, foreign, _ := parseMark(j.AdminComment)
-	args := []string{"update", "jobid=" + id, "AdminComment=" + comment(foreign, m), "StartTime=now"}
+	c.tend.mu.Lock()
+	c.tend.release[j.ID] = c.opts.Clock.Now().Add(releaseAfter)
+	c.tend.mu.Unlock()
+	args := []string{"update", "jobid=" + id, "AdminComment=" + comment(foreign, m)}
 	if j.RequiredNodes != "" {
 		for _, n := range expandHostlist(j.RequiredNodes) {
 			if n == m.Node {
